@@ -1,0 +1,111 @@
+"""The `servewatch` command line."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import promtool
+from .errors import ServewatchError, SpecErrors
+
+
+def _fail(message: str, code: int = 2) -> int:
+    print(f"servewatch: error: {message}", file=sys.stderr)
+    return code
+
+
+def cmd_generate(args) -> int:
+    from . import generate, writer
+
+    _, files = generate.build(Path(args.specs))
+    root = Path(args.out)
+    if args.check:
+        problems = writer.check(root, files)
+        if problems:
+            print("\n".join(problems))
+            return _fail(f"{len(problems)} generated file(s) are stale; run `servewatch generate` and commit", 1)
+        print(f"servewatch: {len(files)} generated files are up to date")
+        return 0
+    written, removed = writer.write(root, files)
+    print(f"servewatch: {len(files)} files generated ({len(written)} changed, {len(removed)} stale removed)")
+    return 0
+
+
+def cmd_check(args) -> int:
+    from .model import Model
+    from .spec.loader import load
+
+    model = Model(load(Path(args.specs)))
+    print(f"servewatch: specs OK: {len(model.alerts())} alerts, {len(model.records())} recording rules, "
+          f"{len(model.spec.scenarios)} scenarios")
+    return 0
+
+
+def cmd_test(args) -> int:
+    from . import testing
+
+    extra = sorted(Path(args.extra).glob("*.yaml")) if args.extra and Path(args.extra).is_dir() else []
+    return 0 if testing.run(Path(args.out), extra) else 1
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="servewatch", description=__doc__.strip().splitlines()[0] if __doc__ else None)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def common(sp):
+        sp.add_argument("--specs", default="specs", help="specs folder (default: specs)")
+        sp.add_argument("--out", default=".", help="folder that holds rules/, dashboards/, runbooks/, promtool/ (default: .)")
+
+    g = sub.add_parser("generate", help="write all outputs from the specs")
+    common(g)
+    g.add_argument("--check", action="store_true", help="write nothing; exit 1 with a diff when committed outputs are stale")
+    g.set_defaults(func=cmd_generate)
+
+    c = sub.add_parser("check", help="validate the specs without writing anything")
+    common(c)
+    c.set_defaults(func=cmd_check)
+
+    t = sub.add_parser("test", help="promtool check rules + promtool unit tests on the generated files")
+    common(t)
+    t.add_argument("--extra", default="tests/promtool", help="folder of hand-written promtool tests (default: tests/promtool)")
+    t.set_defaults(func=cmd_test)
+
+    promtool.add_cli(sub)
+    for register in _plugins():
+        register(sub)
+    return p
+
+
+def _plugins():
+    """Subcommands contributed by other modules (lint, investigate, ...)."""
+    out = []
+    for name in ("servewatch.lint", "servewatch.investigate.cli"):
+        try:
+            mod = __import__(name, fromlist=["add_cli"])
+        except ModuleNotFoundError as exc:
+            if exc.name and name.startswith(exc.name):
+                continue
+            raise
+        out.append(mod.add_cli)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except SpecErrors as exc:
+        for e in exc.errors:
+            print(f"servewatch: error: {e}", file=sys.stderr)
+        print(f"servewatch: {len(exc.errors)} problem(s) in the specs; nothing was written", file=sys.stderr)
+        return 2
+    except ServewatchError as exc:
+        return _fail(f"{exc}; nothing was written" if args.command == "generate" else str(exc))
+    except promtool.ToolError as exc:
+        return _fail(str(exc), 1)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

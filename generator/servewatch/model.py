@@ -1,0 +1,167 @@
+"""The resolved model: spec + overrides -> concrete recording and alerting rules.
+
+This is the one place where overrides are applied and where cross-cutting annotations
+(severity, runbook_url, dashboard_url, extra labels) are added to every alert.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from . import templates
+from .promql import builders as b
+from .signals import SignalBuilder
+from .spec.loader import Spec
+from .spec.schema import Alert, Signal
+
+
+@dataclass(frozen=True)
+class RecordRule:
+    record: str
+    expr: str
+    labels: dict[str, str] = field(default_factory=dict)
+    signal: str = ""
+
+
+@dataclass(frozen=True)
+class AlertRule:
+    alert: str
+    expr: str
+    for_: str
+    keep_firing_for: str | None
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    group: str
+    family: str
+    spec: Alert  # the alert with overrides applied
+
+    @property
+    def result_labels(self) -> dict[str, str]:
+        """Labels the alert's expression itself adds to every result (the recorded quantile)."""
+        return {"quantile": f"{self.spec.quantile:g}"} if self.spec.quantile is not None else {}
+
+    @property
+    def runbook_file(self) -> str:
+        return f"{self.alert}.md"
+
+
+@dataclass(frozen=True)
+class RuleGroup:
+    name: str  # the spec's group name; the rule file uses `prefix-name`
+    family: str
+    interval: str | None
+    records: tuple[RecordRule, ...]
+    alerts: tuple[AlertRule, ...]
+
+
+def effective_alert(alert: Alert, spec: Spec) -> Alert:
+    ov = spec.overrides.alerts.get(alert.alert)
+    if ov is None:
+        return alert
+    changes = {k: v for k, v in {
+        "threshold": ov.threshold, "for_": ov.for_, "keep_firing_for": ov.keep_firing_for,
+        "severity": ov.severity, "enabled": ov.enabled,
+    }.items() if v is not None}
+    changes["labels"] = {**alert.labels, **ov.labels}
+    changes["annotations"] = {**alert.annotations, **ov.annotations}
+    return alert.model_copy(update=changes)
+
+
+class Model:
+    def __init__(self, spec: Spec):
+        self.spec = spec
+        self.config = spec.config
+        self.builder = SignalBuilder(spec.config)
+        self.tokens = self.builder.labels.tokens()
+
+    # -- lookups ------------------------------------------------------------------------
+    def signal(self, name: str) -> Signal:
+        return self.spec.signals[name]
+
+    def alerts(self) -> list[AlertRule]:
+        return [a for g in self.groups for a in g.alerts]
+
+    def alert(self, name: str) -> AlertRule | None:
+        return next((a for a in self.alerts() if a.alert == name), None)
+
+    def records(self) -> list[RecordRule]:
+        return [r for g in self.groups for r in g.records]
+
+    def families(self) -> dict[str, list[RuleGroup]]:
+        out: dict[str, list[RuleGroup]] = {}
+        for g in self.groups:
+            out.setdefault(g.family, []).append(g)
+        return out
+
+    def record_for(self, signal: str, quantile: float | None = None) -> str:
+        """The selector of a signal's recording rule (with the quantile label for quantile signals)."""
+        s = self.spec.signals[signal]
+        return f'{s.record}{{quantile="{quantile:g}"}}' if quantile is not None else s.record
+
+    # -- building -----------------------------------------------------------------------
+    @cached_property
+    def groups(self) -> tuple[RuleGroup, ...]:
+        out = []
+        for group in self.spec.groups:
+            gov = self.spec.overrides.groups.get(group.name)
+            enabled = group.enabled if gov is None or gov.enabled is None else gov.enabled
+            if not enabled:
+                continue
+            interval = gov.interval if gov and gov.interval else group.interval
+            records = tuple(r for name in group.records for r in self._records(name))
+            alerts = tuple(
+                self._alert(a, group.name, group.family)
+                for a in (effective_alert(a, self.spec) for a in group.alerts)
+                if a.enabled
+            )
+            if records or alerts:
+                out.append(RuleGroup(group.name, group.family, interval, records, alerts))
+        return tuple(out)
+
+    def _records(self, name: str) -> list[RecordRule]:
+        s = self.spec.signals[name]
+        if s.kind == "quantile":
+            return [
+                RecordRule(s.record, self.builder.expr(s, quantile=q), {"quantile": f"{q:g}"}, name)
+                for q in s.quantiles
+            ]
+        return [RecordRule(s.record, self.builder.expr(s), {}, name)]
+
+    def _alert(self, alert: Alert, group: str, family: str) -> AlertRule:
+        return AlertRule(
+            alert=alert.alert,
+            expr=self._alert_expr(alert),
+            for_=alert.for_,
+            keep_firing_for=alert.keep_firing_for,
+            labels={"severity": alert.severity, **alert.labels},
+            annotations=self._annotations(alert),
+            group=group,
+            family=family,
+            spec=alert,
+        )
+
+    def _alert_expr(self, alert: Alert) -> str:
+        if alert.signal:
+            return b.compare(self.record_for(alert.signal, alert.quantile), alert.op, alert.threshold)
+        ab = alert.absence
+        if ab.kind == "partner_missing":
+            return self.builder.partner_missing(self.spec.signals[ab.signal])
+        if ab.kind == "target_down":
+            return self.builder.target_down(ab.source, ab.absent_fires)
+        return self.builder.metrics_absent(ab.source)
+
+    def _annotations(self, alert: Alert) -> dict[str, str]:
+        sub = lambda text: templates.substitute_tokens(text, self.tokens)  # noqa: E731
+        out = {
+            "summary": alert.summary,
+            "description": sub(alert.description),
+            "runbook_url": self.config.runbook_url.format(alert=alert.alert, alert_lower=alert.alert.lower()),
+        }
+        if alert.dashboard:
+            url = self.config.dashboard_url.format(uid=alert.dashboard.uid, slug=alert.dashboard.slug or alert.dashboard.uid)
+            if alert.dashboard.vars:
+                query = "&".join(f"var-{var}={{{{ $labels.{sub(label)} }}}}" for var, label in alert.dashboard.vars.items())
+                url = f"{url}?{query}"
+            out["dashboard_url"] = url
+        out.update({k: sub(v) for k, v in alert.annotations.items()})
+        return dict(sorted(out.items()))

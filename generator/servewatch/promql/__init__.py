@@ -1,0 +1,1 @@
+"""PromQL: builders that make expressions and a linter that reads them back."""

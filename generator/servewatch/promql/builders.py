@@ -1,0 +1,94 @@
+"""PromQL builders. Every binary operation between two vectors goes through here, so label
+matching, deduplication and division guards are decided once (DESIGN.md invariants 1-4).
+
+Builders return plain strings; `servewatch.promql.lint` parses them in tests and in `lint`.
+"""
+from __future__ import annotations
+
+import re
+from typing import Iterable, Sequence
+
+MATCHER_RE = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*')
+
+
+def labels(names: Iterable[str]) -> str:
+    return ", ".join(names)
+
+
+def parse_matchers(text: str) -> list[tuple[str, str, str]]:
+    """Split `a="x", b=~"y"` into (label, op, value); raise ValueError on anything else."""
+    out, pos, text = [], 0, text.strip()
+    while pos < len(text):
+        m = MATCHER_RE.match(text, pos)
+        if not m:
+            raise ValueError(f"cannot read label matchers {text!r} near {text[pos:]!r}")
+        out.append((m.group(1), m.group(2), m.group(3)))
+        pos = m.end()
+        if pos < len(text):
+            if text[pos] != ",":
+                raise ValueError(f"expected ',' between label matchers in {text!r}")
+            pos += 1
+    return out
+
+
+def selector(metric: str, *matcher_sets: str) -> str:
+    """`metric{m1, m2}` with empty matcher sets dropped."""
+    parts = [m.strip().strip(",") for m in matcher_sets if m and m.strip()]
+    return f"{metric}{{{', '.join(parts)}}}" if parts else metric
+
+
+def agg(op: str, by: Sequence[str], expr: str) -> str:
+    return f"{op} by ({labels(by)}) ({expr})"
+
+
+def rate(series: str, window: str) -> str:
+    return f"rate({series}[{window}])"
+
+
+def dedup(series: str, identity: Sequence[str]) -> str:
+    """One series per identity: the same target scraped by two jobs must not double up."""
+    return agg("max", identity, series)
+
+
+def guarded_div(numerator: str, denominator: str, on: Sequence[str]) -> str:
+    """numerator / denominator where the denominator is > 0; 0/0 and x/0 give no result."""
+    return f"(\n  {numerator}\n/ on ({labels(on)})\n  ({denominator} > 0)\n)"
+
+
+def matched_ratio(part: str, rest: str, identity: Sequence[str]) -> str:
+    """part / (part + rest) per identity, both sides deduplicated to the identity first."""
+    p = dedup(part, identity)
+    r = dedup(rest, identity)
+    return guarded_div(p, f"({p} + on ({labels(identity)}) {r})", identity)
+
+
+def with_context(expr: str, series: str, identity: Sequence[str], context: Sequence[str]) -> str:
+    """Attach descriptive labels (host, GPU index, pod) to a per-identity result.
+
+    The context vector is cut to one series per identity (topk 1 of a 1-valued group), so a
+    label that changed between scrapes cannot cause a many-to-many error.
+    """
+    if not context:
+        return expr
+    info = f"topk by ({labels(identity)}) (1, group by ({labels([*identity, *context])}) ({series}))"
+    return f"{expr}\n* on ({labels(identity)}) group_left ({labels(context)})\n  {info}"
+
+
+def quantile(q: float, bucket_rate_by_le: str) -> str:
+    return f"histogram_quantile({q:g}, {bucket_rate_by_le})"
+
+
+def only_where(expr: str, condition: str, on: Sequence[str]) -> str:
+    return f"(\n  {expr}\nand on ({labels(on)})\n  {condition}\n)"
+
+
+def unless(left: str, right: str, on: Sequence[str]) -> str:
+    return f"(\n  {left}\nunless on ({labels(on)})\n  {right}\n)"
+
+
+def any_of(*exprs: str) -> str:
+    return "\n or\n".join(exprs)
+
+
+def compare(expr: str, op: str, threshold: float) -> str:
+    return f"{expr} {op} {threshold:g}"

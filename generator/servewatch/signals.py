@@ -1,0 +1,156 @@
+"""Signal expressions: how each kind of signal becomes PromQL, from config and catalog facts.
+
+Rules, dashboards and runbooks all call `SignalBuilder`, so a panel and the alert about the same
+thing share one expression (or its recording rule).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import catalog as catalog_mod
+from .promql import builders as b
+from .spec.schema import Config, Signal
+
+# Logical DCGM field names -> the metric name each exporter profile emits.
+DCGM_FIELDS = {
+    "fb_used": {"mib": "DCGM_FI_DEV_FB_USED", "bytes": "DCGM_FI_DEV_FB_USED_BYTES"},
+    "fb_free": {"mib": "DCGM_FI_DEV_FB_FREE", "bytes": "DCGM_FI_DEV_FB_FREE_BYTES"},
+    "fb_reserved": {"mib": "DCGM_FI_DEV_FB_RESERVED", "bytes": "DCGM_FI_DEV_FB_RESERVED_BYTES"},
+}
+
+# A vLLM gauge every running engine exports (unless --disable-log-stats): the liveness probe.
+VLLM_LIVENESS_METRIC = "vllm:num_requests_running"
+
+
+@dataclass(frozen=True)
+class Labels:
+    """Label names resolved from config: what identifies a GPU, an engine, a model."""
+
+    config: Config
+
+    def _cluster(self) -> list[str]:
+        return [self.config.cluster_label] if self.config.cluster_label else []
+
+    def identity(self, level: str) -> list[str]:
+        ident = {"gpu": self.config.identity.dcgm, "engine": self.config.identity.vllm, "model": self.config.identity.model}
+        return self._cluster() + list(ident[level])
+
+    @property
+    def host(self) -> str:
+        return self.config.dcgm.hostname_label
+
+    @property
+    def workload_namespace(self) -> str:
+        return "exported_namespace" if self.config.dcgm.workload_labels == "exported" else "namespace"
+
+    @property
+    def workload_pod(self) -> str:
+        return "exported_pod" if self.config.dcgm.workload_labels == "exported" else "pod"
+
+    def gpu_context(self) -> list[str]:
+        """Descriptive labels shown with a GPU: stable for a GPU except the pod holding it."""
+        ident = set(self.identity("gpu"))
+        wanted = [self.host, "gpu", "GPU_I_PROFILE", "modelName", self.workload_namespace, self.workload_pod]
+        return [label for label in wanted if label not in ident]
+
+    def target(self) -> list[str]:
+        return self._cluster() + ["job", "instance"]
+
+    def tokens(self) -> dict[str, str]:
+        """Placeholders usable in descriptions and scenarios as [[name]]."""
+        return {
+            "host": self.host,
+            "workload_namespace": self.workload_namespace,
+            "workload_pod": self.workload_pod,
+            "fb_used": DCGM_FIELDS["fb_used"][self.config.dcgm.fb_units],
+            "fb_free": DCGM_FIELDS["fb_free"][self.config.dcgm.fb_units],
+            "cluster": self.config.cluster_label or "cluster",
+        }
+
+
+class SignalBuilder:
+    def __init__(self, config: Config, catalog: catalog_mod.Catalog | None = None):
+        self.config = config
+        self.labels = Labels(config)
+        self.catalog = catalog or catalog_mod.load()
+
+    # -- names and selectors -------------------------------------------------------------
+    def metric_name(self, name: str) -> str:
+        field = DCGM_FIELDS.get(name)
+        return field[self.config.dcgm.fb_units] if field else name
+
+    def source(self, metric: str) -> str:
+        entry = self.catalog.lookup(metric)
+        return entry.source if entry else "vllm"
+
+    def select(self, metric: str, *matchers: str) -> str:
+        name = self.metric_name(metric)
+        return b.selector(name, self.config.selectors.get(self.source(name), ""), *matchers)
+
+    def up(self, source: str, extra: str = "") -> str:
+        return b.selector("up", self.config.targets[source], extra)
+
+    # -- signals ------------------------------------------------------------------------
+    def expr(self, signal: Signal, window: str | None = None, quantile: float | None = None) -> str:
+        """The PromQL for a signal; `window` replaces the rate window (dashboards pass $__rate_interval)."""
+        window = window or self.config.rate_window
+        ident = self.labels.identity(signal.level)
+        if signal.kind == "gauge":
+            return b.dedup(self.select(signal.metric), ident + list(signal.by))
+        if signal.kind == "matched_ratio":
+            part, rest = self.select(signal.numerator), self.select(signal.partner)
+            ratio = b.matched_ratio(part, rest, ident)
+            return b.with_context(ratio, part, ident, self.labels.gpu_context()) if signal.level == "gpu" else ratio
+        if signal.kind == "rate":
+            return self._rate_at_level(self.select(signal.metric), window, signal.level, list(signal.by))
+        if signal.kind == "counter_ratio":
+            keep = [label for label, _, _ in b.parse_matchers(signal.matchers)]
+            part = self._rate_at_level(self.select(signal.metric, signal.matchers), window, signal.level, [], keep)
+            whole = self._rate_at_level(self.select(signal.metric), window, signal.level, [], keep)
+            return b.guarded_div(part, whole, ident)
+        if signal.kind == "quantile":
+            q = quantile if quantile is not None else signal.quantiles[0]
+            return self.histogram_quantile(signal.metric, q, window, signal.level)
+        raise ValueError(f"unknown signal kind {signal.kind}")
+
+    def _rate_at_level(self, series: str, window: str, level: str, by: list[str], dedup_extra: list[str] = ()) -> str:
+        """Rate per engine (deduplicated), summed up to the level when the level is coarser."""
+        engine = self.labels.identity("engine") if level in ("engine", "model") else self.labels.identity(level)
+        per_engine = b.dedup(b.rate(series, window), engine + by + list(dedup_extra))
+        if level in ("engine", "gpu"):
+            return per_engine if not dedup_extra else b.agg("sum", engine + by, per_engine)
+        return b.agg("sum", self.labels.identity(level) + by, per_engine)
+
+    def histogram_quantile(self, metric: str, q: float, window: str, level: str, by: tuple[str, ...] = ()) -> str:
+        """Quantile per level from a histogram; no result (not NaN) where there were no observations."""
+        engine = self.labels.identity("engine")
+        keep = self.labels.identity(level) + list(by)
+        buckets = b.dedup(b.rate(self.select(f"{metric}_bucket"), window), engine + ["le"])
+        by_le = b.agg("sum", keep + ["le"], buckets)
+        counts = b.agg("sum", keep, b.dedup(b.rate(self.select(f"{metric}_count"), window), engine))
+        return b.only_where(b.quantile(q, by_le), f"{counts} > 0", keep)
+
+    # -- companions that keep an alert family from going silently blind --------------------------
+    def partner_missing(self, signal: Signal) -> str:
+        ident = self.labels.identity(signal.level)
+        part, rest = self.select(signal.numerator), self.select(signal.partner)
+        g_part, g_rest = b.agg("group", ident, part), b.agg("group", ident, rest)
+        target = self.labels.target()
+        exporter_up = f"{b.agg('max', target, self.up('dcgm'))} == 1"
+        either = f"({b.agg('group', target, part)} or {b.agg('group', target, rest)})"
+        return b.any_of(
+            b.unless(g_part, g_rest, ident),
+            b.unless(g_rest, g_part, ident),
+            b.unless(exporter_up, either, target),
+        )
+
+    def target_down(self, source: str, absent_fires: bool = True) -> str:
+        down = f"{b.agg('max', self.labels.target(), self.up(source))} == 0"
+        return b.any_of(down, f"absent({self.up(source)})") if absent_fires else down
+
+    def metrics_absent(self, source: str) -> str:
+        target = self.labels.target()
+        keep = target + ["namespace", "pod"]
+        up = b.agg("max", keep, self.up(source))
+        liveness = b.agg("group", target, self.select(VLLM_LIVENESS_METRIC))
+        return b.any_of(f"{up} == 0", b.unless(f"{up} == 1", liveness, target))

@@ -1,0 +1,124 @@
+"""Cross-file checks on a merged spec: every reference resolves, every metric is in the catalog,
+every template is in the supported subset, every alert is proven by scenarios."""
+from __future__ import annotations
+
+import difflib
+
+from .. import catalog as catalog_mod
+from .. import templates
+from ..errors import Location, SpecError
+from ..promql import builders as b
+from ..signals import DCGM_FIELDS, Labels
+
+METRIC_FIELDS = ("metric", "numerator", "partner")
+
+
+def _near(name: str, options) -> str:
+    close = difflib.get_close_matches(name, list(options), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def cross_check(spec) -> list[SpecError]:
+    errors: list[SpecError] = []
+    where = spec.where
+    cat = catalog_mod.load()
+    tokens = Labels(spec.config).tokens()
+
+    def err(msg, key, field=None):
+        loc = where.get(key, Location("specs"))
+        if field:
+            loc = Location(loc.file, loc.line, f"{loc.field}.{field}" if loc.field else field)
+        errors.append(SpecError(msg, loc))
+
+    for problem in _selector_problems(spec.config):
+        err(problem, ("config", "config"))
+
+    records: dict[str, str] = {}
+    for name, signal in spec.signals.items():
+        for field in METRIC_FIELDS:
+            metric = getattr(signal, field)
+            if metric and metric not in DCGM_FIELDS:
+                probe = metric + ("_bucket" if signal.kind == "quantile" else "")
+                problem = cat.problem(probe)
+                entry = cat.lookup(probe)
+                if problem:
+                    err(problem, ("signal", name), field)
+                elif signal.kind in ("rate", "counter_ratio") and entry.type != "counter":
+                    err(f"{metric!r} is a {entry.type}; rate() needs a counter", ("signal", name), field)
+                elif signal.kind == "quantile" and entry.type != "histogram":
+                    err(f"{metric!r} is a {entry.type}, not a histogram", ("signal", name), field)
+        if signal.matchers:
+            try:
+                b.parse_matchers(signal.matchers)
+            except ValueError as exc:
+                err(str(exc), ("signal", name), "matchers")
+        if signal.record in records and not (signal.kind == "quantile"):
+            err(f"record {signal.record!r} is already used by signal {records[signal.record]!r}", ("signal", name), "record")
+        records[signal.record] = name
+
+    alert_names = {a.alert for g in spec.groups for a in g.alerts}
+    for group in spec.groups:
+        for rec in group.records:
+            if rec not in spec.signals:
+                err(f"group records unknown signal {rec!r}{_near(rec, spec.signals)}", ("group", group.name))
+        for alert in group.alerts:
+            key = ("alert", alert.alert)
+            if alert.signal:
+                if alert.signal not in spec.signals:
+                    err(f"unknown signal {alert.signal!r}{_near(alert.signal, spec.signals)}", ("alert-field", alert.alert, "signal"))
+                    continue
+                if alert.signal not in group.records:
+                    err(f"signal {alert.signal!r} must be recorded in the same group (add it to records)", key)
+                sig = spec.signals[alert.signal]
+                if sig.kind == "quantile" and alert.quantile not in sig.quantiles:
+                    err(f"alert on quantile signal {alert.signal!r} needs quantile: one of {list(sig.quantiles)}", key)
+            if alert.absence and alert.absence.kind == "partner_missing":
+                sig = spec.signals.get(alert.absence.signal or "")
+                if sig is None or sig.kind != "matched_ratio":
+                    err("absence partner_missing needs signal: a matched_ratio signal", key, "absence.signal")
+            texts = {"description": alert.description, **alert.annotations}
+            for field, text in texts.items():
+                try:
+                    templates.substitute_tokens(text, tokens)
+                except KeyError as exc:
+                    err(f"unknown token [[{exc.args[0]}]]; known: {', '.join(sorted(tokens))}", ("alert-field", alert.alert, "description"), None)
+                    continue
+                for problem in templates.problems(templates.substitute_tokens(text, tokens)):
+                    err(problem, ("alert-field", alert.alert, "description"))
+
+    for section, known in (("alerts", alert_names), ("groups", {g.name for g in spec.groups}),
+                           ("scenarios", {s.name for s in spec.scenarios})):
+        for name in getattr(spec.overrides, section):
+            if name not in known:
+                err(f"override of unknown {section[:-1]} {name!r}{_near(name, known)}", (f"override of {section[:-1]}", name))
+
+    proven: dict[str, set[str]] = {}
+    for scenario in spec.scenarios:
+        key = ("scenario", scenario.name)
+        if scenario.alert not in alert_names:
+            err(f"scenario names unknown alert {scenario.alert!r}{_near(scenario.alert, alert_names)}", key)
+        for exp in scenario.expect:
+            name = exp.alert or scenario.alert
+            if name not in alert_names:
+                err(f"expectation names unknown alert {name!r}{_near(name, alert_names)}", key)
+            proven.setdefault(name, set()).add("firing" if exp.firing else "silent")
+    disabled = {n for n, o in spec.overrides.alerts.items() if o.enabled is False}
+    for group in spec.groups:
+        for alert in group.alerts:
+            if not alert.enabled or alert.alert in disabled:
+                continue
+            missing = {"firing", "silent"} - proven.get(alert.alert, set())
+            if missing:
+                err(f"alert {alert.alert} has no {' and no '.join(sorted(missing))} scenario; add one under scenarios:", ("alert", alert.alert))
+    return errors
+
+
+def _selector_problems(config) -> list[str]:
+    out = []
+    for kind in ("selectors", "targets"):
+        for source, text in getattr(config, kind).items():
+            try:
+                b.parse_matchers(text)
+            except ValueError as exc:
+                out.append(f"config.{kind}.{source}: {exc}")
+    return out

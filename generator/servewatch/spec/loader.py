@@ -1,0 +1,172 @@
+"""Load a specs folder: read every file, validate it, merge, cross-check, and return one Spec.
+
+All mistakes found are reported together, each with file, line and field; nothing downstream runs
+on a spec that did not validate.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from ..errors import Location, SpecError, SpecErrors
+from .schema import Config, Group, Overrides, Scenario, Signal, SpecDoc
+from .source import SourceDoc, read_jsonnet, read_yaml
+
+SPEC_SUFFIXES = (".yaml", ".yml", ".jsonnet")
+
+
+@dataclass(frozen=True)
+class Spec:
+    """Everything the specs folder says, validated and merged. Immutable."""
+
+    config: Config
+    signals: dict[str, Signal]
+    groups: tuple[Group, ...]
+    overrides: Overrides
+    scenarios: tuple[Scenario, ...]
+    dashboards: dict
+    runbooks: dict
+    files: tuple[str, ...]
+    where: dict  # (kind, name) -> Location, for later cross-checks to point at the spec
+
+
+def spec_files(root: Path) -> list[Path]:
+    files = [p for p in root.rglob("*") if p.is_file() and p.suffix in SPEC_SUFFIXES]
+    # libsonnet files are imports, not specs of their own
+    return sorted(files, key=lambda p: p.relative_to(root).as_posix())
+
+
+def _read(path: Path, root: Path) -> SourceDoc:
+    display = path.as_posix()
+    if path.suffix == ".jsonnet":
+        return read_jsonnet(path, display, root)
+    return read_yaml(path, display)
+
+
+def _validate(doc: SourceDoc) -> tuple[SpecDoc | None, list[SpecError]]:
+    try:
+        return SpecDoc.model_validate(doc.data), []
+    except ValidationError as exc:
+        errors = []
+        for err in exc.errors():
+            path = tuple(p for p in err["loc"] if p not in ("function-after",) and not str(p).startswith("function"))
+            msg = err["msg"].removeprefix("Value error, ")
+            if err["type"] == "extra_forbidden":
+                msg = f"unknown field {path[-1]!r}" + _suggest(path, doc)
+            elif err["type"] == "missing":
+                msg = f"missing required field {path[-1]!r}"
+            errors.append(SpecError(msg, doc.locate(path)))
+        return None, errors
+
+
+def _suggest(path: tuple, doc: SourceDoc) -> str:
+    """Offer the field a typo probably meant, from the model fields at that spot."""
+    known = {
+        "config": Config.model_fields,
+        "signals": Signal.model_fields,
+        "groups": Group.model_fields,
+        "scenarios": Scenario.model_fields,
+    }
+    fields = known.get(path[0]) if path else SpecDoc.model_fields
+    if path and path[0] == "groups" and "alerts" in path:
+        from .schema import Alert
+
+        fields = Alert.model_fields
+    if not fields:
+        return ""
+    names = [f.alias or n for n, f in fields.items()]
+    close = difflib.get_close_matches(str(path[-1]), names, n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def load(root: Path | str) -> Spec:
+    root = Path(root)
+    if not root.is_dir():
+        raise SpecError(f"specs folder {root} does not exist")
+    files = spec_files(root)
+    if not files:
+        raise SpecError(f"no spec files (*.yaml, *.jsonnet) in {root}")
+    errors: list[SpecError] = []
+    parsed: list[tuple[SourceDoc, SpecDoc]] = []
+    for path in files:
+        try:
+            doc = _read(path, root)
+        except SpecError as exc:
+            errors.append(exc)
+            continue
+        spec_doc, errs = _validate(doc)
+        errors.extend(errs)
+        if spec_doc is not None:
+            parsed.append((doc, spec_doc))
+    if errors:
+        raise SpecErrors(errors)
+    spec = _merge(parsed, files)
+    from .checks import cross_check  # late import: checks uses the merged Spec
+
+    problems = cross_check(spec)
+    if problems:
+        raise SpecErrors(problems)
+    return spec
+
+
+def _merge(parsed: list[tuple[SourceDoc, SpecDoc]], files: list[Path]) -> Spec:
+    errors: list[SpecError] = []
+    where: dict = {}
+    config: Config | None = None
+    signals: dict[str, Signal] = {}
+    groups: list[Group] = []
+    scenarios: list[Scenario] = []
+    overrides = {"alerts": {}, "groups": {}, "scenarios": {}}
+    dashboards: dict = {}
+    runbooks: dict = {}
+
+    def claim(kind: str, name: str, loc: Location) -> bool:
+        if (kind, name) in where:
+            errors.append(SpecError(f"{kind} {name!r} is defined twice (first at {where[(kind, name)]})", loc))
+            return False
+        where[(kind, name)] = loc
+        return True
+
+    for doc, sd in parsed:
+        if sd.config is not None:
+            if claim("config", "config", doc.locate(("config",))):
+                config = sd.config
+        for name, signal in sd.signals.items():
+            if claim("signal", name, doc.locate(("signals", name))):
+                signals[name] = signal
+        for gi, group in enumerate(sd.groups):
+            if claim("group", group.name, doc.locate(("groups", gi, "name"))):
+                groups.append(group)
+            for ai, alert in enumerate(group.alerts):
+                claim("alert", alert.alert, doc.locate(("groups", gi, "alerts", ai, "alert")))
+                for field in ("threshold", "for", "description", "signal"):
+                    where[("alert-field", alert.alert, field)] = doc.locate(("groups", gi, "alerts", ai, field))
+        for si, scenario in enumerate(sd.scenarios):
+            if claim("scenario", scenario.name, doc.locate(("scenarios", si, "name"))):
+                scenarios.append(scenario)
+        if sd.overrides is not None:
+            for section in ("alerts", "groups", "scenarios"):
+                for name, ov in getattr(sd.overrides, section).items():
+                    if claim(f"override of {section[:-1]}", name, doc.locate(("overrides", section, name))):
+                        overrides[section][name] = ov
+        for section, target in (("dashboards", dashboards), ("runbooks", runbooks)):
+            for name, value in (getattr(sd, section) or {}).items():
+                if claim(section[:-1], name, doc.locate((section, name))):
+                    target[name] = value
+                    where[(section[:-1] + "-doc", name)] = doc
+    if errors:
+        raise SpecErrors(errors)
+    return Spec(
+        config=config or Config(),
+        signals=signals,
+        groups=tuple(groups),
+        overrides=Overrides(**overrides),
+        scenarios=tuple(scenarios),
+        dashboards=dashboards,
+        runbooks=runbooks,
+        files=tuple(f.as_posix() for f in files),
+        where=where,
+    )

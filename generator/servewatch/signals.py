@@ -64,6 +64,8 @@ class Labels:
             "workload_pod": self.workload_pod,
             "fb_used": DCGM_FIELDS["fb_used"][self.config.dcgm.fb_units],
             "fb_free": DCGM_FIELDS["fb_free"][self.config.dcgm.fb_units],
+            # the name the *other* exporter generation uses: what a rename looks like from here
+            "fb_used_renamed": DCGM_FIELDS["fb_used"]["bytes" if self.config.dcgm.fb_units == "mib" else "mib"],
             "cluster": self.config.cluster_label or "cluster",
         }
 

@@ -6,7 +6,7 @@ import difflib
 
 from .. import catalog as catalog_mod
 from .. import templates
-from ..errors import Location, SpecError
+from ..errors import SpecError
 from ..promql import builders as b
 from ..signals import DCGM_FIELDS, Labels
 
@@ -20,18 +20,14 @@ def _near(name: str, options) -> str:
 
 def cross_check(spec) -> list[SpecError]:
     errors: list[SpecError] = []
-    where = spec.where
     cat = catalog_mod.load()
     tokens = Labels(spec.config).tokens()
 
-    def err(msg, key, field=None):
-        loc = where.get(key, Location("specs"))
-        if field:
-            loc = Location(loc.file, loc.line, f"{loc.field}.{field}" if loc.field else field)
-        errors.append(SpecError(msg, loc))
+    def err(msg, key, *field):
+        errors.append(SpecError(msg, spec.locate(key[0], key[1], *field)))
 
-    for problem in _selector_problems(spec.config):
-        err(problem, ("config", "config"))
+    for path, problem in _selector_problems(spec.config):
+        err(problem, ("config", "config"), *path)
 
     records: dict[str, str] = {}
     for name, signal in spec.signals.items():
@@ -60,31 +56,31 @@ def cross_check(spec) -> list[SpecError]:
     for group in spec.groups:
         for rec in group.records:
             if rec not in spec.signals:
-                err(f"group records unknown signal {rec!r}{_near(rec, spec.signals)}", ("group", group.name))
+                err(f"group records unknown signal {rec!r}{_near(rec, spec.signals)}", ("group", group.name), "records")
         for alert in group.alerts:
             key = ("alert", alert.alert)
             if alert.signal:
                 if alert.signal not in spec.signals:
-                    err(f"unknown signal {alert.signal!r}{_near(alert.signal, spec.signals)}", ("alert-field", alert.alert, "signal"))
+                    err(f"unknown signal {alert.signal!r}{_near(alert.signal, spec.signals)}", key, "signal")
                     continue
                 if alert.signal not in group.records:
-                    err(f"signal {alert.signal!r} must be recorded in the same group (add it to records)", key)
+                    err(f"signal {alert.signal!r} must be recorded in the same group (add it to records)", key, "signal")
                 sig = spec.signals[alert.signal]
                 if sig.kind == "quantile" and alert.quantile not in sig.quantiles:
-                    err(f"alert on quantile signal {alert.signal!r} needs quantile: one of {list(sig.quantiles)}", key)
+                    err(f"alert on quantile signal {alert.signal!r} needs quantile: one of {list(sig.quantiles)}", key, "quantile")
             if alert.absence and alert.absence.kind == "partner_missing":
                 sig = spec.signals.get(alert.absence.signal or "")
                 if sig is None or sig.kind != "matched_ratio":
-                    err("absence partner_missing needs signal: a matched_ratio signal", key, "absence.signal")
-            texts = {"description": alert.description, **alert.annotations}
+                    err("absence partner_missing needs signal: a matched_ratio signal", key, "absence", "signal")
+            texts = {("description",): alert.description, **{("annotations", k): v for k, v in alert.annotations.items()}}
             for field, text in texts.items():
                 try:
                     templates.substitute_tokens(text, tokens)
                 except KeyError as exc:
-                    err(f"unknown token [[{exc.args[0]}]]; known: {', '.join(sorted(tokens))}", ("alert-field", alert.alert, "description"), None)
+                    err(f"unknown token [[{exc.args[0]}]]; known: {', '.join(sorted(tokens))}", key, *field)
                     continue
                 for problem in templates.problems(templates.substitute_tokens(text, tokens)):
-                    err(problem, ("alert-field", alert.alert, "description"))
+                    err(problem, key, *field)
 
     for section, known in (("alerts", alert_names), ("groups", {g.name for g in spec.groups}),
                            ("scenarios", {s.name for s in spec.scenarios})):
@@ -96,11 +92,11 @@ def cross_check(spec) -> list[SpecError]:
     for scenario in spec.scenarios:
         key = ("scenario", scenario.name)
         if scenario.alert not in alert_names:
-            err(f"scenario names unknown alert {scenario.alert!r}{_near(scenario.alert, alert_names)}", key)
-        for exp in scenario.expect:
+            err(f"scenario names unknown alert {scenario.alert!r}{_near(scenario.alert, alert_names)}", key, "alert")
+        for ei, exp in enumerate(scenario.expect):
             name = exp.alert or scenario.alert
             if name not in alert_names:
-                err(f"expectation names unknown alert {name!r}{_near(name, alert_names)}", key)
+                err(f"expectation names unknown alert {name!r}{_near(name, alert_names)}", key, "expect", ei, "alert")
             proven.setdefault(name, set()).add("firing" if exp.firing else "silent")
     disabled = {n for n, o in spec.overrides.alerts.items() if o.enabled is False}
     for group in spec.groups:
@@ -120,5 +116,5 @@ def _selector_problems(config) -> list[str]:
             try:
                 b.parse_matchers(text)
             except ValueError as exc:
-                out.append(f"config.{kind}.{source}: {exc}")
+                out.append(((kind, source), str(exc)))
     return out

@@ -30,7 +30,15 @@ class Spec:
     dashboards: dict
     runbooks: dict
     files: tuple[str, ...]
-    where: dict  # (kind, name) -> Location, for later cross-checks to point at the spec
+    where: dict  # (kind, name) -> Location of its definition
+    sources: dict  # (kind, name) -> (SourceDoc, path), to locate any field below it
+
+    def locate(self, kind: str, name: str, *sub) -> Location:
+        """file:line of a field of a named thing, e.g. locate("signal", "x", "metric")."""
+        if (kind, name) not in self.sources:
+            return self.where.get((kind, name), Location("specs"))
+        doc, path = self.sources[(kind, name)]
+        return doc.locate(path + tuple(sub))
 
 
 def spec_files(root: Path) -> list[Path]:
@@ -115,6 +123,7 @@ def load(root: Path | str) -> Spec:
 def _merge(parsed: list[tuple[SourceDoc, SpecDoc]], files: list[Path]) -> Spec:
     errors: list[SpecError] = []
     where: dict = {}
+    sources: dict = {}
     config: Config | None = None
     signals: dict[str, Signal] = {}
     groups: list[Group] = []
@@ -123,40 +132,39 @@ def _merge(parsed: list[tuple[SourceDoc, SpecDoc]], files: list[Path]) -> Spec:
     dashboards: dict = {}
     runbooks: dict = {}
 
-    def claim(kind: str, name: str, loc: Location) -> bool:
+    def claim(kind: str, name: str, doc: SourceDoc, path: tuple) -> bool:
+        loc = doc.locate(path)
         if (kind, name) in where:
             errors.append(SpecError(f"{kind} {name!r} is defined twice (first at {where[(kind, name)]})", loc))
             return False
         where[(kind, name)] = loc
+        sources[(kind, name)] = (doc, path[:-1] if path[-1] in ("name", "alert") else path)
         return True
 
     for doc, sd in parsed:
         if sd.config is not None:
-            if claim("config", "config", doc.locate(("config",))):
+            if claim("config", "config", doc, ("config",)):
                 config = sd.config
         for name, signal in sd.signals.items():
-            if claim("signal", name, doc.locate(("signals", name))):
+            if claim("signal", name, doc, ("signals", name)):
                 signals[name] = signal
         for gi, group in enumerate(sd.groups):
-            if claim("group", group.name, doc.locate(("groups", gi, "name"))):
+            if claim("group", group.name, doc, ("groups", gi, "name")):
                 groups.append(group)
             for ai, alert in enumerate(group.alerts):
-                claim("alert", alert.alert, doc.locate(("groups", gi, "alerts", ai, "alert")))
-                for field in ("threshold", "for", "description", "signal"):
-                    where[("alert-field", alert.alert, field)] = doc.locate(("groups", gi, "alerts", ai, field))
+                claim("alert", alert.alert, doc, ("groups", gi, "alerts", ai, "alert"))
         for si, scenario in enumerate(sd.scenarios):
-            if claim("scenario", scenario.name, doc.locate(("scenarios", si, "name"))):
+            if claim("scenario", scenario.name, doc, ("scenarios", si, "name")):
                 scenarios.append(scenario)
         if sd.overrides is not None:
             for section in ("alerts", "groups", "scenarios"):
                 for name, ov in getattr(sd.overrides, section).items():
-                    if claim(f"override of {section[:-1]}", name, doc.locate(("overrides", section, name))):
+                    if claim(f"override of {section[:-1]}", name, doc, ("overrides", section, name)):
                         overrides[section][name] = ov
         for section, target in (("dashboards", dashboards), ("runbooks", runbooks)):
             for name, value in (getattr(sd, section) or {}).items():
-                if claim(section[:-1], name, doc.locate((section, name))):
+                if claim(section[:-1], name, doc, (section, name)):
                     target[name] = value
-                    where[(section[:-1] + "-doc", name)] = doc
     if errors:
         raise SpecErrors(errors)
     return Spec(
@@ -169,4 +177,5 @@ def _merge(parsed: list[tuple[SourceDoc, SpecDoc]], files: list[Path]) -> Spec:
         runbooks=runbooks,
         files=tuple(f.as_posix() for f in files),
         where=where,
+        sources=sources,
     )

@@ -39,12 +39,14 @@ def dotted(path: tuple) -> str:
 def _plain(node: yaml.Node, path: tuple, lines: dict, file: str):
     """Convert a composed YAML node to Python data, recording each path's line."""
     lines[path] = node.start_mark.line + 1
+    if not isinstance(node, yaml.ScalarNode) and node.tag not in (yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG):
+        raise SpecError(f"not valid YAML: tag {node.tag!r} is not allowed in specs", Location(file, node.start_mark.line + 1, dotted(path)))
     if isinstance(node, yaml.MappingNode):
         out = {}
         for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):
                 raise SpecError("mapping keys must be plain scalars", Location(file, key_node.start_mark.line + 1, dotted(path)))
-            key = _scalar(key_node)
+            key = _scalar(key_node, file)
             if key in out:
                 raise SpecError(f"duplicate key {key!r}", Location(file, key_node.start_mark.line + 1, dotted(path + (key,))))
             out[key] = _plain(value_node, path + (key,), lines, file)
@@ -52,13 +54,15 @@ def _plain(node: yaml.Node, path: tuple, lines: dict, file: str):
         return out
     if isinstance(node, yaml.SequenceNode):
         return [_plain(item, path + (i,), lines, file) for i, item in enumerate(node.value)]
-    return _scalar(node)
+    return _scalar(node, file)
 
 
-def _scalar(node: yaml.ScalarNode):
+def _scalar(node: yaml.ScalarNode, file: str):
     loader = yaml.SafeLoader("")
     try:
         return loader.construct_object(node, deep=True)
+    except yaml.constructor.ConstructorError as exc:
+        raise SpecError(f"not valid YAML: {exc.problem}", Location(file, node.start_mark.line + 1)) from None
     finally:
         loader.dispose()
 

@@ -1,0 +1,45 @@
+# servewatch: `make generate` and `make test` are all a fresh Debian machine with Python 3.11 needs.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup tools generate check test test-fast lint bench clean
+
+# Python dependencies in a local virtualenv (Debian needs python3-venv for that; installed if missing).
+$(STAMP): pyproject.toml
+	@$(PYTHON) -m venv $(VENV) 2>/dev/null || { \
+	  echo "python3-venv missing: installing it with apt-get"; \
+	  apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null && $(PYTHON) -m venv $(VENV); }
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	@touch $@
+
+setup: $(STAMP)
+
+# promtool and prometheus 3.5 into .cache/ (from Debian's archive; see generator/servewatch/promtool.py).
+tools: $(STAMP)
+	$(BIN)/servewatch promtool install
+	$(BIN)/servewatch promtool where
+
+# The main job: every output from the default specs.
+generate: $(STAMP)
+	$(BIN)/servewatch generate
+
+# Drift check: fails when committed outputs differ from what the specs generate.
+check: $(STAMP)
+	$(BIN)/servewatch generate --check
+
+test: tools
+	$(BIN)/servewatch generate --check
+	$(BIN)/servewatch test
+	$(BIN)/python -m pytest -q
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not integration"
+
+bench: tools
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf $(VENV) .cache .pytest_cache

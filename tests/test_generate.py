@@ -1,0 +1,141 @@
+"""Generation: deterministic bytes, drift check, overrides, exporter profiles, promtool proof."""
+import re
+
+import pytest
+import yaml
+
+from servewatch import generate, testing
+
+
+def _write(specs, name, text):
+    (specs / name).write_text(text)
+
+
+def test_same_input_same_bytes(repo):
+    _, first = generate.build(repo / "specs")
+    _, second = generate.build(repo / "specs")
+    assert first == second
+    assert all(text.endswith("\n") for text in first.values())
+
+
+def test_committed_outputs_are_up_to_date(repo, servewatch):
+    res = servewatch("generate", "--check")
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_check_reports_a_hand_edit_and_a_stale_file(specs_copy, tmp_path, servewatch):
+    out = tmp_path / "out"
+    assert servewatch("generate", "--specs", specs_copy, "--out", out).returncode == 0
+    rules = out / "rules" / "gpu.rules.yaml"
+    rules.write_text(rules.read_text().replace("> 0.95", "> 0.9"))
+    (out / "rules" / "old.rules.yaml").write_text("groups: []\n")
+    res = servewatch("generate", "--check", "--specs", specs_copy, "--out", out)
+    assert res.returncode == 1
+    assert "-    expr: gpu:dcgm_fb_used:ratio > 0.9" in res.stdout
+    assert "+    expr: gpu:dcgm_fb_used:ratio > 0.95" in res.stdout
+    assert "stale (no longer generated): rules/old.rules.yaml" in res.stdout
+    # generate repairs both
+    assert servewatch("generate", "--specs", specs_copy, "--out", out).returncode == 0
+    assert servewatch("generate", "--check", "--specs", specs_copy, "--out", out).returncode == 0
+
+
+def _rules(files, family):
+    return {r.get("alert") or r.get("record"): r for g in yaml.safe_load(files[f"rules/{family}.rules.yaml"])["groups"] for r in g["rules"]}
+
+
+def test_overrides_change_threshold_for_severity_labels_and_disable(specs_copy):
+    _write(specs_copy, "overrides.yaml", """
+overrides:
+  alerts:
+    GPUFramebufferUsageHigh: {threshold: 0.97, for: 15m, keep_firing_for: 5m, severity: critical, labels: {team: inference}}
+    VLLMRequestsWaitingHigh: {enabled: false}
+  groups:
+    vllm-latency: {enabled: false}
+""")
+    _, files = generate.build(specs_copy)
+    gpu = _rules(files, "gpu")["GPUFramebufferUsageHigh"]
+    assert gpu["expr"] == "gpu:dcgm_fb_used:ratio > 0.97"
+    assert gpu["for"] == "15m" and gpu["keep_firing_for"] == "5m"
+    assert gpu["labels"] == {"severity": "critical", "team": "inference"}
+    vllm = _rules(files, "vllm")
+    assert "VLLMRequestsWaitingHigh" not in vllm and "VLLMTimeToFirstTokenP95High" not in vllm
+    assert "VLLMRequestsWaitingHigh" not in files["promtool/vllm.test.yaml"]
+    manifest = yaml.safe_load(files["rules/kubernetes/gpu.prometheusrule.yaml"])
+    assert manifest["kind"] == "PrometheusRule" and manifest["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+
+
+def test_identity_labels_come_from_config(specs_copy):
+    text = (specs_copy / "config.yaml").read_text()
+    text = text.replace("cluster_label: null", "cluster_label: k8s_cluster").replace("hostname_label: Hostname", "hostname_label: hostname")
+    _write(specs_copy, "config.yaml", text)
+    _, files = generate.build(specs_copy)
+    record = _rules(files, "gpu")["gpu:dcgm_fb_used:ratio"]["expr"]
+    assert "max by (k8s_cluster, UUID, GPU_I_ID) (DCGM_FI_DEV_FB_USED)" in record
+    assert "group_left (hostname, gpu" in record and "Hostname" not in record
+
+
+@pytest.mark.parametrize("profile", [
+    {},
+    {"fb_units: mib": "fb_units: bytes"},
+    {"hostname_label: Hostname": "hostname_label: hostname", "workload_labels: exported": "workload_labels: plain"},
+    {"cluster_label: null": "cluster_label: cluster", "dcgm: ''": "dcgm: 'job=\"dcgm-exporter\"'"},
+])
+def test_scenarios_hold_for_every_exporter_profile(specs_copy, tmp_path, profile, servewatch):
+    """The default scenarios use tokens, so they prove the rules whatever the exporter layout."""
+    text = (specs_copy / "config.yaml").read_text()
+    for old, new in profile.items():
+        assert old in text
+        text = text.replace(old, new)
+    _write(specs_copy, "config.yaml", text)
+    out = tmp_path / "out"
+    assert servewatch("generate", "--specs", specs_copy, "--out", out).returncode == 0
+    res = servewatch("test", "--out", out, "--extra", tmp_path / "none")
+    assert res.returncode == 0, res.stdout + res.stderr
+    rules = (out / "rules" / "gpu.rules.yaml").read_text()
+    if "fb_units: bytes" in text:
+        assert "DCGM_FI_DEV_FB_USED_BYTES" in rules and "DCGM_FI_DEV_FB_USED)" not in rules
+
+
+def test_a_wrong_expectation_fails_promtool(specs_copy, tmp_path, servewatch):
+    """The generated tests can fail: a stricter threshold turns a firing scenario silent."""
+    _write(specs_copy, "overrides.yaml", "overrides:\n  alerts:\n    GPUFramebufferUsageHigh: {threshold: 0.99}\n")
+    out = tmp_path / "out"
+    assert servewatch("generate", "--specs", specs_copy, "--out", out).returncode == 0
+    res = servewatch("test", "--out", out, "--extra", tmp_path / "none")
+    assert res.returncode == 1
+    assert "full GPU next to an empty one on the same host" in res.stdout
+
+
+def test_every_alert_has_firing_and_silent_promtool_cases(repo):
+    model, files = generate.build(repo / "specs")
+    cases = {}
+    for path, text in files.items():
+        if path.startswith("promtool/"):
+            for test in yaml.safe_load(text)["tests"]:
+                for check in test["alert_rule_test"]:
+                    cases.setdefault(check["alertname"], set()).add("firing" if check["exp_alerts"] else "silent")
+    assert {a.alert: {"firing", "silent"} for a in model.alerts()} == cases
+
+
+def test_alerts_carry_identity_runbook_and_dashboard(repo):
+    model, _ = generate.build(repo / "specs")
+    for alert in model.alerts():
+        ann = alert.annotations
+        assert ann["summary"].endswith(".") and "{{" not in ann["summary"]
+        assert ann["runbook_url"].endswith(f"/runbooks/{alert.alert}.md")
+        assert "dashboard_url" in ann and alert.labels["severity"] in ("critical", "warning", "info")
+        assert re.match(r"^[A-Z][A-Za-z0-9]+$", alert.alert)
+    ttft = model.alert("VLLMTimeToFirstTokenP95High").annotations["description"]
+    assert "$labels.model_name" in ttft and "$value" in ttft
+
+
+def test_writer_is_atomic_and_leaves_no_temp_files(tmp_path):
+    from servewatch import writer
+
+    writer.write(tmp_path, {"rules/a.rules.yaml": "groups: []\n"})
+    writer.write(tmp_path, {"rules/a.rules.yaml": "groups: []\n", "rules/b.rules.yaml": "x\n"})
+    assert sorted(p.name for p in (tmp_path / "rules").iterdir()) == ["a.rules.yaml", "b.rules.yaml"]
+
+
+def test_hand_written_promtool_tests_run(repo):
+    assert list((repo / "tests" / "promtool").glob("*.yaml")), "hand-written edge cases live in tests/promtool/"

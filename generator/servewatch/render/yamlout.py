@@ -4,7 +4,8 @@ from __future__ import annotations
 import yaml
 
 
-class _Dumper(yaml.SafeDumper):
+# The C emitter (libyaml) is ~10x faster than the pure-Python one and emits the same bytes here.
+class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):
     pass
 
 

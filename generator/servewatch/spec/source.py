@@ -70,7 +70,7 @@ def _scalar(node: yaml.ScalarNode, file: str):
 def read_yaml(path: Path, display: str) -> SourceDoc:
     text = path.read_text(encoding="utf-8")
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark else None

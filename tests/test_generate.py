@@ -139,3 +139,17 @@ def test_writer_is_atomic_and_leaves_no_temp_files(tmp_path):
 
 def test_hand_written_promtool_tests_run(repo):
     assert list((repo / "tests" / "promtool").glob("*.yaml")), "hand-written edge cases live in tests/promtool/"
+
+
+def test_rule_outputs_fit_the_rulers(repo):
+    """Mimir rejects groups over 20 rules by default; the operator rejects objects over 512 KiB."""
+    _, files = generate.build(repo / "specs")
+    for path, text in files.items():
+        if path.startswith("rules/"):
+            data = yaml.safe_load(text)
+            groups = (data.get("spec") or data)["groups"]
+            assert all(len(g["rules"]) <= 20 for g in groups), path
+            assert len(text.encode()) < 512 * 1024, path
+    mimir = yaml.safe_load(files["rules/mimir/gpu.yaml"])
+    plain = yaml.safe_load(files["rules/gpu.rules.yaml"])
+    assert mimir["namespace"] == "servewatch-gpu" and mimir["groups"] == plain["groups"]

@@ -67,7 +67,7 @@ def is_scalar(node) -> bool:
     if isinstance(node, pp.BinaryExpr):
         return is_scalar(node.lhs) and is_scalar(node.rhs)
     if isinstance(node, pp.Call):
-        return node.func.name in ("scalar", "time", "pi", "vector") and node.func.name != "vector"
+        return node.func.name in ("scalar", "time", "pi")
     return False
 
 

@@ -1,4 +1,5 @@
-"""Rule files: plain Prometheus rule files and PrometheusRule manifests, one per family."""
+"""Rule files, one per family: plain Prometheus/Thanos rule files, PrometheusRule manifests and
+mimirtool namespace files, all holding the same groups."""
 from __future__ import annotations
 
 from ..model import AlertRule, Model, RecordRule, RuleGroup
@@ -13,6 +14,10 @@ def plain_path(family: str) -> str:
 
 def manifest_path(family: str) -> str:
     return f"rules/kubernetes/{family}.prometheusrule.yaml"
+
+
+def mimir_path(family: str) -> str:
+    return f"rules/mimir/{family}.yaml"
 
 
 def _record(r: RecordRule) -> dict:
@@ -55,4 +60,6 @@ def render(model: Model) -> dict[str, str]:
             "spec": body,
         }
         files[manifest_path(family)] = dump(manifest, GENERATED)
+        # mimirtool rules load/sync: a namespace above the same groups
+        files[mimir_path(family)] = dump({"namespace": f"{model.config.rule_prefix}-{family}", **body}, GENERATED)
     return files

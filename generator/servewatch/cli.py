@@ -48,8 +48,21 @@ def cmd_test(args) -> int:
     return 0 if testing.run(Path(args.out), extra) else 1
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("servewatch")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="servewatch", description=__doc__.strip().splitlines()[0] if __doc__ else None)
+    p = argparse.ArgumentParser(
+        prog="servewatch",
+        description="Rules, dashboards, runbooks and promtool tests for vLLM on NVIDIA GPUs, from declarative specs.",
+    )
+    p.add_argument("--version", action="version", version=f"servewatch {_version()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def common(sp):

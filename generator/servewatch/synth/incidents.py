@@ -1,0 +1,308 @@
+"""Named incident scenarios for the on-call ``investigate`` command.
+
+All share one deployment: ``deepseek-ai/DeepSeek-V3`` in namespace ``llm-serving``, two pods
+(``POD_0`` on gpu-node-a, ``POD_1`` on gpu-node-b), two data-parallel engines per pod, each pod
+holding four H100s (engine e on GPUs 2e and 2e+1). One hour at 30 s (120 steps): healthy until
+``INCIDENT_STEP`` (80), the incident from there on, evaluate at ``EVAL_STEP`` (119, the last step;
+every window up to 19 min then lies inside the incident, ``offset 30m`` lands in the healthy part).
+
+Healthy baseline, per engine: 20 requests per step of ``CHAT_MIX`` (10/6/3/1 requests of
+800/2400/7000/1200 prompt tokens), KV cache 0.45, 10 running, 0 waiting, no preemptions; per GPU:
+FB 48592 used / 32394 free MiB (ratio 0.600005), util 0.85. Exact per-scenario numbers are in each
+builder's docstring and in ``Scenario.truth``; quantiles there are what
+``histogram_quantile(q, sum by (le) (rate(x_bucket[5m])))`` returns per engine at ``EVAL_STEP``
+(``before`` values: at ``INCIDENT_STEP - 1``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable
+
+from .dcgm import FB_BYTES_NAMES, H100_USABLE_MIB, dcgm_gpu, dcgm_target
+from .histogram import ITL_BUCKETS, REQ_BUCKETS, TTFT_BUCKETS, allocate, quantile_of_observations, token_buckets
+from .scenario import Scenario
+from .scrape import Target, stable_suffix, stable_uuid, up
+from .series import Series, ramp, step_fn
+from .vllm import CHAT_MIX, vllm_engine, vllm_target
+
+STEP = 30
+STEPS = 120
+INCIDENT_STEP = 80
+EVAL_STEP = STEPS - 1
+NS = "llm-serving"
+MODEL = "deepseek-ai/DeepSeek-V3"
+MAX_MODEL_LEN = 131072
+HOSTS = ("gpu-node-a", "gpu-node-b")
+PODS = tuple(f"deepseek-v3-7d9f6c5b8-{stable_suffix('incident', str(p))}" for p in range(2))
+POD_0, POD_1 = PODS
+PRIOR = 2880
+BASE_REQUESTS = 20
+BASE_KV = 0.45
+BASE_RUNNING = 10
+FB_USED, FB_FREE = 48592, H100_USABLE_MIB - 48592
+
+
+def gpu_uuid(pod: int, gpu: int) -> str:
+    return stable_uuid("incident", HOSTS[pod], str(gpu))
+
+
+def _after(i: int) -> bool:
+    return i >= INCIDENT_STEP
+
+
+def _build(name: str, *, engine_kw: Callable[[int, int], dict] = lambda p, e: {},
+           gpu_kw: Callable[[int, int], dict] = lambda p, g: {},
+           dcgm_targets: Callable[[int], list[tuple[Target, dict]]] | None = None,
+           truth: dict | None = None, incident: bool = True) -> Scenario:
+    """The shared deployment, with per-engine / per-GPU keyword overrides."""
+    s: list[Series] = []
+    for p, pod in enumerate(PODS):
+        host = HOSTS[p]
+        exporters = dcgm_targets(p) if dcgm_targets else [(dcgm_target(host), {})]
+        for tgt, extra in exporters:
+            s.append(up(tgt, _exporter_up(extra), steps=STEPS))
+        for g in range(4):
+            kw = dict(util=0.85, pod=pod, namespace=NS)
+            kw.update(gpu_kw(p, g))
+            for tgt, extra in exporters:
+                gk = {**kw, **extra}
+                s += dcgm_gpu(host, g, gpu_uuid(p, g), gk.pop("fb_used_mib", FB_USED),
+                              gk.pop("fb_free_mib", FB_FREE), steps=STEPS, step=STEP, targets=[tgt], **gk)
+        s.append(up(vllm_target(NS, pod), 1, steps=STEPS))
+        for e in range(2):
+            kw = dict(requests=BASE_REQUESTS, profiles=CHAT_MIX, kv_usage=BASE_KV, running=BASE_RUNNING,
+                      waiting=0, prior_steps=PRIOR, max_model_len=MAX_MODEL_LEN)
+            kw.update(engine_kw(p, e))
+            s += vllm_engine(NS, pod, MODEL, e, steps=STEPS, step=STEP, **kw)
+    base_truth = {
+        "model_name": MODEL, "namespace": NS, "pods": PODS, "hosts": HOSTS,
+        "engines": [{"namespace": NS, "pod": pod, "model_name": MODEL, "engine": str(e)}
+                    for pod in PODS for e in range(2)],
+        "gpus": [{"host": HOSTS[p], "gpu": str(g), "UUID": gpu_uuid(p, g), "pod": PODS[p],
+                  "engine": str(g // 2)} for p in range(2) for g in range(4)],
+        "bad": [],
+    }
+    base_truth.update(truth or {})
+    return Scenario(name, tuple(s), STEPS, STEP, EVAL_STEP, base_truth, INCIDENT_STEP if incident else None)
+
+
+def _exporter_up(extra: dict) -> Callable[[int], int | None]:
+    """An exporter target is up while it serves series (its ``active`` range), absent otherwise."""
+    lo, hi = extra.get("active", (0, STEPS))
+    return lambda i: 1 if lo <= i < hi else None
+
+
+def _p(q: float, profiles, attr: str, bounds, n: int = BASE_REQUESTS, per_token: bool = False) -> float:
+    """The quantile a stationary window of ``profiles`` produces for one engine."""
+    counts = allocate(n, [p.weight for p in profiles])
+    if per_token:  # inter-token latency: one observation per output token after the first
+        obs = [(getattr(p, attr), c * (p.generation_tokens - 1)) for p, c in zip(profiles, counts)]
+    else:
+        obs = [(float(getattr(p, attr)), c) for p, c in zip(profiles, counts)]
+    return quantile_of_observations(q, obs, bounds)
+
+
+def healthy() -> Scenario:
+    """Everything normal for the whole hour; ``truth["bad"]`` is empty.
+
+    Per engine: TTFT p95 2.0 s (rank 19 of 20 in (1.0, 2.5] holding 3: 1.0 + 1.5 * 2/3) and p50
+    0.25 s; ITL p95 0.04875 s (every ITL in (0.025, 0.05]); queue-time p95 0.285 s (every queue time
+    in the first REQ bucket (0, 0.3]); KV 0.45, 10 running, 0 waiting, preemption rate 0.
+    Per GPU: FB ratio 48592/80986 = 0.600005.
+    """
+    return _build("healthy", incident=False, truth={
+        "ttft_p95": _p(0.95, CHAT_MIX, "ttft_s", TTFT_BUCKETS),
+        "ttft_p50": _p(0.50, CHAT_MIX, "ttft_s", TTFT_BUCKETS),
+        "itl_p95": _p(0.95, CHAT_MIX, "itl_s", ITL_BUCKETS, per_token=True),
+        "queue_p95": _p(0.95, CHAT_MIX, "queue_s", REQ_BUCKETS),
+        "kv_cache_usage_perc": BASE_KV, "fb_ratio": FB_USED / (FB_USED + FB_FREE),
+    })
+
+
+SLOW_MIX = tuple(replace(p, itl_s=round(p.itl_s * 3, 6)) for p in CHAT_MIX)  # contended decode batches
+
+
+def kv_saturation() -> Scenario:
+    """KV cache saturated on ONE engine: ``POD_0`` engine "1".
+
+    From step 72 its KV usage ramps 0.45 -> 0.98 (reached at step 80, flat after), preemptions rise
+    by 3 per step (rate 0.1/s; other engines 0), running 24 and waiting 6 (others 10 / 0), and its
+    inter-token latency triples (every profile's ITL x3: 0.035/0.04/0.045/0.05 s -> 0.105/0.12/0.135/0.15):
+    ITL p95 0.04875 s before -> 0.1475 s after (all in (0.1, 0.15]). TTFT and prompt lengths are
+    unchanged (TTFT p95 2.0 s).
+    Siblings (``POD_0`` engine 0, ``POD_1`` engines 0 and 1) stay at the baseline. GPUs unchanged
+    (vLLM preallocates, so FB does not move with KV usage).
+    """
+    bad = (0, 1)
+
+    def engine_kw(p, e):
+        if (p, e) != bad:
+            return {}
+        return dict(kv_usage=ramp(BASE_KV, 0.98, 72, INCIDENT_STEP),
+                    preemptions=step_fn(0, {INCIDENT_STEP: 3}),
+                    running=step_fn(BASE_RUNNING, {INCIDENT_STEP: 24}), waiting=step_fn(0, {INCIDENT_STEP: 6}),
+                    profiles=lambda i: SLOW_MIX if _after(i) else CHAT_MIX)
+
+    return _build("kv_saturation", engine_kw=engine_kw, truth={
+        "bad": [{"namespace": NS, "pod": POD_0, "model_name": MODEL, "engine": "1"}],
+        "kv_cache_usage_perc": 0.98, "kv_cache_usage_perc_others": BASE_KV,
+        "preemptions_per_s": 3 / STEP, "preemptions_per_s_others": 0.0,
+        "running": 24, "waiting": 6,
+        "itl_p95_before": _p(0.95, CHAT_MIX, "itl_s", ITL_BUCKETS, per_token=True),
+        "itl_p95_after": _p(0.95, SLOW_MIX, "itl_s", ITL_BUCKETS, per_token=True),
+        "ttft_p95": _p(0.95, CHAT_MIX, "ttft_s", TTFT_BUCKETS),
+    })
+
+
+QUEUED_MIX = tuple(replace(p, queue_s=round(p.queue_s + 4.0, 6)) for p in CHAT_MIX)
+
+
+def ttft_queueing() -> Scenario:
+    """TTFT up on ALL four engines because requests queue (a load surge), prompts unchanged.
+
+    From step 80 every engine finishes 40 requests per step (was 20), every request waits 4 s longer
+    in the queue (queue 0.05/0.1/0.2/0.1 s -> 4.05/4.1/4.2/4.1 s), waiting = 18 and running = 16 per
+    engine. Per engine: TTFT p95 2.0 s -> 6.667 s (34 of 40 TTFTs in (2.5, 5.0], 6 x 5.3 s in
+    (5.0, 7.5]: 5.0 + 2.5 * 4/6), queue-time p95 0.285 -> 4.875 s (all in (2.5, 5.0]); prefill p95
+    (1.333 s) and prompt-token p95 (8333.3) unchanged. KV 0.45 -> 0.7, no preemptions, GPUs unchanged.
+    """
+    def engine_kw(p, e):
+        return dict(requests=step_fn(BASE_REQUESTS, {INCIDENT_STEP: 40}),
+                    profiles=lambda i: QUEUED_MIX if _after(i) else CHAT_MIX,
+                    waiting=step_fn(0, {INCIDENT_STEP: 18}), running=step_fn(BASE_RUNNING, {INCIDENT_STEP: 16}),
+                    kv_usage=step_fn(BASE_KV, {INCIDENT_STEP: 0.7}))
+
+    tok = token_buckets(MAX_MODEL_LEN)
+    return _build("ttft_queueing", engine_kw=engine_kw, truth={
+        "bad": [{"namespace": NS, "pod": pod, "model_name": MODEL, "engine": str(e)} for pod in PODS for e in range(2)],
+        "requests_per_s": 40 / STEP, "requests_per_s_before": BASE_REQUESTS / STEP,
+        "waiting": 18, "running": 16,
+        "ttft_p95_before": _p(0.95, CHAT_MIX, "ttft_s", TTFT_BUCKETS),
+        "ttft_p95_after": _p(0.95, QUEUED_MIX, "ttft_s", TTFT_BUCKETS, n=40),
+        "queue_p95_before": _p(0.95, CHAT_MIX, "queue_s", REQ_BUCKETS),
+        "queue_p95_after": _p(0.95, QUEUED_MIX, "queue_s", REQ_BUCKETS, n=40),
+        "prefill_p95": _p(0.95, CHAT_MIX, "prefill_s", REQ_BUCKETS),
+        "prompt_tokens_p95": _p(0.95, CHAT_MIX, "prompt_tokens", tok),
+    })
+
+
+LONG_MIX = tuple(replace(p, prompt_tokens=p.prompt_tokens * 4, cached_tokens=p.cached_tokens,
+                         prefill_s=round(p.prefill_s * 4, 6)) for p in CHAT_MIX)
+
+
+def ttft_long_prompts() -> Scenario:
+    """TTFT up on ALL four engines because prompts got 4x longer; queue time flat.
+
+    From step 80 every profile's prompt is 4x longer (800/2400/7000/1200 -> 3200/9600/28000/4800
+    tokens, cached tokens unchanged) and its prefill takes 4x longer (0.12/0.35/1.1/0.2 s ->
+    0.48/1.4/4.4/0.8 s). Requests per step, queue time, waiting (0), running (10), KV (0.45) unchanged.
+    Per engine: TTFT p95 2.0 -> 4.167 s, prefill p95 1.333 -> 4.167 s, prompt-token p95
+    8333.3 -> 40000 tokens, queue-time p95 0.285 s unchanged.
+    """
+    def engine_kw(p, e):
+        return dict(profiles=lambda i: LONG_MIX if _after(i) else CHAT_MIX)
+
+    tok = token_buckets(MAX_MODEL_LEN)
+    return _build("ttft_long_prompts", engine_kw=engine_kw, truth={
+        "bad": [{"namespace": NS, "pod": pod, "model_name": MODEL, "engine": str(e)} for pod in PODS for e in range(2)],
+        "ttft_p95_before": _p(0.95, CHAT_MIX, "ttft_s", TTFT_BUCKETS),
+        "ttft_p95_after": _p(0.95, LONG_MIX, "ttft_s", TTFT_BUCKETS),
+        "prefill_p95_before": _p(0.95, CHAT_MIX, "prefill_s", REQ_BUCKETS),
+        "prefill_p95_after": _p(0.95, LONG_MIX, "prefill_s", REQ_BUCKETS),
+        "prompt_tokens_p95_before": _p(0.95, CHAT_MIX, "prompt_tokens", tok),
+        "prompt_tokens_p95_after": _p(0.95, LONG_MIX, "prompt_tokens", tok),
+        "queue_p95": _p(0.95, CHAT_MIX, "queue_s", REQ_BUCKETS),
+    })
+
+
+FULL_USED = 78556  # round(0.97 * 80986)
+
+
+def ep_rank_gpu_full() -> Scenario:
+    """One GPU of a pod fills up: ``POD_1``'s GPU 3 (gpu-node-b, engine 1's second GPU).
+
+    Its FB used ramps from 48592 MiB (ratio 0.600005) at step 70 to 78556 MiB (free 2430, ratio
+    0.969995) at step 80 and stays; its util stays 0.85. Every sibling GPU (the other three of
+    ``POD_1`` and all four of ``POD_0``) stays at 48592/32394 (0.600005). vLLM metrics unchanged:
+    nothing on the vLLM side shows it, the per-GPU ratio (not a pod average, 0.6925) must.
+    """
+    used = ramp(FB_USED, FULL_USED, 70, INCIDENT_STEP)
+
+    def gpu_kw(p, g):
+        if (p, g) != (1, 3):
+            return {}
+        return dict(fb_used_mib=lambda i: round(used(i)), fb_free_mib=lambda i: H100_USABLE_MIB - round(used(i)))
+
+    return _build("ep_rank_gpu_full", gpu_kw=gpu_kw, truth={
+        "bad": [{"host": HOSTS[1], "gpu": "3", "UUID": gpu_uuid(1, 3), "pod": POD_1, "namespace": NS}],
+        "fb_used_mib": FULL_USED, "fb_free_mib": H100_USABLE_MIB - FULL_USED,
+        "fb_ratio": FULL_USED / H100_USABLE_MIB, "fb_ratio_siblings": FB_USED / H100_USABLE_MIB,
+        "fb_ratio_pod_mean": (FULL_USED + 3 * FB_USED) / (4 * H100_USABLE_MIB),
+    })
+
+
+def dcgm_renamed() -> Scenario:
+    """dcgm-exporter upgraded to 4.9 on both hosts at step 80: the MiB FB names disappear.
+
+    Steps 0-79: exporter 4.5.3-4.8.2 (``DCGM_FI_DEV_FB_USED``/``_FREE`` in MiB, label ``Hostname``,
+    ``DCGM_FI_DRIVER_VERSION``), pod ``nvidia-dcgm-exporter-<old>``. From step 80: a new exporter pod
+    (same job and instance) exposing only ``DCGM_FI_DEV_FB_USED_BYTES``/``DCGM_FI_DEV_FB_FREE_BYTES``
+    (bytes = MiB x 1048576, same ratio 0.600005), ``DCGM_FI_DEV_FB_RESERVED_BYTES``, label ``hostname``
+    and ``DCGM_FI_SYSTEM_DRIVER_VERSION``. ``up`` of the exporter job stays 1 throughout (old pod's
+    target until 79, new pod's from 80). At ``EVAL_STEP`` the MiB names return nothing (last sample
+    20 min ago, beyond the 5 m lookback): an FB alert built on them is silently blind.
+    vLLM unchanged.
+    """
+    def targets(p):
+        old = dcgm_target(HOSTS[p])
+        new = Target(old.job, old.instance, old.namespace,
+                     f"nvidia-dcgm-exporter-{stable_suffix(HOSTS[p], '4.9')}", old.container)
+        return [(old, {"active": (0, INCIDENT_STEP)}),
+                (new, {"active": (INCIDENT_STEP, STEPS), "fb_names": FB_BYTES_NAMES, "hostname_label": "hostname",
+                       "driver_label": "DCGM_FI_SYSTEM_DRIVER_VERSION"})]
+
+    return _build("dcgm_renamed", dcgm_targets=targets, truth={
+        "bad": [{"host": h, "job": "nvidia-dcgm-exporter"} for h in HOSTS],
+        "absent_from_step": INCIDENT_STEP, "absent_metrics": ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"),
+        "present_metrics": FB_BYTES_NAMES, "fb_used_bytes": FB_USED * 1048576, "fb_free_bytes": FB_FREE * 1048576,
+        "fb_ratio": FB_USED / (FB_USED + FB_FREE),
+    })
+
+
+def vllm_stats_missing() -> Scenario:
+    """``POD_1`` is restarted with ``--disable-log-stats`` at step 80: target up, no ``vllm:`` series.
+
+    Same pod name and target (``up`` = 1 throughout); every ``vllm:`` series of ``POD_1`` (both
+    engines) ends at step 79. ``POD_0`` unchanged. At ``EVAL_STEP`` ``POD_1`` has no vLLM series, so
+    an alert on its latency or KV cache cannot fire; only an absence companion can.
+    """
+    def engine_kw(p, e):
+        return dict(active=(0, INCIDENT_STEP)) if p == 1 else {}
+
+    return _build("vllm_stats_missing", engine_kw=engine_kw, truth={
+        "bad": [{"namespace": NS, "pod": POD_1, "model_name": MODEL}], "absent_from_step": INCIDENT_STEP,
+    })
+
+
+INCIDENTS: dict[str, Callable[[], Scenario]] = {
+    "kv_saturation": kv_saturation,
+    "ttft_queueing": ttft_queueing,
+    "ttft_long_prompts": ttft_long_prompts,
+    "ep_rank_gpu_full": ep_rank_gpu_full,
+    "dcgm_renamed": dcgm_renamed,
+    "vllm_stats_missing": vllm_stats_missing,
+    "healthy": healthy,
+}
+
+
+def incident(name: str) -> Scenario:
+    """Build one named incident scenario (``INCIDENTS[name]()``)."""
+    try:
+        return INCIDENTS[name]()
+    except KeyError:
+        raise KeyError(f"unknown incident {name!r}; known: {sorted(INCIDENTS)}") from None
+
+
+__all__ = ["INCIDENTS", "incident", "STEP", "STEPS", "INCIDENT_STEP", "EVAL_STEP", "PODS", "POD_0", "POD_1",
+           "HOSTS", "MODEL", "NS", "gpu_uuid"]

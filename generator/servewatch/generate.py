@@ -4,11 +4,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from .model import Model
-from .render import promtool_tests, rules
+from .render import dashboards, promtool_tests, rules
 from .spec.loader import load
 
 # Each renderer takes the Model and returns {relative path: text}.
-RENDERERS = [rules.render, promtool_tests.render]
+RENDERERS = [rules.render, promtool_tests.render, dashboards.render]
 
 
 def build(specs: Path) -> tuple[Model, dict[str, str]]:

@@ -74,6 +74,14 @@ def with_context(expr: str, series: str, identity: Sequence[str], context: Seque
     return f"{expr}\n* on ({labels(identity)}) group_left ({labels(context)})\n  {info}"
 
 
+def copy_label(expr: str, src: str, dst: str) -> str:
+    """`expr` with label `dst` set to the value of `src`, so two sources that name the same thing
+    differently (vLLM's `pod`, DCGM's `exported_pod`) can be matched with on(dst)."""
+    if src == dst:
+        return expr
+    return f'label_replace({expr}, "{dst}", "$1", "{src}", "(.*)")'
+
+
 def quantile(q: float, bucket_rate_by_le: str) -> str:
     return f"histogram_quantile({q:g}, {bucket_rate_by_le})"
 

@@ -1,0 +1,520 @@
+"""Dashboards: structure, queries, every output form, and the `dashboards:` spec section.
+
+Grafana cannot run here, so the dashboards are proven by structure checks (ids, grid, variables,
+datasource references), by parsing every query, by grafana-foundation-sdk's models, and (in
+test_dashboards_integration.py) by running every query on a real Prometheus.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import promql_parser as pp
+import pytest
+import yaml
+
+from servewatch import catalog, generate
+from servewatch.errors import SpecErrors
+from servewatch.grafana import SCHEMA_VERSION, GridPos, flow, ref_ids
+from servewatch.grafana.settings import BOARDS
+from servewatch.render import dashboards as dash
+
+REPO = Path(__file__).resolve().parents[1]
+NAMES = tuple(BOARDS)
+DS_REF = {"type": "prometheus", "uid": "${datasource}"}
+MACROS = {"$__rate_interval": "5m", "$__interval": "1m", "$__range": "1h", "${__range}": "1h"}
+VAR_RE = re.compile(r"\$\{(\w+)(?:[:.][^}]*)?\}|\$(\w+)|\[\[(\w+)\]\]")
+LABEL_VALUES_RE = re.compile(r"^label_values\((.*),\s*([a-zA-Z_][a-zA-Z0-9_]*)\)$", re.S)
+
+
+@pytest.fixture(scope="module")
+def built():
+    model, files = generate.build(REPO / "specs")
+    return model, files
+
+
+@pytest.fixture(scope="module")
+def files(built):
+    return built[1]
+
+
+@pytest.fixture(scope="module")
+def boards(files):
+    return {n: json.loads(files[f"dashboards/{n}.json"]) for n in NAMES}
+
+
+def _copy_specs(tmp_path) -> Path:
+    dst = tmp_path / "specs"
+    shutil.copytree(REPO / "specs", dst)
+    return dst
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new, 1))
+
+
+def panels(board: dict) -> list[dict]:
+    return [p for p in board["panels"] if p["type"] != "row"]
+
+
+def queries(board: dict):
+    """(where, expr) of every PromQL the dashboard sends: targets, annotations, variable selectors."""
+    for p in panels(board):
+        for t in p["targets"]:
+            yield f"{board['uid']} / {p['title']} / {t['refId']}", t["expr"]
+    for a in board["annotations"]["list"]:
+        if a.get("expr"):
+            yield f"{board['uid']} / annotation {a['name']}", a["expr"]
+    for v in board["templating"]["list"]:
+        if v["type"] == "query":
+            m = LABEL_VALUES_RE.match(v["query"])
+            assert m, f"variable {v['name']}: {v['query']!r} is not label_values(selector, label)"
+            yield f"{board['uid']} / variable {v['name']}", m.group(1)
+
+
+def substitute(expr: str, values: dict[str, str] | None = None) -> str:
+    for macro, value in sorted(MACROS.items(), key=lambda kv: -len(kv[0])):
+        expr = expr.replace(macro, value)
+    values = values or {}
+
+    def sub(m):
+        name = m.group(1) or m.group(2) or m.group(3)
+        if name.isdigit():  # label_replace's "$1"
+            return m.group(0)
+        return values.get(name, "x")
+
+    return VAR_RE.sub(sub, expr)
+
+
+def selectors(ast):
+    out = []
+
+    def visit(node):
+        if isinstance(node, pp.VectorSelector):
+            out.append(node)
+
+    pp.walk(ast, visit)
+    return out
+
+
+def walk_json(node, path=()):
+    yield path, node
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from walk_json(v, path + (k,))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from walk_json(v, path + (i,))
+
+
+# ---------------------------------------------------------------------------------------------
+# typed layer
+# ---------------------------------------------------------------------------------------------
+def test_ref_ids_follow_grafana():
+    assert ref_ids(3) == ["A", "B", "C"]
+    assert ref_ids(28)[25:] == ["Z", "AA", "AB"]
+
+
+def test_flow_wraps_rows_and_never_leaves_the_grid():
+    from servewatch.grafana import Panel, Row
+
+    items = [Row("r"), Panel("stat", "a", (), w=16, h=4), Panel("stat", "b", (), w=16, h=6),
+             Panel("stat", "c", (), w=8, h=2), Row("s"), Panel("stat", "d", (), w=24, h=3)]
+    pos = [p for _, p in flow(items)]
+    assert pos == [GridPos(0, 0, 24, 1), GridPos(0, 1, 16, 4), GridPos(0, 5, 16, 6), GridPos(16, 5, 8, 2),
+                   GridPos(0, 11, 24, 1), GridPos(0, 12, 24, 3)]
+    with pytest.raises(ValueError):
+        flow([Panel("stat", "too wide", (), w=25)])
+
+
+# ---------------------------------------------------------------------------------------------
+# structure
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", NAMES)
+def test_identity_uid_id_and_schema_version(boards, name):
+    board = boards[name]
+    assert board["uid"] == BOARDS[name]["uid"]
+    assert re.fullmatch(r"[A-Za-z0-9_-]{1,40}", board["uid"])
+    assert board["id"] is None
+    assert board["schemaVersion"] == SCHEMA_VERSION and 39 <= SCHEMA_VERSION <= 42
+    assert board["title"] and board["tags"] == ["servewatch"]
+
+
+def test_outputs_are_deterministic(files):
+    _, again = generate.build(REPO / "specs")
+    mine = {k: v for k, v in files.items() if k.startswith("dashboards/")}
+    assert mine == {k: v for k, v in again.items() if k.startswith("dashboards/")}
+    assert all(v.endswith("\n") for v in mine.values())
+    for path, text in mine.items():  # committed copies are current
+        assert (REPO / path).read_text() == text, f"{path} is stale: run servewatch generate"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_panel_ids_and_ref_ids_are_unique(boards, name):
+    ids = [p["id"] for p in boards[name]["panels"]]
+    assert len(ids) == len(set(ids)) and all(isinstance(i, int) and i > 0 for i in ids)
+    for p in panels(boards[name]):
+        refs = [t["refId"] for t in p["targets"]]
+        assert refs and len(refs) == len(set(refs)), p["title"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_grid_is_24_columns_without_overlap(boards, name):
+    placed = []
+    for p in boards[name]["panels"]:
+        gp = p["gridPos"]
+        assert 0 <= gp["x"] and gp["w"] >= 1 and gp["x"] + gp["w"] <= 24 and gp["h"] >= 1 and gp["y"] >= 0, p["title"]
+        if p["type"] == "row":
+            assert (gp["x"], gp["w"], gp["h"]) == (0, 24, 1)
+        pos = GridPos(gp["x"], gp["y"], gp["w"], gp["h"])
+        clash = [t for t, other in placed if other.overlaps(pos)]
+        assert not clash, f"{p['title']} overlaps {clash}"
+        placed.append((p["title"], pos))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_variable_used_is_defined_before_use(boards, name):
+    board = boards[name]
+    defined = []
+    for v in board["templating"]["list"]:
+        if v["type"] == "query":
+            for m in VAR_RE.finditer(v["query"]):
+                used = m.group(1) or m.group(2) or m.group(3)
+                assert used in defined, f"variable {v['name']} uses ${used} before it is defined"
+        defined.append(v["name"])
+    for path, value in walk_json({k: v for k, v in board.items() if k != "templating"}):
+        if isinstance(value, str):
+            for m in VAR_RE.finditer(value):
+                used = m.group(1) or m.group(2) or m.group(3)
+                if used.isdigit() or used.startswith("__"):
+                    continue
+                assert used in defined, f"{path}: ${used} is not a variable of {name}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_datasource_reference_is_the_variable(boards, name):
+    board = boards[name]
+    ds_vars = [v for v in board["templating"]["list"] if v["type"] == "datasource"]
+    assert [v["name"] for v in ds_vars] == ["datasource"] and ds_vars[0]["query"] == "prometheus"
+    count = 0
+    for path, value in walk_json(board):
+        if path and path[-1] == "datasource" and not (len(path) == 5 and path[-2] == "name"):
+            if path[:3] == ("annotations", "list", 0):
+                assert value == {"type": "grafana", "uid": "-- Grafana --"}  # the built-in annotation
+                continue
+            assert value == DS_REF, f"{path}: {value}"
+            count += 1
+    assert count >= len(panels(board))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_rates_use_rate_interval_and_multi_value_variables_use_regex(boards, name):
+    multi = {v["name"] for v in boards[name]["templating"]["list"] if v.get("multi")}
+    for where, expr in queries(boards[name]):
+        for window in re.findall(r"\[([^\]]+)\]", expr):
+            assert window == "$__rate_interval", f"{where}: range [{window}]"
+        for var in multi:
+            assert not re.search(rf'[^=!]="\${var}"', expr), f"{where}: multi-value ${var} needs =~"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_query_parses_and_names_only_known_metrics(built, boards, name):
+    model, _ = built
+    cat = catalog.load()
+    records = {s.record for s in model.spec.signals.values()}
+    for where, expr in queries(boards[name]):
+        ast = pp.parse(substitute(expr))
+        for sel in selectors(ast):
+            assert sel.name, f"{where}: selector without a metric name"
+            assert sel.name in records or cat.lookup(sel.name), f"{where}: {sel.name} is not a catalog metric or record"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_queries_pass_the_house_lint(built, boards, name):
+    lint = pytest.importorskip("servewatch.promql.lint")
+    model, _ = built
+    ctx = lint.Context(catalog.load(), records={s.record for s in model.spec.signals.values()})
+    problems = [f"{where}: {p}" for where, expr in queries(boards[name]) for p in lint.lint(substitute(expr), ctx)]
+    assert not problems, "\n".join(problems)
+
+
+def test_panels_showing_an_alerted_signal_read_its_recording_rule(boards):
+    exprs = {p["title"]: " ".join(t["expr"] for t in p["targets"])
+             for n in NAMES for p in panels(boards[n])}
+    assert exprs["KV cache usage per engine"].startswith("engine:vllm_kv_cache_usage:max{")
+    assert "gpu:dcgm_fb_used:ratio{" in exprs["Framebuffer used per GPU / MIG instance"]
+    assert exprs["Time to first token"].startswith("model:vllm_time_to_first_token_seconds:histogram_quantile_rate5m{")
+    assert 'quantile="0.95"' in exprs["Time to first token p95"]
+
+
+def test_gpu_units_are_mebibytes_and_legends_name_host_and_gpu(boards):
+    text = json.dumps(boards)
+    assert "decmbytes" not in text
+    fleet = {p["title"]: p for p in panels(boards["gpu-fleet"])}
+    assert fleet["Framebuffer used"]["fieldConfig"]["defaults"]["unit"] == "mbytes"
+    for p in fleet.values():
+        for t in p["targets"]:
+            if t["format"] == "time_series" and p["type"] != "stat":
+                assert "{{Hostname}}{{hostname}}" in t["legendFormat"] and "{{gpu}}" in t["legendFormat"], p["title"]
+
+
+def test_alert_dashboard_urls_land_on_existing_variables(built, boards):
+    model, _ = built
+    by_uid = {b["uid"]: {v["name"] for v in b["templating"]["list"]} for b in boards.values()}
+    seen = 0
+    for alert in model.alerts():
+        url = alert.annotations.get("dashboard_url")
+        if not url:
+            continue
+        m = re.search(r"/d/([^/?]+)/[^?]*(?:\?(.*))?$", url)
+        assert m and m.group(1) in by_uid, url
+        for var in re.findall(r"var-(\w+)=", m.group(2) or ""):
+            assert var in by_uid[m.group(1)], f"{alert.alert}: {url}"
+            seen += 1
+    assert seen >= 4
+
+
+def test_links_between_dashboards_keep_variables_and_time(boards):
+    uids = {b["uid"] for b in boards.values()}
+    for board in boards.values():
+        link = board["links"][0]
+        assert link["type"] == "dashboards" and link["tags"] == board["tags"][:1]
+        assert link["includeVars"] and link["keepTime"]
+        for path, value in walk_json(board["panels"]):
+            if path and path[-1] == "url" and value:
+                uid = re.match(r"^/d/([^/]+)/", value).group(1)
+                assert uid in uids and "${__url_time_range}" in value and "var-" in value
+
+
+# ---------------------------------------------------------------------------------------------
+# grafana-foundation-sdk as a validator
+# ---------------------------------------------------------------------------------------------
+# Keys the Grafana-10.1-era SDK model (what an unpinned install resolves to) does not know yet:
+# added by later Grafana releases, or datasource-specific (Prometheus annotation fields).
+NEWER_THAN_SDK = {
+    ".id", ".annotations.list[].builtIn", ".annotations.list[].step", ".annotations.list[].tagKeys",
+    ".annotations.list[].textFormat", ".annotations.list[].titleFormat", ".annotations.list[].useValueForTime",
+    ".templating.list[].definition",
+    ".panels[].fieldConfig.defaults.custom.axisBorderShow", ".panels[].options.tooltip.hideZeros",
+    ".panels[].options.percentChangeColorMode", ".panels[].options.showPercentChange", ".panels[].options.wideLayout",
+    ".panels[].options.legend", ".panels[].options.maxVizHeight", ".panels[].options.namePlacement",
+    ".panels[].options.sizing", ".panels[].options.tooltip.mode", ".panels[].options.tooltip.showColorScale",
+}
+
+
+def _roundtrip_diff(original, again, path=""):
+    out = []
+    if isinstance(original, dict):
+        for k, v in original.items():
+            p = f"{path}.{k}"
+            if not isinstance(again, dict) or k not in again:
+                out.append(("dropped", re.sub(r"\[\d+\]", "[]", p)))
+            else:
+                out += _roundtrip_diff(v, again[k], p)
+    elif isinstance(original, list):
+        if not isinstance(again, list) or len(again) != len(original):
+            return [("changed", path)]
+        for i, (a, b) in enumerate(zip(original, again)):
+            out += _roundtrip_diff(a, b, f"{path}[{i}]")
+    elif original != again and not (isinstance(original, (int, float)) and original == again):
+        out.append(("changed", f"{path}: {original!r} -> {again!r}"))
+    return out
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_grafana_foundation_sdk_reads_every_key(boards, name):
+    pytest.importorskip("grafana_foundation_sdk")
+    from grafana_foundation_sdk.cog import plugins
+    from grafana_foundation_sdk.cog.encoder import JSONEncoder
+    from grafana_foundation_sdk.models.dashboard import Dashboard
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # classic dashboards are deprecated in 0.0.18+
+        plugins.register_default_plugins()
+        model = Dashboard.from_json(boards[name])
+        again = json.loads(JSONEncoder(sort_keys=True).encode(model))
+    problems = [f"{kind} {path}" for kind, path in _roundtrip_diff(boards[name], again)
+                if not (kind == "dropped" and path in NEWER_THAN_SDK)]
+    assert not problems, "keys the SDK's typed model does not know (typo?) or changes:\n" + "\n".join(problems)
+    assert again["schemaVersion"] == SCHEMA_VERSION and len(again["panels"]) == len(boards[name]["panels"])
+
+
+# ---------------------------------------------------------------------------------------------
+# output forms
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", NAMES)
+def test_import_variant_asks_for_the_datasource(files, boards, name):
+    imp = json.loads(files[f"dashboards/import/{name}.json"])
+    assert [i["name"] for i in imp["__inputs"]] == ["DS_PROMETHEUS"]
+    assert imp["__inputs"][0]["type"] == "datasource" and imp["__inputs"][0]["pluginId"] == "prometheus"
+    assert imp["__elements"] == {}
+    required = {(r["type"], r["id"]) for r in imp["__requires"]}
+    types = {p["type"] for p in panels(boards[name])}
+    assert {("grafana", "grafana"), ("datasource", "prometheus")} | {("panel", t) for t in types} == required
+    ds = next(v for v in imp["templating"]["list"] if v["type"] == "datasource")
+    assert ds["current"]["value"] == "${DS_PROMETHEUS}"
+    rest = {k: v for k, v in imp.items() if not k.startswith("__") and k != "templating"}
+    assert rest == {k: v for k, v in boards[name].items() if k != "templating"}
+
+
+def test_no_import_placeholders_outside_the_import_variant(files):
+    for path, text in files.items():
+        if path.startswith("dashboards/") and not path.startswith("dashboards/import/"):
+            assert "${DS_" not in text and "__inputs" not in text, path
+
+
+def test_provisioning_files(files, built):
+    model, _ = built
+    provider = yaml.safe_load(files["dashboards/provisioning/dashboards.yaml"])
+    p = provider["providers"][0]
+    assert provider["apiVersion"] == 1 and p["type"] == "file" and p["folder"] == "Serving"
+    assert p["options"]["path"] == dash.PROVIDER_PATH
+    ds = yaml.safe_load(files["dashboards/provisioning/datasources.yaml"])["datasources"][0]
+    assert ds["type"] == "prometheus" and ds["uid"] == "prometheus"
+    assert ds["jsonData"]["timeInterval"] == model.config.scrape_interval  # feeds $__rate_interval
+    for name in NAMES:
+        board = json.loads(files[f"dashboards/{name}.json"])
+        var = next(v for v in board["templating"]["list"] if v["type"] == "datasource")
+        assert var["current"]["value"] == ds["uid"] and var["current"]["text"] == ds["name"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_kubernetes_configmap_and_grafana_operator_resource(files, name):
+    text = files[f"dashboards/{name}.json"]
+    cm_text = files[f"dashboards/kubernetes/{name}.configmap.yaml"]
+    cm = yaml.safe_load(cm_text)
+    assert cm["apiVersion"] == "v1" and cm["kind"] == "ConfigMap"
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert cm["metadata"]["annotations"] == {"grafana_folder": "Serving"}
+    assert cm["data"] == {f"{name}.json": text}
+    assert len(cm_text.encode()) < 1024 * 1024
+    assert f"{name}.json: |" in cm_text  # a readable literal block, not an escaped string
+    op = yaml.safe_load(files[f"dashboards/kubernetes/{name}.grafanadashboard.yaml"])
+    assert op["apiVersion"] == "grafana.integreatly.org/v1beta1" and op["kind"] == "GrafanaDashboard"
+    assert op["spec"]["instanceSelector"] == {"matchLabels": {"dashboards": "grafana"}}
+    assert op["spec"]["json"] == text and op["spec"]["folder"] == "Serving"
+    assert op["spec"]["uid"] == json.loads(text)["uid"]
+    assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", op["metadata"]["name"])
+
+
+# ---------------------------------------------------------------------------------------------
+# the dashboards: spec section
+# ---------------------------------------------------------------------------------------------
+def _build_error(specs: Path) -> list[str]:
+    with pytest.raises(SpecErrors) as exc:
+        generate.build(specs)
+    return [str(e) for e in exc.value.errors]
+
+
+def test_spec_errors_name_file_line_and_field(tmp_path):
+    specs = _copy_specs(tmp_path)
+    path = specs / "dashboards.yaml"
+    _edit(path, "    title: vLLM serving\n", "    titel: vLLM serving\n")
+    _edit(path, "price_per_gpu_hour: 2.5", "price_per_gpu_hour: -1")
+    _edit(path, "panels: {sm_active: true,", "panels: {sm_activ: true,")
+    _edit(path, "  moe-deployment:\n", "  moe-deploymnt:\n")
+    lines = path.read_text().splitlines()
+    line_of = lambda needle: next(i for i, l in enumerate(lines, 1) if needle in l)  # noqa: E731
+    errors = _build_error(specs)
+    file = path.as_posix()
+    expected = [
+        (f"{file}:{line_of('titel:')}: dashboards.vllm-serving.titel", "did you mean 'title'"),
+        (f"{file}:{line_of('price_per_gpu_hour')}: dashboards.defaults.cost.price_per_gpu_hour", "greater than 0"),
+        (f"{file}:{line_of('sm_activ:')}: dashboards.gpu-fleet.panels.sm_activ", "did you mean 'sm_active'"),
+        (f"{file}:{line_of('moe-deploymnt:')}: dashboards.moe-deploymnt", "did you mean 'moe-deployment'"),
+    ]
+    for where, words in expected:
+        assert any(e.startswith(where) and words in e for e in errors), (where, errors)
+
+
+def test_cli_reports_dashboard_spec_errors_without_writing(tmp_path):
+    specs = _copy_specs(tmp_path)
+    _edit(specs / "dashboards.yaml", "refresh: 30s", "refresh: soon")
+    out = tmp_path / "out"
+    res = subprocess.run([sys.executable, "-m", "servewatch", "generate", "--specs", str(specs), "--out", str(out)],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2
+    assert "dashboards.yaml:" in res.stderr and "dashboards.defaults.refresh" in res.stderr
+    assert not (out / "dashboards").exists()
+
+
+def test_alert_linking_to_a_missing_variable_is_an_error(tmp_path):
+    specs = _copy_specs(tmp_path)
+    _edit(specs / "alerts" / "gpu.yaml", "vars: {host: ", "vars: {node: ")
+    errors = _build_error(specs)
+    assert any("gpu.yaml" in e and "has no variable 'node'" in e for e in errors), errors
+
+
+def test_optional_panels_switch_off_without_renumbering(tmp_path, boards):
+    specs = _copy_specs(tmp_path)
+    _edit(specs / "dashboards.yaml", "panels: {cost: true,", "panels: {cost: false,")
+    _, files = generate.build(specs)
+    board = json.loads(files["dashboards/vllm-serving.json"])
+    before = {p["title"]: p["id"] for p in boards["vllm-serving"]["panels"]}
+    after = {p["title"]: p["id"] for p in board["panels"]}
+    assert "Cost per 1M output tokens" in before and "Cost per 1M output tokens" not in after
+    assert all(before[t] == i for t, i in after.items())
+
+
+def test_titles_price_folder_and_gpus_per_engine_are_tunable(tmp_path):
+    specs = _copy_specs(tmp_path)
+    path = specs / "dashboards.yaml"
+    _edit(path, "title: GPU fleet (DCGM)", "title: Fleet GPUs")
+    _edit(path, "price_per_gpu_hour: 2.5", "price_per_gpu_hour: 4.25")
+    _edit(path, "currency: USD", "currency: EUR")
+    _edit(path, "gpus_per_engine: null", "gpus_per_engine: 8")
+    _edit(path, "folder: Serving", "folder: LLM")
+    _, files = generate.build(specs)
+    assert json.loads(files["dashboards/gpu-fleet.json"])["title"] == "Fleet GPUs"
+    serving = json.loads(files["dashboards/vllm-serving.json"])
+    cost = next(p for p in serving["panels"] if p["title"] == "Cost per 1M output tokens" and p["type"] == "timeseries")
+    expr = cost["targets"][0]["expr"]
+    assert "* 4.25 / 3600 * 1e6" in expr and "* 8" in expr and "DCGM" not in expr
+    assert cost["fieldConfig"]["defaults"]["unit"] == "currencyEUR"
+    assert yaml.safe_load(files["dashboards/kubernetes/gpu-fleet.configmap.yaml"])["metadata"]["annotations"] == {
+        "grafana_folder": "LLM"}
+
+
+def test_cluster_label_adds_a_variable_and_filters_every_selector(tmp_path):
+    specs = _copy_specs(tmp_path)
+    _edit(specs / "config.yaml", "cluster_label: null", "cluster_label: cluster")
+    _, files = generate.build(specs)
+    for name in NAMES:
+        board = json.loads(files[f"dashboards/{name}.json"])
+        names = [v["name"] for v in board["templating"]["list"]]
+        assert names[:2] == ["datasource", "cluster"], names
+        for where, expr in queries(board):
+            if where.endswith("variable cluster"):
+                continue
+            for sel in selectors(pp.parse(substitute(expr))):
+                labels = {m.name for m in sel.matchers.matchers}
+                assert "cluster" in labels, f"{where}: {sel.name} is not filtered by cluster"
+
+
+def test_kube_pod_labels_join_is_off_by_default_and_widens_the_deployment(tmp_path, boards):
+    assert "kube_pod_labels" not in json.dumps(boards)
+    specs = _copy_specs(tmp_path)
+    _edit(specs / "dashboards.yaml", "      enabled: false\n", "      enabled: true\n")
+    _, files = generate.build(specs)
+    moe = json.loads(files["dashboards/moe-deployment.json"])
+    expr = next(p for p in moe["panels"] if p["title"] == "Framebuffer used per GPU")["targets"][0]["expr"]
+    assert 'kube_pod_labels{label_leaderworkerset_sigs_k8s_io_name!=""' in expr
+    assert "on (namespace, label_leaderworkerset_sigs_k8s_io_name)" in expr
+    pp.parse(substitute(expr))
+
+
+def test_bytes_exporter_profile_switches_units(tmp_path):
+    specs = _copy_specs(tmp_path)
+    _edit(specs / "config.yaml", "fb_units: mib", "fb_units: bytes")
+    _, files = generate.build(specs)
+    fleet = json.loads(files["dashboards/gpu-fleet.json"])
+    fb = next(p for p in fleet["panels"] if p["title"] == "Framebuffer used")
+    assert fb["fieldConfig"]["defaults"]["unit"] == "bytes"
+    assert "DCGM_FI_DEV_FB_USED_BYTES" in fb["targets"][0]["expr"]

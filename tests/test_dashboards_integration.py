@@ -1,0 +1,296 @@
+"""Every dashboard query on a real Prometheus 3.5 holding the synthetic fleet and the recording rules.
+
+The fleet (servewatch.synth.fleet) has three hosts, full GPUs and MIG instances, one GPU scraped by
+two jobs, two exporter versions (Hostname / hostname), two models with data-parallel engines and a
+pod restart. This test adds a little on top: a model that generates no tokens on a GPU with an XID,
+and the ALERTS series Prometheus would have written while two alerts fired for the DeepSeek
+deployment (and two for others), so the alert panels have something to show.
+
+Each panel target and each variable query is evaluated at the fleet's last step with the variables
+set like a user would; each must return data carrying the labels its legend names. A few panels
+are checked against the exact values the synthetic data implies.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from servewatch import generate, synth
+from servewatch.localprom import LocalPrometheus, backfill_start
+from servewatch.synth import truth
+
+fleet_mod = importlib.import_module("servewatch.synth.fleet")  # the package re-exports fleet() over the module
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[1]
+NAMES = ("vllm-serving", "gpu-fleet", "moe-deployment")
+WINDOW = "5m"  # what $__rate_interval becomes (Grafana: max(interval + scrape, 4 x scrape))
+WINDOW_S = 300.0
+RANGE = "6h"
+IDLE_NS, IDLE_POD, IDLE_MODEL, IDLE_HOST = "batch", "idle-llm-6d5f7c9b8-q2w4e", "acme/idle-7b", "gpu-node-d"
+XID_CODE = 79
+VAR_RE = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)")
+LABEL_VALUES_RE = re.compile(r"^label_values\((.*),\s*([a-zA-Z_][a-zA-Z0-9_]*)\)$", re.S)
+LEGEND_RE = re.compile(r"\{\{\s*(\w+)\s*\}\}")
+ALTERNATIVES = ({"Hostname", "hostname"},)  # either spelling names the host
+MIG_ONLY = {"GPU_I_PROFILE", "GPU_I_ID"}  # absent on full GPUs
+
+
+def grafana_regex(value: str) -> str:
+    """A variable value as Grafana interpolates it into a Prometheus regex matcher."""
+    escaped = re.sub(r"([\\^$.|?*+()\[\]{}])", r"\\\1", value)
+    return escaped.replace("\\", "\\\\")
+
+
+def interpolate(expr: str, values: dict[str, str]) -> str:
+    expr = expr.replace("$__rate_interval", WINDOW).replace("$__interval", "1m").replace("$__range", RANGE)
+
+    def sub(m):
+        name = m.group(1) or m.group(2)
+        if name.isdigit():
+            return m.group(0)
+        assert name in values, f"no value for ${name} in {expr[:80]}"
+        return values[name]
+
+    return VAR_RE.sub(sub, expr)
+
+
+def _extra_series(scenario) -> list:
+    """A model that generates nothing on a GPU that reported an XID, and ALERTS series."""
+    steps, step = scenario.steps, scenario.step
+    out = synth.vllm_engine(IDLE_NS, IDLE_POD, IDLE_MODEL, 0, steps=steps, step=step, requests=0, kv_usage=0.1,
+                            prior_steps=100)
+    out += synth.dcgm_gpu(IDLE_HOST, 0, synth.stable_uuid("test", IDLE_HOST), 20480, 60506, steps=steps, step=step,
+                          pod=IDLE_POD, namespace=IDLE_NS, xid=synth.step_fn(0, {100: XID_CODE}),
+                          targets=[synth.dcgm_target(IDLE_HOST)])
+    gpus, engines = scenario.truth["gpus"], scenario.truth["engines"]
+    firing = lambda i: 1 if i >= 70 else None  # noqa: E731
+    a0, c2 = gpus["a0"], gpus["c2_mig1"]
+    alerts = [
+        {"alertname": "VLLMKVCacheUsageHigh", "severity": "warning", **{k: engines["a0"][k] for k in
+                                                                         ("namespace", "pod", "model_name", "engine")}},
+        {"alertname": "GPUFramebufferUsageHigh", "severity": "warning", "UUID": a0["UUID"], "gpu": a0["gpu"],
+         "Hostname": a0["host"], "exported_namespace": a0["namespace"], "exported_pod": a0["pod"]},
+        {"alertname": "VLLMTimeToFirstTokenP95High", "severity": "warning", "namespace": engines["m0"]["namespace"],
+         "model_name": engines["m0"]["model_name"], "quantile": "0.95"},
+        {"alertname": "GPUFramebufferUsageHigh", "severity": "warning", "UUID": c2["UUID"], "gpu": c2["gpu"],
+         "GPU_I_ID": c2["GPU_I_ID"], "exported_namespace": c2["namespace"], "exported_pod": c2["pod"]},
+    ]
+    out += [synth.Series("ALERTS", {**labels, "alertstate": "firing"}, [firing(i) for i in range(steps)])
+            for labels in alerts]
+    return out
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    scenario = synth.fleet()
+    extra = _extra_series(scenario)
+    start = backfill_start(scenario.steps, scenario.step)
+    openmetrics = synth.to_openmetrics(list(scenario) + extra, start, scenario.step)
+    model, files = generate.build(REPO / "specs")
+    rules_dir = tmp_path_factory.mktemp("rules")
+    rule_files = []
+    for path, text in sorted(files.items()):
+        if re.fullmatch(r"rules/[^/]+\.rules\.yaml", path):
+            rule_files.append(rules_dir / Path(path).name)
+            rule_files[-1].write_text(text)
+    assert rule_files
+    boards = {n: json.loads(files[f"dashboards/{n}.json"]) for n in NAMES}
+    with LocalPrometheus(openmetrics, rule_files=rule_files) as prom:
+        yield {"prom": prom, "t": scenario.time_at(start, scenario.eval_step), "scenario": scenario,
+               "extra": extra, "boards": boards, "model": model}
+
+
+ALL = {"datasource": "prometheus", "namespace": ".*", "model": ".*", "pod": ".*", "engine": ".*",
+       "host": ".*", "uuid": ".*"}
+
+
+def moe_values() -> dict[str, str]:
+    return {**ALL, "namespace": grafana_regex(fleet_mod.NS), "model": grafana_regex(fleet_mod.DEEPSEEK)}
+
+
+def run(env, expr: str, values: dict[str, str]) -> list[dict]:
+    return env["prom"].query(interpolate(expr, values), env["t"])
+
+
+def panel(env, board: str, title: str) -> dict:
+    return next(p for p in env["boards"][board]["panels"] if p["title"] == title and p["type"] != "row")
+
+
+def by_title(env, board: str, title: str, values: dict[str, str], ref: int = 0) -> list[dict]:
+    return run(env, panel(env, board, title)["targets"][ref]["expr"], values)
+
+
+def value(result: list[dict]) -> float:
+    assert len(result) == 1, result
+    return float(result[0]["value"][1])
+
+
+def _legend_problems(legend: str, result: list[dict]) -> list[str]:
+    used = set(LEGEND_RE.findall(legend))
+    problems = []
+    for series in result:
+        labels = series["metric"]
+        for label in used - MIG_ONLY - set().union(*ALTERNATIVES):
+            if not labels.get(label):
+                problems.append(f"series {labels} has no {label!r}")
+        for group in ALTERNATIVES:
+            if used & group and not any(labels.get(x) for x in group):
+                problems.append(f"series {labels} has none of {sorted(group)}")
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------
+# every query returns data with its legend's labels
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", NAMES)
+def test_every_panel_query_returns_data_with_its_legend_labels(env, name):
+    values = moe_values() if name == "moe-deployment" else ALL
+    problems = []
+    for p in env["boards"][name]["panels"]:
+        if p["type"] == "row":
+            continue
+        for t in p["targets"]:
+            result = run(env, t["expr"], values)
+            where = f"{name} / {p['title']} / {t['refId']}"
+            if not result:
+                problems.append(f"{where}: no data")
+                continue
+            if t["format"] == "time_series" or t["format"] == "heatmap":
+                problems += [f"{where}: {x}" for x in _legend_problems(t["legendFormat"], result)]
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_annotation_query_runs(env, name):
+    values = moe_values() if name == "moe-deployment" else ALL
+    for a in env["boards"][name]["annotations"]["list"]:
+        if a.get("expr"):
+            result = run(env, a["expr"], values)
+            assert result and all(r["metric"]["alertstate"] == "firing" for r in result), a["name"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_variable_query_lists_values(env, name):
+    """label_values(selector, label) as Grafana sends it: /api/v1/label/<label>/values?match[]=..."""
+    prom, t = env["prom"], env["t"]
+    values = moe_values() if name == "moe-deployment" else ALL
+    listed = {}
+    for v in env["boards"][name]["templating"]["list"]:
+        if v["type"] != "query":
+            continue
+        selector, label = LABEL_VALUES_RE.match(v["query"]).groups()
+        got = prom.api(f"/api/v1/label/{label}/values", **{"match[]": interpolate(selector, values),
+                                                           "start": str(t - 6 * 3600), "end": str(t)})
+        assert got, f"{name} variable {v['name']}: {v['query']} lists nothing"
+        listed[v["name"]] = set(got)
+    sc = env["scenario"].truth
+    if name == "vllm-serving":
+        assert {fleet_mod.NS, IDLE_NS} <= listed["namespace"]
+        assert {fleet_mod.DEEPSEEK, fleet_mod.MIXTRAL, IDLE_MODEL} <= listed["model"]
+        assert {sc["restart"]["old_pod"], sc["restart"]["new_pod"]} <= listed["pod"]  # in the 6 h range
+        assert listed["engine"] == {"0", "1"}
+    elif name == "gpu-fleet":
+        assert {"gpu-node-a", "gpu-node-b", IDLE_HOST} <= listed["host"]
+        assert {g["UUID"] for g in sc["gpus"].values() if g["host"] != "gpu-node-c"} <= listed["uuid"]
+        assert {fleet_mod.NS, "rag", IDLE_NS} == listed["namespace"]
+    else:
+        assert {fleet_mod.NS, IDLE_NS} <= listed["namespace"]
+        # asked with namespace=llm-serving: that namespace's deployments only
+        assert listed["model"] == {fleet_mod.DEEPSEEK, fleet_mod.MIXTRAL}
+
+
+# ---------------------------------------------------------------------------------------------
+# exact values
+# ---------------------------------------------------------------------------------------------
+def test_framebuffer_ratio_of_a_known_gpu_and_mig_instance(env):
+    gpus = env["scenario"].truth["gpus"]
+    title = "Framebuffer used per GPU / MIG instance"
+    a0 = by_title(env, "gpu-fleet", title, {**ALL, "uuid": gpus["a0"]["UUID"]})
+    assert math.isclose(value(a0), gpus["a0"]["fb_ratio"], rel_tol=1e-12)
+    assert a0[0]["metric"]["Hostname"] == "gpu-node-a" and a0[0]["metric"]["gpu"] == "0"
+    mig = {r["metric"]["GPU_I_ID"]: r for r in by_title(env, "gpu-fleet", title, {**ALL, "uuid": gpus["c2_mig1"]["UUID"]})}
+    assert set(mig) == {"1", "2"}
+    assert math.isclose(float(mig["1"]["value"][1]), gpus["c2_mig1"]["fb_ratio"], rel_tol=1e-12)
+    # gpu-node-c's exporter spells the host label `hostname`; the legend still names the host
+    assert mig["1"]["metric"]["hostname"] == "gpu-node-c" and mig["1"]["metric"]["GPU_I_PROFILE"] == "3g.40gb"
+
+
+def test_fleet_counts_each_gpu_once_and_sums_power_per_physical_gpu(env):
+    gpus = env["scenario"].truth["gpus"]
+    assert value(by_title(env, "gpu-fleet", "GPUs and MIG instances", ALL)) == len(gpus) + 1  # + the idle model's GPU
+    assert math.isclose(value(by_title(env, "gpu-fleet", "Fullest GPU framebuffer", ALL)),
+                        max(g["fb_ratio"] for g in gpus.values()), rel_tol=1e-12)
+    power: dict[str, float] = {}
+    for s in list(env["scenario"]) + env["extra"]:
+        if s.name == "DCGM_FI_DEV_POWER_USAGE":
+            power[dict(s.labels)["UUID"]] = truth.instant(s, env["scenario"].eval_step)
+    assert math.isclose(value(by_title(env, "gpu-fleet", "Power draw", ALL)), sum(power.values()), rel_tol=1e-9)
+    xid = by_title(env, "gpu-fleet", "Last XID per GPU", ALL)
+    assert [(r["metric"]["Hostname"], r["metric"]["err_code"], float(r["value"][1])) for r in xid] == [
+        (IDLE_HOST, str(XID_CODE), XID_CODE)]
+
+
+def test_time_to_first_token_p95_of_a_known_engine(env):
+    eng = env["scenario"].truth["engines"]["a0"]
+    values = {**ALL, "pod": grafana_regex(eng["pod"]), "engine": eng["engine"]}
+    p95 = by_title(env, "vllm-serving", "Time to first token p95 per engine", values)
+    assert math.isclose(value(p95), env["scenario"].truth["ttft_p95_a0"], rel_tol=1e-9)
+    assert env["scenario"].truth["ttft_p95_a0"] == pytest.approx(2.0)
+    idle = {**ALL, "pod": grafana_regex(eng["pod"]), "engine": "1"}  # no requests: no quantile, not NaN
+    assert by_title(env, "vllm-serving", "Time to first token p95 per engine", idle) == []
+
+
+def _generation_rate(env, model_name: str) -> float:
+    total = 0.0
+    for s in env["scenario"].select("vllm:generation_tokens_total", model_name=model_name):
+        r = truth.rate(s, env["scenario"].eval_step, WINDOW_S, env["scenario"].step)
+        total += r or 0.0
+    return total
+
+
+def test_cost_per_million_output_tokens_from_the_configured_price(env):
+    cost = env["model"].spec.dashboards["defaults"]["cost"]["price_per_gpu_hour"]
+    result = {r["metric"]["model_name"]: float(r["value"][1])
+              for r in by_title(env, "vllm-serving", "Cost per 1M output tokens", ALL)}
+    gpus = env["scenario"].truth["gpus"]
+    held = lambda pods: sum(1 for g in gpus.values() if g["pod"] in pods)  # noqa: E731
+    models = env["scenario"].truth["models"]
+    for model_name in (fleet_mod.DEEPSEEK, fleet_mod.MIXTRAL):
+        n = held(models[model_name]["pods"])
+        expected = n * cost / 3600 / _generation_rate(env, model_name) * 1e6
+        assert math.isclose(result[model_name], expected, rel_tol=1e-9), model_name
+    assert held(models[fleet_mod.DEEPSEEK]["pods"]) == 4
+    # the idle model holds a GPU but generates nothing: no value, not +Inf
+    assert IDLE_MODEL not in result and all(math.isfinite(v) for v in result.values())
+
+
+def test_moe_deployment_joins_its_gpus_and_measures_imbalance(env):
+    gpus = env["scenario"].truth["gpus"]
+    values = moe_values()
+    held = by_title(env, "moe-deployment", "Framebuffer used per GPU", values)
+    want = {g["UUID"] for k, g in gpus.items() if k in ("a0", "a1", "b0", "b1")}
+    assert {r["metric"]["UUID"] for r in held} == want and len(held) == 4
+    assert {r["metric"]["exported_pod"] for r in held} == {fleet_mod.POD_A, env["scenario"].truth["restart"]["new_pod"]}
+    fullest = max(gpus[k]["fb_ratio"] for k in ("a0", "a1", "b0", "b1"))
+    assert math.isclose(value(by_title(env, "moe-deployment", "Fullest GPU framebuffer", values)), fullest, rel_tol=1e-12)
+    assert math.isclose(value(by_title(env, "moe-deployment", "Headroom on the fullest GPU", values)), 1 - fullest,
+                        rel_tol=1e-9)
+    least_free = min(gpus[k]["fb_free_mib"] for k in ("a0", "a1", "b0", "b1"))
+    assert value(by_title(env, "moe-deployment", "Least free framebuffer", values)) == least_free
+    kv = [0.97, 0.0, 0.48, 0.48]  # engines a0 (hot), a1 (idle), b0, b1 of the restarted pod
+    imbalance = by_title(env, "moe-deployment", "Imbalance (max / avg across ranks)", values, ref=1)
+    assert math.isclose(value(imbalance), max(kv) / (sum(kv) / len(kv)), rel_tol=1e-9)
+
+
+def test_moe_alerts_are_the_deployments_own(env):
+    rows = by_title(env, "moe-deployment", "Alerts firing for this deployment", moe_values())
+    got = sorted((r["metric"]["alertname"], r["metric"].get("pod") or r["metric"].get("exported_pod")) for r in rows)
+    assert got == [("GPUFramebufferUsageHigh", fleet_mod.POD_A), ("VLLMKVCacheUsageHigh", fleet_mod.POD_A)]
+    assert value(by_title(env, "moe-deployment", "Firing alerts", moe_values())) == 2

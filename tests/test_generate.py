@@ -66,12 +66,14 @@ overrides:
 
 def test_identity_labels_come_from_config(specs_copy):
     text = (specs_copy / "config.yaml").read_text()
-    text = text.replace("cluster_label: null", "cluster_label: k8s_cluster").replace("hostname_label: Hostname", "hostname_label: hostname")
+    text = text.replace("cluster_label: null", "cluster_label: k8s_cluster").replace("workload_labels: exported", "workload_labels: plain")
     _write(specs_copy, "config.yaml", text)
     _, files = generate.build(specs_copy)
     record = _rules(files, "gpu")["gpu:dcgm_fb_used:ratio"]["expr"]
     assert "max by (k8s_cluster, UUID, GPU_I_ID) (DCGM_FI_DEV_FB_USED)" in record
-    assert "group_left (hostname, gpu" in record and "Hostname" not in record
+    assert "modelName, namespace, pod)" in record and "exported_pod" not in record
+    # both host spellings ride along as context, so a fleet mid exporter upgrade keeps its host names
+    assert "group_left (Hostname, hostname, gpu" in record
 
 
 @pytest.mark.parametrize("profile", [

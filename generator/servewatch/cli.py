@@ -32,12 +32,12 @@ def cmd_generate(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from .model import Model
-    from .spec.loader import load
+    from . import generate
 
-    model = Model(load(Path(args.specs)))
+    # Rendering everything in memory is what validates the dashboards and runbooks sections too.
+    model, files = generate.build(Path(args.specs))
     print(f"servewatch: specs OK: {len(model.alerts())} alerts, {len(model.records())} recording rules, "
-          f"{len(model.spec.scenarios)} scenarios")
+          f"{len(model.spec.scenarios)} scenarios, {len(files)} output files")
     return 0
 
 

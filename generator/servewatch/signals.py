@@ -50,7 +50,8 @@ class Labels:
     def gpu_context(self) -> list[str]:
         """Descriptive labels shown with a GPU: stable for a GPU except the pod holding it."""
         ident = set(self.identity("gpu"))
-        wanted = [self.host, "gpu", "GPU_I_PROFILE", "modelName", self.workload_namespace, self.workload_pod]
+        # both host spellings: a fleet in the middle of the 4.6 exporter upgrade carries either one
+        wanted = ["Hostname", "hostname", "gpu", "GPU_I_PROFILE", "modelName", self.workload_namespace, self.workload_pod]
         return [label for label in wanted if label not in ident]
 
     def target(self) -> list[str]:

@@ -5,10 +5,11 @@ from pathlib import Path
 
 from .model import Model
 from .render import dashboards, promtool_tests, rules
+from .render import runbooks as runbook_pages
 from .spec.loader import load
 
 # Each renderer takes the Model and returns {relative path: text}.
-RENDERERS = [rules.render, promtool_tests.render, dashboards.render]
+RENDERERS = [rules.render, promtool_tests.render, runbook_pages.render, dashboards.render]
 
 
 def build(specs: Path) -> tuple[Model, dict[str, str]]:

@@ -1,0 +1,298 @@
+"""Runbooks: one page per alert, every runbook_url resolves, every query parses and names only known series,
+spec mistakes in `runbooks:` point at file, line and field."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import promql_parser
+import pytest
+import yaml
+
+from servewatch import catalog as catalog_mod
+from servewatch import generate
+from servewatch.errors import SpecErrors
+from servewatch.model import Model
+from servewatch.promql import lint
+from servewatch.render import runbooks as render_runbooks
+from servewatch.runbooks import book, links
+from servewatch.runbooks.queries import Queries, ScopedBuilder, parse_filter
+from servewatch.spec.loader import load
+
+REPO = Path(__file__).resolve().parents[1]
+PROMQL_BLOCK = re.compile(r"```promql\n(.*?)\n```", re.S)
+
+
+@pytest.fixture(scope="module")
+def built():
+    model, files = generate.build(REPO / "specs")
+    return model, files
+
+
+def _pages(files):
+    return {p: t for p, t in files.items() if p.startswith("runbooks/") and p != "runbooks/README.md"}
+
+
+def test_every_alert_has_a_written_page(built):
+    model, files = built
+    names = {a.alert for a in model.alerts()}
+    assert set(_pages(files)) == {f"runbooks/{n}.md" for n in names}
+    index = files["runbooks/README.md"]
+    for n in names:
+        assert f"[{n}]({n}.md)" in index
+        assert "No runbook for this alert is written" not in files[f"runbooks/{n}.md"]
+    assert set(model.spec.runbooks) == names, "the shipped specs write a runbook for every alert"
+
+
+def test_pages_have_the_sections_on_call_needs(built):
+    model, files = built
+    for path, text in _pages(files).items():
+        anchors = links.anchors(text)
+        for section in ("meaning", "not-meaning", "impact", "dashboards", "investigation", "causes", "actions"):
+            assert section in anchors, f"{path} lacks #{section}"
+        assert "| Healthy" in text or "| Any series" in text, path
+        assert "[[" not in text, f"{path} has an unreplaced token"
+        assert "servewatch investigate" in text
+
+
+def test_each_step_has_an_anchor_and_a_query(built):
+    model, files = built
+    for page in book.pages(model):
+        text = files[links.page_path(page.name)]
+        anchors = links.anchors(text)
+        for ps in page.steps:
+            assert ps.id in anchors
+            assert f"```promql\n{ps.expr}\n```" in text
+
+
+def test_every_runbook_url_resolves_to_a_page(built):
+    model, files = built
+    rules = [yaml.safe_load(files[p]) for p in files if p.startswith("rules/") and p.endswith(".rules.yaml")]
+    urls = [r["annotations"]["runbook_url"] for doc in rules for g in doc["groups"] for r in g["rules"] if "alert" in r]
+    assert len(urls) == len(model.alerts())
+    for url in urls:
+        rel, _, problem = links.resolve(url, files)
+        assert problem is None, problem
+        assert rel == links.page_path(url.rsplit("/", 1)[-1].removesuffix(".md"))
+
+
+@pytest.mark.parametrize("pattern", [
+    "https://wiki.example.com/servewatch/runbooks/{alert}.md#investigation",
+    "https://example.com/x/runbooks/{alert}.md#meaning",
+    "https://example.com/runbooks/{alert}.md#{alert_lower}",
+])
+def test_runbook_url_with_anchor_resolves(specs_copy, pattern):
+    cfg = specs_copy / "config.yaml"
+    text = cfg.read_text()
+    text = re.sub(r"runbook_url: .*", f"runbook_url: {pattern}", text)
+    cfg.write_text(text)
+    model, files = generate.build(specs_copy)
+    for a in model.alerts():
+        rel, anchor, problem = links.resolve(a.annotations["runbook_url"], files)
+        assert problem is None, problem
+        assert anchor
+
+
+def test_runbook_url_to_a_missing_anchor_is_reported(built):
+    _, files = built
+    _, _, problem = links.resolve("https://x/runbooks/VLLMKVCacheUsageHigh.md#no-such-step", files)
+    assert "no anchor #no-such-step" in problem
+    _, _, problem = links.resolve("https://x/runbooks/NoSuchAlert.md", files)
+    assert "no generated runbook page" in problem
+
+
+def _names_in(expr) -> list[tuple[str, bool]]:
+    """(metric name or __name__ regex, is_regex) for every selector in a parsed expression."""
+    out = []
+    for node, _ in lint.walk(expr):
+        if isinstance(node, promql_parser.VectorSelector):
+            if node.name:
+                out.append((node.name, False))
+            for m in node.matchers.matchers:
+                if m.name == "__name__":
+                    out.append((m.value, m.op != promql_parser.MatchOp.Equal))
+    return out
+
+
+def test_every_query_on_every_page_parses_and_names_known_series(built):
+    model, files = built
+    cat = catalog_mod.load()
+    records = {r.record for r in model.records()}
+    known = set(cat.metrics) | records
+    seen_queries = 0
+    for path, text in _pages(files).items():
+        for q in PROMQL_BLOCK.findall(text):
+            seen_queries += 1
+            expr = promql_parser.parse(q)
+            names = _names_in(expr)
+            assert names, f"{path}: no selector in {q}"
+            for name, is_regex in names:
+                if is_regex:
+                    rx = re.compile(name)
+                    assert any(rx.fullmatch(n) for n in known), f"{path}: pattern {name} matches no catalog metric"
+                else:
+                    assert cat.lookup(name) or name in records, f"{path}: {name} is not a catalog metric or recording rule"
+    assert seen_queries > 60
+
+
+def test_every_page_query_passes_the_house_lint(built):
+    """Explicit matching, guarded division, counters under rate(), le kept, windows >= 4x scrape."""
+    model, files = built
+    ctx = lint.Context(catalog_mod.load(), {r.record for r in model.records()})
+    for path, text in _pages(files).items():
+        for q in PROMQL_BLOCK.findall(text):
+            problems = [p for p in lint.lint(q, ctx) if p.check != "metric-known"]  # regex names: checked above
+            assert not problems, f"{path}: {problems}\n{q}"
+
+
+def test_queries_use_the_alert_signals_expressions(built):
+    """The first step of a signal alert's page is exactly the expression its recording rule records."""
+    model, _ = built
+    recorded = {(r.record, r.labels.get("quantile")): r.expr for r in model.records()}
+    for page in book.pages(model):
+        spec = page.alert.spec
+        if not spec.signal:
+            continue
+        sig = model.signal(spec.signal)
+        q = f"{spec.quantile:g}" if spec.quantile is not None else None
+        assert recorded[(sig.record, q)] in [ps.expr for ps in page.steps], page.name
+
+
+def test_thresholds_default_to_the_alert_and_follow_overrides(specs_copy):
+    model = Model(load(specs_copy))
+    page = next(p for p in book.pages(model) if p.name == "VLLMTimeToFirstTokenP95High")
+    assert page.step("ttft").limits.unhealthy == 2
+    assert page.step("queue-time").limits.unhealthy == 1.0
+    assert page.step("itl").limits.unhealthy == 0.1  # the ITL alert's threshold
+    kv = next(p for p in book.pages(model) if p.name == "VLLMKVCacheUsageHigh").step("kv-usage")
+    assert (kv.limits.suspicious, kv.limits.unhealthy, kv.limits.op) == (0.85, 0.95, ">")
+
+    (specs_copy / "overrides.yaml").write_text(
+        "overrides:\n  alerts:\n    VLLMTimeToFirstTokenP95High: {threshold: 4}\n    VLLMKVCacheUsageHigh: {threshold: 0.9}\n")
+    model = Model(load(specs_copy))
+    pages = {p.name: p for p in book.pages(model)}
+    assert pages["VLLMTimeToFirstTokenP95High"].step("queue-time").limits.unhealthy == 2.0
+    assert pages["VLLMEndToEndLatencyP95High"].step("ttft").limits.unhealthy == 4
+    assert pages["VLLMKVCacheUsageHigh"].step("kv-usage").limits.unhealthy == 0.9
+    text = render_runbooks.render(model)["runbooks/VLLMTimeToFirstTokenP95High.md"]
+    assert "above 2.00 s (0.5 x VLLMTimeToFirstTokenP95High's threshold 4)" in text
+
+
+def test_alert_without_runbook_gets_a_default_page(specs_copy):
+    rb = specs_copy / "runbooks.yaml"
+    data = yaml.safe_load(rb.read_text())
+    del data["runbooks"]["VLLMRequestErrorRateHigh"]
+    rb.write_text(yaml.safe_dump(data, sort_keys=False))
+    model = Model(load(specs_copy))
+    files = render_runbooks.render(model)
+    page = files["runbooks/VLLMRequestErrorRateHigh.md"]
+    assert "No runbook for this alert is written" in page
+    assert "alert-value" in links.anchors(page)
+    assert "Alerts without a written runbook (default page only): VLLMRequestErrorRateHigh." in files["runbooks/README.md"]
+
+
+def test_disabled_alert_has_no_page(specs_copy):
+    (specs_copy / "overrides.yaml").write_text("overrides:\n  alerts:\n    VLLMPreemptionsHigh: {enabled: false}\n")
+    files = render_runbooks.render(Model(load(specs_copy)))
+    assert "runbooks/VLLMPreemptionsHigh.md" not in files
+    assert "VLLMPreemptionsHigh" not in files["runbooks/README.md"]
+
+
+# -- spec mistakes ------------------------------------------------------------------------------------
+
+def _edit_and_load(specs_copy, old: str, new: str):
+    rb = specs_copy / "runbooks.yaml"
+    text = rb.read_text()
+    assert old in text, old
+    rb.write_text(text.replace(old, new, 1))
+    line = text[: text.index(old)].count("\n") + 1
+    with pytest.raises(SpecErrors) as exc:
+        book.validate(Model(load(specs_copy)))
+    return [str(e) for e in exc.value.errors], line
+
+
+@pytest.mark.parametrize("old,new,field,message", [
+    ("        query: {kind: signal, signal: gpu_fb_used_ratio}\n",
+     "        query: {kind: signal, signal: gpu_fb_used_ratoi}\n",
+     "runbooks.GPUFramebufferUsageHigh.steps[0].query.signal", "unknown signal 'gpu_fb_used_ratoi'"),
+    ("        query: {kind: quantile, metric: \"vllm:request_queue_time_seconds\", quantile: 0.95}\n",
+     "        query: {kind: quantile, metric: \"vllm:time_in_queue_requests\", quantile: 0.95}\n",
+     "query.metric", "was removed (gone in 0.9.1)"),
+    ("        query: {kind: signal, signal: gpu_fb_used_ratio}\n",
+     "        query: {kind: signals, signal: gpu_fb_used_ratio}\n",
+     "runbooks.GPUFramebufferUsageHigh.steps[0].query", "unknown query kind"),
+    ("        unit: ratio\n        suspicious: 0.92\n",
+     "        unit: ratio\n        suspicous: 0.92\n",
+     "runbooks.GPUFramebufferUsageHigh.steps[0].suspicous", "unknown field 'suspicous'"),
+    ("        unhealthy: {alert: 1, of: VLLMRequestsWaitingHigh}\n",
+     "        unhealthy: {alert: 1, of: VLLMRequestWaitingHigh}\n",
+     "unhealthy.of", "unknown alert 'VLLMRequestWaitingHigh'"),
+    ("([[step:fullest-gpus]])", "([[step:fullest-gpu]])",
+     "runbooks.GPUFramebufferUsageHigh.actions[0]", "[[step:fullest-gpu]] names no step"),
+    ("      - id: fullest-gpus\n", "      - id: Fullest_GPUs\n",
+     "runbooks.GPUFramebufferUsageHigh.steps[0].id", "must be lower-case letters"),
+    ("  GPUFramebufferUsageHigh:\n", "  GPUFramebufferUsageHi:\n",
+     "runbooks.GPUFramebufferUsageHi", "runbook for unknown alert 'GPUFramebufferUsageHi'"),
+    ("        suspicious: 1.08\n        unhealthy: 1.15\n", "        suspicious: 1.5\n        unhealthy: 1.15\n",
+     "steps[2].suspicious", "suspicious (1.5) is beyond unhealthy (1.15)"),
+])
+def test_spec_mistakes_name_file_line_and_field(specs_copy, old, new, field, message):
+    errors, line = _edit_and_load(specs_copy, old, new)
+    # a step shared by several pages (a YAML alias) is reported once per page, all at its one definition
+    assert len({(e.split(": ")[0], e.rsplit(": ", 1)[-1]) for e in errors}) == 1, errors
+    err = errors[0]
+    assert "runbooks.yaml:" in err and field in err and message in err, err
+    got = int(re.search(r"runbooks\.yaml:(\d+)", err).group(1))
+    assert abs(got - line) <= 12, (got, line, err)
+
+
+def test_cli_reports_runbook_mistakes_without_traceback(specs_copy, servewatch, tmp_path):
+    rb = specs_copy / "runbooks.yaml"
+    rb.write_text(rb.read_text().replace("kind: trend", "kind: trnd", 1))
+    p = servewatch("generate", "--specs", specs_copy, "--out", tmp_path)
+    assert p.returncode == 2
+    assert "Traceback" not in p.stderr
+    assert re.search(r"servewatch: error: .*runbooks\.yaml:\d+: runbooks\.VLLMRequestsWaitingHigh\.steps\[2\]\.query: "
+                     r"unknown query kind", p.stderr), p.stderr
+    assert not (tmp_path / "runbooks").exists()
+
+
+# -- scoped queries -----------------------------------------------------------------------------------
+
+def test_filters_go_into_selectors_only_where_the_label_exists():
+    model = Model(load(REPO / "specs"))
+    sb = ScopedBuilder(model.config, [parse_filter("namespace=llm"), parse_filter("model_name=~deepseek.*")])
+    assert sb.select("vllm:kv_cache_usage_perc") == 'vllm:kv_cache_usage_perc{namespace="llm", model_name=~"deepseek.*"}'
+    # cache_config_info has no model_name label: the filter would empty it
+    assert sb.select("vllm:cache_config_info") == 'vllm:cache_config_info{namespace="llm"}'
+    # on DCGM series the workload namespace is exported_namespace (ServiceMonitor, honorLabels false)
+    assert sb.select("fb_used") == 'DCGM_FI_DEV_FB_USED{exported_namespace="llm"}'
+    assert sb.up("vllm") == 'up{job=~".*vllm.*", namespace="llm"}'
+    gpu = ScopedBuilder(model.config, [parse_filter("UUID=GPU-1"), parse_filter("exported_namespace=llm")])
+    assert gpu.select("vllm:num_requests_waiting") == 'vllm:num_requests_waiting{namespace="llm"}'
+    assert gpu.select("fb_free") == 'DCGM_FI_DEV_FB_FREE{UUID="GPU-1", exported_namespace="llm"}'
+
+
+def test_scoped_pages_parse(built):
+    model, _ = built
+    sb = ScopedBuilder(model.config, [parse_filter('namespace="a\\"b"'), parse_filter("pod!=x")])
+    for page in book.pages(model, builder=sb):
+        for ps in page.steps:
+            promql_parser.parse(ps.expr)
+        if page.name == "VLLMKVCacheUsageHigh":
+            expr = Queries(model, sb).build(page.steps[0].step.query, page.alert)
+            assert 'vllm:kv_cache_usage_perc{namespace="a\\"b", pod!="x"}' in expr
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("pod=a", ("pod", "=", "a")), ("pod!=a", ("pod", "!=", "a")), ("job=~.*vllm.*", ("job", "=~", ".*vllm.*")),
+    ('model_name="x=y"', ("model_name", "=", "x=y")), ("ns!~a|b", ("ns", "!~", "a|b")),
+])
+def test_parse_filter(text, expected):
+    assert parse_filter(text) == expected
+
+
+@pytest.mark.parametrize("bad", ["pod", "=a", "1x=2", ""])
+def test_parse_filter_rejects(bad):
+    with pytest.raises(ValueError):
+        parse_filter(bad)

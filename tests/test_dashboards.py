@@ -22,6 +22,7 @@ from servewatch import catalog, generate
 from servewatch.errors import SpecErrors
 from servewatch.grafana import SCHEMA_VERSION, GridPos, flow, ref_ids
 from servewatch.grafana.settings import BOARDS
+from servewatch.promql.builders import agg
 from servewatch.render import dashboards as dash
 
 REPO = Path(__file__).resolve().parents[1]
@@ -43,21 +44,31 @@ def files(built):
     return built[1]
 
 
-@pytest.fixture(scope="module")
-def boards(files):
+def _boards(files: dict[str, str]) -> dict[str, dict]:
     return {n: json.loads(files[f"dashboards/{n}.json"]) for n in NAMES}
 
 
-def _copy_specs(tmp_path) -> Path:
-    dst = tmp_path / "specs"
-    shutil.copytree(REPO / "specs", dst)
-    return dst
+@pytest.fixture(scope="module")
+def boards(files):
+    return _boards(files)
 
 
-def _edit(path: Path, old: str, new: str) -> None:
+def _specs(tmp_path, file: str, *edits: tuple[str, str]) -> Path:
+    """A copy of specs/ with each (old, new) replaced once in `file`."""
+    specs = tmp_path / "specs"
+    shutil.copytree(REPO / "specs", specs)
+    path = specs / file
     text = path.read_text()
-    assert old in text, f"{old!r} not in {path}"
-    path.write_text(text.replace(old, new, 1))
+    for old, new in edits:
+        assert old in text, f"{old!r} not in {path}"
+        text = text.replace(old, new, 1)
+    path.write_text(text)
+    return specs
+
+
+def _generate(tmp_path, file: str, *edits: tuple[str, str]) -> dict[str, str]:
+    """Every output generated from a copy of specs/ with `edits` made to `file`."""
+    return generate.build(_specs(tmp_path, file, *edits))[1]
 
 
 def panels(board: dict) -> list[dict]:
@@ -249,9 +260,18 @@ def test_panels_showing_an_alerted_signal_read_its_recording_rule(boards):
     exprs = {p["title"]: " ".join(t["expr"] for t in p["targets"])
              for n in NAMES for p in panels(boards[n])}
     assert exprs["KV cache usage per engine"].startswith("engine:vllm_kv_cache_usage:max{")
-    assert "gpu:dcgm_fb_used:ratio{" in exprs["Framebuffer used per GPU / MIG instance"]
+    # the recording rule carries both host spellings: the FB panels read it without a join
+    for title in ("Framebuffer used per GPU / MIG instance", "Framebuffer used per GPU"):
+        assert exprs[title].lstrip("(\n ").startswith("gpu:dcgm_fb_used:ratio{"), title
+        assert "group_left" not in exprs[title], title
     assert exprs["Time to first token"].startswith("model:vllm_time_to_first_token_seconds:histogram_quantile_rate5m{")
     assert 'quantile="0.95"' in exprs["Time to first token p95"]
+
+
+def test_aggregations_over_everything_have_no_empty_by(boards):
+    assert agg("max", [], "x") == "max(x)"
+    assert agg("max", ["UUID", "GPU_I_ID"], "x") == "max by (UUID, GPU_I_ID) (x)"
+    assert "by ()" not in json.dumps(boards)
 
 
 def test_gpu_units_are_mebibytes_and_legends_name_host_and_gpu(boards):
@@ -414,12 +434,12 @@ def _build_error(specs: Path) -> list[str]:
 
 
 def test_spec_errors_name_file_line_and_field(tmp_path):
-    specs = _copy_specs(tmp_path)
+    specs = _specs(tmp_path, "dashboards.yaml",
+                   ("    title: vLLM serving\n", "    titel: vLLM serving\n"),
+                   ("price_per_gpu_hour: 2.5", "price_per_gpu_hour: -1"),
+                   ("panels: {sm_active: true,", "panels: {sm_activ: true,"),
+                   ("  moe-deployment:\n", "  moe-deploymnt:\n"))
     path = specs / "dashboards.yaml"
-    _edit(path, "    title: vLLM serving\n", "    titel: vLLM serving\n")
-    _edit(path, "price_per_gpu_hour: 2.5", "price_per_gpu_hour: -1")
-    _edit(path, "panels: {sm_active: true,", "panels: {sm_activ: true,")
-    _edit(path, "  moe-deployment:\n", "  moe-deploymnt:\n")
     lines = path.read_text().splitlines()
     line_of = lambda needle: next(i for i, l in enumerate(lines, 1) if needle in l)  # noqa: E731
     errors = _build_error(specs)
@@ -435,8 +455,7 @@ def test_spec_errors_name_file_line_and_field(tmp_path):
 
 
 def test_cli_reports_dashboard_spec_errors_without_writing(tmp_path):
-    specs = _copy_specs(tmp_path)
-    _edit(specs / "dashboards.yaml", "refresh: 30s", "refresh: soon")
+    specs = _specs(tmp_path, "dashboards.yaml", ("refresh: 30s", "refresh: soon"))
     out = tmp_path / "out"
     res = subprocess.run([sys.executable, "-m", "servewatch", "generate", "--specs", str(specs), "--out", str(out)],
                          capture_output=True, text=True, timeout=120)
@@ -446,17 +465,21 @@ def test_cli_reports_dashboard_spec_errors_without_writing(tmp_path):
 
 
 def test_alert_linking_to_a_missing_variable_is_an_error(tmp_path):
-    specs = _copy_specs(tmp_path)
-    _edit(specs / "alerts" / "gpu.yaml", "vars: {host: ", "vars: {node: ")
-    errors = _build_error(specs)
+    errors = _build_error(_specs(tmp_path, "alerts/gpu.yaml", ("vars: {host: ", "vars: {node: ")))
     assert any("gpu.yaml" in e and "has no variable 'node'" in e for e in errors), errors
 
 
+def test_identity_the_dashboards_cannot_use_is_reported_at_its_config_line(tmp_path):
+    specs = _specs(tmp_path, "config.yaml", ("dcgm: [UUID, GPU_I_ID]", "dcgm: [UUID, gpu, GPU_I_ID]"))
+    path = specs / "config.yaml"
+    line = next(i for i, l in enumerate(path.read_text().splitlines(), 1) if l.strip() == "identity:")
+    errors = _build_error(specs)
+    assert any(e.startswith(f"{path.as_posix()}:{line}: config.identity:") and "identity.dcgm" in e for e in errors), errors
+
+
 def test_optional_panels_switch_off_without_renumbering(tmp_path, boards):
-    specs = _copy_specs(tmp_path)
-    _edit(specs / "dashboards.yaml", "panels: {cost: true,", "panels: {cost: false,")
-    _, files = generate.build(specs)
-    board = json.loads(files["dashboards/vllm-serving.json"])
+    files = _generate(tmp_path, "dashboards.yaml", ("panels: {cost: true,", "panels: {cost: false,"))
+    board = _boards(files)["vllm-serving"]
     before = {p["title"]: p["id"] for p in boards["vllm-serving"]["panels"]}
     after = {p["title"]: p["id"] for p in board["panels"]}
     assert "Cost per 1M output tokens" in before and "Cost per 1M output tokens" not in after
@@ -464,17 +487,16 @@ def test_optional_panels_switch_off_without_renumbering(tmp_path, boards):
 
 
 def test_titles_price_folder_and_gpus_per_engine_are_tunable(tmp_path):
-    specs = _copy_specs(tmp_path)
-    path = specs / "dashboards.yaml"
-    _edit(path, "title: GPU fleet (DCGM)", "title: Fleet GPUs")
-    _edit(path, "price_per_gpu_hour: 2.5", "price_per_gpu_hour: 4.25")
-    _edit(path, "currency: USD", "currency: EUR")
-    _edit(path, "gpus_per_engine: null", "gpus_per_engine: 8")
-    _edit(path, "folder: Serving", "folder: LLM")
-    _, files = generate.build(specs)
-    assert json.loads(files["dashboards/gpu-fleet.json"])["title"] == "Fleet GPUs"
-    serving = json.loads(files["dashboards/vllm-serving.json"])
-    cost = next(p for p in serving["panels"] if p["title"] == "Cost per 1M output tokens" and p["type"] == "timeseries")
+    files = _generate(tmp_path, "dashboards.yaml",
+                      ("title: GPU fleet (DCGM)", "title: Fleet GPUs"),
+                      ("price_per_gpu_hour: 2.5", "price_per_gpu_hour: 4.25"),
+                      ("currency: USD", "currency: EUR"),
+                      ("gpus_per_engine: null", "gpus_per_engine: 8"),
+                      ("folder: Serving", "folder: LLM"))
+    boards = _boards(files)
+    assert boards["gpu-fleet"]["title"] == "Fleet GPUs"
+    cost = next(p for p in boards["vllm-serving"]["panels"]
+                if p["title"] == "Cost per 1M output tokens" and p["type"] == "timeseries")
     expr = cost["targets"][0]["expr"]
     assert "* 4.25 / 3600 * 1e6" in expr and "* 8" in expr and "DCGM" not in expr
     assert cost["fieldConfig"]["defaults"]["unit"] == "currencyEUR"
@@ -483,11 +505,8 @@ def test_titles_price_folder_and_gpus_per_engine_are_tunable(tmp_path):
 
 
 def test_cluster_label_adds_a_variable_and_filters_every_selector(tmp_path):
-    specs = _copy_specs(tmp_path)
-    _edit(specs / "config.yaml", "cluster_label: null", "cluster_label: cluster")
-    _, files = generate.build(specs)
-    for name in NAMES:
-        board = json.loads(files[f"dashboards/{name}.json"])
+    files = _generate(tmp_path, "config.yaml", ("cluster_label: null", "cluster_label: cluster"))
+    for board in _boards(files).values():
         names = [v["name"] for v in board["templating"]["list"]]
         assert names[:2] == ["datasource", "cluster"], names
         for where, expr in queries(board):
@@ -500,10 +519,8 @@ def test_cluster_label_adds_a_variable_and_filters_every_selector(tmp_path):
 
 def test_kube_pod_labels_join_is_off_by_default_and_widens_the_deployment(tmp_path, boards):
     assert "kube_pod_labels" not in json.dumps(boards)
-    specs = _copy_specs(tmp_path)
-    _edit(specs / "dashboards.yaml", "      enabled: false\n", "      enabled: true\n")
-    _, files = generate.build(specs)
-    moe = json.loads(files["dashboards/moe-deployment.json"])
+    files = _generate(tmp_path, "dashboards.yaml", ("      enabled: false\n", "      enabled: true\n"))
+    moe = _boards(files)["moe-deployment"]
     expr = next(p for p in moe["panels"] if p["title"] == "Framebuffer used per GPU")["targets"][0]["expr"]
     assert 'kube_pod_labels{label_leaderworkerset_sigs_k8s_io_name!=""' in expr
     assert "on (namespace, label_leaderworkerset_sigs_k8s_io_name)" in expr
@@ -511,10 +528,7 @@ def test_kube_pod_labels_join_is_off_by_default_and_widens_the_deployment(tmp_pa
 
 
 def test_bytes_exporter_profile_switches_units(tmp_path):
-    specs = _copy_specs(tmp_path)
-    _edit(specs / "config.yaml", "fb_units: mib", "fb_units: bytes")
-    _, files = generate.build(specs)
-    fleet = json.loads(files["dashboards/gpu-fleet.json"])
+    fleet = _boards(_generate(tmp_path, "config.yaml", ("fb_units: mib", "fb_units: bytes")))["gpu-fleet"]
     fb = next(p for p in fleet["panels"] if p["title"] == "Framebuffer used")
     assert fb["fieldConfig"]["defaults"]["unit"] == "bytes"
     assert "DCGM_FI_DEV_FB_USED_BYTES" in fb["targets"][0]["expr"]

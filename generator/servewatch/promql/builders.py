@@ -38,7 +38,8 @@ def selector(metric: str, *matcher_sets: str) -> str:
 
 
 def agg(op: str, by: Sequence[str], expr: str) -> str:
-    return f"{op} by ({labels(by)}) ({expr})"
+    """An aggregation per `by`; over everything (`max(x)`) when `by` is empty."""
+    return f"{op} by ({labels(by)}) ({expr})" if by else f"{op}({expr})"
 
 
 def rate(series: str, window: str) -> str:

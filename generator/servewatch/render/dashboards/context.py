@@ -1,0 +1,267 @@
+"""What the three dashboards share: the label roles taken from config, and the context with its
+query helpers (identities, signals, joins between vLLM pods and the GPUs they hold, legends) and
+the pieces every dashboard starts from (variables, links, firing-alert annotations)."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ... import grafana as g
+from ...errors import SpecError, SpecErrors
+from ...grafana.settings import Settings
+from ...model import Model
+from ...promql import builders as b
+from ...signals import VLLM_LIVENESS_METRIC, SignalBuilder
+from ...spec.schema import Signal
+
+WINDOW = "$__rate_interval"
+
+# Facts of the exporters (not configuration): vLLM's own labels and dcgm-exporter's per-GPU labels.
+VLLM_MODEL, VLLM_ENGINE = "model_name", "engine"
+MIG_ID, MIG_PROFILE, GPU_INDEX = "GPU_I_ID", "GPU_I_PROFILE", "gpu"
+# dcgm-exporter renamed Hostname to hostname (4.6.0-4.8.3); during an upgrade a fleet has both.
+HOST_SPELLINGS = ("Hostname", "hostname")
+
+# Catalog units -> Grafana units. Grafana's `mbytes` is MiB (1024^2); `decmbytes` would be MB.
+UNITS = {
+    "MiB": "mbytes", "bytes": "bytes", "percent": "percent", "ratio": "percentunit", "celsius": "celsius",
+    "watts": "watt", "MHz": "rotmhz", "seconds": "s", "bytes_per_second": "Bps",
+}
+
+
+def slug(title: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+
+
+def matcher(label: str, var: str) -> str:
+    return f'{label}=~"${var}"'
+
+
+@dataclass(frozen=True)
+class Roles:
+    """Label names the dashboards filter and join on, all derived from config."""
+
+    cluster: str | None
+    namespace: str  # vLLM target namespace (scrape label)
+    pod: str  # vLLM target pod (scrape label)
+    host: str  # dcgm-exporter host label (config.dcgm.hostname_label)
+    host_alt: str  # the other spelling, shown in legends so mixed exporter versions still name the host
+    uuid: str  # the GPU part of the DCGM identity
+    wl_namespace: str  # namespace of the pod holding a GPU, as DCGM labels it
+    wl_pod: str
+    model: str = VLLM_MODEL
+    engine: str = VLLM_ENGINE
+
+    @classmethod
+    def of(cls, model: Model) -> "Roles":
+        cfg, labels = model.config, model.builder.labels
+        where = model.spec.locate("config", "config", "identity")
+        model_ident = [x for x in cfg.identity.model if x != VLLM_MODEL]
+        engine_ident = [x for x in cfg.identity.vllm if x not in cfg.identity.model and x != VLLM_ENGINE]
+        gpu_ident = [x for x in cfg.identity.dcgm if x != MIG_ID]
+        problems = []
+        if VLLM_MODEL not in cfg.identity.model or VLLM_MODEL not in cfg.identity.vllm or VLLM_ENGINE not in cfg.identity.vllm:
+            problems.append(f"the dashboards need {VLLM_MODEL} in identity.model and identity.vllm, and {VLLM_ENGINE} in identity.vllm")
+        if len(model_ident) != 1 or len(engine_ident) != 1 or len(gpu_ident) != 1:
+            problems.append("the dashboards need identity.model = [<namespace label>, model_name], identity.vllm = "
+                            "[<namespace label>, <pod label>, model_name, engine] and identity.dcgm = [<uuid label>, GPU_I_ID]")
+        if problems:
+            raise SpecErrors([SpecError(p, where) for p in problems])
+        return cls(
+            cluster=cfg.cluster_label, namespace=model_ident[0], pod=engine_ident[0], host=labels.host,
+            host_alt=next(h for h in HOST_SPELLINGS if h != labels.host),
+            uuid=gpu_ident[0], wl_namespace=labels.workload_namespace, wl_pod=labels.workload_pod,
+        )
+
+
+class Context:
+    """What all three dashboards share: the model, the settings, label roles and query helpers."""
+
+    def __init__(self, model: Model, settings: Settings):
+        self.model = model
+        self.settings = settings
+        self.r = Roles.of(model)
+        self.labels = model.builder.labels
+        self.alerts = model.alerts()
+        self.alerted = {a.spec.signal for a in self.alerts if a.spec.signal}
+        self.recorded = {r.signal for r in model.records()}
+
+    # -- identities and filters ----------------------------------------------------------------
+    def ident(self, level: str) -> list[str]:
+        return self.labels.identity(level)
+
+    @property
+    def cl(self) -> list[str]:
+        return [self.r.cluster] if self.r.cluster else []
+
+    @property
+    def pod_ident(self) -> list[str]:
+        return self.cl + [self.r.namespace, self.r.pod]
+
+    @property
+    def physical_gpu(self) -> list[str]:
+        """One physical GPU: GPU-scoped fields repeat on each of its MIG instances."""
+        return [x for x in self.ident("gpu") if x != MIG_ID]
+
+    @property
+    def cluster_filter(self) -> list[str]:
+        return [matcher(self.r.cluster, "cluster")] if self.r.cluster else []
+
+    @property
+    def namespace_filters(self) -> list[str]:
+        """vLLM series of the selected cluster and namespace."""
+        return self.cluster_filter + [matcher(self.r.namespace, "namespace")]
+
+    @property
+    def model_filters(self) -> list[str]:
+        """vLLM series of the selected cluster, namespace and model."""
+        return self.namespace_filters + [matcher(self.r.model, "model")]
+
+    @property
+    def workload_filters(self) -> list[str]:
+        """DCGM series of GPUs held by pods in the selected cluster and namespace."""
+        return self.cluster_filter + [matcher(self.r.wl_namespace, "namespace")]
+
+    # -- builders and signals ----------------------------------------------------------------
+    def builder(self, vllm: list[str] = (), dcgm: list[str] = ()) -> SignalBuilder:
+        """A SignalBuilder whose selectors also carry the dashboard's variable matchers."""
+        cfg = self.model.config
+        sel = dict(cfg.selectors)
+        for source, extra in (("vllm", vllm), ("dcgm", dcgm)):
+            sel[source] = ", ".join(x for x in [sel.get(source, ""), *extra] if x)
+        return SignalBuilder(cfg.model_copy(update={"selectors": sel}), self.model.builder.catalog)
+
+    def signal(self, name: str) -> Signal:
+        return self.model.signal(name)
+
+    def uses_record(self, name: str) -> bool:
+        return name in self.alerted and name in self.recorded
+
+    def show(self, name: str, bld: SignalBuilder, filters: list[str], quantile: float | None = None) -> str:
+        """A signal as a panel shows it: its recording rule when an alert watches it, else live."""
+        sig = self.signal(name)
+        if self.uses_record(name):
+            q = [f'quantile="{quantile:g}"'] if quantile is not None else []
+            return b.selector(sig.record, *q, *filters)
+        return bld.expr(sig, window=WINDOW, quantile=quantile)
+
+    @staticmethod
+    def live(kind: str, level: str, metric: str, by: tuple[str, ...] = ()) -> Signal:
+        """A signal only a dashboard shows (not recorded)."""
+        return Signal(kind=kind, level=level, metric=metric, by=by, record="dashboard:live:expr")
+
+    def rate(self, bld: SignalBuilder, metric: str, level: str, by: tuple[str, ...] = ()) -> str:
+        return bld.expr(self.live("rate", level, metric, by), window=WINDOW)
+
+    def threshold(self, signal: str, quantile: float | None = None) -> float | None:
+        for a in self.alerts:
+            if a.spec.signal == signal and (quantile is None or a.spec.quantile == quantile):
+                return a.spec.threshold
+        return None
+
+    def unit(self, metric: str, default: str = "short") -> str:
+        entry = self.model.builder.catalog.lookup(self.model.builder.metric_name(metric))
+        return UNITS.get(entry.unit if entry else "", default)
+
+    def alert_names(self, uid: str) -> str:
+        names = sorted(a.alert for a in self.alerts if a.spec.dashboard and a.spec.dashboard.uid == uid)
+        return "|".join(names)
+
+    # -- joins ---------------------------------------------------------------------------------
+    def pods_of_models(self, bld: SignalBuilder) -> str:
+        """(cluster, namespace, pod, model_name) of every pod serving a model, from vLLM's own series;
+        with the kube_pod_labels join (a moe-deployment setting), also every other pod of the same
+        leader/worker group."""
+        r = self.r
+        direct = b.agg("group", self.pod_ident + [r.model], bld.select(VLLM_LIVENESS_METRIC))
+        kube = self.settings.board("moe-deployment").kube_pod_labels
+        if kube is None or not kube.enabled:
+            return direct
+        group = kube.group_label
+        kpl = b.selector("kube_pod_labels", f'{group}!=""', *self.namespace_filters)
+        group_ident = self.cl + [r.namespace, group]
+        groups = b.agg("group", group_ident + [r.model], b.with_context(kpl, direct, self.pod_ident, [r.model]))
+        members = b.agg("group", self.pod_ident + [r.model], b.with_context(kpl, groups, group_ident, [r.model]))
+        return b.any_of(direct, members)
+
+    def as_workload(self, pods: str) -> str:
+        """vLLM pod labels renamed to the names DCGM gives the pod holding a GPU."""
+        r = self.r
+        return b.copy_label(b.copy_label(pods, r.namespace, r.wl_namespace), r.pod, r.wl_pod)
+
+    def gpus_held(self, gpu_expr: str, pods: str) -> str:
+        """The per-GPU series of `gpu_expr` whose GPU is held by one of `pods`."""
+        return b.only_where(gpu_expr, self.as_workload(pods), self.cl + [self.r.wl_namespace, self.r.wl_pod])
+
+    def per_gpu(self, bld: SignalBuilder, metric: str, physical: bool = False, extra: list[str] = ()) -> str:
+        """One series per GPU (or MIG instance) with the labels its legend names."""
+        return b.dedup(bld.select(metric), self.gpu_by(physical) + list(extra))
+
+    def gpu_by(self, physical: bool = False) -> list[str]:
+        """Identity plus the labels a GPU legend names (both host spellings: absent ones cost nothing)."""
+        ident = self.physical_gpu if physical else self.ident("gpu")
+        context = [self.r.host, self.r.host_alt, GPU_INDEX] + ([] if physical else [MIG_PROFILE])
+        return ident + [c for c in context if c not in ident]
+
+    # -- legends -------------------------------------------------------------------------------
+    def gpu_legend(self, physical: bool = False) -> str:
+        mig = "" if physical else f" {{{{{MIG_PROFILE}}}}} {{{{{MIG_ID}}}}}"
+        return f"{{{{{self.r.host}}}}}{{{{{self.r.host_alt}}}}} GPU {{{{{GPU_INDEX}}}}}{mig}"
+
+    def engine_legend(self) -> str:
+        return f"{{{{{self.r.pod}}}}} engine {{{{{self.r.engine}}}}}"
+
+    # -- shared pieces -----------------------------------------------------------------------------
+    def datasource_var(self) -> g.Variable:
+        ds = self.settings.defaults.datasource
+        return g.Variable(g.DS_VAR, "Data source", kind="datasource", current=(ds.name, ds.uid))
+
+    def cluster_var(self, metric_selector: str) -> list[g.Variable]:
+        if not self.r.cluster:
+            return []
+        return [g.Variable("cluster", "Cluster", query=f"label_values({metric_selector}, {self.r.cluster})",
+                           multi=True, include_all=True)]
+
+    def label_values(self, metric: str, label: str, *matchers: str) -> str:
+        """A variable query: the values of `label` on `metric`, narrowed by the variables before it."""
+        return f"label_values({self.builder().select(metric, *matchers)}, {label})"
+
+    def deployment_vars(self, model_label: str, multi: bool) -> list[g.Variable]:
+        """datasource, cluster, namespace and model, read from vLLM's liveness series."""
+        r, live = self.r, VLLM_LIVENESS_METRIC
+        return [
+            self.datasource_var(),
+            *self.cluster_var(self.builder().select(live)),
+            g.Variable("namespace", "Namespace", query=self.label_values(live, r.namespace, *self.cluster_filter),
+                       multi=multi, include_all=multi),
+            g.Variable("model", model_label, query=self.label_values(live, r.model, *self.namespace_filters),
+                       multi=multi, include_all=multi),
+        ]
+
+    def links(self) -> list[g.Link]:
+        tag = self.settings.defaults.tags[0]
+        return [g.Link("servewatch dashboards", kind="dashboards", tags=(tag,), as_dropdown=False)]
+
+    def board_url(self, name: str, params: dict[str, str]) -> str:
+        board = self.settings.board(name)
+        query = "&".join([f"var-{k}={v}" for k, v in params.items()] + ["${__url_time_range}"])
+        return f"/d/{board.uid}/{slug(board.title)}?{query}"
+
+    def firing(self, *matchers: str) -> str:
+        return b.selector("ALERTS", 'alertstate="firing"', *matchers)
+
+    def firing_annotation(self, title: str, boards: tuple[str, ...], filters: list[str]) -> list[g.Annotation]:
+        """Firing alerts that link to any of `boards`, drawn on the time series panels."""
+        names = "|".join(x for x in (self.alert_names(self.settings.board(n).uid) for n in boards) if x)
+        if not names:
+            return []
+        return [g.Annotation(title, self.firing(f'alertname=~"{names}"', *filters), tags="severity")]
+
+    def new_dashboard(self, name: str, description: str) -> g.Dashboard:
+        s = self.settings
+        board, t = s.board(name), s.time(name)
+        return g.Dashboard(
+            uid=board.uid, title=board.title, description=description, tags=tuple(s.defaults.tags),
+            refresh=s.refresh(name), time_from=t.from_, time_to=t.to, timezone=s.defaults.timezone,
+            links=self.links(),
+        )

@@ -114,7 +114,8 @@ class Client:
 
     # -- calls ----------------------------------------------------------------------------
     def query(self, expr: str, at: float | None = None) -> list[dict]:
-        params = {"timeout": f"{self.timeout:g}s"}
+        # plain seconds: Prometheus reads a float, but rejects a fractional duration like "0.3s"
+        params = {"timeout": f"{self.timeout:g}"}
         if at is not None:
             params["time"] = f"{at:.3f}"
         try:

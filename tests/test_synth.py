@@ -288,13 +288,22 @@ def test_truth_rate_extrapolation():
     assert truth.instant(g, 9) == 1 and truth.instant(g, 10) is None  # 5m lookback, left-open
 
 
+# Hand-derived quantiles of CHAT_MIX (10/6/3/1 of 20 requests, 20/12/6/2 of 40): TTFT 0.17/0.45/0.9/0.3 s,
+# e2e 7.135/16.41/14.355/13.05 s, prefill 0.12/0.35/0.7/0.2 s, queue 0.05/0.1/0.2/0.1 s, ITL 35-50 ms.
+TTFT_P95 = 0.75 + 0.25 * 2 / 3     # 17 of 20 at or below 0.5 s, 3 x 0.9 s in (0.75, 1.0]
+ITL_P95 = 0.025 + 0.025 * 0.95     # every ITL in (0.025, 0.05]
+E2E_P95 = 15 + 5 * 5 / 6           # 14 of 20 at or below 15 s, 6 x 16.41 s in (15, 20]
+QUEUE_P95 = 0.3 * 0.95             # every queue time in (0, 0.3]
+PREFILL_P95 = 0.5 + 0.3 * 2 / 3    # 17 of 20 at or below 0.5 s, 3 x 0.7 s in (0.5, 0.8]
+
+
 def test_fleet_documented_truth(fl):
     t = fl.truth
-    assert t["ttft_p95_a0"] == 2.0 and t["ttft_p50_a0"] == 0.25
+    assert t["ttft_p95_a0"] == pytest.approx(0.75 + 0.25 * 4 / 6) and t["ttft_p50_a0"] == 0.25  # 34 of 40 <= 0.5 s
     a0 = {k: t["engines"]["a0"][k] for k in ("pod", "engine")}
     got = truth.histogram_quantile_over(0.95, fl.select("vllm:time_to_first_token_seconds_bucket", **a0),
                                         fl.eval_step, 300)
-    assert got == pytest.approx(2.0, rel=1e-12)
+    assert got == pytest.approx(TTFT_P95, rel=1e-12)
     idle = {k: t["engines"]["a1"][k] for k in ("pod", "engine")}
     assert truth.histogram_quantile_over(0.95, fl.select("vllm:time_to_first_token_seconds_bucket", **idle),
                                          fl.eval_step, 300) is None  # idle engine: no quantile
@@ -337,14 +346,32 @@ def test_incident_layout(scenarios):
 def test_healthy_truth(scenarios):
     sc = scenarios["healthy"]
     t = sc.truth
-    assert t["bad"] == [] and (t["ttft_p95"], t["ttft_p50"], t["itl_p95"], t["queue_p95"]) == (2.0, 0.25, 0.04875, 0.285)
+    assert t["bad"] == [] and t["ttft_p50"] == 0.25
+    want = {"vllm:time_to_first_token_seconds": TTFT_P95, "vllm:inter_token_latency_seconds": ITL_P95,
+            "vllm:e2e_request_latency_seconds": E2E_P95, "vllm:request_queue_time_seconds": QUEUE_P95,
+            "vllm:request_prefill_time_seconds": PREFILL_P95}
+    assert [t[k] for k in ("ttft_p95", "itl_p95", "e2e_p95", "queue_p95", "prefill_p95")] == pytest.approx(
+        list(want.values()), rel=1e-12)
     for e in _engines(sc):
         for at in (BEFORE, sc.eval_step):
-            assert _q(sc, "vllm:time_to_first_token_seconds", 0.95, at, **e) == pytest.approx(2.0, rel=1e-12)
-            assert _q(sc, "vllm:inter_token_latency_seconds", 0.95, at, **e) == pytest.approx(0.04875, rel=1e-12)
-            assert _q(sc, "vllm:request_queue_time_seconds", 0.95, at, **e) == pytest.approx(0.285, rel=1e-12)
+            for family, p95 in want.items():
+                assert _q(sc, family, 0.95, at, **e) == pytest.approx(p95, rel=1e-12), family
         assert truth.instant(sc.one("vllm:kv_cache_usage_perc", **e), sc.eval_step) == 0.45
         assert truth.rate(sc.one("vllm:num_preemptions_total", **e), sc.eval_step, 300) == 0
+    for family, p95 in want.items():  # the model level (all four engines) is the same distribution
+        assert _q(sc, family, 0.95, sc.eval_step) == pytest.approx(p95, rel=1e-12), family
+
+
+@pytest.mark.parametrize("family", ["vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds",
+                                    "vllm:e2e_request_latency_seconds"])
+def test_healthy_p95_is_no_knife_edge(scenarios, family):
+    """The p95 rank lies inside a bucket, not on a bound with empty buckets above it: a hair more rank
+    (the float noise of rate()) moves the quantile a hair, never up to the next non-empty bucket. The old
+    mix (one 75 s request in 20) sat on the 20 s bound with nothing up to 60 s and Prometheus said 60.0000000000002."""
+    sc = scenarios["healthy"]
+    at = sc.eval_step
+    assert _q(sc, family, 0.95 * (1 + 1e-9), at) == pytest.approx(_q(sc, family, 0.95, at), rel=1e-6)
+    assert _q(sc, family, 0.95 * (1 - 1e-9), at) == pytest.approx(_q(sc, family, 0.95, at), rel=1e-6)
 
 
 def test_kv_saturation_truth(scenarios):
@@ -353,6 +380,14 @@ def test_kv_saturation_truth(scenarios):
     bad = {"pod": t["bad"][0]["pod"], "engine": t["bad"][0]["engine"]}
     assert bad == {"pod": inc.POD_0, "engine": "1"}
     assert (t["itl_p95_before"], t["itl_p95_after"], t["preemptions_per_s"]) == (0.04875, 0.1475, 0.1)
+    # per model: 4 x 5536 ITLs per step (10 x 199 + 6 x 399 + 3 x 299 + 1 x 255 per engine), a quarter of them
+    # in (0.1, 0.15]: rank 0.95 lies (0.95 - 0.75) / 0.25 = 0.8 into that bucket
+    assert t["itl_p95_model_after"] == pytest.approx(0.1 + 0.05 * 0.8, rel=1e-12)
+    assert _q(sc, "vllm:inter_token_latency_seconds", 0.95, sc.eval_step) == pytest.approx(0.14, rel=1e-12)
+    # e2e: 70 of 80 at or below 30 s, the bad engine's 38.55 s in (30, 40], its 9 requests of 48.33/41.265 s in
+    # (40, 50]: rank 76 -> 40 + 10 * 5/9
+    assert t["e2e_p95_model_after"] == pytest.approx(40 + 10 * 5 / 9, rel=1e-12)
+    assert _q(sc, "vllm:e2e_request_latency_seconds", 0.95, sc.eval_step) == pytest.approx(40 + 10 * 5 / 9, rel=1e-12)
     for e in _engines(sc):
         is_bad = e == bad
         itl = _q(sc, "vllm:inter_token_latency_seconds", 0.95, sc.eval_step, **e)
@@ -361,18 +396,20 @@ def test_kv_saturation_truth(scenarios):
         assert truth.instant(sc.one("vllm:kv_cache_usage_perc", **e), sc.eval_step) == (0.98 if is_bad else 0.45)
         pre = truth.rate(sc.one("vllm:num_preemptions_total", **e), sc.eval_step, 300)
         assert pre == pytest.approx(0.1 if is_bad else 0.0, rel=1e-12)
-        assert _q(sc, "vllm:time_to_first_token_seconds", 0.95, sc.eval_step, **e) == pytest.approx(2.0, rel=1e-12)
+        assert _q(sc, "vllm:time_to_first_token_seconds", 0.95, sc.eval_step, **e) == pytest.approx(TTFT_P95, rel=1e-12)
 
 
 def test_ttft_queueing_truth(scenarios):
     sc = scenarios["ttft_queueing"]
     t = sc.truth
     assert len(t["bad"]) == 4
-    assert (t["ttft_p95_after"], t["queue_p95_after"]) == (pytest.approx(5.0 + 2.5 * 4 / 6), 4.875)
+    # every queued TTFT (4.17/4.45/4.9/4.3 s) and queue time (4.05-4.2 s) in (2.5, 5.0]
+    assert (t["ttft_p95_after"], t["queue_p95_after"]) == (pytest.approx(2.5 + 2.5 * 0.95), 4.875)
+    assert (t["prefill_p95"], t["ttft_p95_before"]) == (pytest.approx(PREFILL_P95), pytest.approx(TTFT_P95))
     for e in _engines(sc):
         at = sc.eval_step
         assert _q(sc, "vllm:time_to_first_token_seconds", 0.95, at, **e) == pytest.approx(t["ttft_p95_after"], rel=1e-12)
-        assert _q(sc, "vllm:time_to_first_token_seconds", 0.95, BEFORE, **e) == pytest.approx(2.0, rel=1e-12)
+        assert _q(sc, "vllm:time_to_first_token_seconds", 0.95, BEFORE, **e) == pytest.approx(TTFT_P95, rel=1e-12)
         assert _q(sc, "vllm:request_queue_time_seconds", 0.95, at, **e) == pytest.approx(4.875, rel=1e-12)
         for fam, key in (("vllm:request_prefill_time_seconds", "prefill_p95"),
                          ("vllm:request_prompt_tokens", "prompt_tokens_p95")):
@@ -385,7 +422,10 @@ def test_ttft_queueing_truth(scenarios):
 def test_ttft_long_prompts_truth(scenarios):
     sc = scenarios["ttft_long_prompts"]
     t = sc.truth
+    # TTFT 0.53/1.5/3.0/0.9 s and prefill 0.48/1.4/2.8/0.8 s: 17 of 20 at or below 2.5 s, 3 in (2.5, 5.0]
     assert t["prompt_tokens_p95_after"] == 40000 and t["ttft_p95_after"] == pytest.approx(2.5 + 2.5 * 2 / 3)
+    assert t["prefill_p95_before"] == pytest.approx(PREFILL_P95)
+    assert t["prefill_p95_after"] == pytest.approx(2.5 + 2.5 * 2 / 3)
     for e in _engines(sc):
         at = sc.eval_step
         assert _q(sc, "vllm:time_to_first_token_seconds", 0.95, at, **e) == pytest.approx(t["ttft_p95_after"], rel=1e-12)

@@ -72,12 +72,11 @@ def judge(ps: PageStep, rows: list[Row]) -> Judgement:
         v = worst.value
 
         def beyond(t):
-            # histogram_quantile's interpolation leaves float noise (2.000000000000001 for 2): a value
-            # within 1e-9 (relative) of a threshold counts as at it, not beyond it
+            # exactly the alert's comparison: a value equal to the threshold is not beyond it, and a
+            # value a hair above it is, as Prometheus evaluating `signal > threshold` sees it
             if t is None:
                 return False
-            slack = 1e-9 * max(abs(t), 1e-12)
-            return v > t + slack if lim.op == ">" else v < t - slack
+            return v > t if lim.op == ">" else v < t
 
         verdict = "unhealthy" if beyond(lim.unhealthy) else "suspicious" if beyond(lim.suspicious) else "healthy"
         edge = lim.unhealthy if verdict == "unhealthy" else lim.suspicious if verdict == "suspicious" else \

@@ -77,9 +77,10 @@ def fleet(cluster: str | None = None, steps: int = STEPS) -> Scenario:
       Backfilled data has no staleness markers, so for the 5 m lookback after step 119 (steps 120-128)
       instant queries still return the old pod's series (vLLM and DCGM, whose workload labels changed)
       next to the new ones; ``truth.instant`` models exactly that.
-    * ``ttft_p95_a0`` = 2.0 s and ``ttft_p50_a0`` = 0.25 s: TTFT quantiles of engine a0 over any
+    * ``ttft_p95_a0`` = 0.916667 s and ``ttft_p50_a0`` = 0.25 s: TTFT quantiles of engine a0 over any
       window after its first step (all 40 requests/step: 20 x 0.17 s, 12 x 0.45 s, 2 x 0.30 s,
-      6 x 1.30 s -> p95 rank 38 falls in (1.0, 2.5] holding 6: 1.0 + 1.5 * 4/6).
+      6 x 0.90 s -> 34 at or below 0.5, p95 rank 38 falls in (0.75, 1.0] holding 6: 0.75 + 0.25 * 4/6;
+      p50 rank 20 is the 20 requests in (0.1, 0.25]).
     """
     s: list[Series] = []
     last = steps - 1

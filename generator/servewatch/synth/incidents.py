@@ -7,11 +7,16 @@ holding four H100s (engine e on GPUs 2e and 2e+1). One hour at 30 s (120 steps):
 every window up to 19 min then lies inside the incident, ``offset 30m`` lands in the healthy part).
 
 Healthy baseline, per engine: 20 requests per step of ``CHAT_MIX`` (10/6/3/1 requests of
-800/2400/7000/1200 prompt tokens), KV cache 0.45, 10 running, 0 waiting, no preemptions; per GPU:
-FB 48592 used / 32394 free MiB (ratio 0.600005), util 0.85. Exact per-scenario numbers are in each
-builder's docstring and in ``Scenario.truth``; quantiles there are what
-``histogram_quantile(q, sum by (le) (rate(x_bucket[5m])))`` returns per engine at ``EVAL_STEP``
-(``before`` values: at ``INCIDENT_STEP - 1``).
+800/2400/7000/1200 prompt and 200/400/300/256 output tokens), KV cache 0.45, 10 running, 0 waiting,
+no preemptions, no aborts or errors; per GPU: FB 48592 used / 32394 free MiB (ratio 0.600005), util
+0.85. Every healthy value keeps a clear margin below the default alert thresholds: TTFT p95 0.917 s
+(alert > 2 s), ITL p95 0.04875 s (> 0.1 s), e2e p95 19.17 s (> 60 s), KV 0.45 (> 0.95), FB 0.6
+(> 0.95), waiting 0 (> 50), preemptions 0/s (> 1/s), error share 0 (> 5%).
+
+Exact per-scenario numbers are in each builder's docstring and in ``Scenario.truth``; quantiles
+there are what ``histogram_quantile(q, sum by (le) (rate(x_bucket[5m])))`` returns per engine at
+``EVAL_STEP`` (``before`` values: at ``INCIDENT_STEP - 1``); keys ending in ``_model`` are the
+model-level quantile the alerts use (buckets summed over the four engines), where it differs.
 """
 
 from __future__ import annotations
@@ -93,30 +98,44 @@ def _exporter_up(extra: dict) -> Callable[[int], int | None]:
     return lambda i: 1 if lo <= i < hi else None
 
 
-def _p(q: float, profiles, attr: str, bounds, n: int = BASE_REQUESTS, per_token: bool = False) -> float:
-    """The quantile a stationary window of ``profiles`` produces for one engine."""
+def _obs(profiles, attr: str, n: int, per_token: bool) -> list[tuple[float, int]]:
     counts = allocate(n, [p.weight for p in profiles])
     if per_token:  # inter-token latency: one observation per output token after the first
-        obs = [(getattr(p, attr), c * (p.generation_tokens - 1)) for p, c in zip(profiles, counts)]
-    else:
-        obs = [(float(getattr(p, attr)), c) for p, c in zip(profiles, counts)]
-    return quantile_of_observations(q, obs, bounds)
+        return [(getattr(p, attr), c * (p.generation_tokens - 1)) for p, c in zip(profiles, counts)]
+    return [(float(getattr(p, attr)), c) for p, c in zip(profiles, counts)]
+
+
+def _p(q: float, profiles, attr: str, bounds, n: int = BASE_REQUESTS, per_token: bool = False) -> float:
+    """The quantile a stationary window of ``profiles`` produces for one engine."""
+    return quantile_of_observations(q, _obs(profiles, attr, n, per_token), bounds)
+
+
+def _p_model(q: float, engines, attr: str, bounds, per_token: bool = False) -> float:
+    """The model-level quantile (buckets summed over engines) of stationary ``engines``: ``[(profiles, n)]``."""
+    return quantile_of_observations(q, [o for prof, n in engines for o in _obs(prof, attr, n, per_token)], bounds)
 
 
 def healthy() -> Scenario:
     """Everything normal for the whole hour; ``truth["bad"]`` is empty.
 
-    Per engine: TTFT p95 2.0 s (rank 19 of 20 in (1.0, 2.5] holding 3: 1.0 + 1.5 * 2/3) and p50
-    0.25 s; ITL p95 0.04875 s (every ITL in (0.025, 0.05]); queue-time p95 0.285 s (every queue time
-    in the first REQ bucket (0, 0.3]); KV 0.45, 10 running, 0 waiting, preemption rate 0.
-    Per GPU: FB ratio 48592/80986 = 0.600005.
+    Per engine, and per model (the four engines are identical): TTFT p95 0.916667 s (TTFTs 10 x 0.17,
+    6 x 0.45, 1 x 0.30 s at or below 0.5, 3 x 0.90 s in (0.75, 1.0]: rank 19 -> 0.75 + 0.25 * 2/3) and
+    p50 0.25 s; ITL p95 0.04875 s (every ITL in (0.025, 0.05]); e2e p95 19.1667 s (e2e 10 x 7.135 s,
+    3 x 14.355 and 1 x 13.05 s in (10, 15], 6 x 16.41 s in (15, 20]: rank 19 -> 15 + 5 * 5/6);
+    queue-time p95 0.285 s (every queue time in the first REQ bucket (0, 0.3]); prefill p95 0.7 s
+    (11 at or below 0.3 s, 6 x 0.35 s, 3 x 0.7 s in (0.5, 0.8]: 0.5 + 0.3 * 2/3); KV 0.45, 10 running,
+    0 waiting, preemption rate 0, error share 0 (the 256-token outputs finish with ``length``).
+    Per GPU: FB ratio 48592/80986 = 0.600005. No alert fires.
     """
     return _build("healthy", incident=False, truth={
         "ttft_p95": _p(0.95, CHAT_MIX, "ttft_s", TTFT_BUCKETS),
         "ttft_p50": _p(0.50, CHAT_MIX, "ttft_s", TTFT_BUCKETS),
         "itl_p95": _p(0.95, CHAT_MIX, "itl_s", ITL_BUCKETS, per_token=True),
+        "e2e_p95": _p(0.95, CHAT_MIX, "e2e_s", REQ_BUCKETS),
         "queue_p95": _p(0.95, CHAT_MIX, "queue_s", REQ_BUCKETS),
+        "prefill_p95": _p(0.95, CHAT_MIX, "prefill_s", REQ_BUCKETS),
         "kv_cache_usage_perc": BASE_KV, "fb_ratio": FB_USED / (FB_USED + FB_FREE),
+        "waiting": 0, "preemptions_per_s": 0.0, "error_share": 0.0,
     })
 
 
@@ -130,9 +149,12 @@ def kv_saturation() -> Scenario:
     by 3 per step (rate 0.1/s; other engines 0), running 24 and waiting 6 (others 10 / 0), and its
     inter-token latency triples (every profile's ITL x3: 0.035/0.04/0.045/0.05 s -> 0.105/0.12/0.135/0.15):
     ITL p95 0.04875 s before -> 0.1475 s after (all in (0.1, 0.15]). TTFT and prompt lengths are
-    unchanged (TTFT p95 2.0 s).
+    unchanged (TTFT p95 0.916667 s).
     Siblings (``POD_0`` engine 0, ``POD_1`` engines 0 and 1) stay at the baseline. GPUs unchanged
     (vLLM preallocates, so FB does not move with KV usage).
+    Per model (what the latency alerts see): a quarter of all ITL observations are now in (0.1, 0.15],
+    so the ITL p95 is 0.14 s (rank 0.95 of 4 x 5536 lies 0.8 into that bucket); the e2e p95 is
+    45.5556 s (the bad engine's e2e 21.065/48.33/41.265/38.55 s: rank 76 of 80 -> 40 + 10 * 5/9).
     """
     bad = (0, 1)
 
@@ -144,6 +166,7 @@ def kv_saturation() -> Scenario:
                     running=step_fn(BASE_RUNNING, {INCIDENT_STEP: 24}), waiting=step_fn(0, {INCIDENT_STEP: 6}),
                     profiles=lambda i: SLOW_MIX if _after(i) else CHAT_MIX)
 
+    per_model = [(CHAT_MIX, BASE_REQUESTS)] * 3 + [(SLOW_MIX, BASE_REQUESTS)]
     return _build("kv_saturation", engine_kw=engine_kw, truth={
         "bad": [{"namespace": NS, "pod": POD_0, "model_name": MODEL, "engine": "1"}],
         "kv_cache_usage_perc": 0.98, "kv_cache_usage_perc_others": BASE_KV,
@@ -151,6 +174,8 @@ def kv_saturation() -> Scenario:
         "running": 24, "waiting": 6,
         "itl_p95_before": _p(0.95, CHAT_MIX, "itl_s", ITL_BUCKETS, per_token=True),
         "itl_p95_after": _p(0.95, SLOW_MIX, "itl_s", ITL_BUCKETS, per_token=True),
+        "itl_p95_model_after": _p_model(0.95, per_model, "itl_s", ITL_BUCKETS, per_token=True),
+        "e2e_p95_model_after": _p_model(0.95, per_model, "e2e_s", REQ_BUCKETS),
         "ttft_p95": _p(0.95, CHAT_MIX, "ttft_s", TTFT_BUCKETS),
     })
 
@@ -163,9 +188,10 @@ def ttft_queueing() -> Scenario:
 
     From step 80 every engine finishes 40 requests per step (was 20), every request waits 4 s longer
     in the queue (queue 0.05/0.1/0.2/0.1 s -> 4.05/4.1/4.2/4.1 s), waiting = 18 and running = 16 per
-    engine. Per engine: TTFT p95 2.0 s -> 6.667 s (34 of 40 TTFTs in (2.5, 5.0], 6 x 5.3 s in
-    (5.0, 7.5]: 5.0 + 2.5 * 4/6), queue-time p95 0.285 -> 4.875 s (all in (2.5, 5.0]); prefill p95
-    (1.333 s) and prompt-token p95 (8333.3) unchanged. KV 0.45 -> 0.7, no preemptions, GPUs unchanged.
+    engine. Per engine: TTFT p95 0.916667 s -> 4.875 s (TTFTs 4.17/4.45/4.9/4.3 s, all 40 in
+    (2.5, 5.0]: 2.5 + 2.5 * 0.95), queue-time p95 0.285 -> 4.875 s (all in (2.5, 5.0]); prefill p95
+    (0.7 s) and prompt-token p95 (8333.3) unchanged; e2e p95 19.17 -> 28.33 s (12 of 40 requests at
+    20.41 s in (20, 30]: 20 + 10 * 10/12). KV 0.45 -> 0.7, no preemptions, GPUs unchanged.
     """
     def engine_kw(p, e):
         return dict(requests=step_fn(BASE_REQUESTS, {INCIDENT_STEP: 40}),
@@ -177,9 +203,10 @@ def ttft_queueing() -> Scenario:
     return _build("ttft_queueing", engine_kw=engine_kw, truth={
         "bad": [{"namespace": NS, "pod": pod, "model_name": MODEL, "engine": str(e)} for pod in PODS for e in range(2)],
         "requests_per_s": 40 / STEP, "requests_per_s_before": BASE_REQUESTS / STEP,
-        "waiting": 18, "running": 16,
+        "waiting": 18, "running": 16, "kv_cache_usage_perc": 0.7,
         "ttft_p95_before": _p(0.95, CHAT_MIX, "ttft_s", TTFT_BUCKETS),
         "ttft_p95_after": _p(0.95, QUEUED_MIX, "ttft_s", TTFT_BUCKETS, n=40),
+        "e2e_p95_after": _p(0.95, QUEUED_MIX, "e2e_s", REQ_BUCKETS, n=40),
         "queue_p95_before": _p(0.95, CHAT_MIX, "queue_s", REQ_BUCKETS),
         "queue_p95_after": _p(0.95, QUEUED_MIX, "queue_s", REQ_BUCKETS, n=40),
         "prefill_p95": _p(0.95, CHAT_MIX, "prefill_s", REQ_BUCKETS),
@@ -195,10 +222,12 @@ def ttft_long_prompts() -> Scenario:
     """TTFT up on ALL four engines because prompts got 4x longer; queue time flat.
 
     From step 80 every profile's prompt is 4x longer (800/2400/7000/1200 -> 3200/9600/28000/4800
-    tokens, cached tokens unchanged) and its prefill takes 4x longer (0.12/0.35/1.1/0.2 s ->
-    0.48/1.4/4.4/0.8 s). Requests per step, queue time, waiting (0), running (10), KV (0.45) unchanged.
-    Per engine: TTFT p95 2.0 -> 4.167 s, prefill p95 1.333 -> 4.167 s, prompt-token p95
-    8333.3 -> 40000 tokens, queue-time p95 0.285 s unchanged.
+    tokens, cached tokens unchanged) and its prefill takes 4x longer (0.12/0.35/0.7/0.2 s ->
+    0.48/1.4/2.8/0.8 s). Requests per step, queue time, waiting (0), running (10), KV (0.45) unchanged.
+    Per engine: TTFT p95 0.916667 -> 4.167 s (TTFTs 0.53/1.5/3.0/0.9 s: 17 at or below 2.5, 3 in
+    (2.5, 5.0]: 2.5 + 2.5 * 2/3), prefill p95 0.7 -> 4.167 s, prompt-token p95 8333.3 -> 40000
+    tokens, e2e p95 19.17 -> 19.44 s (9 of 20 in (15, 20]: 15 + 5 * 8/9), queue-time p95 0.285 s
+    unchanged.
     """
     def engine_kw(p, e):
         return dict(profiles=lambda i: LONG_MIX if _after(i) else CHAT_MIX)
@@ -208,6 +237,7 @@ def ttft_long_prompts() -> Scenario:
         "bad": [{"namespace": NS, "pod": pod, "model_name": MODEL, "engine": str(e)} for pod in PODS for e in range(2)],
         "ttft_p95_before": _p(0.95, CHAT_MIX, "ttft_s", TTFT_BUCKETS),
         "ttft_p95_after": _p(0.95, LONG_MIX, "ttft_s", TTFT_BUCKETS),
+        "e2e_p95_after": _p(0.95, LONG_MIX, "e2e_s", REQ_BUCKETS),
         "prefill_p95_before": _p(0.95, CHAT_MIX, "prefill_s", REQ_BUCKETS),
         "prefill_p95_after": _p(0.95, LONG_MIX, "prefill_s", REQ_BUCKETS),
         "prompt_tokens_p95_before": _p(0.95, CHAT_MIX, "prompt_tokens", tok),
@@ -252,7 +282,7 @@ def dcgm_renamed() -> Scenario:
     and ``DCGM_FI_SYSTEM_DRIVER_VERSION``. ``up`` of the exporter job stays 1 throughout (old pod's
     target until 79, new pod's from 80). At ``EVAL_STEP`` the MiB names return nothing (last sample
     20 min ago, beyond the 5 m lookback): an FB alert built on them is silently blind.
-    vLLM unchanged.
+    ``truth["bad"]`` names both exporter targets (host, job, instance). vLLM unchanged.
     """
     def targets(p):
         old = dcgm_target(HOSTS[p])
@@ -263,7 +293,7 @@ def dcgm_renamed() -> Scenario:
                        "driver_label": "DCGM_FI_SYSTEM_DRIVER_VERSION"})]
 
     return _build("dcgm_renamed", dcgm_targets=targets, truth={
-        "bad": [{"host": h, "job": "nvidia-dcgm-exporter"} for h in HOSTS],
+        "bad": [{"host": h, "job": "nvidia-dcgm-exporter", "instance": dcgm_target(h).instance} for h in HOSTS],
         "absent_from_step": INCIDENT_STEP, "absent_metrics": ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"),
         "present_metrics": FB_BYTES_NAMES, "fb_used_bytes": FB_USED * 1048576, "fb_free_bytes": FB_FREE * 1048576,
         "fb_ratio": FB_USED / (FB_USED + FB_FREE),

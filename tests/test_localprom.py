@@ -160,7 +160,9 @@ def test_query_range(served):
 
 def test_lifecycle_server_and_files_are_gone_after_exit(tmp_path):
     s = Series("x", {"a": "1"}, [1, 2, 3])
-    start = backfill_start(3, 30)
+    # off the hour: backfill_start ends on it, and every other hour is a 2 h block boundary, where the
+    # last sample would open a second block
+    start = backfill_start(3, 30) - 300
     with LocalPrometheus(to_openmetrics([s], start, 30)) as prom:
         pid, workdir = prom.pid, prom.workdir
         assert prom.query_value("x", start + 60) == 3.0

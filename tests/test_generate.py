@@ -4,7 +4,7 @@ import re
 import pytest
 import yaml
 
-from servewatch import generate, testing
+from servewatch import generate
 
 
 def _write(specs, name, text):
@@ -155,3 +155,21 @@ def test_rule_outputs_fit_the_rulers(repo):
     mimir = yaml.safe_load(files["rules/mimir/gpu.yaml"])
     plain = yaml.safe_load(files["rules/gpu.rules.yaml"])
     assert mimir["namespace"] == "servewatch-gpu" and mimir["groups"] == plain["groups"]
+
+
+def test_same_bytes_across_processes_and_hash_seeds(tmp_path, repo):
+    """Set iteration order differs between processes; the output must not."""
+    import os
+    import subprocess
+    import sys
+
+    outs = []
+    for seed in ("1", "4242"):
+        out = tmp_path / f"out-{seed}"
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        res = subprocess.run([sys.executable, "-m", "servewatch", "generate", "--out", out],
+                             cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr
+        outs.append({p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()})
+    assert outs[0] == outs[1]
+    assert len(outs[0]) > 30

@@ -6,9 +6,7 @@ later runs reuse it.
 
 import argparse
 import os
-import shutil
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 

@@ -20,18 +20,16 @@ import sys
 from bisect import bisect_left
 from typing import Iterable, Mapping, Sequence
 
+from .. import catalog
 from .openmetrics import prom_float
 from .series import Series
 
-# vLLM v0.25.0 bounds (vllm/v1/metrics/loggers.py @ f7fc0ca; reference/vllm-metrics.md section 3).
-TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
-                10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
-ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-               20.0, 40.0, 80.0)
-REQ_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
-               240.0, 480.0, 960.0, 1920.0, 7680.0)
-ITER_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
-assert (len(TTFT_BUCKETS), len(ITL_BUCKETS), len(REQ_BUCKETS), len(ITER_BUCKETS)) == (22, 19, 21, 13)
+# vLLM v0.25.0 bounds, read from the catalog so the synthetic data and the generator share one source.
+_METRICS = catalog.load().metrics
+TTFT_BUCKETS = _METRICS["vllm:time_to_first_token_seconds"].buckets
+ITL_BUCKETS = _METRICS["vllm:inter_token_latency_seconds"].buckets
+REQ_BUCKETS = _METRICS["vllm:e2e_request_latency_seconds"].buckets
+ITER_BUCKETS = tuple(int(b) for b in _METRICS["vllm:iteration_tokens_total"].buckets)
 
 
 def token_buckets(max_model_len: int) -> tuple[int, ...]:

@@ -30,7 +30,13 @@ generate: $(STAMP)
 check: $(STAMP)
 	$(BIN)/servewatch generate --check
 
-test: tools
+# Style and bug checks on the Python code ([tool.ruff] in pyproject.toml), then the PromQL checks on rules/.
+lint: $(STAMP)
+	$(BIN)/ruff check generator tests bench
+	$(BIN)/servewatch lint
+
+# lint runs first (it is listed before tools).
+test: lint tools
 	$(BIN)/servewatch generate --check
 	$(BIN)/servewatch test
 	$(BIN)/python -m pytest -q

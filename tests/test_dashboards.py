@@ -341,7 +341,7 @@ def _roundtrip_diff(original, again, path=""):
     elif isinstance(original, list):
         if not isinstance(again, list) or len(again) != len(original):
             return [("changed", path)]
-        for i, (a, b) in enumerate(zip(original, again)):
+        for i, (a, b) in enumerate(zip(original, again, strict=True)):
             out += _roundtrip_diff(a, b, f"{path}[{i}]")
     elif original != again and not (isinstance(original, (int, float)) and original == again):
         out.append(("changed", f"{path}: {original!r} -> {again!r}"))
@@ -441,7 +441,7 @@ def test_spec_errors_name_file_line_and_field(tmp_path):
                    ("  moe-deployment:\n", "  moe-deploymnt:\n"))
     path = specs / "dashboards.yaml"
     lines = path.read_text().splitlines()
-    line_of = lambda needle: next(i for i, l in enumerate(lines, 1) if needle in l)  # noqa: E731
+    line_of = lambda needle: next(i for i, text in enumerate(lines, 1) if needle in text)
     errors = _build_error(specs)
     file = path.as_posix()
     expected = [
@@ -472,7 +472,7 @@ def test_alert_linking_to_a_missing_variable_is_an_error(tmp_path):
 def test_identity_the_dashboards_cannot_use_is_reported_at_its_config_line(tmp_path):
     specs = _specs(tmp_path, "config.yaml", ("dcgm: [UUID, GPU_I_ID]", "dcgm: [UUID, gpu, GPU_I_ID]"))
     path = specs / "config.yaml"
-    line = next(i for i, l in enumerate(path.read_text().splitlines(), 1) if l.strip() == "identity:")
+    line = next(i for i, text in enumerate(path.read_text().splitlines(), 1) if text.strip() == "identity:")
     errors = _build_error(specs)
     assert any(e.startswith(f"{path.as_posix()}:{line}: config.identity:") and "identity.dcgm" in e for e in errors), errors
 

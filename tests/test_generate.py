@@ -40,7 +40,8 @@ def test_check_reports_a_hand_edit_and_a_stale_file(specs_copy, tmp_path, servew
 
 
 def _rules(files, family):
-    return {r.get("alert") or r.get("record"): r for g in yaml.safe_load(files[f"rules/{family}.rules.yaml"])["groups"] for r in g["rules"]}
+    groups = yaml.safe_load(files[f"rules/{family}.rules.yaml"])["groups"]
+    return {r.get("alert") or r.get("record"): r for g in groups for r in g["rules"]}
 
 
 def test_overrides_change_threshold_for_severity_labels_and_disable(specs_copy):
@@ -66,7 +67,8 @@ overrides:
 
 def test_identity_labels_come_from_config(specs_copy):
     text = (specs_copy / "config.yaml").read_text()
-    text = text.replace("cluster_label: null", "cluster_label: k8s_cluster").replace("workload_labels: exported", "workload_labels: plain")
+    text = text.replace("cluster_label: null", "cluster_label: k8s_cluster")
+    text = text.replace("workload_labels: exported", "workload_labels: plain")
     _write(specs_copy, "config.yaml", text)
     _, files = generate.build(specs_copy)
     record = _rules(files, "gpu")["gpu:dcgm_fb_used:ratio"]["expr"]

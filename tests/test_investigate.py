@@ -133,7 +133,8 @@ def test_http_errors_become_sentences():
     c = Client("http://127.0.0.1:9", Auth(token="Zx9-secret"))
     body = b'{"status":"error","errorType":"bad_data","error":"1:5: parse error: unexpected"}'
     err = c._http_error(PrometheusApiClientException(f"HTTP Status Code 400 ({body!r})"), "query")
-    assert isinstance(err, QueryFailed) and str(err) == "Prometheus rejected the query (HTTP 400): bad_data: 1:5: parse error: unexpected"
+    assert isinstance(err, QueryFailed)
+    assert str(err) == "Prometheus rejected the query (HTTP 400): bad_data: 1:5: parse error: unexpected"
     err = c._http_error(PrometheusApiClientException("HTTP Status Code 403 (b'denied')"), "query")
     assert "HTTP 403 forbidden" in str(err) and "Zx9" not in str(err)
     err = c._http_error(PrometheusApiClientException("HTTP Status Code 404 (b'404 page not found')"), "query")
@@ -177,7 +178,8 @@ def test_progress_elsewhere_is_terse_and_quiet_is_silent():
     (["VLLMKVCacheUsageHigh", "--prometheus", "127.0.0.1:9090"], "must be an http:// or https:// URL"),
     (["VLLMKVCacheUsageHigh", "--prometheus", "http://x", "--label", "pod"], "label filter 'pod' is not LABEL=VALUE"),
     (["VLLMKVCacheUsageHigh", "--prometheus", "http://x", "--at", "soon"], "--at 'soon' is not a time"),
-    (["VLLMKVCacheUsageHigh", "--prometheus", "http://x", "--ca-file", "/nonexistent.pem"], "--ca-file /nonexistent.pem does not exist"),
+    (["VLLMKVCacheUsageHigh", "--prometheus", "http://x", "--ca-file", "/nonexistent.pem"],
+     "--ca-file /nonexistent.pem does not exist"),
 ])
 def test_argument_errors(capsys, monkeypatch, argv, message):
     monkeypatch.delenv("SERVEWATCH_PROMETHEUS_URL", raising=False)

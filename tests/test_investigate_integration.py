@@ -415,7 +415,8 @@ def test_failing_query_is_reported_and_exits_1(proxy, served, capsys, monkeypatc
     p = proxy("ttft_queueing", fail_when="vllm:request_queue_time_seconds")
     s = served("ttft_queueing")
     monkeypatch.setenv("SERVEWATCH_PROMETHEUS_TOKEN", TOKEN)
-    code, out, err = run(capsys, "VLLMTimeToFirstTokenP95High", "--prometheus", p.url, "--at", str(s.at), "--format", "json", "-q")
+    code, out, err = run(capsys, "VLLMTimeToFirstTokenP95High", "--prometheus", p.url, "--at", str(s.at),
+                         "--format", "json", "-q")
     assert code == 1
     inv = json.loads(out)["investigations"][0]  # the report still comes out
     st = steps(inv)

@@ -48,7 +48,8 @@ def test_typo_in_alert_field_names_file_line_and_field(specs_copy):
     _replace(f, "        threshold: 50\n", "        treshold: 50\n")
     line = _line_of(f, "treshold")
     msgs = _errors(specs_copy)
-    assert any(f"vllm.yaml:{line}: groups[0].alerts[1].treshold: unknown field 'treshold'; did you mean 'threshold'?" in m for m in msgs), msgs
+    expected = f"vllm.yaml:{line}: groups[0].alerts[1].treshold: unknown field 'treshold'; did you mean 'threshold'?"
+    assert any(expected in m for m in msgs), msgs
 
 
 def test_bad_duration(specs_copy):
@@ -116,7 +117,8 @@ def test_jsonnet_spec_is_accepted(specs_copy):
     (specs_copy / "lib.libsonnet").write_text("{ threshold: 0.9 }")
     (specs_copy / "overrides.yaml").unlink()
     (specs_copy / "tuning.jsonnet").write_text(
-        "local lib = import 'lib.libsonnet';\n{ overrides: { alerts: { GPUFramebufferUsageHigh: { threshold: lib.threshold } } } }\n"
+        "local lib = import 'lib.libsonnet';\n"
+        "{ overrides: { alerts: { GPUFramebufferUsageHigh: { threshold: lib.threshold } } } }\n"
     )
     spec = load(specs_copy)
     assert spec.overrides.alerts["GPUFramebufferUsageHigh"].threshold == 0.9

@@ -16,7 +16,7 @@ def rule_exprs(path: Path) -> list[tuple[str, str]]:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as exc:
-        raise SystemExit(f"servewatch: error: cannot read {path}: {exc}")
+        raise SystemExit(f"servewatch: error: cannot read {path}: {exc}") from None
     groups = (data.get("spec") or data).get("groups") or []
     return [(r.get("record") or r.get("alert") or "?", r.get("expr", "")) for g in groups for r in g.get("rules", [])]
 

@@ -168,7 +168,7 @@ class Panel:
             "gridPos": pos.to_dict(),
             "id": self.id,
             "options": {**default_options(self.type), **self.options},
-            "targets": [t.to_dict(r) for t, r in zip(self.targets, ids)],
+            "targets": [t.to_dict(r) for t, r in zip(self.targets, ids, strict=True)],
             "title": self.title,
             "type": self.type,
         }
@@ -198,7 +198,8 @@ def default_options(kind: str) -> dict:
         return {"minVizHeight": 75, "minVizWidth": 75, "orientation": "auto", "reduceOptions": _reduce(),
                 "showThresholdLabels": False, "showThresholdMarkers": True, "sizing": "auto"}
     if kind == "bargauge":
-        return {"displayMode": "gradient", "legend": {"calcs": [], "displayMode": "list", "placement": "bottom", "showLegend": False},
+        return {"displayMode": "gradient",
+                "legend": {"calcs": [], "displayMode": "list", "placement": "bottom", "showLegend": False},
                 "maxVizHeight": 300, "minVizHeight": 16, "minVizWidth": 8, "namePlacement": "auto",
                 "orientation": "horizontal", "reduceOptions": _reduce(), "showUnfilled": True, "sizing": "auto",
                 "valueMode": "color"}

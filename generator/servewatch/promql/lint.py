@@ -128,7 +128,8 @@ def check_rate_window(ast, ctx: Context) -> list[Problem]:
     out = []
     for node, _ in walk(ast):
         if isinstance(node, pp.MatrixSelector) and node.range.total_seconds() < ctx.min_range_s:
-            out.append(Problem("rate-window", f"range [{int(node.range.total_seconds())}s] is shorter than 4 x the scrape interval ({int(ctx.min_range_s)}s)"))
+            out.append(Problem("rate-window", f"range [{int(node.range.total_seconds())}s] is shorter than "
+                                              f"4 x the scrape interval ({int(ctx.min_range_s)}s)"))
     return out
 
 
@@ -153,7 +154,8 @@ def check_guarded_division(ast, ctx: Context) -> list[Problem]:
             rhs = _strip(node.rhs)
             guarded = isinstance(rhs, pp.BinaryExpr) and str(rhs.op) in (">", "!=") and is_scalar(rhs.rhs)
             if not guarded:
-                out.append(Problem("guarded-division", "division by a vector that is not filtered to > 0 (0/0 and x/0 would give NaN/Inf)"))
+                out.append(Problem("guarded-division",
+                                   "division by a vector that is not filtered to > 0 (0/0 and x/0 would give NaN/Inf)"))
     return out
 
 

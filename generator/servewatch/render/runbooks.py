@@ -54,7 +54,10 @@ def _page(model: Model, page: book.Page) -> str:
 def _facts(model: Model, page: book.Page) -> list[str]:
     a = page.alert
     spec = a.spec
-    rows = [("Severity", a.labels.get("severity", "")), ("Rule group", f"`{model.config.rule_prefix}-{a.group}` (`{rules.plain_path(a.family)}`)")]
+    rows = [
+        ("Severity", a.labels.get("severity", "")),
+        ("Rule group", f"`{model.config.rule_prefix}-{a.group}` (`{rules.plain_path(a.family)}`)"),
+    ]
     if spec.signal:
         sig = model.signal(spec.signal)
         rows.append(("Fires when", f"`{a.expr}` for {a.for_}"))

@@ -53,7 +53,9 @@ class ScopedBuilder(SignalBuilder):
         source = entry.source if entry else ("dcgm" if metric.startswith("DCGM_") else "vllm")
         if source == "dcgm":
             exported = self.config.dcgm.workload_labels == "exported"
-            rename = {"namespace": "exported_namespace", "pod": "exported_pod", "container": "exported_container"} if exported else {}
+            rename = (
+                {"namespace": "exported_namespace", "pod": "exported_pod", "container": "exported_container"} if exported else {}
+            )
             known = set(DCGM_LABELS) | set(self.labels.identity("gpu")) | set(self.labels.gpu_context()) | cluster
             known |= {"job", "instance", "service", "endpoint", "exported_namespace", "exported_pod", "exported_container"}
             known |= set(TARGET_LABELS) - set(rename)
@@ -183,7 +185,8 @@ class Queries:
         if q.level == "gpu":
             ident = self.identity("gpu")
             per_gpu = b.dedup(series, ident + by)
-            return b.with_context(per_gpu, self.sb.select(q.metric), ident, [c for c in self.sb.labels.gpu_context() if c not in by])
+            context = [c for c in self.sb.labels.gpu_context() if c not in by]
+            return b.with_context(per_gpu, self.sb.select(q.metric), ident, context)
         per_engine = b.dedup(series, self.identity("engine") + by)
         return per_engine if q.level == "engine" else b.agg(q.agg, self.identity(q.level) + by, per_engine)
 

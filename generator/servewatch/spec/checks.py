@@ -67,7 +67,8 @@ def cross_check(spec) -> list[SpecError]:
                     err(f"signal {alert.signal!r} must be recorded in the same group (add it to records)", key, "signal")
                 sig = spec.signals[alert.signal]
                 if sig.kind == "quantile" and alert.quantile not in sig.quantiles:
-                    err(f"alert on quantile signal {alert.signal!r} needs quantile: one of {list(sig.quantiles)}", key, "quantile")
+                    err(f"alert on quantile signal {alert.signal!r} needs quantile: one of {list(sig.quantiles)}",
+                        key, "quantile")
             if alert.absence and alert.absence.kind == "partner_missing":
                 sig = spec.signals.get(alert.absence.signal or "")
                 if sig is None or sig.kind != "matched_ratio":
@@ -105,7 +106,8 @@ def cross_check(spec) -> list[SpecError]:
                 continue
             missing = {"firing", "silent"} - proven.get(alert.alert, set())
             if missing:
-                err(f"alert {alert.alert} has no {' and no '.join(sorted(missing))} scenario; add one under scenarios:", ("alert", alert.alert))
+                err(f"alert {alert.alert} has no {' and no '.join(sorted(missing))} scenario; add one under scenarios:",
+                    ("alert", alert.alert))
     return errors
 
 

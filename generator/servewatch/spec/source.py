@@ -39,8 +39,10 @@ def dotted(path: tuple) -> str:
 def _plain(node: yaml.Node, path: tuple, lines: dict, file: str):
     """Convert a composed YAML node to Python data, recording each path's line."""
     lines[path] = node.start_mark.line + 1
-    if not isinstance(node, yaml.ScalarNode) and node.tag not in (yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG):
-        raise SpecError(f"not valid YAML: tag {node.tag!r} is not allowed in specs", Location(file, node.start_mark.line + 1, dotted(path)))
+    plain_tags = (yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG)
+    if not isinstance(node, yaml.ScalarNode) and node.tag not in plain_tags:
+        raise SpecError(f"not valid YAML: tag {node.tag!r} is not allowed in specs",
+                        Location(file, node.start_mark.line + 1, dotted(path)))
     if isinstance(node, yaml.MappingNode):
         out = {}
         for key_node, value_node in node.value:

@@ -140,7 +140,7 @@ def fleet(cluster: str | None = None, steps: int = STEPS) -> Scenario:
                 "pod": pod, "namespace": ns, "jobs": jobs}
 
     dj = ("nvidia-dcgm-exporter",)
-    a0_obs = [(p.ttft_s, c) for p, c in zip(CHAT_MIX, allocate(40, [p.weight for p in CHAT_MIX]))]
+    a0_obs = [(p.ttft_s, c) for p, c in zip(CHAT_MIX, allocate(40, [p.weight for p in CHAT_MIX]), strict=True)]
     truth = {
         "cluster": cluster,
         "hosts": dict(hosts),

@@ -117,7 +117,7 @@ def histogram_series(name: str, labels: Mapping[str, str], bounds: Sequence[floa
             acc, s_acc, c_acc = [x * prior for x in per], s * prior, c * prior
             was_active = True
         else:
-            acc = [a + x for a, x in zip(acc, per)]
+            acc = [a + x for a, x in zip(acc, per, strict=True)]
             s_acc += s
             c_acc += c
         run = 0
@@ -128,7 +128,7 @@ def histogram_series(name: str, labels: Mapping[str, str], bounds: Sequence[floa
         counts.append(c_acc)
     out = []
     les = [prom_float(b) for b in bounds] + ["+Inf"]
-    for le, vals in zip(les, buckets):
+    for le, vals in zip(les, buckets, strict=True):
         out.append(Series(name + "_bucket", {**labels, "le": le}, vals, "histogram", name))
     out.append(Series(name + "_sum", labels, sums, "histogram", name))
     out.append(Series(name + "_count", labels, counts, "histogram", name))

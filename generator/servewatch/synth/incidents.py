@@ -101,8 +101,8 @@ def _exporter_up(extra: dict) -> Callable[[int], int | None]:
 def _obs(profiles, attr: str, n: int, per_token: bool) -> list[tuple[float, int]]:
     counts = allocate(n, [p.weight for p in profiles])
     if per_token:  # inter-token latency: one observation per output token after the first
-        return [(getattr(p, attr), c * (p.generation_tokens - 1)) for p, c in zip(profiles, counts)]
-    return [(float(getattr(p, attr)), c) for p, c in zip(profiles, counts)]
+        return [(getattr(p, attr), c * (p.generation_tokens - 1)) for p, c in zip(profiles, counts, strict=True)]
+    return [(float(getattr(p, attr)), c) for p, c in zip(profiles, counts, strict=True)]
 
 
 def _p(q: float, profiles, attr: str, bounds, n: int = BASE_REQUESTS, per_token: bool = False) -> float:

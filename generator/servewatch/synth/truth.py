@@ -107,7 +107,7 @@ def histogram_quantile_over(q: float, series: Iterable[Series], at: int, window_
         return None
     sums: list[float] = []
     any_rate = False
-    for le, parts in by_le.items():
+    for parts in by_le.values():
         rates = [r for r in (rate(s, at, window_s, step) for s in parts) if r is not None]
         any_rate |= bool(rates)
         sums.append(sum(rates))

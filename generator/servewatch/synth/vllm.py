@@ -139,7 +139,7 @@ class _Step:
 def _step(n: int, profiles: tuple[RequestProfile, ...], step: float, iterations: Value,
           spec: SpecDecode | None) -> _Step:
     counts = allocate(n, [p.weight for p in profiles])
-    pairs = [(p, c) for p, c in zip(profiles, counts) if c]
+    pairs = [(p, c) for p, c in zip(profiles, counts, strict=True) if c]
     prompt = sum(p.prompt_tokens * c for p, c in pairs)
     gen = sum(p.generation_tokens * c for p, c in pairs)
     cached = sum(p.cached_tokens * c for p, c in pairs)
@@ -268,7 +268,7 @@ def vllm_engine(
         out.append(Series(name, me, vals))
     deferred = active_vals(waiting_deferred, lambda s: 0.0)
     capacity = [None if w is None else max(0.0, w - (d or 0.0))
-                for w, d in zip(gauges["vllm:num_requests_waiting"], deferred)]
+                for w, d in zip(gauges["vllm:num_requests_waiting"], deferred, strict=True)]
     out.append(Series("vllm:num_requests_waiting_by_reason", {**me, "reason": "capacity"}, capacity))
     out.append(Series("vllm:num_requests_waiting_by_reason", {**me, "reason": "deferred"}, deferred))
     aw = active_vals(awake, lambda s: 1.0)

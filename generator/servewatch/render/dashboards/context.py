@@ -60,8 +60,10 @@ class Roles:
         engine_ident = [x for x in cfg.identity.vllm if x not in cfg.identity.model and x != VLLM_ENGINE]
         gpu_ident = [x for x in cfg.identity.dcgm if x != MIG_ID]
         problems = []
-        if VLLM_MODEL not in cfg.identity.model or VLLM_MODEL not in cfg.identity.vllm or VLLM_ENGINE not in cfg.identity.vllm:
-            problems.append(f"the dashboards need {VLLM_MODEL} in identity.model and identity.vllm, and {VLLM_ENGINE} in identity.vllm")
+        if (VLLM_MODEL not in cfg.identity.model or VLLM_MODEL not in cfg.identity.vllm
+                or VLLM_ENGINE not in cfg.identity.vllm):
+            problems.append(f"the dashboards need {VLLM_MODEL} in identity.model and identity.vllm, "
+                            f"and {VLLM_ENGINE} in identity.vllm")
         if len(model_ident) != 1 or len(engine_ident) != 1 or len(gpu_ident) != 1:
             problems.append("the dashboards need identity.model = [<namespace label>, model_name], identity.vllm = "
                             "[<namespace label>, <pod label>, model_name, engine] and identity.dcgm = [<uuid label>, GPU_I_ID]")

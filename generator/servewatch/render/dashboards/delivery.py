@@ -114,7 +114,8 @@ def check_alert_links(model: Model, settings: Settings, dashboards: dict[str, di
         names = {v["name"] for v in board["templating"]["list"]}
         for var in link.vars:
             if var not in names:
-                errors.append(SpecError(f"dashboard {link.uid!r} has no variable {var!r}; it has {', '.join(sorted(names))}", where))
+                errors.append(SpecError(
+                    f"dashboard {link.uid!r} has no variable {var!r}; it has {', '.join(sorted(names))}", where))
     if errors:
         raise SpecErrors(errors)
 

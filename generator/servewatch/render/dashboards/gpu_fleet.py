@@ -80,7 +80,8 @@ class GpuFleet(Board):
                  unit="percent", min=0, max=100, w=8,
                  description="DCGM_FI_DEV_GPU_UTIL is not reported for MIG instances; see graphics engine active."))
         d.add(ts("Graphics engine active", g.Target(c.per_gpu(self.gb, "DCGM_FI_PROF_GR_ENGINE_ACTIVE"), legend),
-                 unit="percentunit", min=0, max=1, w=8, description="Fraction of time the graphics engine was busy; works on MIG."))
+                 unit="percentunit", min=0, max=1, w=8,
+                 description="Fraction of time the graphics engine was busy; works on MIG."))
         d.add(ts("SM active", g.Target(c.per_gpu(self.gb, "DCGM_FI_PROF_SM_ACTIVE"), legend), unit="percentunit",
                  min=0, max=1, w=8, description="Optional profiling field; needs DCGM_FI_PROF_SM_ACTIVE in the counters CSV."),
               show=self.shows("sm_active"))

@@ -5,7 +5,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import promtool
+from . import lint, promtool
+from .investigate import cli as investigate_cli
 from .errors import ServewatchError, SpecErrors
 
 
@@ -84,23 +85,9 @@ def parser() -> argparse.ArgumentParser:
     t.set_defaults(func=cmd_test)
 
     promtool.add_cli(sub)
-    for register in _plugins():
-        register(sub)
+    lint.add_cli(sub)
+    investigate_cli.add_cli(sub)
     return p
-
-
-def _plugins():
-    """Subcommands contributed by other modules (lint, investigate, ...)."""
-    out = []
-    for name in ("servewatch.lint", "servewatch.investigate.cli"):
-        try:
-            mod = __import__(name, fromlist=["add_cli"])
-        except ModuleNotFoundError as exc:
-            if exc.name and name.startswith(exc.name):
-                continue
-            raise
-        out.append(mod.add_cli)
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import lint, promtool
+from . import detect, lint, promtool
 from .investigate import cli as investigate_cli
 from .errors import ServewatchError, SpecErrors
 
@@ -87,6 +87,7 @@ def parser() -> argparse.ArgumentParser:
     promtool.add_cli(sub)
     lint.add_cli(sub)
     investigate_cli.add_cli(sub)
+    detect.add_cli(sub)
     return p
 
 

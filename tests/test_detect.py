@@ -157,8 +157,8 @@ def test_plain_workload_labels_cluster_and_old_vllm(plain_prom, capsys):
     cfg = res["config"]
     assert cfg["dcgm"]["workload_labels"] == "plain"
     assert cfg["cluster_label"] == "cluster"
-    assert cfg["identity"]["vllm"] == ["instance", "model_name", "engine"]
-    assert cfg["identity"]["model"] == ["model_name"]
+    assert cfg["identity"]["vllm"] == ["job", "instance", "model_name", "engine"]
+    assert cfg["identity"]["model"] == ["job", "model_name"]
     assert cfg["targets"] == {"dcgm": 'job=~".*dcgm.*"', "vllm": 'job=~"llm-serving"'}
     fields = {d["field"] for d in res["differences"]}
     assert fields == {"dcgm.workload_labels", "cluster_label", "identity.vllm", "identity.model", "targets.vllm"}
@@ -175,3 +175,19 @@ def test_unreachable_server_exits_1_with_one_line(capsys):
     assert rc == 1 and out.out == ""
     lines = out.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("servewatch: error: cannot reach Prometheus at http://127.0.0.1:")
+
+
+def test_suggested_config_generates(plain_prom, capsys, specs_copy):
+    """What detect suggests must be a config servewatch accepts, dashboards included."""
+    import yaml
+
+    from servewatch import generate
+
+    prom, at = plain_prom
+    _, res, _ = detect(capsys, prom.url, at)
+    path = specs_copy / "config.yaml"
+    current = yaml.safe_load(path.read_text())["config"]
+    path.write_text(yaml.safe_dump({"config": {**current, **res["config"]}}))
+    model, files = generate.build(specs_copy)
+    assert model.config.identity.vllm == ("job", "instance", "model_name", "engine")
+    assert "dashboards/vllm-serving.json" in files

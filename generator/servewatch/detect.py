@@ -265,16 +265,14 @@ def detect(client: Client, config, at: float | None = None) -> Detection:
         found.append(Finding("vllm", "warning", f"no {VLLM_PROBE} series" + (f" matching {vsel!r}" if vsel else "")
                              + " (vLLM down, not scraped, or run with --disable-log-stats)"))
     elif with_k8s < running and "instance" not in config.identity.vllm:
-        k8s = ("namespace", "pod")
-        if with_k8s == 0:
-            sug["identity"]["vllm"] = ["instance", *[x for x in cur["identity"]["vllm"] if x not in k8s]]
-            sug["identity"]["model"] = [x for x in cur["identity"]["model"] if x not in k8s] or ["model_name"]
-            why = "none carries namespace and pod (not scraped through Kubernetes)"
-        else:
-            sug["identity"]["vllm"] = [*cur["identity"]["vllm"], "instance"]
-            why = f"{running - with_k8s} of them lack namespace or pod"
+        # job and instance take the places of namespace and pod, which keeps the shape the dashboards need
+        stand_in = {"namespace": "job", "pod": "instance"}
+        sug["identity"]["vllm"] = [stand_in.get(x, x) for x in cur["identity"]["vllm"]]
+        sug["identity"]["model"] = [stand_in.get(x, x) for x in cur["identity"]["model"]]
+        why = ("none carries namespace and pod (not scraped through Kubernetes)" if with_k8s == 0
+               else f"{running - with_k8s} of them lack namespace or pod")
         found.append(Finding("identity.vllm", "differs", f"{running} {VLLM_PROBE} series, {why}: engines of different "
-                             "servers would merge; add instance to identity.vllm"))
+                             "servers would merge; identify engines by job and instance instead"))
     else:
         found.append(Finding("identity.vllm", "info", f"{running} {VLLM_PROBE} series, {with_k8s} with namespace and pod"))
 

@@ -25,18 +25,34 @@ def test_committed_outputs_are_up_to_date(repo, servewatch):
 
 def test_check_reports_a_hand_edit_and_a_stale_file(specs_copy, tmp_path, servewatch):
     out = tmp_path / "out"
+    # a family that exists now and is dropped later leaves generated files behind
+    gpu = specs_copy / "alerts" / "gpu.yaml"
+    group = "  - name: dcgm-exporter\n    family: "
+    gpu.write_text(gpu.read_text().replace(group + "gpu", group + "exporter"))
     assert servewatch("generate", "--specs", specs_copy, "--out", out).returncode == 0
+    assert (out / "rules" / "exporter.rules.yaml").is_file()
+    gpu.write_text(gpu.read_text().replace("family: exporter", "family: gpu"))
     rules = out / "rules" / "gpu.rules.yaml"
     rules.write_text(rules.read_text().replace("> 0.95", "> 0.9"))
-    (out / "rules" / "old.rules.yaml").write_text("groups: []\n")
     res = servewatch("generate", "--check", "--specs", specs_copy, "--out", out)
     assert res.returncode == 1
     assert "-    expr: gpu:dcgm_fb_used:ratio > 0.9" in res.stdout
     assert "+    expr: gpu:dcgm_fb_used:ratio > 0.95" in res.stdout
-    assert "stale (no longer generated): rules/old.rules.yaml" in res.stdout
+    assert "stale (no longer generated): rules/exporter.rules.yaml" in res.stdout
     # generate repairs both
     assert servewatch("generate", "--specs", specs_copy, "--out", out).returncode == 0
+    assert not (out / "rules" / "exporter.rules.yaml").exists()
     assert servewatch("generate", "--check", "--specs", specs_copy, "--out", out).returncode == 0
+
+
+def test_hand_written_files_beside_generated_ones_are_never_removed(specs_copy, tmp_path, servewatch):
+    out = tmp_path / "out"
+    assert servewatch("generate", "--specs", specs_copy, "--out", out).returncode == 0
+    mine = out / "rules" / "team.rules.yaml"
+    mine.write_text("groups: []\n")
+    assert servewatch("generate", "--specs", specs_copy, "--out", out).returncode == 0
+    assert servewatch("generate", "--check", "--specs", specs_copy, "--out", out).returncode == 0
+    assert mine.read_text() == "groups: []\n"
 
 
 def _rules(files, family):
@@ -139,6 +155,20 @@ def test_writer_is_atomic_and_leaves_no_temp_files(tmp_path):
     writer.write(tmp_path, {"rules/a.rules.yaml": "groups: []\n"})
     writer.write(tmp_path, {"rules/a.rules.yaml": "groups: []\n", "rules/b.rules.yaml": "x\n"})
     assert sorted(p.name for p in (tmp_path / "rules").iterdir()) == ["a.rules.yaml", "b.rules.yaml"]
+    written, removed = writer.write(tmp_path, {"rules/b.rules.yaml": "x\n"})
+    assert removed == ["rules/a.rules.yaml"] and written == [writer.MANIFEST]
+
+
+def test_a_tampered_manifest_cannot_delete_outside_the_output(tmp_path):
+    from servewatch import writer
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / writer.MANIFEST).write_text("../victim.txt\n/etc/hostname\n")
+    writer.write(out, {"rules/a.rules.yaml": "x\n"})
+    assert victim.read_text() == "keep"
 
 
 def test_hand_written_promtool_tests_run(repo):

@@ -52,7 +52,7 @@ def test_generated_rules_pass_every_check(repo):
     model, _ = generate.build(repo / "specs")
     ctx = Context(catalog.load(), records={s.record for s in model.spec.signals.values()}, min_range_s=120)
     exprs = [r.expr for r in model.records()] + [a.expr for a in model.alerts()]
-    assert len(exprs) == 29
+    assert len(exprs) == 30
     for expr in exprs:
         assert lint(expr, ctx) == [], expr
 

@@ -144,11 +144,7 @@ class Model:
         if alert.signal:
             return b.compare(self.record_for(alert.signal, alert.quantile), alert.op, alert.threshold)
         ab = alert.absence
-        if ab.kind == "partner_missing":
-            return self.builder.partner_missing(self.spec.signals[ab.signal])
-        if ab.kind == "target_down":
-            return self.builder.target_down(ab.source, ab.absent_fires)
-        return self.builder.metrics_absent(ab.source)
+        return self.builder.absence(ab.kind, ab.source, self.spec.signals, ab.signal, ab.absent_fires)
 
     def _annotations(self, alert: Alert) -> dict[str, str]:
         sub = lambda text: templates.substitute_tokens(text, self.tokens)  # noqa: E731

@@ -151,6 +151,34 @@ class SignalBuilder:
         down = f"{b.agg('max', self.labels.target(), self.up(source))} == 0"
         return b.any_of(down, f"absent({self.up(source)})") if absent_fires else down
 
+    def input_metrics(self, source: str, signals) -> list[str]:
+        """The series the signals of a source read (a histogram through its _count), sorted."""
+        out = set()
+        for s in signals:
+            for name in (s.metric, s.numerator, s.partner):
+                if name and self.source(self.metric_name(name)) == source:
+                    out.add(self.metric_name(name) + ("_count" if s.kind == "quantile" else ""))
+        return sorted(out)
+
+    def inputs_missing(self, source: str, metrics: list[str]) -> str:
+        """Targets that export the liveness metric but not one of the inputs (a rename or removal)."""
+        target = self.labels.target()
+        live = b.agg("group", target, self.select(VLLM_LIVENESS_METRIC))
+        return b.any_of(*(
+            f'label_replace({b.unless(live, b.agg("group", target, self.select(m)), target)}, "metric", "{m}", "", "")'
+            for m in metrics
+        ))
+
+    def absence(self, kind: str, source: str, signals: dict, signal: str | None = None, absent_fires: bool = True) -> str:
+        """The condition of a 'never silently blind' alert, by its kind."""
+        if kind == "partner_missing":
+            return self.partner_missing(signals[signal])
+        if kind == "target_down":
+            return self.target_down(source, absent_fires)
+        if kind == "inputs_missing":
+            return self.inputs_missing(source, self.input_metrics(source, signals.values()))
+        return self.metrics_absent(source)
+
     def metrics_absent(self, source: str) -> str:
         target = self.labels.target()
         keep = target + ["namespace", "pod"]

@@ -221,11 +221,7 @@ class Queries:
         kind = q.absence or (ab.kind if ab else None)
         source = q.source or (ab.source if ab else None)
         signal = q.signal or (ab.signal if ab else None)
-        if kind == "partner_missing":
-            return self.sb.partner_missing(self.model.signal(signal))
-        if kind == "target_down":
-            return self.sb.target_down(source, ab.absent_fires if ab else True)
-        return self.sb.metrics_absent(source)
+        return self.sb.absence(kind, source, self.model.spec.signals, signal, ab.absent_fires if ab else True)
 
     # -- expected names for `names` steps ---------------------------------------------------
     def expected_names(self, q: s.NamesQuery) -> dict[str, list[str]]:

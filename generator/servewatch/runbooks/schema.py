@@ -199,7 +199,7 @@ class AbsenceQuery(Strict):
     """The 'never silently blind' condition of an absence alert (defaults: the runbook's alert)."""
 
     kind: Literal["absence"]
-    absence: Literal["partner_missing", "target_down", "metrics_absent"] | None = None
+    absence: Literal["partner_missing", "target_down", "metrics_absent", "inputs_missing"] | None = None
     source: Literal["dcgm", "vllm"] | None = None
     signal: str | None = None
 

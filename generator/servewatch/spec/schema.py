@@ -148,7 +148,7 @@ class Signal(Strict):
 class Absence(Strict):
     """What a 'never silently blind' companion alert watches."""
 
-    kind: Literal["partner_missing", "target_down", "metrics_absent"]
+    kind: Literal["partner_missing", "target_down", "metrics_absent", "inputs_missing"]
     source: Literal["dcgm", "vllm"]
     signal: str | None = None  # partner_missing: the matched_ratio signal
     absent_fires: bool = True  # target_down: fire when no target exists at all

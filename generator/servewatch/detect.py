@@ -9,7 +9,6 @@ targets, cluster label) and findings; the exit code says whether the current con
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from .catalog import load as load_catalog
-from .investigate.cli import ENV_URL, parse_time
+from .investigate.cli import ENV_URL, add_connection_args, parse_time
 from .investigate.client import Auth, Client, InvestigateError
 from .promql import builders as b
 
@@ -370,14 +369,9 @@ def add_cli(sub) -> None:
 
     p = sub.add_parser("detect", help="detect the exporter layout a Prometheus holds and suggest a config block",
                        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--prometheus", metavar="URL", default=os.environ.get(ENV_URL),
-                   help=f"Prometheus base URL (default: ${ENV_URL})")
-    p.add_argument("--at", metavar="TIME", help="evaluate at this time: RFC 3339, Unix seconds, 'now' or '-30m' (ago)")
+    add_connection_args(p)
     p.add_argument("--format", choices=sorted(FORMATS), default="text", help="output format (default: text)")
     p.add_argument("--specs", default="specs", help="specs folder whose config is compared (default: specs)")
-    p.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="per-request timeout (default: 30)")
-    p.add_argument("--ca-file", metavar="PEM", help="CA bundle to verify the server's TLS certificate")
-    p.add_argument("--insecure-skip-verify", action="store_true", help="do not verify TLS certificates (test servers only)")
     p.set_defaults(func=cmd_detect)
 
 

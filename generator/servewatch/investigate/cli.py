@@ -24,20 +24,25 @@ Credentials come from the environment only: {ENV_TOKEN} (bearer token), or {ENV_
 {ENV_PASSWORD} (basic auth). They are never printed."""
 
 
+def add_connection_args(p) -> None:
+    """Where and how to reach Prometheus: shared by every command that queries it."""
+    p.add_argument("--prometheus", metavar="URL", default=os.environ.get(ENV_URL),
+                   help=f"Prometheus base URL (default: ${ENV_URL})")
+    p.add_argument("--at", metavar="TIME", help="evaluate at this time: RFC 3339, Unix seconds, 'now' or '-30m' (ago)")
+    p.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="per-request timeout (default: 30)")
+    p.add_argument("--ca-file", metavar="PEM", help="CA bundle to verify the server's TLS certificate")
+    p.add_argument("--insecure-skip-verify", action="store_true", help="do not verify TLS certificates (test servers only)")
+
+
 def add_cli(sub) -> None:
     p = sub.add_parser("investigate", help="run an alert's runbook queries against a Prometheus and print a verdict",
                        description=DESCRIPTION, formatter_class=_Formatter)
     p.add_argument("alert", nargs="?", metavar="ALERTNAME", help="alert to investigate (default: every firing alert)")
-    p.add_argument("--prometheus", metavar="URL", default=os.environ.get(ENV_URL),
-                   help=f"Prometheus base URL (default: ${ENV_URL})")
+    add_connection_args(p)
     p.add_argument("--label", "-l", action="append", default=[], metavar="K=V",
                    help="filter every query by this label (also K!=V, K=~RE, K!~RE); repeatable")
-    p.add_argument("--at", metavar="TIME", help="evaluate at this time: RFC 3339, Unix seconds, 'now' or '-30m' (ago)")
     p.add_argument("--format", choices=sorted(FORMATS), default="text", help="report format (default: text)")
     p.add_argument("--specs", default="specs", help="specs folder (default: specs)")
-    p.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="per-request timeout (default: 30)")
-    p.add_argument("--ca-file", metavar="PEM", help="CA bundle to verify the server's TLS certificate")
-    p.add_argument("--insecure-skip-verify", action="store_true", help="do not verify TLS certificates (test servers only)")
     p.add_argument("--top", type=int, default=5, metavar="N", help="series shown per step (default: 5)")
     p.add_argument("--max-alerts", type=int, default=20, metavar="N", help="firing alerts triaged at most (default: 20)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress display on stderr")

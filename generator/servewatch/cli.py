@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import detect, lint, promtool
+from . import detect, init, lint, promtool
 from .investigate import cli as investigate_cli
 from .errors import ServewatchError, SpecErrors
 
@@ -84,6 +84,7 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--extra", default="tests/promtool", help="folder of hand-written promtool tests (default: tests/promtool)")
     t.set_defaults(func=cmd_test)
 
+    init.add_cli(sub)
     promtool.add_cli(sub)
     lint.add_cli(sub)
     investigate_cli.add_cli(sub)

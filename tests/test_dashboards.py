@@ -13,15 +13,20 @@ import subprocess
 import sys
 import warnings
 from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
 
 import promql_parser as pp
 import pytest
 import yaml
+from grafana_foundation_sdk.cog import plugins
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models.dashboard import Dashboard
 
 from servewatch import catalog, generate
-from servewatch.errors import SpecErrors
+from servewatch.errors import ServewatchError, SpecErrors
 from servewatch.grafana import SCHEMA_VERSION, GridPos, flow, ref_ids
 from servewatch.grafana.settings import BOARDS
+from servewatch.promql import lint
 from servewatch.promql.builders import agg
 from servewatch.render import dashboards as dash
 
@@ -249,7 +254,6 @@ def test_every_query_parses_and_names_only_known_metrics(built, boards, name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_queries_pass_the_house_lint(built, boards, name):
-    lint = pytest.importorskip("servewatch.promql.lint")
     model, _ = built
     ctx = lint.Context(catalog.load(), records={s.record for s in model.spec.signals.values()})
     problems = [f"{where}: {p}" for where, expr in queries(boards[name]) for p in lint.lint(substitute(expr), ctx)]
@@ -285,32 +289,125 @@ def test_gpu_units_are_mebibytes_and_legends_name_host_and_gpu(boards):
                 assert "{{Hostname}}{{hostname}}" in t["legendFormat"] and "{{gpu}}" in t["legendFormat"], p["title"]
 
 
-def test_alert_dashboard_urls_land_on_existing_variables(built, boards):
-    model, _ = built
-    by_uid = {b["uid"]: {v["name"] for v in b["templating"]["list"]} for b in boards.values()}
-    seen = 0
+def variable_labels(board: dict) -> dict[str, str]:
+    """variable name -> the label its label_values(..., LABEL) query lists: the label it filters on."""
+    out = {}
+    for v in board["templating"]["list"]:
+        m = LABEL_VALUES_RE.match(v.get("query") or "") if v["type"] == "query" else None
+        if m:
+            out[v["name"]] = m.group(2)
+    return out
+
+
+def alert_link_problems(model, boards: dict[str, dict]) -> tuple[list[str], int]:
+    """(problems, variables checked) for every alert's dashboard_url: the uid is generated, each
+    var-X is a variable of that dashboard, and its {{ $labels.L }} is the label X lists values of
+    (or the view would filter on a value the variable never holds)."""
+    by_uid = {b["uid"]: b for b in boards.values()}
+    problems, seen = [], 0
     for alert in model.alerts():
         url = alert.annotations.get("dashboard_url")
         if not url:
             continue
         m = re.search(r"/d/([^/?]+)/[^?]*(?:\?(.*))?$", url)
-        assert m and m.group(1) in by_uid, url
-        for var in re.findall(r"var-(\w+)=", m.group(2) or ""):
-            assert var in by_uid[m.group(1)], f"{alert.alert}: {url}"
+        if not (m and m.group(1) in by_uid):
+            problems.append(f"{alert.alert}: {url} lands on no generated dashboard")
+            continue
+        board = by_uid[m.group(1)]
+        names, filters = {v["name"] for v in board["templating"]["list"]}, variable_labels(board)
+        for var, value in re.findall(r"var-(\w+)=([^&]*)", m.group(2) or ""):
+            used = re.findall(r"\$labels\.(\w+)", value)
+            if var not in names:
+                problems.append(f"{alert.alert}: no variable {var!r}: {url}")
+            elif not used or set(used) != {filters.get(var)}:
+                problems.append(f"{alert.alert}: var-{var} takes {used}, the variable lists {filters.get(var)!r}")
             seen += 1
+    return problems, seen
+
+
+def test_alert_dashboard_urls_land_on_existing_variables(built, boards):
+    problems, seen = alert_link_problems(built[0], boards)
+    assert not problems, "\n".join(problems)
     assert seen >= 4
 
 
-def test_links_between_dashboards_keep_variables_and_time(boards):
-    uids = {b["uid"] for b in boards.values()}
+def test_alert_dashboard_url_with_a_label_the_variable_does_not_list_fails(tmp_path):
+    """The check above, on specs whose uuid variable would receive the GPU index."""
+    model, files = generate.build(_specs(tmp_path, "alerts/gpu.yaml", ("uuid: UUID}", "uuid: gpu}")))
+    problems, _ = alert_link_problems(model, _boards(files))
+    assert problems == ["GPUFramebufferUsageHigh: var-uuid takes ['gpu'], the variable lists 'UUID'"]
+
+
+FIELD_LABEL_RE = re.compile(r"\$\{__field\.labels\.([^}]+)\}")
+LABEL_LIST_RE = re.compile(r"\b(?:by|on|group_left|group_right)\s*\(([^)]*)\)")
+
+
+def mentioned_labels(expr: str, legend: str, records: dict[str, str]) -> set[str]:
+    """Labels a query names in by/on/group_left/group_right, its legend names, or a recording
+    rule it reads names the same way: a field label a data link reads must be one of them."""
+    out = set(re.findall(r"\{\{\s*(\w+)\s*\}\}", legend or ""))
+    for text in [expr] + [rule for name, rule in records.items() if re.search(rf"(?<![\w:]){re.escape(name)}\b", expr)]:
+        for group in LABEL_LIST_RE.findall(text):
+            out |= {x.strip() for x in group.split(",") if x.strip()}
+        out |= set(re.findall(r'label_replace\([^"]*"(\w+)"', text))
+    return out
+
+
+def dashboard_links(board: dict):
+    """(where, url, panel or None) for every link to a dashboard: dashboard links, panel and data links."""
+    for link in board["links"]:
+        if link.get("url"):
+            yield f"{board['uid']} link {link['title']}", link["url"], None
+    for p in board["panels"]:
+        for path, value in walk_json(p):
+            if path and path[-1] == "url" and value:
+                yield f"{board['uid']} / {p['title']} / {'.'.join(map(str, path))}", value, p
+
+
+def test_links_between_dashboards_keep_variables_and_time(built, boards):
+    model, _ = built
+    records = {r.record: r.expr for r in model.records()}
+    by_uid = {b["uid"]: b for b in boards.values()}
+    checked = fields = 0
     for board in boards.values():
         link = board["links"][0]
         assert link["type"] == "dashboards" and link["tags"] == board["tags"][:1]
         assert link["includeVars"] and link["keepTime"]
-        for path, value in walk_json(board["panels"]):
-            if path and path[-1] == "url" and value:
-                uid = re.match(r"^/d/([^/]+)/", value).group(1)
-                assert uid in uids and "${__url_time_range}" in value and "var-" in value
+        for where, url, panel in dashboard_links(board):
+            parts = urlsplit(url)
+            m = re.fullmatch(r"/d/([^/]+)/[\w-]+", parts.path)
+            assert m and m.group(1) in by_uid, f"{where}: {url}"
+            target = {v["name"] for v in by_uid[m.group(1)]["templating"]["list"]}
+            params = parse_qsl(parts.query, keep_blank_values=True)
+            assert ("${__url_time_range}", "") in params, f"{where}: {url} drops the time range"
+            variables = [(k[4:], v) for k, v in params if k.startswith("var-")]
+            assert variables, f"{where}: {url} sets no variable"
+            for name, value in variables:
+                assert name in target, f"{where}: {m.group(1)} has no variable {name!r} ({sorted(target)})"
+                for label in FIELD_LABEL_RE.findall(value):
+                    assert panel is not None, f"{where}: a field label outside a panel"
+                    known = set().union(*(mentioned_labels(t["expr"], t.get("legendFormat"), records)
+                                          for t in panel["targets"]))
+                    assert label in known, f"{where}: var-{name} reads {label!r}; the queries name {sorted(known)}"
+                    fields += 1
+            checked += 1
+    assert checked >= 3 and fields >= 4
+
+
+@pytest.mark.parametrize("board, old, new, message", [
+    ("moe-deployment", "var-uuid=${__field.labels.UUID}", "var-uuid=${__field.labels.uuid}",
+     "reads label 'uuid', which the panel's series do not carry"),
+    ("vllm-serving", "${__field.labels.model_name}", "${__field.labels.model}", "reads label 'model'"),
+    ("gpu-fleet", "var-namespace=", "var-exported_namespace=", "has no variable 'exported_namespace'"),
+    ("gpu-fleet", "/d/servewatch-vllm-serving/", "/d/servewatch-vllm/", "'servewatch-vllm', which is not generated"),
+])
+def test_a_broken_link_between_dashboards_is_a_generation_error(built, boards, board, old, new, message):
+    model, _ = built
+    dash.check_panel_links(model, boards)
+    broken = {**boards, board: json.loads(json.dumps(boards[board]).replace(old, new))}
+    assert broken[board] != boards[board]
+    with pytest.raises(ServewatchError, match=re.escape(message)):
+        dash.check_panel_links(model, broken)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -350,11 +447,6 @@ def _roundtrip_diff(original, again, path=""):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_grafana_foundation_sdk_reads_every_key(boards, name):
-    pytest.importorskip("grafana_foundation_sdk")
-    from grafana_foundation_sdk.cog import plugins
-    from grafana_foundation_sdk.cog.encoder import JSONEncoder
-    from grafana_foundation_sdk.models.dashboard import Dashboard
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # classic dashboards are deprecated in 0.0.18+
         plugins.register_default_plugins()

@@ -167,6 +167,36 @@ def test_every_panel_query_returns_data_with_its_legend_labels(env, name):
     assert not problems, "\n".join(problems)
 
 
+FIELD_LABEL_RE = re.compile(r"\$\{__field\.labels\.([^}]+)\}")
+WORKLOAD = {"exported_namespace", "exported_pod", "exported_container"}  # dcgm-exporter's, on held GPUs only
+
+
+def _field_labels(panel: dict) -> set[str]:
+    """Labels the panel's links and data links fill dashboard variables from."""
+    return set(FIELD_LABEL_RE.findall(json.dumps({k: v for k, v in panel.items() if k != "targets"})))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_link_field_label_is_on_the_panels_series(env, name):
+    """A link that fills a variable from ${__field.labels.L} gets a value on every series the panel shows."""
+    values = moe_values() if name == "moe-deployment" else ALL
+    problems, checked = [], 0
+    for p in env["boards"][name]["panels"]:
+        wanted = _field_labels(p)
+        for t in p.get("targets", []) if wanted else []:
+            result = run(env, t["expr"], values)
+            assert result, f"{name} / {p['title']}: no data"
+            for label in wanted:
+                if not any(r["metric"].get(label) for r in result):
+                    problems.append(f"{name} / {p['title']}: no series has {label!r}")
+                # an idle GPU (no pod holds it) has no workload labels: the only series allowed without
+                problems += [f"{name} / {p['title']}: {r['metric']} has no {label!r}" for r in result
+                             if not r["metric"].get(label) and not (label in WORKLOAD and not r["metric"].get("exported_pod"))]
+            checked += 1
+    assert not problems, "\n".join(problems)
+    assert checked >= 1
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_every_annotation_query_runs(env, name):
     values = moe_values() if name == "moe-deployment" else ALL
@@ -285,7 +315,12 @@ def test_moe_deployment_joins_its_gpus_and_measures_imbalance(env):
                         rel_tol=1e-9)
     least_free = min(gpus[k]["fb_free_mib"] for k in ("a0", "a1", "b0", "b1"))
     assert value(by_title(env, "moe-deployment", "Least free framebuffer", values)) == least_free
-    kv = [0.97, 0.0, 0.48, 0.48]  # engines a0 (hot), a1 (idle), b0, b1 of the restarted pod
+    # KV cache usage of engines a0 (hot), a1 (idle), b0, b1 of the restarted pod at the last step
+    sc, engines = env["scenario"], env["scenario"].truth["engines"]
+    kv = [truth.instant(s, sc.eval_step) for k in ("a0", "a1", "b0", "b1")
+          for s in sc.select("vllm:kv_cache_usage_perc", pod=engines[k]["pod"], engine=engines[k]["engine"])]
+    hot = sc.truth["kv_hot"]
+    assert len(kv) == 4 and kv[:2] == [hot["kv_cache_usage_perc"], hot["sibling_kv_cache_usage_perc"]]
     imbalance = by_title(env, "moe-deployment", "Imbalance (max / avg across ranks)", values, ref=1)
     assert math.isclose(value(imbalance), max(kv) / (sum(kv) / len(kv)), rel_tol=1e-9)
 

@@ -18,7 +18,7 @@ from ...model import Model
 from . import delivery
 from .context import Context, Roles
 from .delivery import (CONFIGMAP_LIMIT, GENERATED, GRAFANA_MIN_VERSION, PROVIDER_PATH, check_alert_links,
-                       import_variant, k8s_name, kubernetes, provisioning, to_json)
+                       check_panel_links, import_variant, k8s_name, kubernetes, provisioning, to_json)
 from .gpu_fleet import GpuFleet
 from .moe_deployment import MoeDeployment
 from .vllm_serving import VllmServing
@@ -27,17 +27,18 @@ BUILDERS = (VllmServing, GpuFleet, MoeDeployment)
 
 __all__ = [
     "BUILDERS", "CONFIGMAP_LIMIT", "GENERATED", "GRAFANA_MIN_VERSION", "PROVIDER_PATH", "Context", "GpuFleet",
-    "MoeDeployment", "Roles", "VllmServing", "check_alert_links", "dashboards", "import_variant", "k8s_name",
+    "MoeDeployment", "Roles", "VllmServing", "check_alert_links", "check_panel_links", "dashboards", "import_variant", "k8s_name",
     "kubernetes", "provisioning", "render", "to_json",
 ]
 
 
 def dashboards(model: Model, settings: Settings | None = None) -> dict[str, dict]:
-    """name -> classic dashboard dict, after checking that the alerts' dashboard links resolve."""
+    """name -> classic dashboard dict, after checking that the alerts' and the panels' dashboard links resolve."""
     settings = settings or load_settings(model.spec)
     ctx = Context(model, settings)
     boards = {cls.name: cls(ctx).build().to_dict() for cls in BUILDERS}
     check_alert_links(model, settings, boards)
+    check_panel_links(model, boards)
     return boards
 
 

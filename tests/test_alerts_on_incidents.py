@@ -69,6 +69,10 @@ def vllm_targets(t) -> list[dict]:
     return [{"namespace": b["namespace"], "pod": b["pod"]} for b in t["bad"]]
 
 
+def missing_inputs(t) -> list[dict]:
+    return [{"job": b["job"], "instance": b["instance"], "metric": b["metric"]} for b in t["bad"]]
+
+
 # -- the table: what each incident fires, and why ----------------------------------------------------------
 # FIRES[scenario][alert] = (who, truth key of the value the alert sees or None, reason)
 FIRES: dict[str, dict[str, tuple[Callable, str | None, str]]] = {
@@ -95,6 +99,11 @@ FIRES: dict[str, dict[str, tuple[Callable, str | None, str]]] = {
     },
     "vllm_stats_missing": {
         "VLLMMetricsAbsent": (vllm_targets, None, "POD_1's target is up (up = 1) without a single vllm: series"),
+    },
+    "vllm_kv_renamed": {
+        "VLLMSignalMetricsMissing": (missing_inputs, None,
+                                     "POD_1 exports vllm:gpu_cache_usage_perc, not vllm:kv_cache_usage_perc; "
+                                     "its other vllm: series stay"),
     },
 }
 
@@ -130,6 +139,10 @@ SILENT: dict[str, dict[str, tuple[str, str]]] = {
         "GPUFramebufferUsageHigh": ("fb_ratio", "blind, not firing: the ratio is 0.6 but its MiB inputs are gone"),
     },
     "vllm_stats_missing": {},
+    "vllm_kv_renamed": {
+        "VLLMKVCacheUsageHigh": ("kv_cache_usage_perc", "blind for POD_1, not firing: its KV value (0.45) is "
+                                 "only renamed; POD_0 stays at 0.45"),
+    },
 }
 
 HEALTHY_MARGIN = 2 / 3  # every healthy value is at most this share of its alert's threshold

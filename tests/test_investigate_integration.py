@@ -24,6 +24,9 @@ import pytest
 
 from servewatch.cli import main
 from servewatch.localprom import LocalPrometheus, backfill_start
+from servewatch.model import Model
+from servewatch.runbooks import book
+from servewatch.spec.loader import load
 from servewatch.synth import Series, incidents, to_openmetrics
 
 pytestmark = pytest.mark.integration
@@ -31,6 +34,18 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[1]
 SPECS = str(REPO / "specs")
 TOKEN = "s3cret-token-value"
+MODEL = Model(load(Path(SPECS)))
+PAGES = {p.name: p for p in book.pages(MODEL)}  # the runbook pages investigate runs, step by step
+
+
+def implied(alert: str, step_id: str, value: float) -> str:
+    """The verdict a step's thresholds (from the spec, as on the page) give a value."""
+    lim = PAGES[alert].step(step_id).limits
+
+    def beyond(t):
+        return t is not None and (value > t if lim.op == ">" else value < t)
+
+    return "unhealthy" if beyond(lim.unhealthy) else "suspicious" if beyond(lim.suspicious) else "healthy"
 
 
 @dataclass
@@ -110,42 +125,48 @@ def test_kv_saturation_names_saturation_with_preemptions(served, capsys):
     s = served("kv_saturation")
     inv = investigate_json(capsys, s, "VLLMKVCacheUsageHigh")
     st = steps(inv)
-    bad = s.scenario.truth["bad"][0]
+    t = s.scenario.truth
+    bad = t["bad"][0]
     assert inv["verdict"] == "unhealthy"
     assert st["kv-usage"]["verdict"] == "unhealthy"
     top = st["kv-usage"]["series"][0]
-    assert {k: top["labels"][k] for k in bad} == bad and top["value"] == pytest.approx(0.98)
-    assert st["kv-usage"]["series"][1]["value"] == pytest.approx(0.45)  # the siblings stay low
+    assert {k: top["labels"][k] for k in bad} == bad and top["value"] == pytest.approx(t["kv_cache_usage_perc"])
+    assert st["kv-usage"]["series"][1]["value"] == pytest.approx(t["kv_cache_usage_perc_others"])  # siblings stay low
     assert "preemptions-per-request" in cause_steps(inv)
-    assert st["preemptions"]["verdict"] in ("suspicious", "unhealthy")
-    assert st["preemptions"]["series"][0]["value"] == pytest.approx(0.1)
+    # 0.1/s is above the step's 0.01/s and below VLLMPreemptionsHigh's 1/s: suspicious, not unhealthy
+    assert implied("VLLMKVCacheUsageHigh", "preemptions", t["preemptions_per_s"]) == "suspicious"
+    assert st["preemptions"]["verdict"] == "suspicious"
+    assert st["preemptions"]["series"][0]["value"] == pytest.approx(t["preemptions_per_s"])
     assert "preemption" in inv["summary"] and "KV-cache saturation" in inv["summary"]
     assert st["errors"]["verdict"] == "healthy"  # a full cache is not refusals
     assert st["itl"]["verdict"] == "unhealthy"  # the latency effect of recomputation
 
 
 def test_ttft_regression_from_queueing(served, capsys):
-    inv = investigate_json(capsys, served("ttft_queueing"), "VLLMTimeToFirstTokenP95High")
+    s = served("ttft_queueing")
+    t = s.scenario.truth
+    inv = investigate_json(capsys, s, "VLLMTimeToFirstTokenP95High")
     st = steps(inv)
     assert st["ttft"]["verdict"] == "unhealthy"
     assert st["queue-time"]["verdict"] == "unhealthy"
-    assert st["queue-time"]["series"][0]["value"] == pytest.approx(4.875)
+    assert st["queue-time"]["series"][0]["value"] == pytest.approx(t["queue_p95_after"])
     assert st["prefill-time"]["verdict"] == "healthy"
     assert st["prompt-length-change"]["verdict"] == "healthy"
     assert cause_steps(inv)[0] == "queue-time"
     assert "queueing" in inv["summary"]
     assert st["arrivals-change"]["verdict"] == "unhealthy"  # 20 -> 40 requests per step
-    assert st["arrivals-change"]["series"][0]["value"] == pytest.approx(2.0)
+    assert st["arrivals-change"]["series"][0]["value"] == pytest.approx(t["arrivals_change"])
 
 
 def test_ttft_regression_from_long_prompts(served, capsys):
-    inv = investigate_json(capsys, served("ttft_long_prompts"), "VLLMTimeToFirstTokenP95High")
+    s = served("ttft_long_prompts")
+    inv = investigate_json(capsys, s, "VLLMTimeToFirstTokenP95High")
     st = steps(inv)
     assert st["ttft"]["verdict"] == "unhealthy"
     assert st["queue-time"]["verdict"] == "healthy"
     assert st["prefill-time"]["verdict"] == "unhealthy"
     assert st["prompt-length-change"]["verdict"] == "unhealthy"
-    assert st["prompt-length-change"]["series"][0]["value"] == pytest.approx(4.0)
+    assert st["prompt-length-change"]["series"][0]["value"] == pytest.approx(s.scenario.truth["prompt_length_change"])
     assert st["arrivals-change"]["verdict"] == "healthy"
     assert set(cause_steps(inv)) == {"prefill-time", "prompt-length-change"}
     assert "queue-time" not in [c["step"] for c in inv["causes"]]
@@ -187,10 +208,38 @@ def test_renamed_dcgm_metric_is_told_from_a_dead_target(served, capsys):
     assert "dead target" not in " ".join(c["cause"] for c in down["causes"])
 
 
-ALERTS_ON_HEALTHY = ["GPUFramebufferUsageHigh", "GPUFramebufferMetricsMissing", "DCGMExporterDown",
-                     "VLLMKVCacheUsageHigh", "VLLMRequestsWaitingHigh", "VLLMPreemptionsHigh",
-                     "VLLMTimeToFirstTokenP95High", "VLLMInterTokenLatencyP95High", "VLLMEndToEndLatencyP95High",
-                     "VLLMRequestErrorRateHigh", "VLLMMetricsAbsent"]
+def test_renamed_vllm_kv_metric_is_named(served, capsys):
+    """A pod on a vLLM older than 0.12 exports vllm:gpu_cache_usage_perc, not vllm:kv_cache_usage_perc:
+    the target is alive, so this is a rename, and investigate names the missing metric and its old name."""
+    s = served("vllm_kv_renamed")
+    t = s.scenario.truth
+    bad = t["bad"][0]
+    inv = investigate_json(capsys, s, "VLLMSignalMetricsMissing",
+                           "--label", f"job={bad['job']}", "--label", f"instance={bad['instance']}")
+    st = steps(inv)
+    assert inv["verdict"] == "unhealthy"
+    missing = st["missing-inputs"]
+    assert missing["verdict"] == "unhealthy"
+    assert [r["labels"].get("metric") for r in missing["series"]] == [t["missing_metric"]]
+    assert {k: missing["series"][0]["labels"][k] for k in ("job", "instance")} == {k: bad[k] for k in ("job", "instance")}
+    names = st["vllm-names"]
+    assert names["verdict"] == "unhealthy"
+    assert t["missing_metric"] in names["detail"]
+    assert f"present instead: {t['present_instead']} (renamed)" in names["detail"], names["detail"]
+    assert "renamed" in inv["summary"]
+
+    # the same target is neither dead nor without vllm: metrics: VLLMMetricsAbsent stays healthy
+    absent = investigate_json(capsys, s, "VLLMMetricsAbsent")
+    assert steps(absent)["target-up"]["verdict"] == "healthy"
+    assert steps(absent)["absent-condition"]["verdict"] == "healthy"
+
+
+ALERTS_ON_HEALTHY = [a.alert for a in MODEL.alerts()]  # every alert the specs generate, none left out
+
+
+def test_healthy_check_covers_every_alert():
+    assert ALERTS_ON_HEALTHY and set(ALERTS_ON_HEALTHY) == set(PAGES)
+    assert "VLLMSignalMetricsMissing" in ALERTS_ON_HEALTHY
 
 
 @pytest.mark.parametrize("alert", ALERTS_ON_HEALTHY)
@@ -208,7 +257,8 @@ def test_text_and_markdown_reports(served, capsys):
     assert out.startswith("== VLLMTimeToFirstTokenP95High: UNHEALTHY")
     assert "Likely causes:" in out and "[UNHEALTHY] queueing" in out
     assert "var-namespace=llm-serving&var-model=deepseek-ai%2FDeepSeek-V3" in out
-    assert err.strip() == "servewatch: investigating VLLMTimeToFirstTokenP95High (11 queries)"  # terse: not a TTY
+    n = len(PAGES["VLLMTimeToFirstTokenP95High"].steps)  # one query per step of the page
+    assert err.strip() == f"servewatch: investigating VLLMTimeToFirstTokenP95High ({n} queries)"  # terse: not a TTY
     code, out, _ = run(capsys, "VLLMTimeToFirstTokenP95High", "--prometheus", s.url, "--at", str(s.at), "--format",
                        "markdown", "--quiet")
     assert code == 0

@@ -296,3 +296,182 @@ def test_parse_filter(text, expected):
 def test_parse_filter_rejects(bad):
     with pytest.raises(ValueError):
         parse_filter(bad)
+
+
+# -- dashboard links ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("old,new,field,message", [
+    ("{uid: servewatch-moe-deployment, slug: moe-deployment, title: MoE deployment, vars: {namespace: \"[[workload",
+     "{uid: servewatch-moe-deploymnt, slug: moe-deployment, title: MoE deployment, vars: {namespace: \"[[workload",
+     "runbooks.GPUFramebufferUsageHigh.dashboards[1].uid",
+     "dashboard uid 'servewatch-moe-deploymnt' is not a generated dashboard; did you mean 'servewatch-moe-deployment'?"),
+    ("vars: {host: \"[[host]]\", uuid: UUID}}", "vars: {host: \"[[host]]\", uuid: UUID, nmspace: namespace}}",
+     "runbooks.GPUFramebufferMetricsMissing.dashboards[0].vars.nmspace",
+     "dashboard 'servewatch-gpu-fleet' has no variable 'nmspace'; it has "),
+], ids=["uid-typo", "variable-typo"])
+def test_runbook_dashboard_links_must_exist(specs_copy, servewatch, tmp_path, old, new, field, message):
+    """A runbook's dashboard link names a generated dashboard and only variables it has: a typo in the uid
+    or a variable is a spec error at generate time, with file, line and field, and nothing is written."""
+    rb = specs_copy / "runbooks.yaml"
+    text = rb.read_text()
+    assert text.count(old) == 1, old
+    rb.write_text(text.replace(old, new))
+    line = text[: text.index(old)].count("\n") + 1
+    with pytest.raises(SpecErrors) as exc:
+        render_runbooks.render(Model(load(specs_copy)))
+    errors = [str(e) for e in exc.value.errors]
+    assert len(errors) == 1, errors
+    assert re.fullmatch(rf".*runbooks\.yaml:{line}: {re.escape(field)}: {re.escape(message)}.*", errors[0]), errors[0]
+
+    p = servewatch("generate", "--specs", specs_copy, "--out", tmp_path)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert f"runbooks.yaml:{line}: {field}: " in p.stderr, p.stderr
+    assert not (tmp_path / "runbooks").exists()
+
+
+def test_shipped_runbook_dashboard_links_land_on_generated_boards(built):
+    from servewatch.render.dashboards import dashboards
+
+    model, _ = built
+    boards = {b["uid"]: {v["name"] for v in b["templating"]["list"]} for b in dashboards(model).values()}
+    links = [(name, d) for name, rb in book.validate(model).items() for d in rb.dashboards]
+    assert links
+    for name, d in links:
+        assert d.uid in boards and set(d.vars) <= boards[d.uid], (name, d)
+
+
+# -- what the pages tell on-call (issue 4's investigation directions) ------------------------------------
+# Per alert: the steps the page must have (id -> query kind) and, per page section, phrases (regular
+# expressions, case-insensitive, over the section's text with Markdown emphasis and line breaks removed)
+# that must appear, and ones that must not.
+
+LATENCY = {
+    "steps": {"ttft": "signal", "itl": "signal",  # split time to first token from decode
+              "queue-time": "quantile", "prefill-time": "quantile",  # queue vs prefill
+              "prompt-length-change": "mean", "output-length": "mean",  # input and output lengths
+              "errors": "signal", "waiting": "signal"},
+    "phrases": {"ttft": [r"includes the time a request waits in the queue"],
+                "itl": [r"queueing does not"]},
+    "forbidden": [r"(excludes|without|does not include|not including) (the )?queu"],
+}
+DIRECTIONS: dict[str, dict] = {
+    "VLLMKVCacheUsageHigh": {
+        "steps": {"kv-usage": "signal", "preemptions": "signal", "preemptions-per-request": "ratio",
+                  "prefix-cache-hits": "ratio", "errors": "signal", "itl": "signal", "ttft": "signal"},
+        "phrases": {"not-meaning": [r"not that requests are refused", r"does not reject a request because the kv cache is full",
+                                    r"conclude refusals from the ratio alone"],
+                    "preemptions": [r"recomputed"], "prefix-cache-hits": [r"prefix caching help"]},
+    },
+    "VLLMTimeToFirstTokenP95High": {
+        **LATENCY, "phrases": {**LATENCY["phrases"], "meaning": [r"includes queueing"]},
+    },
+    "VLLMInterTokenLatencyP95High": {
+        **LATENCY,
+        "phrases": {**LATENCY["phrases"], "not-meaning": [r"waiting happens before the first token and shows in ttft"]},
+    },
+    "VLLMEndToEndLatencyP95High": {
+        **LATENCY, "phrases": {**LATENCY["phrases"], "meaning": [r"sum of queueing, prefill and decode"]},
+    },
+    "VLLMRequestsWaitingHigh": {
+        "steps": {"waiting": "signal", "queue-growth": "trend", "arrivals-change": "rate",  # arrival rate
+                  "prompt-length": "mean", "output-length": "mean",  # request lengths
+                  "throughput": "signal", "running": "signal", "kv-usage": "signal"},  # throughput, concurrency, headroom
+        "phrases": {"not-meaning": [r"concurrency limit", r"headroom"],
+                    "running": [r"concurrency"], "actions": [r"scheduling change", r"scale out"]},
+    },
+    "GPUFramebufferUsageHigh": {
+        "steps": {"fullest-gpus": "signal", "fullest-rank": "signal", "rank-imbalance": "imbalance",
+                  "deployment-average": "signal", "reserved-memory": "gauge", "label-layout": "labels",
+                  "exporter-generation": "names"},
+        "phrases": {"fullest-gpus": [r"which gpu or mig instance is full, and which pod holds it"],
+                    "fullest-rank": [r"never judge a deployment by its average or total"],
+                    "not-meaning": [r"reserved memory .* is not in the denominator"],
+                    "reserved-memory": [r"outside the ratio's denominator"],
+                    "label-layout": [r"exporter label layout"], "exporter-generation": [r"exporter generation"]},
+    },
+    "VLLMSignalMetricsMissing": {
+        "steps": {"missing-inputs": "absence", "vllm-names": "names"},
+        "phrases": {"vllm-names": [r"a similar name next to the missing one is a rename"],
+                    "not-meaning": [r"not a missing target"]},
+    },
+    "VLLMMetricsAbsent": {
+        "steps": {"target-up": "up", "absent-condition": "absence", "vllm-names": "names"},
+        "phrases": {"target-up": [r"a dead target, not a rename"], "vllm-names": [r"renamed"]},
+    },
+    "DCGMExporterDown": {
+        "steps": {"targets-down": "absence", "exporter-up": "up", "fb-metric-names": "names",
+                  "exporters-by-job": "names", "label-layout": "labels"},
+        "phrases": {"targets-down": [r"a dead target, not a rename"],
+                    "fb-metric-names": [r"the metric was renamed, not lost"],
+                    "not-meaning": [r"not necessarily a dead exporter"]},
+    },
+    "GPUFramebufferMetricsMissing": {
+        "steps": {"exporter-up": "up", "fb-metric-names": "names", "partner-missing": "absence",
+                  "label-layout": "labels"},
+        "phrases": {"exporter-up": [r"a dead target, not a rename"],
+                    "fb-metric-names": [r"the metric was renamed, not lost"]},
+    },
+}
+NEXT_ANCHOR = re.compile(r'<a id="[^"]+"></a>')
+
+
+def _sections(text: str) -> dict[str, str]:
+    """anchor -> the page text from that anchor to the next one, flattened for phrase matching."""
+    marks = list(NEXT_ANCHOR.finditer(text))
+    out = {}
+    for m, nxt in zip(marks, marks[1:] + [None], strict=True):
+        body = text[m.end(): nxt.start() if nxt else len(text)]
+        out[links.ANCHOR_RE.match(m.group(0)).group(1)] = " ".join(body.replace("**", "").replace("`", "").split())
+    return out
+
+
+def check_directions(model, files) -> list[str]:
+    problems = []
+    pages = {p.name: p for p in book.pages(model)}
+    for alert, want in DIRECTIONS.items():
+        page, text = pages[alert], files[links.page_path(alert)]
+        sections = _sections(text)
+        for step_id, kind in want["steps"].items():
+            ps = page.step(step_id)
+            if ps is None or step_id not in sections:
+                problems.append(f"{alert}: no step {step_id!r}")
+            elif ps.step.query.kind != kind:
+                problems.append(f"{alert}: step {step_id!r} is a {ps.step.query.kind} query, not {kind}")
+        for section, phrases in want["phrases"].items():
+            body = sections.get(section, "")
+            for phrase in phrases:
+                if not re.search(phrase, body, re.I):
+                    problems.append(f"{alert}: #{section} does not say /{phrase}/")
+        flat = " ".join(sections.values())
+        for phrase in want.get("forbidden", ()):
+            if re.search(phrase, flat, re.I):
+                problems.append(f"{alert}: the page says /{phrase}/")
+    return problems
+
+
+def test_pages_give_the_investigation_directions_of_issue_4(built):
+    model, files = built
+    assert set(DIRECTIONS) == {a.alert for a in model.alerts()} - {"VLLMPreemptionsHigh", "VLLMRequestErrorRateHigh"}
+    assert check_directions(model, files) == []
+
+
+@pytest.mark.parametrize("old,new,problem", [
+    ("it **includes queueing**", "it **excludes queueing**", "VLLMTimeToFirstTokenP95High: #meaning does not say"),
+    ("It includes the time a request waits in the queue", "It excludes the time a request waits in the queue",
+     "VLLMEndToEndLatencyP95High: #ttft does not say"),
+    ("      - **Not that requests are refused.**", "      - **Maybe requests are refused.**",
+     "VLLMKVCacheUsageHigh: #not-meaning does not say /not that requests are refused/"),
+    ("      - *s_waiting\n      - *s_errors\n    causes:\n      - \"A larger",
+     "      - *s_errors\n    causes:\n      - \"A larger",
+     "VLLMInterTokenLatencyP95High: no step 'waiting'"),
+    ("Never judge a deployment by its average or total", "Judge a deployment by its total",
+     "GPUFramebufferUsageHigh: #fullest-rank does not say"),
+], ids=["ttft-excludes-queueing", "ttft-step-wording", "kv-refusals", "itl-no-waiting-step", "fb-total"])
+def test_the_directions_check_catches_a_wrong_page(specs_copy, old, new, problem):
+    rb = specs_copy / "runbooks.yaml"
+    text = rb.read_text()
+    assert text.count(old) >= 1, old
+    rb.write_text(text.replace(old, new))
+    model = Model(load(specs_copy))
+    problems = check_directions(model, render_runbooks.render(model))
+    assert any(p.startswith(problem) for p in problems), problems

@@ -215,6 +215,35 @@ def _cross_check(model: Model, name: str, rb: s.Runbook, all_alerts: dict) -> li
     return errs
 
 
+def check_dashboards(model: Model, runbooks: dict[str, s.Runbook], boards: dict[str, dict]) -> None:
+    """Every runbook's `dashboards:` link must name a generated dashboard (`uid`) and only variables
+    that dashboard has (`vars`): a typo would otherwise render a link to nothing, or a variable
+    Grafana ignores. `boards` is `render.dashboards.dashboards(model)`, {name: dashboard dict}."""
+    by_uid = {d["uid"]: d for d in boards.values()}
+    errors: dict[str, SpecError] = {}  # keyed by text: a YAML alias shared by pages is reported once
+
+    def err(msg, name, *sub):
+        e = SpecError(msg, _locate(model.spec, name, sub))
+        errors.setdefault(str(e), e)
+
+    for name, rb in runbooks.items():
+        for i, link in enumerate(rb.dashboards):
+            board = by_uid.get(link.uid)
+            if board is None:
+                close = [u for u in by_uid if u.replace("-", "").startswith(link.uid.replace("-", "")[:12])]
+                hint = f"; did you mean {close[0]!r}?" if len(close) == 1 else ""
+                err(f"dashboard uid {link.uid!r} is not a generated dashboard{hint} "
+                    f"(generated: {', '.join(sorted(by_uid))})", name, "dashboards", i, "uid")
+                continue
+            names = {v["name"] for v in board.get("templating", {}).get("list", [])}
+            for var in link.vars:
+                if var not in names:
+                    err(f"dashboard {link.uid!r} has no variable {var!r}; it has {', '.join(sorted(names))}",
+                        name, "dashboards", i, "vars", var)
+    if errors:
+        raise SpecErrors(list(errors.values()))
+
+
 def _prose_fields(rb: s.Runbook):
     for key in ("meaning", "not_meaning", "impact"):
         yield getattr(rb, key), (key,)

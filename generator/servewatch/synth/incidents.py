@@ -28,7 +28,7 @@ from .dcgm import FB_BYTES_NAMES, H100_USABLE_MIB, dcgm_gpu, dcgm_target
 from .histogram import ITL_BUCKETS, REQ_BUCKETS, TTFT_BUCKETS, allocate, quantile_of_observations, token_buckets
 from .scenario import Scenario
 from .scrape import Target, stable_suffix, stable_uuid, up
-from .series import Series, ramp, step_fn
+from .series import Series, ramp, rename_metric, step_fn
 from .vllm import CHAT_MIX, vllm_engine, vllm_target
 
 STEP = 30
@@ -103,6 +103,12 @@ def _obs(profiles, attr: str, n: int, per_token: bool) -> list[tuple[float, int]
     if per_token:  # inter-token latency: one observation per output token after the first
         return [(getattr(p, attr), c * (p.generation_tokens - 1)) for p, c in zip(profiles, counts, strict=True)]
     return [(float(getattr(p, attr)), c) for p, c in zip(profiles, counts, strict=True)]
+
+
+def _mean(profiles, attr: str, n: int = BASE_REQUESTS) -> float:
+    """The average of ``attr`` over one step's ``n`` requests of ``profiles`` (rate(_sum) / rate(_count))."""
+    obs = _obs(profiles, attr, n, per_token=False)
+    return sum(v * c for v, c in obs) / sum(c for _, c in obs)
 
 
 def _p(q: float, profiles, attr: str, bounds, n: int = BASE_REQUESTS, per_token: bool = False) -> float:
@@ -191,7 +197,8 @@ def ttft_queueing() -> Scenario:
     engine. Per engine: TTFT p95 0.916667 s -> 4.875 s (TTFTs 4.17/4.45/4.9/4.3 s, all 40 in
     (2.5, 5.0]: 2.5 + 2.5 * 0.95), queue-time p95 0.285 -> 4.875 s (all in (2.5, 5.0]); prefill p95
     (0.7 s) and prompt-token p95 (8333.3) unchanged; e2e p95 19.17 -> 28.33 s (12 of 40 requests at
-    20.41 s in (20, 30]: 20 + 10 * 10/12). KV 0.45 -> 0.7, no preemptions, GPUs unchanged.
+    20.41 s in (20, 30]: 20 + 10 * 10/12). KV 0.45 -> 0.7, no preemptions, GPUs unchanged. Request
+    rate 2x the rate 30 minutes earlier (``arrivals_change``).
     """
     def engine_kw(p, e):
         return dict(requests=step_fn(BASE_REQUESTS, {INCIDENT_STEP: 40}),
@@ -203,6 +210,7 @@ def ttft_queueing() -> Scenario:
     return _build("ttft_queueing", engine_kw=engine_kw, truth={
         "bad": [{"namespace": NS, "pod": pod, "model_name": MODEL, "engine": str(e)} for pod in PODS for e in range(2)],
         "requests_per_s": 40 / STEP, "requests_per_s_before": BASE_REQUESTS / STEP,
+        "arrivals_change": 40 / BASE_REQUESTS,  # request rate now / 30 minutes earlier
         "waiting": 18, "running": 16, "kv_cache_usage_perc": 0.7,
         "ttft_p95_before": _p(0.95, CHAT_MIX, "ttft_s", TTFT_BUCKETS),
         "ttft_p95_after": _p(0.95, QUEUED_MIX, "ttft_s", TTFT_BUCKETS, n=40),
@@ -227,7 +235,7 @@ def ttft_long_prompts() -> Scenario:
     Per engine: TTFT p95 0.916667 -> 4.167 s (TTFTs 0.53/1.5/3.0/0.9 s: 17 at or below 2.5, 3 in
     (2.5, 5.0]: 2.5 + 2.5 * 2/3), prefill p95 0.7 -> 4.167 s, prompt-token p95 8333.3 -> 40000
     tokens, e2e p95 19.17 -> 19.44 s (9 of 20 in (15, 20]: 15 + 5 * 8/9), queue-time p95 0.285 s
-    unchanged.
+    unchanged; average prompt length 4x (``prompt_length_change``).
     """
     def engine_kw(p, e):
         return dict(profiles=lambda i: LONG_MIX if _after(i) else CHAT_MIX)
@@ -242,6 +250,8 @@ def ttft_long_prompts() -> Scenario:
         "prefill_p95_after": _p(0.95, LONG_MIX, "prefill_s", REQ_BUCKETS),
         "prompt_tokens_p95_before": _p(0.95, CHAT_MIX, "prompt_tokens", tok),
         "prompt_tokens_p95_after": _p(0.95, LONG_MIX, "prompt_tokens", tok),
+        # average prompt length now / 30 minutes earlier
+        "prompt_length_change": _mean(LONG_MIX, "prompt_tokens") / _mean(CHAT_MIX, "prompt_tokens"),
         "queue_p95": _p(0.95, CHAT_MIX, "queue_s", REQ_BUCKETS),
     })
 
@@ -315,6 +325,43 @@ def vllm_stats_missing() -> Scenario:
     })
 
 
+KV_NAME, KV_OLD_NAME = "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"
+
+
+def _split_at(series: Series, step: int, before: bool) -> Series:
+    """The series with its samples from ``step`` on (``before=True``: up to ``step - 1``) removed."""
+    vals = [v if (i < step) == before else None for i, v in enumerate(series.values)]
+    return Series(series.name, series.labels, vals, series.kind, series.family)
+
+
+def vllm_kv_renamed() -> Scenario:
+    """``POD_1`` is redeployed at step 80 with a vLLM build older than 0.12: it exposes the KV-cache
+    gauge under its old name ``vllm:gpu_cache_usage_perc`` instead of ``vllm:kv_cache_usage_perc``.
+
+    Everything else is the healthy baseline: the target stays up (``up`` = 1), both of ``POD_1``'s
+    engines keep every other ``vllm:`` series (``vllm:num_requests_running`` included) and the KV value
+    itself (0.45) is unchanged, only its name moves: ``vllm:kv_cache_usage_perc`` of ``POD_1`` ends at
+    step 79 and ``vllm:gpu_cache_usage_perc`` carries the same values from step 80. ``POD_0`` unchanged.
+    At ``EVAL_STEP`` the KV alert is blind for ``POD_1`` (not firing: 0.45 is far below 0.95); the
+    absence companion VLLMSignalMetricsMissing fires for ``POD_1``'s target with
+    ``metric="vllm:kv_cache_usage_perc"``, and no other vLLM input is missing.
+    """
+    base = healthy()
+    out: list[Series] = []
+    for s in base.series:
+        if s.name == KV_NAME and s.label("pod") == POD_1:
+            out.append(_split_at(s, INCIDENT_STEP, before=True))
+            out += rename_metric([_split_at(s, INCIDENT_STEP, before=False)], KV_NAME, KV_OLD_NAME)
+        else:
+            out.append(s)
+    target = vllm_target(NS, POD_1)
+    truth = {**base.truth,
+             "bad": [{"job": target.job, "instance": target.instance, "namespace": NS, "pod": POD_1,
+                      "metric": KV_NAME}],
+             "missing_metric": KV_NAME, "present_instead": KV_OLD_NAME, "absent_from_step": INCIDENT_STEP}
+    return Scenario("vllm_kv_renamed", tuple(out), base.steps, base.step, base.eval_step, truth, INCIDENT_STEP)
+
+
 INCIDENTS: dict[str, Callable[[], Scenario]] = {
     "kv_saturation": kv_saturation,
     "ttft_queueing": ttft_queueing,
@@ -322,6 +369,7 @@ INCIDENTS: dict[str, Callable[[], Scenario]] = {
     "ep_rank_gpu_full": ep_rank_gpu_full,
     "dcgm_renamed": dcgm_renamed,
     "vllm_stats_missing": vllm_stats_missing,
+    "vllm_kv_renamed": vllm_kv_renamed,
     "healthy": healthy,
 }
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import promql_parser as pp
 
-from .lint import GRAFANA_MACROS
+from .lint import is_scalar as _scalar
+from .lint import substitute_macros
 
 NO_LABELS = {"vector", "time", "scalar", "pi", "day_of_month", "day_of_week", "day_of_year", "days_in_month",
              "hour", "minute", "month", "year"}
@@ -31,12 +32,6 @@ class Labels:
 
 
 EMPTY = Labels(frozenset())
-
-
-def substitute_macros(expr: str) -> str:
-    for macro, value in sorted(GRAFANA_MACROS.items(), key=lambda kv: -len(kv[0])):
-        expr = expr.replace(macro, value)
-    return expr
 
 
 def returned(expr: str, records: dict[str, Labels] | None = None) -> Labels:
@@ -117,13 +112,3 @@ def _labels(node, records: dict[str, Labels]) -> Labels:
             return Labels(frozenset(matching.labels))
         return Labels(lhs.known - set(matching.labels), lhs.open)
     raise TypeError(f"unhandled PromQL node {type(node).__name__}")
-
-
-def _scalar(node) -> bool:
-    while isinstance(node, (pp.ParenExpr, pp.UnaryExpr)):
-        node = node.expr
-    if isinstance(node, (pp.NumberLiteral, pp.StringLiteral)):
-        return True
-    if isinstance(node, pp.BinaryExpr):
-        return _scalar(node.lhs) and _scalar(node.rhs)
-    return isinstance(node, pp.Call) and node.func.name in ("scalar", "time", "pi")

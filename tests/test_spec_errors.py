@@ -149,3 +149,10 @@ def test_cli_error_is_one_clear_message_and_nothing_is_written(specs_copy, tmp_p
     assert "nothing was written" in res.stderr
     after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert after == before
+
+
+def test_firing_expectation_without_the_value_its_description_shows(specs_copy):
+    f = specs_copy / "scenarios" / "vllm.yaml"
+    _replace(f, "            value: 0.97\n", "")
+    msgs = _errors(specs_copy)
+    assert any("scenarios[0].expect[1].firing[0]" in m and "shows $value" in m for m in msgs), msgs

@@ -40,10 +40,6 @@ class AlertRule:
         """Labels the alert's expression itself adds to every result (the recorded quantile)."""
         return {"quantile": f"{self.spec.quantile:g}"} if self.spec.quantile is not None else {}
 
-    @property
-    def runbook_file(self) -> str:
-        return f"{self.alert}.md"
-
 
 @dataclass(frozen=True)
 class RuleGroup:

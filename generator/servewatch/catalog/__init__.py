@@ -24,7 +24,6 @@ class Metric:
     unit: str | None = None
     buckets: tuple[float, ...] | None = None
     optional: bool = False
-    profiles: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -83,7 +82,6 @@ def _load_source(source: str) -> tuple[dict[str, Metric], dict[str, Rename]]:
             unit=facts.get("unit"),
             buckets=tuple(buckets) if isinstance(buckets, list) else None,
             optional=bool(facts.get("optional", False)),
-            profiles=tuple(facts.get("profiles", ())),
         )
     renamed = {
         old: Rename(old=old, replacement=r.get("replacement"), gone_in=str(r.get("gone_in")))

@@ -89,6 +89,11 @@ def cross_check(spec) -> list[SpecError]:
             if name not in known:
                 err(f"override of unknown {section[:-1]} {name!r}{_near(name, known)}", (f"override of {section[:-1]}", name))
 
+    # alerts whose annotations show $value: a firing expectation must say which value it expects
+    shows_value = {
+        a.alert for g in spec.groups for a in g.alerts
+        if any(templates.uses_value(t) for t in (a.description, *a.annotations.values()))
+    }
     proven: dict[str, set[str]] = {}
     for scenario in spec.scenarios:
         key = ("scenario", scenario.name)
@@ -99,6 +104,10 @@ def cross_check(spec) -> list[SpecError]:
             if name not in alert_names:
                 err(f"expectation names unknown alert {name!r}{_near(name, alert_names)}", key, "expect", ei, "alert")
             proven.setdefault(name, set()).add("firing" if exp.firing else "silent")
+            for fi, firing in enumerate(exp.firing):
+                if name in shows_value and firing.value is None:
+                    err(f"{name}'s description shows $value: give the value this alert is expected to have",
+                        key, "expect", ei, "firing", fi)
     disabled = {n for n, o in spec.overrides.alerts.items() if o.enabled is False}
     for group in spec.groups:
         for alert in group.alerts:

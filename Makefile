@@ -33,6 +33,7 @@ check: $(STAMP)
 # Style and bug checks on the Python code ([tool.ruff] in pyproject.toml), then the PromQL checks on rules/.
 lint: $(STAMP)
 	$(BIN)/ruff check generator tests bench
+	$(BIN)/ruff format --check generator tests bench
 	$(BIN)/servewatch lint
 
 # lint runs first (it is listed before tools).

@@ -4,6 +4,7 @@ for specs scaled up N times (each alert group copied with renamed alerts and sce
 Comparison point: `promtool check rules` on the same generated rule files, run on the same machine.
 Prints a Markdown table; bench/README.md keeps the reviewed numbers.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,7 +35,9 @@ def scaled_specs(factor: int, dst: Path) -> Path:
             text = src.read_text()
             for name in alerts:
                 text = re.sub(rf"\b{name}\b", f"{name}Copy{i}", text)
-            text = re.sub(r"- name: ([a-z-]+)\n(\s+)family: (\w+)", rf"- name: \1-copy{i}\n\2family: \3", text)
+            text = re.sub(
+                r"- name: ([a-z-]+)\n(\s+)family: (\w+)", rf"- name: \1-copy{i}\n\2family: \3", text
+            )
             text = re.sub(r"- name: (.+)\n(\s+)alert:", rf"- name: \1 (copy {i})\n\2alert:", text)
             (src.parent / f"{src.stem}-copy{i}.yaml").write_text(text)
     return dst
@@ -57,13 +60,25 @@ def measure(specs: Path, runs: int = 5) -> dict:
     promtool.run("promtool", "check", "rules", *rules, check=True)
     check_s = time.perf_counter() - t0
     shutil.rmtree(out)
-    n_rules = sum(t.count("\n  - record:") + t.count("\n  - alert:") for p, t in files.items() if p.endswith(".rules.yaml"))
-    return {"median_s": statistics.median(times), "peak_mib": peak / 2**20, "files": len(files),
-            "rules": n_rules, "promtool_check_s": check_s}
+    n_rules = sum(
+        t.count("\n  - record:") + t.count("\n  - alert:")
+        for p, t in files.items()
+        if p.endswith(".rules.yaml")
+    )
+    return {
+        "median_s": statistics.median(times),
+        "peak_mib": peak / 2**20,
+        "files": len(files),
+        "rules": n_rules,
+        "promtool_check_s": check_s,
+    }
 
 
 def main() -> None:
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+    cpu = next(
+        (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+        "?",
+    )
     print(f"machine: {platform.machine()} {cpu}, {os.cpu_count()} cores, Python {platform.python_version()}")
     print("| specs | rules | files | generate (median of 5) | peak Python memory | promtool check rules |")
     print("|---|---|---|---|---|---|")
@@ -71,8 +86,10 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             specs = REPO / "specs" if factor == 1 else scaled_specs(factor, Path(tmp) / "specs")
             m = measure(specs)
-        print(f"| default x{factor} | {m['rules']} | {m['files']} | {m['median_s'] * 1000:.0f} ms | "
-              f"{m['peak_mib']:.1f} MiB | {m['promtool_check_s'] * 1000:.0f} ms |")
+        print(
+            f"| default x{factor} | {m['rules']} | {m['files']} | {m['median_s'] * 1000:.0f} ms | "
+            f"{m['peak_mib']:.1f} MiB | {m['promtool_check_s'] * 1000:.0f} ms |"
+        )
 
 
 if __name__ == "__main__":

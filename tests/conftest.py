@@ -24,7 +24,10 @@ def specs_copy(tmp_path) -> Path:
 def run_servewatch(*args, cwd=None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "servewatch", *map(str, args)],
-        cwd=cwd or REPO, capture_output=True, text=True, timeout=300,
+        cwd=cwd or REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 

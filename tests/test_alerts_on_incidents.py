@@ -12,6 +12,7 @@ because every incident is stationary for far longer than ``for`` before the eval
 series have no staleness markers: a vanished metric counts as present for 5 minutes after its last sample,
 which the absence alerts' ``for`` window easily absorbs.
 """
+
 from __future__ import annotations
 
 import re
@@ -39,8 +40,11 @@ def _alerts() -> dict[str, dict]:
             for rule in group["rules"]:
                 if "alert" in rule:
                     m = re.search(r"\s>\s*([0-9.eE+-]+)\s*$", rule["expr"])
-                    out[rule["alert"]] = {"expr": rule["expr"], "for": seconds(rule.get("for", "0s")),
-                                          "threshold": float(m.group(1)) if m else None}
+                    out[rule["alert"]] = {
+                        "expr": rule["expr"],
+                        "for": seconds(rule.get("for", "0s")),
+                        "threshold": float(m.group(1)) if m else None,
+                    }
     return out
 
 
@@ -48,6 +52,7 @@ ALERTS = _alerts()
 
 
 # -- which things each alert names, projected on the labels that identify them ---------------------------
+
 
 def engines(t) -> list[dict]:
     return [{k: b[k] for k in ("namespace", "pod", "model_name", "engine")} for b in t["bad"]]
@@ -58,7 +63,10 @@ def model(t) -> list[dict]:
 
 
 def gpus(t) -> list[dict]:
-    return [{"UUID": b["UUID"], "Hostname": b["host"], "gpu": b["gpu"], "exported_pod": b["pod"]} for b in t["bad"]]
+    return [
+        {"UUID": b["UUID"], "Hostname": b["host"], "gpu": b["gpu"], "exported_pod": b["pod"]}
+        for b in t["bad"]
+    ]
 
 
 def exporters(t) -> list[dict]:
@@ -78,37 +86,65 @@ def missing_inputs(t) -> list[dict]:
 FIRES: dict[str, dict[str, tuple[Callable, str | None, str]]] = {
     "healthy": {},
     "kv_saturation": {
-        "VLLMKVCacheUsageHigh": (engines, "kv_cache_usage_perc",
-                                 "the saturated engine's KV cache is at 0.98; its three siblings stay at 0.45"),
-        "VLLMInterTokenLatencyP95High": (model, "itl_p95_model_after",
-                                         "that engine decodes 3x slower: a quarter of the model's tokens, p95 0.14 s"),
+        "VLLMKVCacheUsageHigh": (
+            engines,
+            "kv_cache_usage_perc",
+            "the saturated engine's KV cache is at 0.98; its three siblings stay at 0.45",
+        ),
+        "VLLMInterTokenLatencyP95High": (
+            model,
+            "itl_p95_model_after",
+            "that engine decodes 3x slower: a quarter of the model's tokens, p95 0.14 s",
+        ),
     },
     "ttft_queueing": {
-        "VLLMTimeToFirstTokenP95High": (model, "ttft_p95_after", "every request queues 4 s longer: TTFT p95 4.875 s"),
+        "VLLMTimeToFirstTokenP95High": (
+            model,
+            "ttft_p95_after",
+            "every request queues 4 s longer: TTFT p95 4.875 s",
+        ),
     },
     "ttft_long_prompts": {
-        "VLLMTimeToFirstTokenP95High": (model, "ttft_p95_after", "4x longer prompts and prefill: TTFT p95 4.17 s"),
+        "VLLMTimeToFirstTokenP95High": (
+            model,
+            "ttft_p95_after",
+            "4x longer prompts and prefill: TTFT p95 4.17 s",
+        ),
     },
     "ep_rank_gpu_full": {
-        "GPUFramebufferUsageHigh": (gpus, "fb_ratio",
-                                    "one GPU at 0.97; the other seven, its pod's three included, at 0.6"),
+        "GPUFramebufferUsageHigh": (
+            gpus,
+            "fb_ratio",
+            "one GPU at 0.97; the other seven, its pod's three included, at 0.6",
+        ),
     },
     "dcgm_renamed": {
-        "GPUFramebufferMetricsMissing": (exporters, None,
-                                         "both exporters are up but export only the 4.9 byte names, no MiB pair"),
+        "GPUFramebufferMetricsMissing": (
+            exporters,
+            None,
+            "both exporters are up but export only the 4.9 byte names, no MiB pair",
+        ),
     },
     "vllm_stats_missing": {
-        "VLLMMetricsAbsent": (vllm_targets, None, "POD_1's target is up (up = 1) without a single vllm: series"),
+        "VLLMMetricsAbsent": (
+            vllm_targets,
+            None,
+            "POD_1's target is up (up = 1) without a single vllm: series",
+        ),
     },
     "vllm_kv_renamed": {
-        "VLLMSignalMetricsMissing": (missing_inputs, None,
-                                     "POD_1 exports vllm:gpu_cache_usage_perc, not vllm:kv_cache_usage_perc; "
-                                     "its other vllm: series stay"),
+        "VLLMSignalMetricsMissing": (
+            missing_inputs,
+            None,
+            "POD_1 exports vllm:gpu_cache_usage_perc, not vllm:kv_cache_usage_perc; "
+            "its other vllm: series stay",
+        ),
     },
 }
 
 # SILENT[scenario][alert] = (truth key, reason): the alerts an incident comes close to, or makes one expect,
-# and the ground-truth value that keeps them at or below their threshold. Any alert not in FIRES must be silent.
+# and the ground-truth value that keeps them at or below their threshold.
+# Any alert not in FIRES must be silent.
 SILENT: dict[str, dict[str, tuple[str, str]]] = {
     "healthy": {
         "VLLMTimeToFirstTokenP95High": ("ttft_p95", "TTFT p95 0.917 s"),
@@ -121,9 +157,15 @@ SILENT: dict[str, dict[str, tuple[str, str]]] = {
         "GPUFramebufferUsageHigh": ("fb_ratio", "FB 0.6 on every GPU"),
     },
     "kv_saturation": {
-        "VLLMPreemptionsHigh": ("preemptions_per_s", "3 preemptions a step is 0.1/s, a tenth of the threshold"),
+        "VLLMPreemptionsHigh": (
+            "preemptions_per_s",
+            "3 preemptions a step is 0.1/s, a tenth of the threshold",
+        ),
         "VLLMRequestsWaitingHigh": ("waiting", "6 waiting on the saturated engine"),
-        "VLLMEndToEndLatencyP95High": ("e2e_p95_model_after", "the slow engine lifts the model's e2e p95 to 45.6 s"),
+        "VLLMEndToEndLatencyP95High": (
+            "e2e_p95_model_after",
+            "the slow engine lifts the model's e2e p95 to 45.6 s",
+        ),
         "VLLMTimeToFirstTokenP95High": ("ttft_p95", "TTFT unchanged at 0.917 s: decode slows, not prefill"),
     },
     "ttft_queueing": {
@@ -136,12 +178,17 @@ SILENT: dict[str, dict[str, tuple[str, str]]] = {
     },
     "ep_rank_gpu_full": {},  # the siblings at 0.6 (and any pod average, 0.69): test_full_gpu_is_named_...
     "dcgm_renamed": {
-        "GPUFramebufferUsageHigh": ("fb_ratio", "blind, not firing: the ratio is 0.6 but its MiB inputs are gone"),
+        "GPUFramebufferUsageHigh": (
+            "fb_ratio",
+            "blind, not firing: the ratio is 0.6 but its MiB inputs are gone",
+        ),
     },
     "vllm_stats_missing": {},
     "vllm_kv_renamed": {
-        "VLLMKVCacheUsageHigh": ("kv_cache_usage_perc", "blind for POD_1, not firing: its KV value (0.45) is "
-                                 "only renamed; POD_0 stays at 0.45"),
+        "VLLMKVCacheUsageHigh": (
+            "kv_cache_usage_perc",
+            "blind for POD_1, not firing: its KV value (0.45) is only renamed; POD_0 stays at 0.45",
+        ),
     },
 }
 
@@ -176,6 +223,7 @@ def test_the_ground_truth_explains_the_table(name):
 
 
 # -- the real Prometheus ---------------------------------------------------------------------------------
+
 
 class Served:
     def __init__(self, name: str):
@@ -246,7 +294,9 @@ def test_full_gpu_is_named_and_its_siblings_are_not(served):
     s = served("ep_rank_gpu_full")
     bad = s.scenario.truth["bad"][0]
     firing = s.prom.query(ALERTS["GPUFramebufferUsageHigh"]["expr"], s.t)
-    siblings = [g["UUID"] for g in s.scenario.truth["gpus"] if g["pod"] == bad["pod"] and g["UUID"] != bad["UUID"]]
+    siblings = [
+        g["UUID"] for g in s.scenario.truth["gpus"] if g["pod"] == bad["pod"] and g["UUID"] != bad["UUID"]
+    ]
     assert len(siblings) == 3
     assert [r["metric"]["UUID"] for r in firing] == [bad["UUID"]]
     ratios = s.prom.query_map("gpu:dcgm_fb_used:ratio", s.t, by=("UUID",))

@@ -4,6 +4,7 @@ Grafana cannot run here, so the dashboards are proven by structure checks (ids, 
 datasource references), by parsing every query, by grafana-foundation-sdk's models, and (in
 test_dashboards_integration.py) by running every query on a real Prometheus.
 """
+
 from __future__ import annotations
 
 import json
@@ -141,11 +142,23 @@ def test_ref_ids_follow_grafana():
 def test_flow_wraps_rows_and_never_leaves_the_grid():
     from servewatch.grafana import Panel, Row
 
-    items = [Row("r"), Panel("stat", "a", (), w=16, h=4), Panel("stat", "b", (), w=16, h=6),
-             Panel("stat", "c", (), w=8, h=2), Row("s"), Panel("stat", "d", (), w=24, h=3)]
+    items = [
+        Row("r"),
+        Panel("stat", "a", (), w=16, h=4),
+        Panel("stat", "b", (), w=16, h=6),
+        Panel("stat", "c", (), w=8, h=2),
+        Row("s"),
+        Panel("stat", "d", (), w=24, h=3),
+    ]
     pos = [p for _, p in flow(items)]
-    assert pos == [GridPos(0, 0, 24, 1), GridPos(0, 1, 16, 4), GridPos(0, 5, 16, 6), GridPos(16, 5, 8, 2),
-                   GridPos(0, 11, 24, 1), GridPos(0, 12, 24, 3)]
+    assert pos == [
+        GridPos(0, 0, 24, 1),
+        GridPos(0, 1, 16, 4),
+        GridPos(0, 5, 16, 6),
+        GridPos(16, 5, 8, 2),
+        GridPos(0, 11, 24, 1),
+        GridPos(0, 12, 24, 3),
+    ]
     with pytest.raises(ValueError):
         flow([Panel("stat", "too wide", (), w=25)])
 
@@ -186,7 +199,9 @@ def test_grid_is_24_columns_without_overlap(boards, name):
     placed = []
     for p in boards[name]["panels"]:
         gp = p["gridPos"]
-        assert 0 <= gp["x"] and gp["w"] >= 1 and gp["x"] + gp["w"] <= 24 and gp["h"] >= 1 and gp["y"] >= 0, p["title"]
+        assert 0 <= gp["x"] and gp["w"] >= 1 and gp["x"] + gp["w"] <= 24 and gp["h"] >= 1 and gp["y"] >= 0, p[
+            "title"
+        ]
         if p["type"] == "row":
             assert (gp["x"], gp["w"], gp["h"]) == (0, 24, 1)
         pos = GridPos(gp["x"], gp["y"], gp["w"], gp["h"])
@@ -249,26 +264,31 @@ def test_every_query_parses_and_names_only_known_metrics(built, boards, name):
         ast = pp.parse(substitute(expr))
         for sel in selectors(ast):
             assert sel.name, f"{where}: selector without a metric name"
-            assert sel.name in records or cat.lookup(sel.name), f"{where}: {sel.name} is not a catalog metric or record"
+            assert sel.name in records or cat.lookup(sel.name), (
+                f"{where}: {sel.name} is not a catalog metric or record"
+            )
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_queries_pass_the_house_lint(built, boards, name):
     model, _ = built
     ctx = lint.Context(catalog.load(), records={s.record for s in model.spec.signals.values()})
-    problems = [f"{where}: {p}" for where, expr in queries(boards[name]) for p in lint.lint(substitute(expr), ctx)]
+    problems = [
+        f"{where}: {p}" for where, expr in queries(boards[name]) for p in lint.lint(substitute(expr), ctx)
+    ]
     assert not problems, "\n".join(problems)
 
 
 def test_panels_showing_an_alerted_signal_read_its_recording_rule(boards):
-    exprs = {p["title"]: " ".join(t["expr"] for t in p["targets"])
-             for n in NAMES for p in panels(boards[n])}
+    exprs = {p["title"]: " ".join(t["expr"] for t in p["targets"]) for n in NAMES for p in panels(boards[n])}
     assert exprs["KV cache usage per engine"].startswith("engine:vllm_kv_cache_usage:max{")
     # the recording rule carries both host spellings: the FB panels read it without a join
     for title in ("Framebuffer used per GPU / MIG instance", "Framebuffer used per GPU"):
         assert exprs[title].lstrip("(\n ").startswith("gpu:dcgm_fb_used:ratio{"), title
         assert "group_left" not in exprs[title], title
-    assert exprs["Time to first token"].startswith("model:vllm_time_to_first_token_seconds:histogram_quantile_rate5m{")
+    assert exprs["Time to first token"].startswith(
+        "model:vllm_time_to_first_token_seconds:histogram_quantile_rate5m{"
+    )
     assert 'quantile="0.95"' in exprs["Time to first token p95"]
 
 
@@ -286,7 +306,9 @@ def test_gpu_units_are_mebibytes_and_legends_name_host_and_gpu(boards):
     for p in fleet.values():
         for t in p["targets"]:
             if t["format"] == "time_series" and p["type"] != "stat":
-                assert "{{Hostname}}{{hostname}}" in t["legendFormat"] and "{{gpu}}" in t["legendFormat"], p["title"]
+                assert "{{Hostname}}{{hostname}}" in t["legendFormat"] and "{{gpu}}" in t["legendFormat"], p[
+                    "title"
+                ]
 
 
 def variable_labels(board: dict) -> dict[str, str]:
@@ -320,7 +342,9 @@ def alert_link_problems(model, boards: dict[str, dict]) -> tuple[list[str], int]
             if var not in names:
                 problems.append(f"{alert.alert}: no variable {var!r}: {url}")
             elif not used or set(used) != {filters.get(var)}:
-                problems.append(f"{alert.alert}: var-{var} takes {used}, the variable lists {filters.get(var)!r}")
+                problems.append(
+                    f"{alert.alert}: var-{var} takes {used}, the variable lists {filters.get(var)!r}"
+                )
             seen += 1
     return problems, seen
 
@@ -346,7 +370,9 @@ def mentioned_labels(expr: str, legend: str, records: dict[str, str]) -> set[str
     """Labels a query names in by/on/group_left/group_right, its legend names, or a recording
     rule it reads names the same way: a field label a data link reads must be one of them."""
     out = set(re.findall(r"\{\{\s*(\w+)\s*\}\}", legend or ""))
-    for text in [expr] + [rule for name, rule in records.items() if re.search(rf"(?<![\w:]){re.escape(name)}\b", expr)]:
+    for text in [expr] + [
+        rule for name, rule in records.items() if re.search(rf"(?<![\w:]){re.escape(name)}\b", expr)
+    ]:
         for group in LABEL_LIST_RE.findall(text):
             out |= {x.strip() for x in group.split(",") if x.strip()}
         out |= set(re.findall(r'label_replace\([^"]*"(\w+)"', text))
@@ -386,21 +412,39 @@ def test_links_between_dashboards_keep_variables_and_time(built, boards):
                 assert name in target, f"{where}: {m.group(1)} has no variable {name!r} ({sorted(target)})"
                 for label in FIELD_LABEL_RE.findall(value):
                     assert panel is not None, f"{where}: a field label outside a panel"
-                    known = set().union(*(mentioned_labels(t["expr"], t.get("legendFormat"), records)
-                                          for t in panel["targets"]))
-                    assert label in known, f"{where}: var-{name} reads {label!r}; the queries name {sorted(known)}"
+                    known = set().union(
+                        *(
+                            mentioned_labels(t["expr"], t.get("legendFormat"), records)
+                            for t in panel["targets"]
+                        )
+                    )
+                    assert label in known, (
+                        f"{where}: var-{name} reads {label!r}; the queries name {sorted(known)}"
+                    )
                     fields += 1
             checked += 1
     assert checked >= 3 and fields >= 4
 
 
-@pytest.mark.parametrize("board, old, new, message", [
-    ("moe-deployment", "var-uuid=${__field.labels.UUID}", "var-uuid=${__field.labels.uuid}",
-     "reads label 'uuid', which the panel's series do not carry"),
-    ("vllm-serving", "${__field.labels.model_name}", "${__field.labels.model}", "reads label 'model'"),
-    ("gpu-fleet", "var-namespace=", "var-exported_namespace=", "has no variable 'exported_namespace'"),
-    ("gpu-fleet", "/d/servewatch-vllm-serving/", "/d/servewatch-vllm/", "'servewatch-vllm', which is not generated"),
-])
+@pytest.mark.parametrize(
+    "board, old, new, message",
+    [
+        (
+            "moe-deployment",
+            "var-uuid=${__field.labels.UUID}",
+            "var-uuid=${__field.labels.uuid}",
+            "reads label 'uuid', which the panel's series do not carry",
+        ),
+        ("vllm-serving", "${__field.labels.model_name}", "${__field.labels.model}", "reads label 'model'"),
+        ("gpu-fleet", "var-namespace=", "var-exported_namespace=", "has no variable 'exported_namespace'"),
+        (
+            "gpu-fleet",
+            "/d/servewatch-vllm-serving/",
+            "/d/servewatch-vllm/",
+            "'servewatch-vllm', which is not generated",
+        ),
+    ],
+)
 def test_a_broken_link_between_dashboards_is_a_generation_error(built, boards, board, old, new, message):
     model, _ = built
     dash.check_panel_links(model, boards)
@@ -416,13 +460,25 @@ def test_a_broken_link_between_dashboards_is_a_generation_error(built, boards, b
 # Keys the Grafana-10.1-era SDK model (what an unpinned install resolves to) does not know yet:
 # added by later Grafana releases, or datasource-specific (Prometheus annotation fields).
 NEWER_THAN_SDK = {
-    ".id", ".annotations.list[].builtIn", ".annotations.list[].step", ".annotations.list[].tagKeys",
-    ".annotations.list[].textFormat", ".annotations.list[].titleFormat", ".annotations.list[].useValueForTime",
+    ".id",
+    ".annotations.list[].builtIn",
+    ".annotations.list[].step",
+    ".annotations.list[].tagKeys",
+    ".annotations.list[].textFormat",
+    ".annotations.list[].titleFormat",
+    ".annotations.list[].useValueForTime",
     ".templating.list[].definition",
-    ".panels[].fieldConfig.defaults.custom.axisBorderShow", ".panels[].options.tooltip.hideZeros",
-    ".panels[].options.percentChangeColorMode", ".panels[].options.showPercentChange", ".panels[].options.wideLayout",
-    ".panels[].options.legend", ".panels[].options.maxVizHeight", ".panels[].options.namePlacement",
-    ".panels[].options.sizing", ".panels[].options.tooltip.mode", ".panels[].options.tooltip.showColorScale",
+    ".panels[].fieldConfig.defaults.custom.axisBorderShow",
+    ".panels[].options.tooltip.hideZeros",
+    ".panels[].options.percentChangeColorMode",
+    ".panels[].options.showPercentChange",
+    ".panels[].options.wideLayout",
+    ".panels[].options.legend",
+    ".panels[].options.maxVizHeight",
+    ".panels[].options.namePlacement",
+    ".panels[].options.sizing",
+    ".panels[].options.tooltip.mode",
+    ".panels[].options.tooltip.showColorScale",
 }
 
 
@@ -452,9 +508,14 @@ def test_grafana_foundation_sdk_reads_every_key(boards, name):
         plugins.register_default_plugins()
         model = Dashboard.from_json(boards[name])
         again = json.loads(JSONEncoder(sort_keys=True).encode(model))
-    problems = [f"{kind} {path}" for kind, path in _roundtrip_diff(boards[name], again)
-                if not (kind == "dropped" and path in NEWER_THAN_SDK)]
-    assert not problems, "keys the SDK's typed model does not know (typo?) or changes:\n" + "\n".join(problems)
+    problems = [
+        f"{kind} {path}"
+        for kind, path in _roundtrip_diff(boards[name], again)
+        if not (kind == "dropped" and path in NEWER_THAN_SDK)
+    ]
+    assert not problems, "keys the SDK's typed model does not know (typo?) or changes:\n" + "\n".join(
+        problems
+    )
     assert again["schemaVersion"] == SCHEMA_VERSION and len(again["panels"]) == len(boards[name]["panels"])
 
 
@@ -526,11 +587,14 @@ def _build_error(specs: Path) -> list[str]:
 
 
 def test_spec_errors_name_file_line_and_field(tmp_path):
-    specs = _specs(tmp_path, "dashboards.yaml",
-                   ("    title: vLLM serving\n", "    titel: vLLM serving\n"),
-                   ("price_per_gpu_hour: 2.5", "price_per_gpu_hour: -1"),
-                   ("panels: {sm_active: true,", "panels: {sm_activ: true,"),
-                   ("  moe-deployment:\n", "  moe-deploymnt:\n"))
+    specs = _specs(
+        tmp_path,
+        "dashboards.yaml",
+        ("    title: vLLM serving\n", "    titel: vLLM serving\n"),
+        ("price_per_gpu_hour: 2.5", "price_per_gpu_hour: -1"),
+        ("panels: {sm_active: true,", "panels: {sm_activ: true,"),
+        ("  moe-deployment:\n", "  moe-deploymnt:\n"),
+    )
     path = specs / "dashboards.yaml"
     lines = path.read_text().splitlines()
     line_of = lambda needle: next(i for i, text in enumerate(lines, 1) if needle in text)
@@ -538,7 +602,10 @@ def test_spec_errors_name_file_line_and_field(tmp_path):
     file = path.as_posix()
     expected = [
         (f"{file}:{line_of('titel:')}: dashboards.vllm-serving.titel", "did you mean 'title'"),
-        (f"{file}:{line_of('price_per_gpu_hour')}: dashboards.defaults.cost.price_per_gpu_hour", "greater than 0"),
+        (
+            f"{file}:{line_of('price_per_gpu_hour')}: dashboards.defaults.cost.price_per_gpu_hour",
+            "greater than 0",
+        ),
         (f"{file}:{line_of('sm_activ:')}: dashboards.gpu-fleet.panels.sm_activ", "did you mean 'sm_active'"),
         (f"{file}:{line_of('moe-deploymnt:')}: dashboards.moe-deploymnt", "did you mean 'moe-deployment'"),
     ]
@@ -549,8 +616,12 @@ def test_spec_errors_name_file_line_and_field(tmp_path):
 def test_cli_reports_dashboard_spec_errors_without_writing(tmp_path):
     specs = _specs(tmp_path, "dashboards.yaml", ("refresh: 30s", "refresh: soon"))
     out = tmp_path / "out"
-    res = subprocess.run([sys.executable, "-m", "servewatch", "generate", "--specs", str(specs), "--out", str(out)],
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "servewatch", "generate", "--specs", str(specs), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 2
     assert "dashboards.yaml:" in res.stderr and "dashboards.defaults.refresh" in res.stderr
     assert not (out / "dashboards").exists()
@@ -566,7 +637,9 @@ def test_identity_the_dashboards_cannot_use_is_reported_at_its_config_line(tmp_p
     path = specs / "config.yaml"
     line = next(i for i, text in enumerate(path.read_text().splitlines(), 1) if text.strip() == "identity:")
     errors = _build_error(specs)
-    assert any(e.startswith(f"{path.as_posix()}:{line}: config.identity:") and "identity.dcgm" in e for e in errors), errors
+    assert any(
+        e.startswith(f"{path.as_posix()}:{line}: config.identity:") and "identity.dcgm" in e for e in errors
+    ), errors
 
 
 def test_optional_panels_switch_off_without_renumbering(tmp_path, boards):
@@ -579,21 +652,28 @@ def test_optional_panels_switch_off_without_renumbering(tmp_path, boards):
 
 
 def test_titles_price_folder_and_gpus_per_engine_are_tunable(tmp_path):
-    files = _generate(tmp_path, "dashboards.yaml",
-                      ("title: GPU fleet (DCGM)", "title: Fleet GPUs"),
-                      ("price_per_gpu_hour: 2.5", "price_per_gpu_hour: 4.25"),
-                      ("currency: USD", "currency: EUR"),
-                      ("gpus_per_engine: null", "gpus_per_engine: 8"),
-                      ("folder: Serving", "folder: LLM"))
+    files = _generate(
+        tmp_path,
+        "dashboards.yaml",
+        ("title: GPU fleet (DCGM)", "title: Fleet GPUs"),
+        ("price_per_gpu_hour: 2.5", "price_per_gpu_hour: 4.25"),
+        ("currency: USD", "currency: EUR"),
+        ("gpus_per_engine: null", "gpus_per_engine: 8"),
+        ("folder: Serving", "folder: LLM"),
+    )
     boards = _boards(files)
     assert boards["gpu-fleet"]["title"] == "Fleet GPUs"
-    cost = next(p for p in boards["vllm-serving"]["panels"]
-                if p["title"] == "Cost per 1M output tokens" and p["type"] == "timeseries")
+    cost = next(
+        p
+        for p in boards["vllm-serving"]["panels"]
+        if p["title"] == "Cost per 1M output tokens" and p["type"] == "timeseries"
+    )
     expr = cost["targets"][0]["expr"]
     assert "* 4.25 / 3600 * 1e6" in expr and "* 8" in expr and "DCGM" not in expr
     assert cost["fieldConfig"]["defaults"]["unit"] == "currencyEUR"
-    assert yaml.safe_load(files["dashboards/kubernetes/gpu-fleet.configmap.yaml"])["metadata"]["annotations"] == {
-        "grafana_folder": "LLM"}
+    assert yaml.safe_load(files["dashboards/kubernetes/gpu-fleet.configmap.yaml"])["metadata"][
+        "annotations"
+    ] == {"grafana_folder": "LLM"}
 
 
 def test_cluster_label_adds_a_variable_and_filters_every_selector(tmp_path):

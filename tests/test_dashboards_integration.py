@@ -10,6 +10,7 @@ Each panel target and each variable query is evaluated at the fleet's last step 
 set like a user would; each must return data carrying the labels its legend names. A few panels
 are checked against the exact values the synthetic data implies.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -24,7 +25,9 @@ from servewatch import generate, synth
 from servewatch.localprom import LocalPrometheus, backfill_start
 from servewatch.synth import truth
 
-fleet_mod = importlib.import_module("servewatch.synth.fleet")  # the package re-exports fleet() over the module
+fleet_mod = importlib.import_module(
+    "servewatch.synth.fleet"
+)  # the package re-exports fleet() over the module
 
 pytestmark = pytest.mark.integration
 
@@ -64,26 +67,61 @@ def interpolate(expr: str, values: dict[str, str]) -> str:
 def _extra_series(scenario) -> list:
     """A model that generates nothing on a GPU that reported an XID, and ALERTS series."""
     steps, step = scenario.steps, scenario.step
-    out = synth.vllm_engine(IDLE_NS, IDLE_POD, IDLE_MODEL, 0, steps=steps, step=step, requests=0, kv_usage=0.1,
-                            prior_steps=100)
-    out += synth.dcgm_gpu(IDLE_HOST, 0, synth.stable_uuid("test", IDLE_HOST), 20480, 60506, steps=steps, step=step,
-                          pod=IDLE_POD, namespace=IDLE_NS, xid=synth.step_fn(0, {100: XID_CODE}),
-                          targets=[synth.dcgm_target(IDLE_HOST)])
+    out = synth.vllm_engine(
+        IDLE_NS, IDLE_POD, IDLE_MODEL, 0, steps=steps, step=step, requests=0, kv_usage=0.1, prior_steps=100
+    )
+    out += synth.dcgm_gpu(
+        IDLE_HOST,
+        0,
+        synth.stable_uuid("test", IDLE_HOST),
+        20480,
+        60506,
+        steps=steps,
+        step=step,
+        pod=IDLE_POD,
+        namespace=IDLE_NS,
+        xid=synth.step_fn(0, {100: XID_CODE}),
+        targets=[synth.dcgm_target(IDLE_HOST)],
+    )
     gpus, engines = scenario.truth["gpus"], scenario.truth["engines"]
     firing = lambda i: 1 if i >= 70 else None  # noqa: E731
     a0, c2 = gpus["a0"], gpus["c2_mig1"]
     alerts = [
-        {"alertname": "VLLMKVCacheUsageHigh", "severity": "warning", **{k: engines["a0"][k] for k in
-                                                                         ("namespace", "pod", "model_name", "engine")}},
-        {"alertname": "GPUFramebufferUsageHigh", "severity": "warning", "UUID": a0["UUID"], "gpu": a0["gpu"],
-         "Hostname": a0["host"], "exported_namespace": a0["namespace"], "exported_pod": a0["pod"]},
-        {"alertname": "VLLMTimeToFirstTokenP95High", "severity": "warning", "namespace": engines["m0"]["namespace"],
-         "model_name": engines["m0"]["model_name"], "quantile": "0.95"},
-        {"alertname": "GPUFramebufferUsageHigh", "severity": "warning", "UUID": c2["UUID"], "gpu": c2["gpu"],
-         "GPU_I_ID": c2["GPU_I_ID"], "exported_namespace": c2["namespace"], "exported_pod": c2["pod"]},
+        {
+            "alertname": "VLLMKVCacheUsageHigh",
+            "severity": "warning",
+            **{k: engines["a0"][k] for k in ("namespace", "pod", "model_name", "engine")},
+        },
+        {
+            "alertname": "GPUFramebufferUsageHigh",
+            "severity": "warning",
+            "UUID": a0["UUID"],
+            "gpu": a0["gpu"],
+            "Hostname": a0["host"],
+            "exported_namespace": a0["namespace"],
+            "exported_pod": a0["pod"],
+        },
+        {
+            "alertname": "VLLMTimeToFirstTokenP95High",
+            "severity": "warning",
+            "namespace": engines["m0"]["namespace"],
+            "model_name": engines["m0"]["model_name"],
+            "quantile": "0.95",
+        },
+        {
+            "alertname": "GPUFramebufferUsageHigh",
+            "severity": "warning",
+            "UUID": c2["UUID"],
+            "gpu": c2["gpu"],
+            "GPU_I_ID": c2["GPU_I_ID"],
+            "exported_namespace": c2["namespace"],
+            "exported_pod": c2["pod"],
+        },
     ]
-    out += [synth.Series("ALERTS", {**labels, "alertstate": "firing"}, [firing(i) for i in range(steps)])
-            for labels in alerts]
+    out += [
+        synth.Series("ALERTS", {**labels, "alertstate": "firing"}, [firing(i) for i in range(steps)])
+        for labels in alerts
+    ]
     return out
 
 
@@ -103,12 +141,25 @@ def env(tmp_path_factory):
     assert rule_files
     boards = {n: json.loads(files[f"dashboards/{n}.json"]) for n in NAMES}
     with LocalPrometheus(openmetrics, rule_files=rule_files) as prom:
-        yield {"prom": prom, "t": scenario.time_at(start, scenario.eval_step), "scenario": scenario,
-               "extra": extra, "boards": boards, "model": model}
+        yield {
+            "prom": prom,
+            "t": scenario.time_at(start, scenario.eval_step),
+            "scenario": scenario,
+            "extra": extra,
+            "boards": boards,
+            "model": model,
+        }
 
 
-ALL = {"datasource": "prometheus", "namespace": ".*", "model": ".*", "pod": ".*", "engine": ".*",
-       "host": ".*", "uuid": ".*"}
+ALL = {
+    "datasource": "prometheus",
+    "namespace": ".*",
+    "model": ".*",
+    "pod": ".*",
+    "engine": ".*",
+    "host": ".*",
+    "uuid": ".*",
+}
 
 
 def moe_values() -> dict[str, str]:
@@ -190,8 +241,12 @@ def test_every_link_field_label_is_on_the_panels_series(env, name):
                 if not any(r["metric"].get(label) for r in result):
                     problems.append(f"{name} / {p['title']}: no series has {label!r}")
                 # an idle GPU (no pod holds it) has no workload labels: the only series allowed without
-                problems += [f"{name} / {p['title']}: {r['metric']} has no {label!r}" for r in result
-                             if not r["metric"].get(label) and not (label in WORKLOAD and not r["metric"].get("exported_pod"))]
+                problems += [
+                    f"{name} / {p['title']}: {r['metric']} has no {label!r}"
+                    for r in result
+                    if not r["metric"].get(label)
+                    and not (label in WORKLOAD and not r["metric"].get("exported_pod"))
+                ]
             checked += 1
     assert not problems, "\n".join(problems)
     assert checked >= 1
@@ -216,8 +271,10 @@ def test_every_variable_query_lists_values(env, name):
         if v["type"] != "query":
             continue
         selector, label = LABEL_VALUES_RE.match(v["query"]).groups()
-        got = prom.api(f"/api/v1/label/{label}/values", **{"match[]": interpolate(selector, values),
-                                                           "start": str(t - 6 * 3600), "end": str(t)})
+        got = prom.api(
+            f"/api/v1/label/{label}/values",
+            **{"match[]": interpolate(selector, values), "start": str(t - 6 * 3600), "end": str(t)},
+        )
         assert got, f"{name} variable {v['name']}: {v['query']} lists nothing"
         listed[v["name"]] = set(got)
     sc = env["scenario"].truth
@@ -245,7 +302,10 @@ def test_framebuffer_ratio_of_a_known_gpu_and_mig_instance(env):
     a0 = by_title(env, "gpu-fleet", title, {**ALL, "uuid": gpus["a0"]["UUID"]})
     assert math.isclose(value(a0), gpus["a0"]["fb_ratio"], rel_tol=1e-12)
     assert a0[0]["metric"]["Hostname"] == "gpu-node-a" and a0[0]["metric"]["gpu"] == "0"
-    mig = {r["metric"]["GPU_I_ID"]: r for r in by_title(env, "gpu-fleet", title, {**ALL, "uuid": gpus["c2_mig1"]["UUID"]})}
+    mig = {
+        r["metric"]["GPU_I_ID"]: r
+        for r in by_title(env, "gpu-fleet", title, {**ALL, "uuid": gpus["c2_mig1"]["UUID"]})
+    }
     assert set(mig) == {"1", "2"}
     assert math.isclose(float(mig["1"]["value"][1]), gpus["c2_mig1"]["fb_ratio"], rel_tol=1e-12)
     # gpu-node-c's exporter spells the host label `hostname`; the legend still names the host
@@ -254,17 +314,25 @@ def test_framebuffer_ratio_of_a_known_gpu_and_mig_instance(env):
 
 def test_fleet_counts_each_gpu_once_and_sums_power_per_physical_gpu(env):
     gpus = env["scenario"].truth["gpus"]
-    assert value(by_title(env, "gpu-fleet", "GPUs and MIG instances", ALL)) == len(gpus) + 1  # + the idle model's GPU
-    assert math.isclose(value(by_title(env, "gpu-fleet", "Fullest GPU framebuffer", ALL)),
-                        max(g["fb_ratio"] for g in gpus.values()), rel_tol=1e-12)
+    assert (
+        value(by_title(env, "gpu-fleet", "GPUs and MIG instances", ALL)) == len(gpus) + 1
+    )  # + the idle model's GPU
+    assert math.isclose(
+        value(by_title(env, "gpu-fleet", "Fullest GPU framebuffer", ALL)),
+        max(g["fb_ratio"] for g in gpus.values()),
+        rel_tol=1e-12,
+    )
     power: dict[str, float] = {}
     for s in list(env["scenario"]) + env["extra"]:
         if s.name == "DCGM_FI_DEV_POWER_USAGE":
             power[dict(s.labels)["UUID"]] = truth.instant(s, env["scenario"].eval_step)
-    assert math.isclose(value(by_title(env, "gpu-fleet", "Power draw", ALL)), sum(power.values()), rel_tol=1e-9)
+    assert math.isclose(
+        value(by_title(env, "gpu-fleet", "Power draw", ALL)), sum(power.values()), rel_tol=1e-9
+    )
     xid = by_title(env, "gpu-fleet", "Last XID per GPU", ALL)
     assert [(r["metric"]["Hostname"], r["metric"]["err_code"], float(r["value"][1])) for r in xid] == [
-        (IDLE_HOST, str(XID_CODE), XID_CODE)]
+        (IDLE_HOST, str(XID_CODE), XID_CODE)
+    ]
 
 
 def test_time_to_first_token_p95_of_a_known_engine(env):
@@ -288,8 +356,10 @@ def _generation_rate(env, model_name: str) -> float:
 
 def test_cost_per_million_output_tokens_from_the_configured_price(env):
     cost = env["model"].spec.dashboards["defaults"]["cost"]["price_per_gpu_hour"]
-    result = {r["metric"]["model_name"]: float(r["value"][1])
-              for r in by_title(env, "vllm-serving", "Cost per 1M output tokens", ALL)}
+    result = {
+        r["metric"]["model_name"]: float(r["value"][1])
+        for r in by_title(env, "vllm-serving", "Cost per 1M output tokens", ALL)
+    }
     gpus = env["scenario"].truth["gpus"]
     held = lambda pods: sum(1 for g in gpus.values() if g["pod"] in pods)  # noqa: E731
     models = env["scenario"].truth["models"]
@@ -308,17 +378,28 @@ def test_moe_deployment_joins_its_gpus_and_measures_imbalance(env):
     held = by_title(env, "moe-deployment", "Framebuffer used per GPU", values)
     want = {g["UUID"] for k, g in gpus.items() if k in ("a0", "a1", "b0", "b1")}
     assert {r["metric"]["UUID"] for r in held} == want and len(held) == 4
-    assert {r["metric"]["exported_pod"] for r in held} == {fleet_mod.POD_A, env["scenario"].truth["restart"]["new_pod"]}
+    assert {r["metric"]["exported_pod"] for r in held} == {
+        fleet_mod.POD_A,
+        env["scenario"].truth["restart"]["new_pod"],
+    }
     fullest = max(gpus[k]["fb_ratio"] for k in ("a0", "a1", "b0", "b1"))
-    assert math.isclose(value(by_title(env, "moe-deployment", "Fullest GPU framebuffer", values)), fullest, rel_tol=1e-12)
-    assert math.isclose(value(by_title(env, "moe-deployment", "Headroom on the fullest GPU", values)), 1 - fullest,
-                        rel_tol=1e-9)
+    assert math.isclose(
+        value(by_title(env, "moe-deployment", "Fullest GPU framebuffer", values)), fullest, rel_tol=1e-12
+    )
+    assert math.isclose(
+        value(by_title(env, "moe-deployment", "Headroom on the fullest GPU", values)),
+        1 - fullest,
+        rel_tol=1e-9,
+    )
     least_free = min(gpus[k]["fb_free_mib"] for k in ("a0", "a1", "b0", "b1"))
     assert value(by_title(env, "moe-deployment", "Least free framebuffer", values)) == least_free
     # KV cache usage of engines a0 (hot), a1 (idle), b0, b1 of the restarted pod at the last step
     sc, engines = env["scenario"], env["scenario"].truth["engines"]
-    kv = [truth.instant(s, sc.eval_step) for k in ("a0", "a1", "b0", "b1")
-          for s in sc.select("vllm:kv_cache_usage_perc", pod=engines[k]["pod"], engine=engines[k]["engine"])]
+    kv = [
+        truth.instant(s, sc.eval_step)
+        for k in ("a0", "a1", "b0", "b1")
+        for s in sc.select("vllm:kv_cache_usage_perc", pod=engines[k]["pod"], engine=engines[k]["engine"])
+    ]
     hot = sc.truth["kv_hot"]
     assert len(kv) == 4 and kv[:2] == [hot["kv_cache_usage_perc"], hot["sibling_kv_cache_usage_perc"]]
     imbalance = by_title(env, "moe-deployment", "Imbalance (max / avg across ranks)", values, ref=1)
@@ -327,6 +408,8 @@ def test_moe_deployment_joins_its_gpus_and_measures_imbalance(env):
 
 def test_moe_alerts_are_the_deployments_own(env):
     rows = by_title(env, "moe-deployment", "Alerts firing for this deployment", moe_values())
-    got = sorted((r["metric"]["alertname"], r["metric"].get("pod") or r["metric"].get("exported_pod")) for r in rows)
+    got = sorted(
+        (r["metric"]["alertname"], r["metric"].get("pod") or r["metric"].get("exported_pod")) for r in rows
+    )
     assert got == [("GPUFramebufferUsageHigh", fleet_mod.POD_A), ("VLLMKVCacheUsageHigh", fleet_mod.POD_A)]
     assert value(by_title(env, "moe-deployment", "Firing alerts", moe_values())) == 2

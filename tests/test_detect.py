@@ -5,6 +5,7 @@ scraped twice), the dcgm_renamed incident (4.9 byte names from step 80), the hea
 default layout) and a small hand-built one (honorLabels true, a cluster label, vLLM outside Kubernetes
 still exposing a removed metric name).
 """
+
 from __future__ import annotations
 
 import json
@@ -14,7 +15,17 @@ import pytest
 
 from servewatch.cli import main
 from servewatch.localprom import LocalPrometheus, backfill_start
-from servewatch.synth import INCIDENTS, Series, dcgm_gpu, dcgm_target, fleet, stable_uuid, to_openmetrics, up, with_labels
+from servewatch.synth import (
+    INCIDENTS,
+    Series,
+    dcgm_gpu,
+    dcgm_target,
+    fleet,
+    stable_uuid,
+    to_openmetrics,
+    up,
+    with_labels,
+)
 from servewatch.synth.scrape import Target
 
 pytestmark = pytest.mark.integration
@@ -24,8 +35,12 @@ STEPS, STEP = 40, 30
 
 @pytest.fixture(autouse=True)
 def _no_credentials(monkeypatch):
-    for var in ("SERVEWATCH_PROMETHEUS_TOKEN", "SERVEWATCH_PROMETHEUS_USER", "SERVEWATCH_PROMETHEUS_PASSWORD",
-                "SERVEWATCH_PROMETHEUS_URL"):
+    for var in (
+        "SERVEWATCH_PROMETHEUS_TOKEN",
+        "SERVEWATCH_PROMETHEUS_USER",
+        "SERVEWATCH_PROMETHEUS_PASSWORD",
+        "SERVEWATCH_PROMETHEUS_URL",
+    ):
         monkeypatch.delenv(var, raising=False)
 
 
@@ -63,10 +78,30 @@ def _plain_cluster_series() -> list[Series]:
     """One node, honorLabels true (workload pod in `pod`), cluster label, vLLM scraped by static config."""
     tgt = dcgm_target("gpu-node-z", job="dcgm")
     s = [up(tgt, 1, steps=STEPS)]
-    s += dcgm_gpu("gpu-node-z", 0, stable_uuid("detect", "z", "0"), 60000, 20986, steps=STEPS, step=STEP,
-                  pod="llama-7f9c-abcde", namespace="serving", workload_label_prefix="", targets=[tgt])
-    s += dcgm_gpu("gpu-node-z", 1, stable_uuid("detect", "z", "1"), 4, 80982, steps=STEPS, step=STEP,
-                  workload_label_prefix="", targets=[tgt])
+    s += dcgm_gpu(
+        "gpu-node-z",
+        0,
+        stable_uuid("detect", "z", "0"),
+        60000,
+        20986,
+        steps=STEPS,
+        step=STEP,
+        pod="llama-7f9c-abcde",
+        namespace="serving",
+        workload_label_prefix="",
+        targets=[tgt],
+    )
+    s += dcgm_gpu(
+        "gpu-node-z",
+        1,
+        stable_uuid("detect", "z", "1"),
+        4,
+        80982,
+        steps=STEPS,
+        step=STEP,
+        workload_label_prefix="",
+        targets=[tgt],
+    )
     vt = Target("llm-serving", "10.9.0.5:8000")
     ids = {**vt.labels(), "model_name": "meta-llama/Llama-3.1-8B-Instruct", "engine": "0"}
     s.append(up(vt, 1, steps=STEPS))
@@ -101,16 +136,27 @@ def test_fleet_mixed_hostname_mig_twice_scraped_exported(fleet_prom, capsys):
     rc, res, err = detect(capsys, prom.url, at)
     assert (rc, err) == (0, "")
     d = res["counts"]["dcgm"]
-    assert (d["hostname_label_Hostname"], d["hostname_label_hostname"]) == (5, 4)  # gpu-node-c runs 4.6.0-4.8.3
+    assert (d["hostname_label_Hostname"], d["hostname_label_hostname"]) == (
+        5,
+        4,
+    )  # gpu-node-c runs 4.6.0-4.8.3
     assert "mixed spellings" in _topics(res, "warning")["dcgm.hostname_label"][0]
-    assert res["config"]["dcgm"] == {"fb_units": "mib", "hostname_label": "Hostname", "workload_labels": "exported"}
+    assert res["config"]["dcgm"] == {
+        "fb_units": "mib",
+        "hostname_label": "Hostname",
+        "workload_labels": "exported",
+    }
     assert d["mig_instance_series"] == 2
     a1 = sc.truth["gpus"]["a1"]
     assert d["gpus_scraped_twice"] == 1
     [dup] = _topics(res)["dcgm.duplicates"]
     assert a1["UUID"] in dup and "dcgm-exporter/" in dup and "nvidia-dcgm-exporter/" in dup
     assert d["exported_pod_series"] > 0 and d["workload_pod_series"] == 0
-    assert res["counts"]["vllm"]["with_namespace_and_pod"] == res["counts"]["vllm"]["num_requests_running_series"] > 0
+    assert (
+        res["counts"]["vllm"]["with_namespace_and_pod"]
+        == res["counts"]["vllm"]["num_requests_running_series"]
+        > 0
+    )
     assert res["matches"] is True and res["differences"] == []
 
 
@@ -129,14 +175,19 @@ def test_dcgm_renamed_suggests_bytes_and_exits_3(renamed_prom, capsys):
     assert rc == 3
     assert res["config"]["dcgm"]["fb_units"] == "bytes"
     assert {"field": "dcgm.fb_units", "current": "mib", "suggested": "bytes"} in res["differences"]
-    assert res["counts"]["dcgm"]["fb_used_mib_series"] == 0 and res["counts"]["dcgm"]["fb_used_bytes_series"] == 8
+    assert (
+        res["counts"]["dcgm"]["fb_used_mib_series"] == 0
+        and res["counts"]["dcgm"]["fb_used_bytes_series"] == 8
+    )
     rc, text, _ = detect(capsys, prom.url, at, "text")
     assert rc == 3 and 'fb_units: bytes  # was: "mib"' in text
 
 
 def test_dcgm_renamed_mid_upgrade_reports_both_names(renamed_prom, capsys):
     prom, _, sc, start = renamed_prom
-    rc, res, _ = detect(capsys, prom.url, sc.time_at(start, sc.incident_step + 2))  # old names within lookback
+    rc, res, _ = detect(
+        capsys, prom.url, sc.time_at(start, sc.incident_step + 2)
+    )  # old names within lookback
     d = res["counts"]["dcgm"]
     assert d["fb_used_mib_series"] == 8 and d["fb_used_bytes_series"] == 8
     assert "mid-upgrade" in _topics(res, "warning")["dcgm.fb_units"][0]
@@ -161,7 +212,13 @@ def test_plain_workload_labels_cluster_and_old_vllm(plain_prom, capsys):
     assert cfg["identity"]["model"] == ["job", "model_name"]
     assert cfg["targets"] == {"dcgm": 'job=~".*dcgm.*"', "vllm": 'job=~"llm-serving"'}
     fields = {d["field"] for d in res["differences"]}
-    assert fields == {"dcgm.workload_labels", "cluster_label", "identity.vllm", "identity.model", "targets.vllm"}
+    assert fields == {
+        "dcgm.workload_labels",
+        "cluster_label",
+        "identity.vllm",
+        "identity.model",
+        "targets.vllm",
+    }
     [old] = _topics(res, "warning")["vllm.version"]
     assert "vllm:gpu_cache_usage_perc" in old and "older than 0.12.0" in old
 
@@ -174,7 +231,9 @@ def test_unreachable_server_exits_1_with_one_line(capsys):
     out = capsys.readouterr()
     assert rc == 1 and out.out == ""
     lines = out.err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("servewatch: error: cannot reach Prometheus at http://127.0.0.1:")
+    assert len(lines) == 1 and lines[0].startswith(
+        "servewatch: error: cannot reach Prometheus at http://127.0.0.1:"
+    )
 
 
 def test_suggested_config_generates(plain_prom, capsys, specs_copy):

@@ -1,4 +1,5 @@
 """Generation: deterministic bytes, drift check, overrides, exporter profiles, promtool proof."""
+
 import re
 
 import pytest
@@ -61,14 +62,19 @@ def _rules(files, family):
 
 
 def test_overrides_change_threshold_for_severity_labels_and_disable(specs_copy):
-    _write(specs_copy, "overrides.yaml", """
+    _write(
+        specs_copy,
+        "overrides.yaml",
+        """
 overrides:
   alerts:
-    GPUFramebufferUsageHigh: {threshold: 0.97, for: 15m, keep_firing_for: 5m, severity: critical, labels: {team: inference}}
+    GPUFramebufferUsageHigh:
+      {threshold: 0.97, for: 15m, keep_firing_for: 5m, severity: critical, labels: {team: inference}}
     VLLMRequestsWaitingHigh: {enabled: false}
   groups:
     vllm-latency: {enabled: false}
-""")
+""",
+    )
     _, files = generate.build(specs_copy)
     gpu = _rules(files, "gpu")["GPUFramebufferUsageHigh"]
     assert gpu["expr"] == "gpu:dcgm_fb_used:ratio > 0.97"
@@ -78,7 +84,10 @@ overrides:
     assert "VLLMRequestsWaitingHigh" not in vllm and "VLLMTimeToFirstTokenP95High" not in vllm
     assert "VLLMRequestsWaitingHigh" not in files["promtool/vllm.test.yaml"]
     manifest = yaml.safe_load(files["rules/kubernetes/gpu.prometheusrule.yaml"])
-    assert manifest["kind"] == "PrometheusRule" and manifest["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert (
+        manifest["kind"] == "PrometheusRule"
+        and manifest["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    )
 
 
 def test_identity_labels_come_from_config(specs_copy):
@@ -94,12 +103,18 @@ def test_identity_labels_come_from_config(specs_copy):
     assert "group_left (Hostname, hostname, gpu" in record
 
 
-@pytest.mark.parametrize("profile", [
-    {},
-    {"fb_units: mib": "fb_units: bytes"},
-    {"hostname_label: Hostname": "hostname_label: hostname", "workload_labels: exported": "workload_labels: plain"},
-    {"cluster_label: null": "cluster_label: cluster", "dcgm: ''": "dcgm: 'job=\"dcgm-exporter\"'"},
-])
+@pytest.mark.parametrize(
+    "profile",
+    [
+        {},
+        {"fb_units: mib": "fb_units: bytes"},
+        {
+            "hostname_label: Hostname": "hostname_label: hostname",
+            "workload_labels: exported": "workload_labels: plain",
+        },
+        {"cluster_label: null": "cluster_label: cluster", "dcgm: ''": "dcgm: 'job=\"dcgm-exporter\"'"},
+    ],
+)
 def test_scenarios_hold_for_every_exporter_profile(specs_copy, tmp_path, profile, servewatch):
     """The default scenarios use tokens, so they prove the rules whatever the exporter layout."""
     text = (specs_copy / "config.yaml").read_text()
@@ -118,7 +133,11 @@ def test_scenarios_hold_for_every_exporter_profile(specs_copy, tmp_path, profile
 
 def test_a_wrong_expectation_fails_promtool(specs_copy, tmp_path, servewatch):
     """The generated tests can fail: a stricter threshold turns a firing scenario silent."""
-    _write(specs_copy, "overrides.yaml", "overrides:\n  alerts:\n    GPUFramebufferUsageHigh: {threshold: 0.99}\n")
+    _write(
+        specs_copy,
+        "overrides.yaml",
+        "overrides:\n  alerts:\n    GPUFramebufferUsageHigh: {threshold: 0.99}\n",
+    )
     out = tmp_path / "out"
     assert servewatch("generate", "--specs", specs_copy, "--out", out).returncode == 0
     res = servewatch("test", "--out", out, "--extra", tmp_path / "none")
@@ -133,7 +152,9 @@ def test_every_alert_has_firing_and_silent_promtool_cases(repo):
         if path.startswith("promtool/"):
             for test in yaml.safe_load(text)["tests"]:
                 for check in test["alert_rule_test"]:
-                    cases.setdefault(check["alertname"], set()).add("firing" if check["exp_alerts"] else "silent")
+                    cases.setdefault(check["alertname"], set()).add(
+                        "firing" if check["exp_alerts"] else "silent"
+                    )
     assert {a.alert: {"firing", "silent"} for a in model.alerts()} == cases
 
 
@@ -205,8 +226,14 @@ def test_same_bytes_across_processes_and_hash_seeds(tmp_path, repo):
     for seed in ("1", "4242"):
         out = tmp_path / f"out-{seed}"
         env = {**os.environ, "PYTHONHASHSEED": seed}
-        res = subprocess.run([sys.executable, "-m", "servewatch", "generate", "--out", out],
-                             cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+        res = subprocess.run(
+            [sys.executable, "-m", "servewatch", "generate", "--out", out],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert res.returncode == 0, res.stderr
         outs.append({p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()})
     assert outs[0] == outs[1]

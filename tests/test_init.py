@@ -5,11 +5,15 @@ def test_init_then_generate_and_test(tmp_path, servewatch, repo):
     res = servewatch("init", tmp_path)
     assert res.returncode == 0, res.stderr
     shipped = sorted(p.relative_to(repo / "specs").as_posix() for p in (repo / "specs").rglob("*.yaml"))
-    copied = sorted(p.relative_to(tmp_path / "specs").as_posix() for p in (tmp_path / "specs").rglob("*.yaml"))
+    copied = sorted(
+        p.relative_to(tmp_path / "specs").as_posix() for p in (tmp_path / "specs").rglob("*.yaml")
+    )
     assert copied == shipped
     assert "servewatch-check:" in (tmp_path / "servewatch.mk").read_text()
     assert servewatch("generate", cwd=tmp_path).returncode == 0
-    assert (tmp_path / "rules" / "gpu.rules.yaml").read_text() == (repo / "rules" / "gpu.rules.yaml").read_text()
+    assert (tmp_path / "rules" / "gpu.rules.yaml").read_text() == (
+        repo / "rules" / "gpu.rules.yaml"
+    ).read_text()
     res = servewatch("test", "--extra", tmp_path / "none", cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
 

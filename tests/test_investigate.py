@@ -1,5 +1,6 @@
 """`servewatch investigate` pieces that need no server: verdicts, time parsing, credentials, progress,
 argument errors. The end-to-end behaviour against a real Prometheus is in test_investigate_integration.py."""
+
 from __future__ import annotations
 
 import io
@@ -32,6 +33,7 @@ def rows(*values, label="engine"):
 
 # -- verdicts ----------------------------------------------------------------------------------------
 
+
 def test_threshold_verdicts(pages):
     kv = pages["VLLMKVCacheUsageHigh"].step("kv-usage")  # suspicious 0.85, unhealthy 0.95 (the alert's)
     assert v.judge(kv, rows(0.5, 0.6)).verdict == "healthy"
@@ -61,13 +63,20 @@ def test_present_and_empty_verdicts(pages):
 
 def test_names_tell_a_rename(pages):
     names = pages["GPUFramebufferMetricsMissing"].step("fb-metric-names")
-    ok = [v.Row({"__name__": n}, 8) for n in ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_RESERVED")]
+    ok = [
+        v.Row({"__name__": n}, 8)
+        for n in ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_RESERVED")
+    ]
     assert v.judge(names, ok).verdict == "healthy"
     renamed = [v.Row({"__name__": n}, 8) for n in ("DCGM_FI_DEV_FB_USED_BYTES", "DCGM_FI_DEV_FB_FREE_BYTES")]
     j = v.judge(names, renamed)
     assert j.verdict == "unhealthy" and "(renamed)" in j.detail
     j = v.judge(names, [v.Row({"__name__": "DCGM_FI_DEV_FB_USED"}, 8)])
-    assert j.verdict == "unhealthy" and j.detail.startswith("missing: DCGM_FI_DEV_FB_FREE") and "renamed" not in j.detail
+    assert (
+        j.verdict == "unhealthy"
+        and j.detail.startswith("missing: DCGM_FI_DEV_FB_FREE")
+        and "renamed" not in j.detail
+    )
     assert v.judge(names, []).verdict == "unhealthy"
 
 
@@ -97,11 +106,20 @@ def test_overall():
 
 # -- time, credentials, progress --------------------------------------------------------------------
 
-@pytest.mark.parametrize("text,expected", [
-    ("1767225600", 1767225600.0), ("1767225600.5", 1767225600.5), ("2026-01-01T00:00:00Z", 1767225600.0),
-    ("2026-01-01T01:00:00+01:00", 1767225600.0), ("2026-01-01 00:00:00", 1767225600.0),
-    ("now", 1767225600.0), ("-30m", 1767225600.0 - 1800), ("-1h30m", 1767225600.0 - 5400),
-])
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("1767225600", 1767225600.0),
+        ("1767225600.5", 1767225600.5),
+        ("2026-01-01T00:00:00Z", 1767225600.0),
+        ("2026-01-01T01:00:00+01:00", 1767225600.0),
+        ("2026-01-01 00:00:00", 1767225600.0),
+        ("now", 1767225600.0),
+        ("-30m", 1767225600.0 - 1800),
+        ("-1h30m", 1767225600.0 - 5400),
+    ],
+)
 def test_parse_time(text, expected):
     assert parse_time(text, now=1767225600.0) == expected
 
@@ -118,8 +136,13 @@ def test_auth_from_env_never_shows_secrets():
     assert b.kind == "basic auth" and "Qq7" not in repr(b)
     assert Auth.from_env({}).kind == "none"
     with pytest.raises(InvestigateError, match="not both"):
-        Auth.from_env({"SERVEWATCH_PROMETHEUS_TOKEN": "t", "SERVEWATCH_PROMETHEUS_USER": "u",
-                       "SERVEWATCH_PROMETHEUS_PASSWORD": "p"})
+        Auth.from_env(
+            {
+                "SERVEWATCH_PROMETHEUS_TOKEN": "t",
+                "SERVEWATCH_PROMETHEUS_USER": "u",
+                "SERVEWATCH_PROMETHEUS_PASSWORD": "p",
+            }
+        )
     with pytest.raises(InvestigateError, match="PASSWORD is not"):
         Auth.from_env({"SERVEWATCH_PROMETHEUS_USER": "u"})
 
@@ -164,7 +187,9 @@ def test_progress_elsewhere_is_terse_and_quiet_is_silent():
     for i in range(3):
         p(i + 1, 3, "A", "x")
     p(1, 1, "B", "y")
-    assert s.getvalue() == "servewatch: investigating A (3 queries)\nservewatch: investigating B (1 queries)\n"
+    assert (
+        s.getvalue() == "servewatch: investigating A (3 queries)\nservewatch: investigating B (1 queries)\n"
+    )
     q = io.StringIO()
     Progress(q, quiet=True)(1, 1, "A", "x")
     assert q.getvalue() == ""
@@ -172,15 +197,24 @@ def test_progress_elsewhere_is_terse_and_quiet_is_silent():
 
 # -- argument errors ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("argv,message", [
-    (["NoSuchAlert", "--prometheus", "http://127.0.0.1:9"], "no enabled alert named 'NoSuchAlert'"),
-    (["VLLMKVCacheUsageHigh"], "--prometheus URL is required (or set SERVEWATCH_PROMETHEUS_URL)"),
-    (["VLLMKVCacheUsageHigh", "--prometheus", "127.0.0.1:9090"], "must be an http:// or https:// URL"),
-    (["VLLMKVCacheUsageHigh", "--prometheus", "http://x", "--label", "pod"], "label filter 'pod' is not LABEL=VALUE"),
-    (["VLLMKVCacheUsageHigh", "--prometheus", "http://x", "--at", "soon"], "--at 'soon' is not a time"),
-    (["VLLMKVCacheUsageHigh", "--prometheus", "http://x", "--ca-file", "/nonexistent.pem"],
-     "--ca-file /nonexistent.pem does not exist"),
-])
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["NoSuchAlert", "--prometheus", "http://127.0.0.1:9"], "no enabled alert named 'NoSuchAlert'"),
+        (["VLLMKVCacheUsageHigh"], "--prometheus URL is required (or set SERVEWATCH_PROMETHEUS_URL)"),
+        (["VLLMKVCacheUsageHigh", "--prometheus", "127.0.0.1:9090"], "must be an http:// or https:// URL"),
+        (
+            ["VLLMKVCacheUsageHigh", "--prometheus", "http://x", "--label", "pod"],
+            "label filter 'pod' is not LABEL=VALUE",
+        ),
+        (["VLLMKVCacheUsageHigh", "--prometheus", "http://x", "--at", "soon"], "--at 'soon' is not a time"),
+        (
+            ["VLLMKVCacheUsageHigh", "--prometheus", "http://x", "--ca-file", "/nonexistent.pem"],
+            "--ca-file /nonexistent.pem does not exist",
+        ),
+    ],
+)
 def test_argument_errors(capsys, monkeypatch, argv, message):
     monkeypatch.delenv("SERVEWATCH_PROMETHEUS_URL", raising=False)
     code = main(["investigate", "--specs", str(REPO / "specs"), *argv])

@@ -3,6 +3,7 @@
 Each incident of servewatch.synth.incidents gets its own Prometheus, started at most once per module.
 Auth, TLS, timeouts and failing queries go through a small stdlib HTTP proxy in front of the real server.
 """
+
 from __future__ import annotations
 
 import base64
@@ -65,8 +66,16 @@ def _firing_alerts(sc) -> list[Series]:
     bad = sc.truth["bad"][0]
     firing = [None] * (incidents.INCIDENT_STEP + 10) + [1] * (sc.steps - incidents.INCIDENT_STEP - 10)
     return [
-        Series("ALERTS", {"alertname": "VLLMKVCacheUsageHigh", "alertstate": "firing", "severity": "warning", **bad}, firing),
-        Series("ALERTS", {"alertname": "KubePodCrashLooping", "alertstate": "firing", "namespace": "kube-system"}, firing),
+        Series(
+            "ALERTS",
+            {"alertname": "VLLMKVCacheUsageHigh", "alertstate": "firing", "severity": "warning", **bad},
+            firing,
+        ),
+        Series(
+            "ALERTS",
+            {"alertname": "KubePodCrashLooping", "alertstate": "firing", "namespace": "kube-system"},
+            firing,
+        ),
         Series("ALERTS", {"alertname": "VLLMRequestsWaitingHigh", "alertstate": "pending", **bad}, firing),
     ]
 
@@ -92,8 +101,12 @@ def served():
 
 @pytest.fixture(autouse=True)
 def _no_credentials(monkeypatch):
-    for var in ("SERVEWATCH_PROMETHEUS_TOKEN", "SERVEWATCH_PROMETHEUS_USER", "SERVEWATCH_PROMETHEUS_PASSWORD",
-                "SERVEWATCH_PROMETHEUS_URL"):
+    for var in (
+        "SERVEWATCH_PROMETHEUS_TOKEN",
+        "SERVEWATCH_PROMETHEUS_USER",
+        "SERVEWATCH_PROMETHEUS_PASSWORD",
+        "SERVEWATCH_PROMETHEUS_URL",
+    ):
         monkeypatch.delenv(var, raising=False)
 
 
@@ -104,7 +117,9 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 def investigate_json(capsys, served_one: Served, alert: str, *extra: str) -> dict:
-    code, out, err = run(capsys, alert, "--prometheus", served_one.url, "--at", str(served_one.at), "--format", "json", *extra)
+    code, out, err = run(
+        capsys, alert, "--prometheus", served_one.url, "--at", str(served_one.at), "--format", "json", *extra
+    )
     assert code == 0, err
     doc = json.loads(out)
     assert len(doc["investigations"]) == 1
@@ -121,6 +136,7 @@ def cause_steps(inv: dict, verdict: str = "unhealthy") -> list[str]:
 
 # -- incidents: the right cause ---------------------------------------------------------------------
 
+
 def test_kv_saturation_names_saturation_with_preemptions(served, capsys):
     s = served("kv_saturation")
     inv = investigate_json(capsys, s, "VLLMKVCacheUsageHigh")
@@ -130,8 +146,12 @@ def test_kv_saturation_names_saturation_with_preemptions(served, capsys):
     assert inv["verdict"] == "unhealthy"
     assert st["kv-usage"]["verdict"] == "unhealthy"
     top = st["kv-usage"]["series"][0]
-    assert {k: top["labels"][k] for k in bad} == bad and top["value"] == pytest.approx(t["kv_cache_usage_perc"])
-    assert st["kv-usage"]["series"][1]["value"] == pytest.approx(t["kv_cache_usage_perc_others"])  # siblings stay low
+    assert {k: top["labels"][k] for k in bad} == bad and top["value"] == pytest.approx(
+        t["kv_cache_usage_perc"]
+    )
+    assert st["kv-usage"]["series"][1]["value"] == pytest.approx(
+        t["kv_cache_usage_perc_others"]
+    )  # siblings stay low
     assert "preemptions-per-request" in cause_steps(inv)
     # 0.1/s is above the step's 0.01/s and below VLLMPreemptionsHigh's 1/s: suspicious, not unhealthy
     assert implied("VLLMKVCacheUsageHigh", "preemptions", t["preemptions_per_s"]) == "suspicious"
@@ -166,7 +186,9 @@ def test_ttft_regression_from_long_prompts(served, capsys):
     assert st["queue-time"]["verdict"] == "healthy"
     assert st["prefill-time"]["verdict"] == "unhealthy"
     assert st["prompt-length-change"]["verdict"] == "unhealthy"
-    assert st["prompt-length-change"]["series"][0]["value"] == pytest.approx(s.scenario.truth["prompt_length_change"])
+    assert st["prompt-length-change"]["series"][0]["value"] == pytest.approx(
+        s.scenario.truth["prompt_length_change"]
+    )
     assert st["arrivals-change"]["verdict"] == "healthy"
     assert set(cause_steps(inv)) == {"prefill-time", "prompt-length-change"}
     assert "queue-time" not in [c["step"] for c in inv["causes"]]
@@ -179,7 +201,12 @@ def test_one_ep_rank_gpu_full(served, capsys):
     bad = s.scenario.truth["bad"][0]
     top = st["fullest-gpus"]["series"][0]["labels"]
     assert st["fullest-gpus"]["verdict"] == "unhealthy"
-    assert (top["UUID"], top["Hostname"], top["gpu"], top["exported_pod"]) == (bad["UUID"], bad["host"], bad["gpu"], bad["pod"])
+    assert (top["UUID"], top["Hostname"], top["gpu"], top["exported_pod"]) == (
+        bad["UUID"],
+        bad["host"],
+        bad["gpu"],
+        bad["pod"],
+    )
     assert st["fullest-gpus"]["series"][0]["value"] == pytest.approx(s.scenario.truth["fb_ratio"], abs=1e-6)
     assert st["rank-imbalance"]["verdict"] == "unhealthy"
     assert st["deployment-average"]["verdict"] == "healthy"  # the average hides the full rank
@@ -196,9 +223,15 @@ def test_renamed_dcgm_metric_is_told_from_a_dead_target(served, capsys):
     st = steps(inv)
     assert st["exporter-up"]["verdict"] == "healthy"
     assert st["fb-metric-names"]["verdict"] == "unhealthy"
-    assert "present instead: DCGM_FI_DEV_FB_FREE_BYTES, DCGM_FI_DEV_FB_USED_BYTES (renamed)" in st["fb-metric-names"]["detail"]
+    assert (
+        "present instead: DCGM_FI_DEV_FB_FREE_BYTES, DCGM_FI_DEV_FB_USED_BYTES (renamed)"
+        in st["fb-metric-names"]["detail"]
+    )
     assert st["partner-missing"]["verdict"] == "unhealthy"
-    assert st["label-layout"]["verdict"] == "unhealthy" and "found hostname instead" in st["label-layout"]["detail"]
+    assert (
+        st["label-layout"]["verdict"] == "unhealthy"
+        and "found hostname instead" in st["label-layout"]["detail"]
+    )
     assert "renamed" in inv["summary"]
 
     down = investigate_json(capsys, s, "DCGMExporterDown")
@@ -214,14 +247,23 @@ def test_renamed_vllm_kv_metric_is_named(served, capsys):
     s = served("vllm_kv_renamed")
     t = s.scenario.truth
     bad = t["bad"][0]
-    inv = investigate_json(capsys, s, "VLLMSignalMetricsMissing",
-                           "--label", f"job={bad['job']}", "--label", f"instance={bad['instance']}")
+    inv = investigate_json(
+        capsys,
+        s,
+        "VLLMSignalMetricsMissing",
+        "--label",
+        f"job={bad['job']}",
+        "--label",
+        f"instance={bad['instance']}",
+    )
     st = steps(inv)
     assert inv["verdict"] == "unhealthy"
     missing = st["missing-inputs"]
     assert missing["verdict"] == "unhealthy"
     assert [r["labels"].get("metric") for r in missing["series"]] == [t["missing_metric"]]
-    assert {k: missing["series"][0]["labels"][k] for k in ("job", "instance")} == {k: bad[k] for k in ("job", "instance")}
+    assert {k: missing["series"][0]["labels"][k] for k in ("job", "instance")} == {
+        k: bad[k] for k in ("job", "instance")
+    }
     names = st["vllm-names"]
     assert names["verdict"] == "unhealthy"
     assert t["missing_metric"] in names["detail"]
@@ -258,9 +300,20 @@ def test_text_and_markdown_reports(served, capsys):
     assert "Likely causes:" in out and "[UNHEALTHY] queueing" in out
     assert "var-namespace=llm-serving&var-model=deepseek-ai%2FDeepSeek-V3" in out
     n = len(PAGES["VLLMTimeToFirstTokenP95High"].steps)  # one query per step of the page
-    assert err.strip() == f"servewatch: investigating VLLMTimeToFirstTokenP95High ({n} queries)"  # terse: not a TTY
-    code, out, _ = run(capsys, "VLLMTimeToFirstTokenP95High", "--prometheus", s.url, "--at", str(s.at), "--format",
-                       "markdown", "--quiet")
+    assert (
+        err.strip() == f"servewatch: investigating VLLMTimeToFirstTokenP95High ({n} queries)"
+    )  # terse: not a TTY
+    code, out, _ = run(
+        capsys,
+        "VLLMTimeToFirstTokenP95High",
+        "--prometheus",
+        s.url,
+        "--at",
+        str(s.at),
+        "--format",
+        "markdown",
+        "--quiet",
+    )
     assert code == 0
     assert "## VLLMTimeToFirstTokenP95High: UNHEALTHY" in out and "| 2 | Queue time, p95" in out
     assert "```promql" in out
@@ -268,12 +321,15 @@ def test_text_and_markdown_reports(served, capsys):
 
 # -- firing alerts from the Prometheus itself -----------------------------------------------------------
 
+
 def test_triage_of_firing_alerts_at_a_time(served, capsys):
     s = served("kv_saturation")
     code, out, err = run(capsys, "--prometheus", s.url, "--at", str(s.at), "--format", "json", "-q")
     assert code == 0, err
     doc = json.loads(out)
-    assert [i["alert"] for i in doc["investigations"]] == ["VLLMKVCacheUsageHigh"]  # pending ones are not triaged
+    assert [i["alert"] for i in doc["investigations"]] == [
+        "VLLMKVCacheUsageHigh"
+    ]  # pending ones are not triaged
     inv = doc["investigations"][0]
     bad = s.scenario.truth["bad"][0]
     assert {k: inv["alert_labels"][k] for k in bad} == bad
@@ -293,6 +349,7 @@ def test_no_firing_alerts_now(served, capsys):
 
 # -- filters and empty results ------------------------------------------------------------------------
 
+
 def test_label_filter_narrows_every_query(served, capsys):
     s = served("kv_saturation")
     other = incidents.POD_1
@@ -304,7 +361,9 @@ def test_label_filter_narrows_every_query(served, capsys):
 
 
 def test_empty_result_says_no_data(served, capsys):
-    inv = investigate_json(capsys, served("healthy"), "VLLMTimeToFirstTokenP95High", "--label", "namespace=nowhere")
+    inv = investigate_json(
+        capsys, served("healthy"), "VLLMTimeToFirstTokenP95High", "--label", "namespace=nowhere"
+    )
     assert inv["verdict"] == "no-data"
     assert inv["summary"].startswith("no data")
     assert all(x["series_count"] == 0 for x in inv["steps"])
@@ -323,6 +382,7 @@ def test_empty_tsdb(capsys):
 
 # -- transport: unreachable, auth, TLS, timeouts, failing queries -------------------------------------
 
+
 def test_unreachable_server(capsys):
     import socket
 
@@ -332,15 +392,26 @@ def test_unreachable_server(capsys):
     t0 = time.monotonic()
     code, out, err = run(capsys, "VLLMKVCacheUsageHigh", "--prometheus", f"http://127.0.0.1:{port}", "-q")
     assert code == 1 and out == ""
-    assert err.strip() == f"servewatch: error: cannot reach Prometheus at http://127.0.0.1:{port}: connection refused"
+    assert (
+        err.strip()
+        == f"servewatch: error: cannot reach Prometheus at http://127.0.0.1:{port}: connection refused"
+    )
     assert time.monotonic() - t0 < 5
 
 
 class Proxy:
     """A reverse proxy in front of the real Prometheus that demands credentials and can misbehave."""
 
-    def __init__(self, upstream: str, *, token: str | None = TOKEN, basic: tuple[str, str] | None = None,
-                 fail_when: str | None = None, delay: float = 0.0, tls: tuple[str, str] | None = None):
+    def __init__(
+        self,
+        upstream: str,
+        *,
+        token: str | None = TOKEN,
+        basic: tuple[str, str] | None = None,
+        fail_when: str | None = None,
+        delay: float = 0.0,
+        tls: tuple[str, str] | None = None,
+    ):
         self.upstream, self.token, self.basic = upstream, token, basic
         self.fail_when, self.delay = fail_when, delay
         self.seen_auth: list[str] = []
@@ -362,18 +433,27 @@ class Proxy:
                 body = self.rfile.read(length) if length else None
                 auth = self.headers.get("Authorization", "")
                 proxy.seen_auth.append(auth)
-                ok = (proxy.token and auth == f"Bearer {proxy.token}") or \
-                    (proxy.basic and auth == "Basic " + base64.b64encode(":".join(proxy.basic).encode()).decode())
+                ok = (proxy.token and auth == f"Bearer {proxy.token}") or (
+                    proxy.basic
+                    and auth == "Basic " + base64.b64encode(":".join(proxy.basic).encode()).decode()
+                )
                 if not ok:
                     return self._reply(401, b"Unauthorized\n", "text/plain")
                 time.sleep(proxy.delay)
                 text = urllib.parse.unquote_plus((self.path + "&" + (body or b"").decode()))
                 if proxy.fail_when and proxy.fail_when in text:
-                    err = {"status": "error", "errorType": "execution",
-                           "error": "found duplicate series for the match group on the right hand-side"}
+                    err = {
+                        "status": "error",
+                        "errorType": "execution",
+                        "error": "found duplicate series for the match group on the right hand-side",
+                    }
                     return self._reply(422, json.dumps(err).encode())
-                req = urllib.request.Request(proxy.upstream + self.path, data=body, method=self.command,
-                                             headers={"Content-Type": self.headers.get("Content-Type", "")})
+                req = urllib.request.Request(
+                    proxy.upstream + self.path,
+                    data=body,
+                    method=self.command,
+                    headers={"Content-Type": self.headers.get("Content-Type", "")},
+                )
                 try:
                     with urllib.request.urlopen(req, timeout=30) as resp:
                         return self._reply(resp.status, resp.read())
@@ -423,7 +503,9 @@ def test_bearer_token_from_the_environment(proxy, served, capsys, monkeypatch):
     p = proxy()
     s = served("kv_saturation")
     monkeypatch.setenv("SERVEWATCH_PROMETHEUS_TOKEN", TOKEN)
-    code, out, err = run(capsys, "VLLMKVCacheUsageHigh", "--prometheus", p.url, "--at", str(s.at), "--format", "json")
+    code, out, err = run(
+        capsys, "VLLMKVCacheUsageHigh", "--prometheus", p.url, "--at", str(s.at), "--format", "json"
+    )
     assert code == 0, err
     assert json.loads(out)["investigations"][0]["verdict"] == "unhealthy"
     assert set(p.seen_auth) == {f"Bearer {TOKEN}"}
@@ -435,8 +517,10 @@ def test_bad_token_is_a_clear_error(proxy, capsys, monkeypatch):
     monkeypatch.setenv("SERVEWATCH_PROMETHEUS_TOKEN", "wrong-" + TOKEN)
     code, out, err = run(capsys, "VLLMKVCacheUsageHigh", "--prometheus", p.url, "-q")
     assert code == 1 and out == ""
-    assert err.strip() == (f"servewatch: error: {p.url} refused the request (HTTP 401 unauthorized): "
-                           "the bearer token in SERVEWATCH_PROMETHEUS_TOKEN was not accepted")
+    assert err.strip() == (
+        f"servewatch: error: {p.url} refused the request (HTTP 401 unauthorized): "
+        "the bearer token in SERVEWATCH_PROMETHEUS_TOKEN was not accepted"
+    )
     assert TOKEN not in err and "Traceback" not in err
 
 
@@ -457,7 +541,10 @@ def test_basic_auth_from_the_environment(proxy, served, capsys, monkeypatch):
     assert "pa55word" not in out + err
     monkeypatch.setenv("SERVEWATCH_PROMETHEUS_PASSWORD", "nope")
     code, _, err = run(capsys, "VLLMPreemptionsHigh", "--prometheus", p.url, "-q")
-    assert code == 1 and "basic-auth credentials in SERVEWATCH_PROMETHEUS_USER/SERVEWATCH_PROMETHEUS_PASSWORD" in err
+    assert (
+        code == 1
+        and "basic-auth credentials in SERVEWATCH_PROMETHEUS_USER/SERVEWATCH_PROMETHEUS_PASSWORD" in err
+    )
     assert "nope" not in err
 
 
@@ -465,16 +552,27 @@ def test_failing_query_is_reported_and_exits_1(proxy, served, capsys, monkeypatc
     p = proxy("ttft_queueing", fail_when="vllm:request_queue_time_seconds")
     s = served("ttft_queueing")
     monkeypatch.setenv("SERVEWATCH_PROMETHEUS_TOKEN", TOKEN)
-    code, out, err = run(capsys, "VLLMTimeToFirstTokenP95High", "--prometheus", p.url, "--at", str(s.at),
-                         "--format", "json", "-q")
+    code, out, err = run(
+        capsys,
+        "VLLMTimeToFirstTokenP95High",
+        "--prometheus",
+        p.url,
+        "--at",
+        str(s.at),
+        "--format",
+        "json",
+        "-q",
+    )
     assert code == 1
     inv = json.loads(out)["investigations"][0]  # the report still comes out
     st = steps(inv)
     assert st["queue-time"]["verdict"] == "error"
     assert st["prefill-time"]["verdict"] == "healthy"
-    assert err.strip() == ("servewatch: error: 1 query failed; first: VLLMTimeToFirstTokenP95High step queue-time: "
-                           "Prometheus rejected the query (HTTP 422): execution: found duplicate series for the match "
-                           "group on the right hand-side")
+    assert err.strip() == (
+        "servewatch: error: 1 query failed; first: VLLMTimeToFirstTokenP95High step queue-time: "
+        "Prometheus rejected the query (HTTP 422): execution: found duplicate series for the match "
+        "group on the right hand-side"
+    )
 
 
 def test_timeout(proxy, capsys, monkeypatch):
@@ -492,9 +590,28 @@ def cert(tmp_path_factory):
     if not shutil.which("openssl"):
         pytest.skip("openssl is needed to make a test certificate")
     d = tmp_path_factory.mktemp("tls")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(d / "key.pem"), "-out", str(d / "cert.pem")],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(d / "key.pem"),
+            "-out",
+            str(d / "cert.pem"),
+        ],
+        check=True,
+        capture_output=True,
+    )
     return str(d / "cert.pem"), str(d / "key.pem")
 
 
@@ -505,15 +622,27 @@ def test_tls_is_verified_by_default(proxy, served, cert, capsys, monkeypatch):
     code, _, err = run(capsys, "VLLMKVCacheUsageHigh", "--prometheus", p.url, "-q")
     assert code == 1
     assert "TLS verification failed" in err and "--ca-file" in err
-    code, out, err = run(capsys, "VLLMKVCacheUsageHigh", "--prometheus", p.url, "--at", str(s.at), "--ca-file", cert[0], "-q")
+    code, out, err = run(
+        capsys, "VLLMKVCacheUsageHigh", "--prometheus", p.url, "--at", str(s.at), "--ca-file", cert[0], "-q"
+    )
     assert code == 0, err
-    code, out, err = run(capsys, "VLLMKVCacheUsageHigh", "--prometheus", p.url, "--at", str(s.at),
-                         "--insecure-skip-verify", "-q")
+    code, out, err = run(
+        capsys,
+        "VLLMKVCacheUsageHigh",
+        "--prometheus",
+        p.url,
+        "--at",
+        str(s.at),
+        "--insecure-skip-verify",
+        "-q",
+    )
     assert code == 0 and err == "", err
 
 
 def test_fractional_timeout_is_accepted_by_prometheus(served, capsys):
     """--timeout 2.5 goes to Prometheus as a query timeout it understands (it rejects "2.5s")."""
     s = served("kv_saturation")
-    code, _, err = run(capsys, "VLLMKVCacheUsageHigh", "--prometheus", s.url, "--at", str(s.at), "--timeout", "2.5", "-q")
+    code, _, err = run(
+        capsys, "VLLMKVCacheUsageHigh", "--prometheus", s.url, "--at", str(s.at), "--timeout", "2.5", "-q"
+    )
     assert code == 0, err

@@ -1,5 +1,6 @@
 """The PromQL checks: each fails on the naive query and passes on the servewatch one; the
 generated rules pass them all."""
+
 import pytest
 
 from servewatch import catalog, generate
@@ -13,17 +14,20 @@ EXAMPLES = {
     "metric-known": ("vllm:gpu_cache_usage_perc > 0.9", "vllm:kv_cache_usage_perc > 0.9"),
     "explicit-matching": (
         "DCGM_FI_DEV_FB_USED / (DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE > 0)",
-        "DCGM_FI_DEV_FB_USED / on (UUID, GPU_I_ID) (DCGM_FI_DEV_FB_USED + on (UUID, GPU_I_ID) DCGM_FI_DEV_FB_FREE > 0)",
+        "DCGM_FI_DEV_FB_USED / on (UUID, GPU_I_ID) (DCGM_FI_DEV_FB_USED "
+        "+ on (UUID, GPU_I_ID) DCGM_FI_DEV_FB_FREE > 0)",
     ),
     "counter-rate": ("vllm:num_preemptions_total > 100", "rate(vllm:num_preemptions_total[5m]) > 1"),
     "rate-window": ("rate(vllm:prompt_tokens_total[1m])", "rate(vllm:prompt_tokens_total[5m])"),
     "quantile-le": (
         "histogram_quantile(0.95, sum by (model_name) (rate(vllm:e2e_request_latency_seconds_bucket[5m])))",
-        "histogram_quantile(0.95, sum by (model_name, le) (rate(vllm:e2e_request_latency_seconds_bucket[5m])))",
+        "histogram_quantile(0.95, sum by (model_name, le) "
+        "(rate(vllm:e2e_request_latency_seconds_bucket[5m])))",
     ),
     "guarded-division": (
         "sum(rate(vllm:prefix_cache_hits_total[5m])) / on () sum(rate(vllm:prefix_cache_queries_total[5m]))",
-        "sum(rate(vllm:prefix_cache_hits_total[5m])) / on () (sum(rate(vllm:prefix_cache_queries_total[5m])) > 0)",
+        "sum(rate(vllm:prefix_cache_hits_total[5m])) / on () "
+        "(sum(rate(vllm:prefix_cache_queries_total[5m])) > 0)",
     ),
 }
 
@@ -44,7 +48,9 @@ def test_checks_can_be_disabled():
 
 
 def test_grafana_macros_become_parseable():
-    q = substitute_macros('sum by (pod) (rate(vllm:prompt_tokens_total{model_name=~"$model"}[$__rate_interval]))')
+    q = substitute_macros(
+        'sum by (pod) (rate(vllm:prompt_tokens_total{model_name=~"$model"}[$__rate_interval]))'
+    )
     assert lint(q, CTX) == []
 
 

@@ -12,8 +12,11 @@ from servewatch.synth import Series, fleet, incident, to_openmetrics, truth, wit
 
 pytestmark = pytest.mark.integration
 
-FB_EXPR = ("max by (UUID, GPU_I_ID) (DCGM_FI_DEV_FB_USED) / on (UUID, GPU_I_ID) "
-           "(max by (UUID, GPU_I_ID) (DCGM_FI_DEV_FB_USED) + on (UUID, GPU_I_ID) max by (UUID, GPU_I_ID) (DCGM_FI_DEV_FB_FREE))")
+FB_EXPR = (
+    "max by (UUID, GPU_I_ID) (DCGM_FI_DEV_FB_USED) / on (UUID, GPU_I_ID) "
+    "(max by (UUID, GPU_I_ID) (DCGM_FI_DEV_FB_USED) + on (UUID, "
+    "GPU_I_ID) max by (UUID, GPU_I_ID) (DCGM_FI_DEV_FB_FREE))"
+)
 RULES = textwrap.dedent(f"""\
     groups:
       - name: servewatch-test
@@ -25,12 +28,17 @@ RULES = textwrap.dedent(f"""\
 """)
 
 # A counter that resets inside one series, to check rate()'s reset handling against the emulation.
-RESET = Series("servewatch_test_reset_total", {"job": "t"}, [0, 10, 20, 30, 3, 13, 23, 33, 43, 53, 63, 73], "counter")
+RESET = Series(
+    "servewatch_test_reset_total", {"job": "t"}, [0, 10, 20, 30, 3, 13, 23, 33, 43, 53, 63, 73], "counter"
+)
 
 
 def fb_ratio_query(uuid: str, gpu_i_id: str | None) -> str:
     sel = f'{{UUID="{uuid}",GPU_I_ID="{gpu_i_id or ""}"}}'
-    used, free = f"max by (UUID, GPU_I_ID) (DCGM_FI_DEV_FB_USED{sel})", f"max by (UUID, GPU_I_ID) (DCGM_FI_DEV_FB_FREE{sel})"
+    used, free = (
+        f"max by (UUID, GPU_I_ID) (DCGM_FI_DEV_FB_USED{sel})",
+        f"max by (UUID, GPU_I_ID) (DCGM_FI_DEV_FB_FREE{sel})",
+    )
     return f"{used} / on (UUID, GPU_I_ID) ({used} + on (UUID, GPU_I_ID) {free})"
 
 
@@ -52,7 +60,9 @@ def test_server_answers_and_reports_timings(served):
     assert set(prom.timings) == {"backfill_openmetrics", "backfill_rules", "start"}
     ups = prom.query('up{job="vllm"}', served.t(served.fl.eval_step))
     assert len(ups) == 3 and {u["value"][1] for u in ups} == {"1"}
-    assert prom.query("up", served.t(served.fl.eval_step) + 3600) == []  # no data after the backfill, no scrapes
+    assert (
+        prom.query("up", served.t(served.fl.eval_step) + 3600) == []
+    )  # no data after the backfill, no scrapes
 
 
 @pytest.mark.parametrize("key", ["a0", "a1", "c0", "c1", "c2_mig1", "c2_mig2"])
@@ -65,8 +75,10 @@ def test_fb_ratio_is_exact(served, key):
 def test_twice_scraped_gpu_needs_dedup(served):
     """Without max by, the GPU scraped by two jobs makes the matched division fail as a whole."""
     uuid = served.fl.truth["gpus"]["a1"]["UUID"]
-    naive = (f'DCGM_FI_DEV_FB_USED{{UUID="{uuid}"}} / on (UUID, GPU_I_ID) '
-             f'(DCGM_FI_DEV_FB_USED{{UUID="{uuid}"}} + on (UUID, GPU_I_ID) DCGM_FI_DEV_FB_FREE{{UUID="{uuid}"}})')
+    naive = (
+        f'DCGM_FI_DEV_FB_USED{{UUID="{uuid}"}} / on (UUID, GPU_I_ID) '
+        f'(DCGM_FI_DEV_FB_USED{{UUID="{uuid}"}} + on (UUID, GPU_I_ID) DCGM_FI_DEV_FB_FREE{{UUID="{uuid}"}})'
+    )
     with pytest.raises(QueryError, match="many-to-many"):
         served.prom.query(naive, served.t(served.fl.eval_step))
 
@@ -79,8 +91,9 @@ def test_p95_equals_expected_histogram_quantile(served):
     for step in (20, 150, fl.eval_step):
         got = prom.query_value(q, served.t(step))
         assert got == pytest.approx(fl.truth["ttft_p95_a0"], rel=1e-12)
-        want = truth.histogram_quantile_over(0.95, fl.select("vllm:time_to_first_token_seconds_bucket",
-                                                             pod=a0["pod"], engine="0"), step, 300)
+        want = truth.histogram_quantile_over(
+            0.95, fl.select("vllm:time_to_first_token_seconds_bucket", pod=a0["pod"], engine="0"), step, 300
+        )
         assert got == want
     idle = fl.truth["engines"]["a1"]
     nan = prom.query_value(q.replace(sel, f'{{pod="{idle["pod"]}",engine="1"}}'), served.t(fl.eval_step))
@@ -91,11 +104,14 @@ def test_quantile_right_after_restart_matches_emulation(served):
     """Fresh counters (start-up extrapolation limits) are emulated exactly, not only steady state."""
     fl, prom = served.fl, served.prom
     new = fl.truth["restart"]["new_pod"]
-    q = (f'histogram_quantile(0.9, sum by (le) (rate(vllm:e2e_request_latency_seconds_bucket'
-         f'{{pod="{new}"}}[5m])))')
+    q = (
+        f"histogram_quantile(0.9, sum by (le) (rate(vllm:e2e_request_latency_seconds_bucket"
+        f'{{pod="{new}"}}[5m])))'
+    )
     for step in (fl.truth["restart"]["metrics_from"] + 2, fl.truth["restart"]["metrics_from"] + 7):
-        want = truth.histogram_quantile_over(0.9, fl.select("vllm:e2e_request_latency_seconds_bucket", pod=new),
-                                             step, 300)
+        want = truth.histogram_quantile_over(
+            0.9, fl.select("vllm:e2e_request_latency_seconds_bucket", pod=new), step, 300
+        )
         assert prom.query_value(q, served.t(step)) == pytest.approx(want, rel=1e-12)
 
 
@@ -120,8 +136,9 @@ def test_recording_rules_are_backfilled(served):
     assert 0 <= phase < 30 and all(float(t) - served.t(i) == phase for i, (t, _) in enumerate(recorded))
     for i in (0, 120, 121, 122, fl.eval_step):  # 120-122: pod B's new process is loading weights
         t, v = recorded[i]
-        assert float(v) == prom.query_value(FB_EXPR.replace("_FB_USED)", f"_FB_USED{sel})").replace(
-            "_FB_FREE)", f"_FB_FREE{sel})"), t)
+        assert float(v) == prom.query_value(
+            FB_EXPR.replace("_FB_USED)", f"_FB_USED{sel})").replace("_FB_FREE)", f"_FB_FREE{sel})"), t
+        )
     # No staleness markers in backfilled data: for 5 minutes after pod B's restart the old pod's FB series
     # (75034 used) is still selected next to the new one (40960 used, 40026 free), as truth.instant says.
     assert float(recorded[121][1]) == 75034 / (75034 + 40026)
@@ -130,30 +147,40 @@ def test_recording_rules_are_backfilled(served):
     a0 = fl.truth["engines"]["a0"]
     t = served.t(100) + phase
     rate = prom.query_value(f'servewatch:vllm_prompt_tokens:rate5m{{pod="{a0["pod"]}",engine="0"}}', t)
-    assert rate == prom.query_value(f'sum(rate(vllm:prompt_tokens_total{{pod="{a0["pod"]}",engine="0"}}[5m]))', t)
+    assert rate == prom.query_value(
+        f'sum(rate(vllm:prompt_tokens_total{{pod="{a0["pod"]}",engine="0"}}[5m]))', t
+    )
 
 
 def test_incident_answers_on_the_server(served):
     kv, prom = served.kv, served.prom
     t = kv.truth
     bad = t["bad"][0]
-    q = ('histogram_quantile(0.95, sum by (pod, engine, le) '
-         '(rate(vllm:inter_token_latency_seconds_bucket{scenario="kv_saturation"}[5m])))')
+    q = (
+        "histogram_quantile(0.95, sum by (pod, engine, le) "
+        '(rate(vllm:inter_token_latency_seconds_bucket{scenario="kv_saturation"}[5m])))'
+    )
     got = prom.query_map(q, served.t(kv.eval_step), by=("pod", "engine"))
     assert len(got) == 4
     for (pod, engine), v in got.items():
         want = t["itl_p95_after"] if (pod, engine) == (bad["pod"], bad["engine"]) else t["itl_p95_before"]
         assert v == pytest.approx(want, rel=1e-12)
-    hottest = prom.query('topk(1, max by (pod, engine) (vllm:kv_cache_usage_perc{scenario="kv_saturation"}))',
-                         served.t(kv.eval_step))
-    assert hottest[0]["metric"] == {"pod": bad["pod"], "engine": bad["engine"]} and hottest[0]["value"][1] == "0.98"
+    hottest = prom.query(
+        'topk(1, max by (pod, engine) (vllm:kv_cache_usage_perc{scenario="kv_saturation"}))',
+        served.t(kv.eval_step),
+    )
+    assert (
+        hottest[0]["metric"] == {"pod": bad["pod"], "engine": bad["engine"]}
+        and hottest[0]["value"][1] == "0.98"
+    )
 
 
 def test_query_range(served):
     fl = served.fl
     a0 = fl.truth["engines"]["a0"]
-    res = served.prom.query_range(f'vllm:kv_cache_usage_perc{{pod="{a0["pod"]}",engine="0"}}',
-                                  served.t(0), served.t(fl.eval_step), 30)
+    res = served.prom.query_range(
+        f'vllm:kv_cache_usage_perc{{pod="{a0["pod"]}",engine="0"}}', served.t(0), served.t(fl.eval_step), 30
+    )
     values = [float(v) for _, v in res[0]["values"]]
     assert values == list(fl.one("vllm:kv_cache_usage_perc", pod=a0["pod"], engine="0").values)
 

@@ -50,6 +50,7 @@ def cli(*argv: str) -> int:
 
 # ------------------------------------------------------------------ version
 
+
 @pytest.mark.parametrize("tool", pt.TOOLS)
 def test_version_of_real_binaries(installed, tool):
     raw, ver = pt.version(installed[tool])
@@ -70,6 +71,7 @@ def test_version_of_garbage_is_tool_error(tmp_path):
 
 
 # ------------------------------------------------------------------ install
+
 
 def test_install_layout(installed):
     cache = pt.cache_dir()
@@ -94,6 +96,7 @@ def test_install_without_apt_fails_cleanly(tmp_path, monkeypatch):
 
 
 # --------------------------------------------------------------------- find
+
 
 @pytest.mark.parametrize("tool", pt.TOOLS)
 def test_find_uses_cache(installed, tool):
@@ -149,15 +152,18 @@ def test_unknown_tool():
 
 # ---------------------------------------------------------------------- run
 
+
 def test_run_real_promtool(installed, tmp_path):
     rules = tmp_path / "rules.yml"
-    rules.write_text(textwrap.dedent("""\
+    rules.write_text(
+        textwrap.dedent("""\
         groups:
           - name: g
             rules:
               - record: job:up:sum
                 expr: sum by (job) (up)
-        """))
+        """)
+    )
     r = pt.run("promtool", "check", "rules", rules)
     assert r.returncode == 0, r.stderr + r.stdout
     assert "SUCCESS" in r.stdout + r.stderr
@@ -169,10 +175,12 @@ def test_run_real_promtool(installed, tmp_path):
 
 # ------------------------------------------------------------- apt sources
 
+
 def test_debian_mirror_deb822(tmp_path):
     d = tmp_path / "sources.list.d"
     d.mkdir()
-    (d / "debian.sources").write_text(textwrap.dedent("""\
+    (d / "debian.sources").write_text(
+        textwrap.dedent("""\
         Types: deb
         URIs: http://mirror.example/debian-security
         Suites: bookworm-security
@@ -188,17 +196,20 @@ def test_debian_mirror_deb822(tmp_path):
         Suites: bookworm bookworm-updates
         Components: main
         Signed-By: /opt/keys/debian.gpg
-        """))
+        """)
+    )
     assert pt.debian_mirror(tmp_path) == ("http://mirror.example/debian", "/opt/keys/debian.gpg")
 
 
 def test_debian_mirror_one_line_format(tmp_path):
-    (tmp_path / "sources.list").write_text(textwrap.dedent("""\
+    (tmp_path / "sources.list").write_text(
+        textwrap.dedent("""\
         # deb http://commented.example/debian bookworm main
         deb http://security.example/debian-security bookworm-security main
         deb http://ppa.example/ubuntu jammy main
         deb [arch=amd64] http://mirror.example/debian bookworm main contrib
-        """))
+        """)
+    )
     assert pt.debian_mirror(tmp_path) == ("http://mirror.example/debian", pt._DEFAULT_KEYRING)
 
 
@@ -213,6 +224,7 @@ def test_this_machine_has_a_mirror():
 
 
 # ---------------------------------------------------------------------- CLI
+
 
 def test_cli_where(installed, capsys):
     assert cli("promtool", "where") == 0
@@ -244,9 +256,13 @@ def test_cli_error_reporting(installed, tmp_path, monkeypatch, capsys):
 @pytest.mark.skipif(not Path("/usr/bin/python3").exists(), reason="needs a system python3")
 def test_module_runs_standalone_with_stdlib_only(installed):
     # -I: isolated mode, so neither the venv nor servewatch is importable.
-    r = subprocess.run(["/usr/bin/python3", "-I", str(MODULE), "where"], capture_output=True, text=True, cwd=REPO)
+    r = subprocess.run(
+        ["/usr/bin/python3", "-I", str(MODULE), "where"], capture_output=True, text=True, cwd=REPO
+    )
     assert r.returncode == 0, r.stderr
     assert "(cache)" in r.stdout
-    r = subprocess.run([str(REPO / "scripts" / "install-prometheus")], capture_output=True, text=True, cwd=REPO)
+    r = subprocess.run(
+        [str(REPO / "scripts" / "install-prometheus")], capture_output=True, text=True, cwd=REPO
+    )
     assert r.returncode == 0, r.stderr
     assert str(installed["promtool"]) in r.stdout

@@ -1,5 +1,6 @@
 """Runbooks: one page per alert, every runbook_url resolves, every query parses and names only known series,
 spec mistakes in `runbooks:` point at file, line and field."""
+
 from __future__ import annotations
 
 import re
@@ -48,7 +49,15 @@ def test_pages_have_the_sections_on_call_needs(built):
     model, files = built
     for path, text in _pages(files).items():
         anchors = links.anchors(text)
-        for section in ("meaning", "not-meaning", "impact", "dashboards", "investigation", "causes", "actions"):
+        for section in (
+            "meaning",
+            "not-meaning",
+            "impact",
+            "dashboards",
+            "investigation",
+            "causes",
+            "actions",
+        ):
             assert section in anchors, f"{path} lacks #{section}"
         assert "| Healthy" in text or "| Any series" in text, path
         assert "[[" not in text, f"{path} has an unreplaced token"
@@ -68,7 +77,13 @@ def test_each_step_has_an_anchor_and_a_query(built):
 def test_every_runbook_url_resolves_to_a_page(built):
     model, files = built
     rules = [yaml.safe_load(files[p]) for p in files if p.startswith("rules/") and p.endswith(".rules.yaml")]
-    urls = [r["annotations"]["runbook_url"] for doc in rules for g in doc["groups"] for r in g["rules"] if "alert" in r]
+    urls = [
+        r["annotations"]["runbook_url"]
+        for doc in rules
+        for g in doc["groups"]
+        for r in g["rules"]
+        if "alert" in r
+    ]
     assert len(urls) == len(model.alerts())
     for url in urls:
         rel, _, problem = links.resolve(url, files)
@@ -76,11 +91,14 @@ def test_every_runbook_url_resolves_to_a_page(built):
         assert rel == links.page_path(url.rsplit("/", 1)[-1].removesuffix(".md"))
 
 
-@pytest.mark.parametrize("pattern", [
-    "https://wiki.example.com/servewatch/runbooks/{alert}.md#investigation",
-    "https://example.com/x/runbooks/{alert}.md#meaning",
-    "https://example.com/runbooks/{alert}.md#{alert_lower}",
-])
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "https://wiki.example.com/servewatch/runbooks/{alert}.md#investigation",
+        "https://example.com/x/runbooks/{alert}.md#meaning",
+        "https://example.com/runbooks/{alert}.md#{alert_lower}",
+    ],
+)
 def test_runbook_url_with_anchor_resolves(specs_copy, pattern):
     cfg = specs_copy / "config.yaml"
     text = cfg.read_text()
@@ -129,9 +147,13 @@ def test_every_query_on_every_page_parses_and_names_known_series(built):
             for name, is_regex in names:
                 if is_regex:
                     rx = re.compile(name)
-                    assert any(rx.fullmatch(n) for n in known), f"{path}: pattern {name} matches no catalog metric"
+                    assert any(rx.fullmatch(n) for n in known), (
+                        f"{path}: pattern {name} matches no catalog metric"
+                    )
                 else:
-                    assert cat.lookup(name) or name in records, f"{path}: {name} is not a catalog metric or recording rule"
+                    assert cat.lookup(name) or name in records, (
+                        f"{path}: {name} is not a catalog metric or recording rule"
+                    )
     assert seen_queries > 60
 
 
@@ -141,7 +163,9 @@ def test_every_page_query_passes_the_house_lint(built):
     ctx = lint.Context(catalog_mod.load(), {r.record for r in model.records()})
     for path, text in _pages(files).items():
         for q in PROMQL_BLOCK.findall(text):
-            problems = [p for p in lint.lint(q, ctx) if p.check != "metric-known"]  # regex names: checked above
+            problems = [
+                p for p in lint.lint(q, ctx) if p.check != "metric-known"
+            ]  # regex names: checked above
             assert not problems, f"{path}: {problems}\n{q}"
 
 
@@ -168,7 +192,9 @@ def test_thresholds_default_to_the_alert_and_follow_overrides(specs_copy):
     assert (kv.limits.suspicious, kv.limits.unhealthy, kv.limits.op) == (0.85, 0.95, ">")
 
     (specs_copy / "overrides.yaml").write_text(
-        "overrides:\n  alerts:\n    VLLMTimeToFirstTokenP95High: {threshold: 4}\n    VLLMKVCacheUsageHigh: {threshold: 0.9}\n")
+        "overrides:\n  alerts:\n    VLLMTimeToFirstTokenP95High: "
+        "{threshold: 4}\n    VLLMKVCacheUsageHigh: {threshold: 0.9}\n"
+    )
     model = Model(load(specs_copy))
     pages = {p.name: p for p in book.pages(model)}
     assert pages["VLLMTimeToFirstTokenP95High"].step("queue-time").limits.unhealthy == 2.0
@@ -188,17 +214,23 @@ def test_alert_without_runbook_gets_a_default_page(specs_copy):
     page = files["runbooks/VLLMRequestErrorRateHigh.md"]
     assert "No runbook for this alert is written" in page
     assert "alert-value" in links.anchors(page)
-    assert "Alerts without a written runbook (default page only): VLLMRequestErrorRateHigh." in files["runbooks/README.md"]
+    assert (
+        "Alerts without a written runbook (default page only): VLLMRequestErrorRateHigh."
+        in files["runbooks/README.md"]
+    )
 
 
 def test_disabled_alert_has_no_page(specs_copy):
-    (specs_copy / "overrides.yaml").write_text("overrides:\n  alerts:\n    VLLMPreemptionsHigh: {enabled: false}\n")
+    (specs_copy / "overrides.yaml").write_text(
+        "overrides:\n  alerts:\n    VLLMPreemptionsHigh: {enabled: false}\n"
+    )
     files = render_runbooks.render(Model(load(specs_copy)))
     assert "runbooks/VLLMPreemptionsHigh.md" not in files
     assert "VLLMPreemptionsHigh" not in files["runbooks/README.md"]
 
 
 # -- spec mistakes ------------------------------------------------------------------------------------
+
 
 def _edit_and_load(specs_copy, old: str, new: str):
     rb = specs_copy / "runbooks.yaml"
@@ -211,31 +243,65 @@ def _edit_and_load(specs_copy, old: str, new: str):
     return [str(e) for e in exc.value.errors], line
 
 
-@pytest.mark.parametrize("old,new,field,message", [
-    ("        query: {kind: signal, signal: gpu_fb_used_ratio}\n",
-     "        query: {kind: signal, signal: gpu_fb_used_ratoi}\n",
-     "runbooks.GPUFramebufferUsageHigh.steps[0].query.signal", "unknown signal 'gpu_fb_used_ratoi'"),
-    ("        query: {kind: quantile, metric: \"vllm:request_queue_time_seconds\", quantile: 0.95}\n",
-     "        query: {kind: quantile, metric: \"vllm:time_in_queue_requests\", quantile: 0.95}\n",
-     "query.metric", "was removed (gone in 0.9.1)"),
-    ("        query: {kind: signal, signal: gpu_fb_used_ratio}\n",
-     "        query: {kind: signals, signal: gpu_fb_used_ratio}\n",
-     "runbooks.GPUFramebufferUsageHigh.steps[0].query", "unknown query kind"),
-    ("        unit: ratio\n        suspicious: 0.92\n",
-     "        unit: ratio\n        suspicous: 0.92\n",
-     "runbooks.GPUFramebufferUsageHigh.steps[0].suspicous", "unknown field 'suspicous'"),
-    ("        unhealthy: {alert: 1, of: VLLMRequestsWaitingHigh}\n",
-     "        unhealthy: {alert: 1, of: VLLMRequestWaitingHigh}\n",
-     "unhealthy.of", "unknown alert 'VLLMRequestWaitingHigh'"),
-    ("([[step:fullest-gpus]])", "([[step:fullest-gpu]])",
-     "runbooks.GPUFramebufferUsageHigh.actions[0]", "[[step:fullest-gpu]] names no step"),
-    ("      - id: fullest-gpus\n", "      - id: Fullest_GPUs\n",
-     "runbooks.GPUFramebufferUsageHigh.steps[0].id", "must be lower-case letters"),
-    ("  GPUFramebufferUsageHigh:\n", "  GPUFramebufferUsageHi:\n",
-     "runbooks.GPUFramebufferUsageHi", "runbook for unknown alert 'GPUFramebufferUsageHi'"),
-    ("        suspicious: 1.08\n        unhealthy: 1.15\n", "        suspicious: 1.5\n        unhealthy: 1.15\n",
-     "steps[2].suspicious", "suspicious (1.5) is beyond unhealthy (1.15)"),
-])
+@pytest.mark.parametrize(
+    "old,new,field,message",
+    [
+        (
+            "        query: {kind: signal, signal: gpu_fb_used_ratio}\n",
+            "        query: {kind: signal, signal: gpu_fb_used_ratoi}\n",
+            "runbooks.GPUFramebufferUsageHigh.steps[0].query.signal",
+            "unknown signal 'gpu_fb_used_ratoi'",
+        ),
+        (
+            '        query: {kind: quantile, metric: "vllm:request_queue_time_seconds", quantile: 0.95}\n',
+            '        query: {kind: quantile, metric: "vllm:time_in_queue_requests", quantile: 0.95}\n',
+            "query.metric",
+            "was removed (gone in 0.9.1)",
+        ),
+        (
+            "        query: {kind: signal, signal: gpu_fb_used_ratio}\n",
+            "        query: {kind: signals, signal: gpu_fb_used_ratio}\n",
+            "runbooks.GPUFramebufferUsageHigh.steps[0].query",
+            "unknown query kind",
+        ),
+        (
+            "        unit: ratio\n        suspicious: 0.92\n",
+            "        unit: ratio\n        suspicous: 0.92\n",
+            "runbooks.GPUFramebufferUsageHigh.steps[0].suspicous",
+            "unknown field 'suspicous'",
+        ),
+        (
+            "        unhealthy: {alert: 1, of: VLLMRequestsWaitingHigh}\n",
+            "        unhealthy: {alert: 1, of: VLLMRequestWaitingHigh}\n",
+            "unhealthy.of",
+            "unknown alert 'VLLMRequestWaitingHigh'",
+        ),
+        (
+            "([[step:fullest-gpus]])",
+            "([[step:fullest-gpu]])",
+            "runbooks.GPUFramebufferUsageHigh.actions[0]",
+            "[[step:fullest-gpu]] names no step",
+        ),
+        (
+            "      - id: fullest-gpus\n",
+            "      - id: Fullest_GPUs\n",
+            "runbooks.GPUFramebufferUsageHigh.steps[0].id",
+            "must be lower-case letters",
+        ),
+        (
+            "  GPUFramebufferUsageHigh:\n",
+            "  GPUFramebufferUsageHi:\n",
+            "runbooks.GPUFramebufferUsageHi",
+            "runbook for unknown alert 'GPUFramebufferUsageHi'",
+        ),
+        (
+            "        suspicious: 1.08\n        unhealthy: 1.15\n",
+            "        suspicious: 1.5\n        unhealthy: 1.15\n",
+            "steps[2].suspicious",
+            "suspicious (1.5) is beyond unhealthy (1.15)",
+        ),
+    ],
+)
 def test_spec_mistakes_name_file_line_and_field(specs_copy, old, new, field, message):
     errors, line = _edit_and_load(specs_copy, old, new)
     # a step shared by several pages (a YAML alias) is reported once per page, all at its one definition
@@ -252,17 +318,24 @@ def test_cli_reports_runbook_mistakes_without_traceback(specs_copy, servewatch, 
     p = servewatch("generate", "--specs", specs_copy, "--out", tmp_path)
     assert p.returncode == 2
     assert "Traceback" not in p.stderr
-    assert re.search(r"servewatch: error: .*runbooks\.yaml:\d+: runbooks\.VLLMRequestsWaitingHigh\.steps\[2\]\.query: "
-                     r"unknown query kind", p.stderr), p.stderr
+    assert re.search(
+        r"servewatch: error: .*runbooks\.yaml:\d+: runbooks\.VLLMRequestsWaitingHigh\.steps\[2\]\.query: "
+        r"unknown query kind",
+        p.stderr,
+    ), p.stderr
     assert not (tmp_path / "runbooks").exists()
 
 
 # -- scoped queries -----------------------------------------------------------------------------------
 
+
 def test_filters_go_into_selectors_only_where_the_label_exists():
     model = Model(load(REPO / "specs"))
     sb = ScopedBuilder(model.config, [parse_filter("namespace=llm"), parse_filter("model_name=~deepseek.*")])
-    assert sb.select("vllm:kv_cache_usage_perc") == 'vllm:kv_cache_usage_perc{namespace="llm", model_name=~"deepseek.*"}'
+    assert (
+        sb.select("vllm:kv_cache_usage_perc")
+        == 'vllm:kv_cache_usage_perc{namespace="llm", model_name=~"deepseek.*"}'
+    )
     # cache_config_info has no model_name label: the filter would empty it
     assert sb.select("vllm:cache_config_info") == 'vllm:cache_config_info{namespace="llm"}'
     # on DCGM series the workload namespace is exported_namespace (ServiceMonitor, honorLabels false)
@@ -284,10 +357,16 @@ def test_scoped_pages_parse(built):
             assert 'vllm:kv_cache_usage_perc{namespace="a\\"b", pod!="x"}' in expr
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("pod=a", ("pod", "=", "a")), ("pod!=a", ("pod", "!=", "a")), ("job=~.*vllm.*", ("job", "=~", ".*vllm.*")),
-    ('model_name="x=y"', ("model_name", "=", "x=y")), ("ns!~a|b", ("ns", "!~", "a|b")),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("pod=a", ("pod", "=", "a")),
+        ("pod!=a", ("pod", "!=", "a")),
+        ("job=~.*vllm.*", ("job", "=~", ".*vllm.*")),
+        ('model_name="x=y"', ("model_name", "=", "x=y")),
+        ("ns!~a|b", ("ns", "!~", "a|b")),
+    ],
+)
 def test_parse_filter(text, expected):
     assert parse_filter(text) == expected
 
@@ -300,15 +379,28 @@ def test_parse_filter_rejects(bad):
 
 # -- dashboard links ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("old,new,field,message", [
-    ("{uid: servewatch-moe-deployment, slug: moe-deployment, title: MoE deployment, vars: {namespace: \"[[workload",
-     "{uid: servewatch-moe-deploymnt, slug: moe-deployment, title: MoE deployment, vars: {namespace: \"[[workload",
-     "runbooks.GPUFramebufferUsageHigh.dashboards[1].uid",
-     "dashboard uid 'servewatch-moe-deploymnt' is not a generated dashboard; did you mean 'servewatch-moe-deployment'?"),
-    ("vars: {host: \"[[host]]\", uuid: UUID}}", "vars: {host: \"[[host]]\", uuid: UUID, nmspace: namespace}}",
-     "runbooks.GPUFramebufferMetricsMissing.dashboards[0].vars.nmspace",
-     "dashboard 'servewatch-gpu-fleet' has no variable 'nmspace'; it has "),
-], ids=["uid-typo", "variable-typo"])
+
+@pytest.mark.parametrize(
+    "old,new,field,message",
+    [
+        (
+            "{uid: servewatch-moe-deployment, slug: moe-deployment, title: MoE deployment, "
+            'vars: {namespace: "[[workload',
+            "{uid: servewatch-moe-deploymnt, slug: moe-deployment, title: MoE deployment, "
+            'vars: {namespace: "[[workload',
+            "runbooks.GPUFramebufferUsageHigh.dashboards[1].uid",
+            "dashboard uid 'servewatch-moe-deploymnt' is not a generated "
+            "dashboard; did you mean 'servewatch-moe-deployment'?",
+        ),
+        (
+            'vars: {host: "[[host]]", uuid: UUID}}',
+            'vars: {host: "[[host]]", uuid: UUID, nmspace: namespace}}',
+            "runbooks.GPUFramebufferMetricsMissing.dashboards[0].vars.nmspace",
+            "dashboard 'servewatch-gpu-fleet' has no variable 'nmspace'; it has ",
+        ),
+    ],
+    ids=["uid-typo", "variable-typo"],
+)
 def test_runbook_dashboard_links_must_exist(specs_copy, servewatch, tmp_path, old, new, field, message):
     """A runbook's dashboard link names a generated dashboard and only variables it has: a typo in the uid
     or a variable is a spec error at generate time, with file, line and field, and nothing is written."""
@@ -321,7 +413,9 @@ def test_runbook_dashboard_links_must_exist(specs_copy, servewatch, tmp_path, ol
         render_runbooks.render(Model(load(specs_copy)))
     errors = [str(e) for e in exc.value.errors]
     assert len(errors) == 1, errors
-    assert re.fullmatch(rf".*runbooks\.yaml:{line}: {re.escape(field)}: {re.escape(message)}.*", errors[0]), errors[0]
+    assert re.fullmatch(rf".*runbooks\.yaml:{line}: {re.escape(field)}: {re.escape(message)}.*", errors[0]), (
+        errors[0]
+    )
 
     p = servewatch("generate", "--specs", specs_copy, "--out", tmp_path)
     assert p.returncode == 2 and "Traceback" not in p.stderr
@@ -346,70 +440,127 @@ def test_shipped_runbook_dashboard_links_land_on_generated_boards(built):
 # that must appear, and ones that must not.
 
 LATENCY = {
-    "steps": {"ttft": "signal", "itl": "signal",  # split time to first token from decode
-              "queue-time": "quantile", "prefill-time": "quantile",  # queue vs prefill
-              "prompt-length-change": "mean", "output-length": "mean",  # input and output lengths
-              "errors": "signal", "waiting": "signal"},
-    "phrases": {"ttft": [r"includes the time a request waits in the queue"],
-                "itl": [r"queueing does not"]},
+    "steps": {
+        "ttft": "signal",
+        "itl": "signal",  # split time to first token from decode
+        "queue-time": "quantile",
+        "prefill-time": "quantile",  # queue vs prefill
+        "prompt-length-change": "mean",
+        "output-length": "mean",  # input and output lengths
+        "errors": "signal",
+        "waiting": "signal",
+    },
+    "phrases": {"ttft": [r"includes the time a request waits in the queue"], "itl": [r"queueing does not"]},
     "forbidden": [r"(excludes|without|does not include|not including) (the )?queu"],
 }
 DIRECTIONS: dict[str, dict] = {
     "VLLMKVCacheUsageHigh": {
-        "steps": {"kv-usage": "signal", "preemptions": "signal", "preemptions-per-request": "ratio",
-                  "prefix-cache-hits": "ratio", "errors": "signal", "itl": "signal", "ttft": "signal"},
-        "phrases": {"not-meaning": [r"not that requests are refused", r"does not reject a request because the kv cache is full",
-                                    r"conclude refusals from the ratio alone"],
-                    "preemptions": [r"recomputed"], "prefix-cache-hits": [r"prefix caching help"]},
+        "steps": {
+            "kv-usage": "signal",
+            "preemptions": "signal",
+            "preemptions-per-request": "ratio",
+            "prefix-cache-hits": "ratio",
+            "errors": "signal",
+            "itl": "signal",
+            "ttft": "signal",
+        },
+        "phrases": {
+            "not-meaning": [
+                r"not that requests are refused",
+                r"does not reject a request because the kv cache is full",
+                r"conclude refusals from the ratio alone",
+            ],
+            "preemptions": [r"recomputed"],
+            "prefix-cache-hits": [r"prefix caching help"],
+        },
     },
     "VLLMTimeToFirstTokenP95High": {
-        **LATENCY, "phrases": {**LATENCY["phrases"], "meaning": [r"includes queueing"]},
+        **LATENCY,
+        "phrases": {**LATENCY["phrases"], "meaning": [r"includes queueing"]},
     },
     "VLLMInterTokenLatencyP95High": {
         **LATENCY,
-        "phrases": {**LATENCY["phrases"], "not-meaning": [r"waiting happens before the first token and shows in ttft"]},
+        "phrases": {
+            **LATENCY["phrases"],
+            "not-meaning": [r"waiting happens before the first token and shows in ttft"],
+        },
     },
     "VLLMEndToEndLatencyP95High": {
-        **LATENCY, "phrases": {**LATENCY["phrases"], "meaning": [r"sum of queueing, prefill and decode"]},
+        **LATENCY,
+        "phrases": {**LATENCY["phrases"], "meaning": [r"sum of queueing, prefill and decode"]},
     },
     "VLLMRequestsWaitingHigh": {
-        "steps": {"waiting": "signal", "queue-growth": "trend", "arrivals-change": "rate",  # arrival rate
-                  "prompt-length": "mean", "output-length": "mean",  # request lengths
-                  "throughput": "signal", "running": "signal", "kv-usage": "signal"},  # throughput, concurrency, headroom
-        "phrases": {"not-meaning": [r"concurrency limit", r"headroom"],
-                    "running": [r"concurrency"], "actions": [r"scheduling change", r"scale out"]},
+        "steps": {
+            "waiting": "signal",
+            "queue-growth": "trend",
+            "arrivals-change": "rate",  # arrival rate
+            "prompt-length": "mean",
+            "output-length": "mean",  # request lengths
+            "throughput": "signal",
+            "running": "signal",
+            "kv-usage": "signal",
+        },  # throughput, concurrency, headroom
+        "phrases": {
+            "not-meaning": [r"concurrency limit", r"headroom"],
+            "running": [r"concurrency"],
+            "actions": [r"scheduling change", r"scale out"],
+        },
     },
     "GPUFramebufferUsageHigh": {
-        "steps": {"fullest-gpus": "signal", "fullest-rank": "signal", "rank-imbalance": "imbalance",
-                  "deployment-average": "signal", "reserved-memory": "gauge", "label-layout": "labels",
-                  "exporter-generation": "names"},
-        "phrases": {"fullest-gpus": [r"which gpu or mig instance is full, and which pod holds it"],
-                    "fullest-rank": [r"never judge a deployment by its average or total"],
-                    "not-meaning": [r"reserved memory .* is not in the denominator"],
-                    "reserved-memory": [r"outside the ratio's denominator"],
-                    "label-layout": [r"exporter label layout"], "exporter-generation": [r"exporter generation"]},
+        "steps": {
+            "fullest-gpus": "signal",
+            "fullest-rank": "signal",
+            "rank-imbalance": "imbalance",
+            "deployment-average": "signal",
+            "reserved-memory": "gauge",
+            "label-layout": "labels",
+            "exporter-generation": "names",
+        },
+        "phrases": {
+            "fullest-gpus": [r"which gpu or mig instance is full, and which pod holds it"],
+            "fullest-rank": [r"never judge a deployment by its average or total"],
+            "not-meaning": [r"reserved memory .* is not in the denominator"],
+            "reserved-memory": [r"outside the ratio's denominator"],
+            "label-layout": [r"exporter label layout"],
+            "exporter-generation": [r"exporter generation"],
+        },
     },
     "VLLMSignalMetricsMissing": {
         "steps": {"missing-inputs": "absence", "vllm-names": "names"},
-        "phrases": {"vllm-names": [r"a similar name next to the missing one is a rename"],
-                    "not-meaning": [r"not a missing target"]},
+        "phrases": {
+            "vllm-names": [r"a similar name next to the missing one is a rename"],
+            "not-meaning": [r"not a missing target"],
+        },
     },
     "VLLMMetricsAbsent": {
         "steps": {"target-up": "up", "absent-condition": "absence", "vllm-names": "names"},
         "phrases": {"target-up": [r"a dead target, not a rename"], "vllm-names": [r"renamed"]},
     },
     "DCGMExporterDown": {
-        "steps": {"targets-down": "absence", "exporter-up": "up", "fb-metric-names": "names",
-                  "exporters-by-job": "names", "label-layout": "labels"},
-        "phrases": {"targets-down": [r"a dead target, not a rename"],
-                    "fb-metric-names": [r"the metric was renamed, not lost"],
-                    "not-meaning": [r"not necessarily a dead exporter"]},
+        "steps": {
+            "targets-down": "absence",
+            "exporter-up": "up",
+            "fb-metric-names": "names",
+            "exporters-by-job": "names",
+            "label-layout": "labels",
+        },
+        "phrases": {
+            "targets-down": [r"a dead target, not a rename"],
+            "fb-metric-names": [r"the metric was renamed, not lost"],
+            "not-meaning": [r"not necessarily a dead exporter"],
+        },
     },
     "GPUFramebufferMetricsMissing": {
-        "steps": {"exporter-up": "up", "fb-metric-names": "names", "partner-missing": "absence",
-                  "label-layout": "labels"},
-        "phrases": {"exporter-up": [r"a dead target, not a rename"],
-                    "fb-metric-names": [r"the metric was renamed, not lost"]},
+        "steps": {
+            "exporter-up": "up",
+            "fb-metric-names": "names",
+            "partner-missing": "absence",
+            "label-layout": "labels",
+        },
+        "phrases": {
+            "exporter-up": [r"a dead target, not a rename"],
+            "fb-metric-names": [r"the metric was renamed, not lost"],
+        },
     },
 }
 NEXT_ANCHOR = re.compile(r'<a id="[^"]+"></a>')
@@ -420,8 +571,10 @@ def _sections(text: str) -> dict[str, str]:
     marks = list(NEXT_ANCHOR.finditer(text))
     out = {}
     for m, nxt in zip(marks, marks[1:] + [None], strict=True):
-        body = text[m.end(): nxt.start() if nxt else len(text)]
-        out[links.ANCHOR_RE.match(m.group(0)).group(1)] = " ".join(body.replace("**", "").replace("`", "").split())
+        body = text[m.end() : nxt.start() if nxt else len(text)]
+        out[links.ANCHOR_RE.match(m.group(0)).group(1)] = " ".join(
+            body.replace("**", "").replace("`", "").split()
+        )
     return out
 
 
@@ -451,22 +604,44 @@ def check_directions(model, files) -> list[str]:
 
 def test_pages_give_the_investigation_directions_of_issue_4(built):
     model, files = built
-    assert set(DIRECTIONS) == {a.alert for a in model.alerts()} - {"VLLMPreemptionsHigh", "VLLMRequestErrorRateHigh"}
+    assert set(DIRECTIONS) == {a.alert for a in model.alerts()} - {
+        "VLLMPreemptionsHigh",
+        "VLLMRequestErrorRateHigh",
+    }
     assert check_directions(model, files) == []
 
 
-@pytest.mark.parametrize("old,new,problem", [
-    ("it **includes queueing**", "it **excludes queueing**", "VLLMTimeToFirstTokenP95High: #meaning does not say"),
-    ("It includes the time a request waits in the queue", "It excludes the time a request waits in the queue",
-     "VLLMEndToEndLatencyP95High: #ttft does not say"),
-    ("      - **Not that requests are refused.**", "      - **Maybe requests are refused.**",
-     "VLLMKVCacheUsageHigh: #not-meaning does not say /not that requests are refused/"),
-    ("      - *s_waiting\n      - *s_errors\n    causes:\n      - \"A larger",
-     "      - *s_errors\n    causes:\n      - \"A larger",
-     "VLLMInterTokenLatencyP95High: no step 'waiting'"),
-    ("Never judge a deployment by its average or total", "Judge a deployment by its total",
-     "GPUFramebufferUsageHigh: #fullest-rank does not say"),
-], ids=["ttft-excludes-queueing", "ttft-step-wording", "kv-refusals", "itl-no-waiting-step", "fb-total"])
+@pytest.mark.parametrize(
+    "old,new,problem",
+    [
+        (
+            "it **includes queueing**",
+            "it **excludes queueing**",
+            "VLLMTimeToFirstTokenP95High: #meaning does not say",
+        ),
+        (
+            "It includes the time a request waits in the queue",
+            "It excludes the time a request waits in the queue",
+            "VLLMEndToEndLatencyP95High: #ttft does not say",
+        ),
+        (
+            "      - **Not that requests are refused.**",
+            "      - **Maybe requests are refused.**",
+            "VLLMKVCacheUsageHigh: #not-meaning does not say /not that requests are refused/",
+        ),
+        (
+            '      - *s_waiting\n      - *s_errors\n    causes:\n      - "A larger',
+            '      - *s_errors\n    causes:\n      - "A larger',
+            "VLLMInterTokenLatencyP95High: no step 'waiting'",
+        ),
+        (
+            "Never judge a deployment by its average or total",
+            "Judge a deployment by its total",
+            "GPUFramebufferUsageHigh: #fullest-rank does not say",
+        ),
+    ],
+    ids=["ttft-excludes-queueing", "ttft-step-wording", "kv-refusals", "itl-no-waiting-step", "fb-total"],
+)
 def test_the_directions_check_catches_a_wrong_page(specs_copy, old, new, problem):
     rb = specs_copy / "runbooks.yaml"
     text = rb.read_text()

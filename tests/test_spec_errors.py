@@ -1,4 +1,5 @@
 """A spec mistake yields one clear message naming file, line and field, and writes nothing."""
+
 import textwrap
 
 import pytest
@@ -38,7 +39,9 @@ def test_renamed_metric_names_the_replacement(specs_copy):
 
 
 def test_unknown_metric_suggests_a_close_name(specs_copy):
-    _replace(specs_copy / "signals.yaml", "metric: vllm:num_requests_waiting", "metric: vllm:num_request_waiting")
+    _replace(
+        specs_copy / "signals.yaml", "metric: vllm:num_requests_waiting", "metric: vllm:num_request_waiting"
+    )
     [msg] = _errors(specs_copy)
     assert "did you mean 'vllm:num_requests_waiting'" in msg
 
@@ -48,7 +51,9 @@ def test_typo_in_alert_field_names_file_line_and_field(specs_copy):
     _replace(f, "        threshold: 50\n", "        treshold: 50\n")
     line = _line_of(f, "treshold")
     msgs = _errors(specs_copy)
-    expected = f"vllm.yaml:{line}: groups[0].alerts[1].treshold: unknown field 'treshold'; did you mean 'threshold'?"
+    expected = (
+        f"vllm.yaml:{line}: groups[0].alerts[1].treshold: unknown field 'treshold'; did you mean 'threshold'?"
+    )
     assert any(expected in m for m in msgs), msgs
 
 
@@ -57,17 +62,23 @@ def test_bad_duration(specs_copy):
     _replace(f, "for: 5m", "for: 5 minutes")
     line = _line_of(f, "5 minutes")
     msgs = _errors(specs_copy)
-    assert any(f"gpu.yaml:{line}: groups[0].alerts[0].for" in m and "not a Prometheus duration" in m for m in msgs), msgs
+    assert any(
+        f"gpu.yaml:{line}: groups[0].alerts[0].for" in m and "not a Prometheus duration" in m for m in msgs
+    ), msgs
 
 
 def test_yaml_syntax_error_has_a_line(specs_copy):
-    (specs_copy / "overrides.yaml").write_text("overrides:\n  alerts: {GPUFramebufferUsageHigh: {threshold: 0.9}\n")
+    (specs_copy / "overrides.yaml").write_text(
+        "overrides:\n  alerts: {GPUFramebufferUsageHigh: {threshold: 0.9}\n"
+    )
     [msg] = _errors(specs_copy)
     assert "overrides.yaml:" in msg and "not valid YAML" in msg
 
 
 def test_override_of_unknown_alert_suggests(specs_copy):
-    (specs_copy / "overrides.yaml").write_text("overrides:\n  alerts:\n    GPUFramebufferUsageHi: {threshold: 0.9}\n")
+    (specs_copy / "overrides.yaml").write_text(
+        "overrides:\n  alerts:\n    GPUFramebufferUsageHi: {threshold: 0.9}\n"
+    )
     [msg] = _errors(specs_copy)
     assert "overrides.yaml:3" in msg and "did you mean 'GPUFramebufferUsageHigh'" in msg
 
@@ -81,7 +92,11 @@ def test_alert_without_scenarios_is_refused(specs_copy):
 
 
 def test_template_outside_the_subset(specs_copy):
-    _replace(specs_copy / "alerts" / "vllm.yaml", "{{ $value | humanize }} requests", "{{ $value | printf \"%.0f\" }} requests")
+    _replace(
+        specs_copy / "alerts" / "vllm.yaml",
+        "{{ $value | humanize }} requests",
+        '{{ $value | printf "%.0f" }} requests',
+    )
     msgs = _errors(specs_copy)
     assert any("outside the supported subset" in m for m in msgs), msgs
 
@@ -93,13 +108,16 @@ def test_rate_window_shorter_than_four_scrapes(specs_copy):
 
 
 def test_rate_on_a_gauge_is_refused(specs_copy):
-    _replace(specs_copy / "signals.yaml", "metric: vllm:num_preemptions_total", "metric: vllm:num_requests_running")
+    _replace(
+        specs_copy / "signals.yaml", "metric: vllm:num_preemptions_total", "metric: vllm:num_requests_running"
+    )
     [msg] = _errors(specs_copy)
     assert "is a gauge; rate() needs a counter" in msg
 
 
 def test_duplicate_alert_across_files(specs_copy):
-    (specs_copy / "extra.yaml").write_text(textwrap.dedent("""\
+    (specs_copy / "extra.yaml").write_text(
+        textwrap.dedent("""\
         groups:
           - name: extra
             family: extra
@@ -108,7 +126,8 @@ def test_duplicate_alert_across_files(specs_copy):
                 absence: {kind: target_down, source: dcgm}
                 summary: Twice.
                 description: twice
-    """))
+    """)
+    )
     msgs = _errors(specs_copy)
     assert any("extra.yaml:5" in m and "defined twice" in m and "gpu.yaml" in m for m in msgs), msgs
 
@@ -126,7 +145,9 @@ def test_jsonnet_spec_is_accepted(specs_copy):
 
 def test_jsonnet_import_outside_specs_is_refused(specs_copy, tmp_path):
     (tmp_path / "secret.libsonnet").write_text("{ a: 1 }")
-    (specs_copy / "evil.jsonnet").write_text("local s = import '../secret.libsonnet';\n{ overrides: { alerts: s } }\n")
+    (specs_copy / "evil.jsonnet").write_text(
+        "local s = import '../secret.libsonnet';\n{ overrides: { alerts: s } }\n"
+    )
     [msg] = _errors(specs_copy)
     assert "evil.jsonnet" in msg and "leaves the specs folder" in msg
 
@@ -141,7 +162,9 @@ def test_cli_error_is_one_clear_message_and_nothing_is_written(specs_copy, tmp_p
     out = tmp_path / "out"
     assert servewatch("generate", "--specs", specs_copy, "--out", out).returncode == 0
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    _replace(specs_copy / "signals.yaml", "metric: vllm:kv_cache_usage_perc", "metric: vllm:gpu_cache_usage_perc")
+    _replace(
+        specs_copy / "signals.yaml", "metric: vllm:kv_cache_usage_perc", "metric: vllm:gpu_cache_usage_perc"
+    )
     res = servewatch("generate", "--specs", specs_copy, "--out", out)
     assert res.returncode == 2
     assert "Traceback" not in res.stderr

@@ -1,4 +1,5 @@
 """The `servewatch` command line."""
+
 from __future__ import annotations
 
 import argparse
@@ -24,7 +25,9 @@ def cmd_generate(args) -> int:
         problems = writer.check(root, files)
         if problems:
             print("\n".join(problems))
-            return _fail(f"{len(problems)} generated file(s) are stale; run `servewatch generate` and commit", 1)
+            return _fail(
+                f"{len(problems)} generated file(s) are stale; run `servewatch generate` and commit", 1
+            )
         print(f"servewatch: {len(files)} generated files are up to date")
         return 0
     written, removed = writer.write(root, files)
@@ -37,8 +40,10 @@ def cmd_check(args) -> int:
 
     # Rendering everything in memory is what validates the dashboards and runbooks sections too.
     model, files = generate.build(Path(args.specs))
-    print(f"servewatch: specs OK: {len(model.alerts())} alerts, {len(model.records())} recording rules, "
-          f"{len(model.spec.scenarios)} scenarios, {len(files)} output files")
+    print(
+        f"servewatch: specs OK: {len(model.alerts())} alerts, {len(model.records())} recording rules, "
+        f"{len(model.spec.scenarios)} scenarios, {len(files)} output files"
+    )
     return 0
 
 
@@ -61,18 +66,27 @@ def _version() -> str:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="servewatch",
-        description="Rules, dashboards, runbooks and promtool tests for vLLM on NVIDIA GPUs, from declarative specs.",
+        description="Rules, dashboards, runbooks and promtool tests "
+        "for vLLM on NVIDIA GPUs, from declarative specs.",
     )
     p.add_argument("--version", action="version", version=f"servewatch {_version()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def common(sp):
         sp.add_argument("--specs", default="specs", help="specs folder (default: specs)")
-        sp.add_argument("--out", default=".", help="folder that holds rules/, dashboards/, runbooks/, promtool/ (default: .)")
+        sp.add_argument(
+            "--out",
+            default=".",
+            help="folder that holds rules/, dashboards/, runbooks/, promtool/ (default: .)",
+        )
 
     g = sub.add_parser("generate", help="write all outputs from the specs")
     common(g)
-    g.add_argument("--check", action="store_true", help="write nothing; exit 1 with a diff when committed outputs are stale")
+    g.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 with a diff when committed outputs are stale",
+    )
     g.set_defaults(func=cmd_generate)
 
     c = sub.add_parser("check", help="validate the specs without writing anything")
@@ -81,7 +95,11 @@ def parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("test", help="promtool check rules + promtool unit tests on the generated files")
     common(t)
-    t.add_argument("--extra", default="tests/promtool", help="folder of hand-written promtool tests (default: tests/promtool)")
+    t.add_argument(
+        "--extra",
+        default="tests/promtool",
+        help="folder of hand-written promtool tests (default: tests/promtool)",
+    )
     t.set_defaults(func=cmd_test)
 
     init.add_cli(sub)

@@ -1,4 +1,5 @@
 """User-facing errors: each carries where the mistake is, so the CLI can print one clear line."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,4 +1,5 @@
 """The main job: specs -> model -> every output, as {relative path: text}."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -3,6 +3,7 @@
 Copies the default specs (shipped in the package as `servewatch/defaults`, the same files as this
 project's specs/) and a make fragment with the CI targets, then says what to run next.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -50,20 +51,27 @@ def cmd_init(args) -> int:
     existing = [p for p in (specs, fragment) if p.exists()]
     if existing and not args.force:
         names = ", ".join(str(p) for p in existing)
-        print(f"servewatch: error: {names} already exist(s); nothing was written (use --force to replace)", file=sys.stderr)
+        print(
+            f"servewatch: error: {names} already exist(s); nothing was written (use --force to replace)",
+            file=sys.stderr,
+        )
         return 2
     if specs.exists():
         shutil.rmtree(specs)
     count = _copy_tree(resources.files("servewatch") / "defaults", specs)
     fragment.write_text(MAKE_FRAGMENT)
     print(f"servewatch: wrote {count} spec files to {specs} and {fragment}")
-    print("next: tune specs/config.yaml (or run `servewatch detect --prometheus URL`), put your thresholds in "
-          "specs/overrides.yaml, then `servewatch generate` and commit the outputs")
+    print(
+        "next: tune specs/config.yaml (or run `servewatch detect --prometheus URL`), put your thresholds in "
+        "specs/overrides.yaml, then `servewatch generate` and commit the outputs"
+    )
     return 0
 
 
 def add_cli(sub) -> None:
-    p = sub.add_parser("init", help="copy the default specs and a make fragment into a repository of your own")
+    p = sub.add_parser(
+        "init", help="copy the default specs and a make fragment into a repository of your own"
+    )
     p.add_argument("dir", nargs="?", default=".", help="target folder (default: .)")
     p.add_argument("--force", action="store_true", help="replace an existing specs/ and servewatch.mk")
     p.set_defaults(func=cmd_init)

@@ -1,4 +1,5 @@
 """`servewatch lint`: run the PromQL checks over rule files or single expressions."""
+
 from __future__ import annotations
 
 import sys
@@ -18,7 +19,11 @@ def rule_exprs(path: Path) -> list[tuple[str, str]]:
     except (OSError, yaml.YAMLError) as exc:
         raise SystemExit(f"servewatch: error: cannot read {path}: {exc}") from None
     groups = (data.get("spec") or data).get("groups") or []
-    return [(r.get("record") or r.get("alert") or "?", r.get("expr", "")) for g in groups for r in g.get("rules", [])]
+    return [
+        (r.get("record") or r.get("alert") or "?", r.get("expr", ""))
+        for g in groups
+        for r in g.get("rules", [])
+    ]
 
 
 def context_for(specs: Path | None) -> Context:
@@ -37,7 +42,10 @@ def cmd_lint(args) -> int:
     disable = set(args.disable or [])
     unknown = disable - set(CHECKS)
     if unknown:
-        print(f"servewatch: error: unknown check(s) {', '.join(sorted(unknown))}; known: {', '.join(CHECKS)}", file=sys.stderr)
+        print(
+            f"servewatch: error: unknown check(s) {', '.join(sorted(unknown))}; known: {', '.join(CHECKS)}",
+            file=sys.stderr,
+        )
         return 2
     items: list[tuple[str, str]] = [("--expr", e) for e in args.expr or []]
     paths = [Path(p) for p in args.files] or ([] if items else sorted(Path("rules").glob("*.rules.yaml")))
@@ -53,9 +61,15 @@ def cmd_lint(args) -> int:
 
 
 def add_cli(sub) -> None:
-    p = sub.add_parser("lint", help="check PromQL in rule files (default: rules/*.rules.yaml) against the catalogs")
+    p = sub.add_parser(
+        "lint", help="check PromQL in rule files (default: rules/*.rules.yaml) against the catalogs"
+    )
     p.add_argument("files", nargs="*", help="rule files (plain or PrometheusRule)")
     p.add_argument("--expr", action="append", help="an expression to check (repeatable)")
-    p.add_argument("--specs", default="specs", help="specs folder for recording-rule names and scrape interval ('' to skip)")
+    p.add_argument(
+        "--specs",
+        default="specs",
+        help="specs folder for recording-rule names and scrape interval ('' to skip)",
+    )
     p.add_argument("--disable", action="append", metavar="CHECK", help=f"skip a check: {', '.join(CHECKS)}")
     p.set_defaults(func=cmd_lint)

@@ -138,11 +138,21 @@ class LocalPrometheus:
     ``keep=True`` leaves the temp dir (data, config, prometheus.log) behind for debugging.
     """
 
-    def __init__(self, openmetrics: str | None = None, *, rule_files: Sequence[str | os.PathLike] = (),
-                 backfill_rules: bool = True, rules_start: TimeLike | None = None,
-                 rules_end: TimeLike | None = None, rule_eval_interval: str = "30s",
-                 retention: str = "100y", lookback_delta: str | None = None,
-                 extra_args: Sequence[str] = (), ready_timeout: float = 60.0, keep: bool = False):
+    def __init__(
+        self,
+        openmetrics: str | None = None,
+        *,
+        rule_files: Sequence[str | os.PathLike] = (),
+        backfill_rules: bool = True,
+        rules_start: TimeLike | None = None,
+        rules_end: TimeLike | None = None,
+        rule_eval_interval: str = "30s",
+        retention: str = "100y",
+        lookback_delta: str | None = None,
+        extra_args: Sequence[str] = (),
+        ready_timeout: float = 60.0,
+        keep: bool = False,
+    ):
         self.openmetrics = openmetrics
         self.rule_files = [Path(f).resolve() for f in rule_files]
         for f in self.rule_files:
@@ -233,8 +243,15 @@ class LocalPrometheus:
     def _backfill_openmetrics(self) -> None:
         src = self.workdir / "input.om"
         src.write_text(self.openmetrics)
-        self._promtool("tsdb", "create-blocks-from", "openmetrics", "--quiet", str(src), str(self.data_dir),
-                       what="promtool tsdb create-blocks-from openmetrics")
+        self._promtool(
+            "tsdb",
+            "create-blocks-from",
+            "openmetrics",
+            "--quiet",
+            str(src),
+            str(self.data_dir),
+            what="promtool tsdb create-blocks-from openmetrics",
+        )
         src.unlink()  # can be tens of MB; the blocks hold the data now
 
     def _data_range(self) -> tuple[float, float]:
@@ -250,10 +267,19 @@ class LocalPrometheus:
         out = self.workdir / "rule-blocks"
         self._serve([])  # evaluate against the raw data only
         try:
-            self._promtool("tsdb", "create-blocks-from", "rules", "--quiet", f"--url={self.url}",
-                           f"--start={start}", f"--end={end}", f"--output-dir={out}",
-                           f"--eval-interval={self.rule_eval_interval}", *map(str, self.rule_files),
-                           what="promtool tsdb create-blocks-from rules")
+            self._promtool(
+                "tsdb",
+                "create-blocks-from",
+                "rules",
+                "--quiet",
+                f"--url={self.url}",
+                f"--start={start}",
+                f"--end={end}",
+                f"--output-dir={out}",
+                f"--eval-interval={self.rule_eval_interval}",
+                *map(str, self.rule_files),
+                what="promtool tsdb create-blocks-from rules",
+            )
         finally:
             self._halt()
         for block in sorted(out.glob("*/meta.json")):
@@ -268,8 +294,11 @@ class LocalPrometheus:
         self.url = ""
 
     def _write_config(self, rule_files: Iterable[Path]) -> Path:
-        cfg = {"global": {"scrape_interval": "1m", "evaluation_interval": self.rule_eval_interval},
-               "rule_files": [str(f) for f in rule_files], "scrape_configs": []}
+        cfg = {
+            "global": {"scrape_interval": "1m", "evaluation_interval": self.rule_eval_interval},
+            "rule_files": [str(f) for f in rule_files],
+            "scrape_configs": [],
+        }
         path = self.workdir / "prometheus.yml"
         path.write_text(json.dumps(cfg, indent=2) + "\n")  # JSON is YAML
         return path
@@ -283,14 +312,19 @@ class LocalPrometheus:
             self._state["logfile"] = logfile = open(self.log_path, "a")
             logfile.write(f"--- starting on 127.0.0.1:{port}\n")
             logfile.flush()
-            args = [prometheus, f"--config.file={config}", f"--storage.tsdb.path={self.data_dir}",
-                    f"--web.listen-address=127.0.0.1:{port}",
-                    f"--storage.tsdb.retention.time={self.retention}"]
+            args = [
+                prometheus,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={self.data_dir}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                f"--storage.tsdb.retention.time={self.retention}",
+            ]
             if self.lookback_delta:
                 args.append(f"--query.lookback-delta={self.lookback_delta}")
             args += self.extra_args
-            self._state["proc"] = subprocess.Popen(args, stdout=logfile, stderr=subprocess.STDOUT,
-                                                   stdin=subprocess.DEVNULL, cwd=self.workdir)
+            self._state["proc"] = subprocess.Popen(
+                args, stdout=logfile, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.workdir
+            )
             self.url = f"http://127.0.0.1:{port}"
             try:
                 self._wait_ready()
@@ -313,7 +347,8 @@ class LocalPrometheus:
             if proc.poll() is not None:
                 raise PrometheusError(
                     f"prometheus exited with code {proc.returncode} during start-up; "
-                    f"log tail ({self.log_path}):\n{_tail(self.log_path)}")
+                    f"log tail ({self.log_path}):\n{_tail(self.log_path)}"
+                )
             try:
                 with urllib.request.urlopen(self.url + "/-/ready", timeout=2) as r:
                     ready = r.status == 200
@@ -326,7 +361,8 @@ class LocalPrometheus:
             if _time.monotonic() > deadline:
                 raise PrometheusError(
                     f"prometheus not ready after {self.ready_timeout}s; log tail ({self.log_path}):\n"
-                    f"{_tail(self.log_path)}")
+                    f"{_tail(self.log_path)}"
+                )
             _time.sleep(0.05)
 
     # -------------------------------------------------------------------- API
@@ -336,8 +372,11 @@ class LocalPrometheus:
             raise PrometheusError("LocalPrometheus is not running")
         body = urllib.parse.urlencode(params or {}, doseq=True)
         if post:
-            req = urllib.request.Request(self.url + path, data=body.encode(),
-                                         headers={"Content-Type": "application/x-www-form-urlencoded"})
+            req = urllib.request.Request(
+                self.url + path,
+                data=body.encode(),
+                headers={"Content-Type": "application/x-www-form-urlencoded"},
+            )
         else:
             req = urllib.request.Request(self.url + path + ("?" + body if body else ""))
         try:
@@ -348,11 +387,16 @@ class LocalPrometheus:
                 payload = json.load(e)
             except ValueError:
                 raise QueryError(f"HTTP {e.code} from {path}", status=e.code) from None
-            raise QueryError(f"{payload.get('errorType', 'error')}: {payload.get('error', '')}",
-                             payload.get("errorType", ""), e.code) from None
+            raise QueryError(
+                f"{payload.get('errorType', 'error')}: {payload.get('error', '')}",
+                payload.get("errorType", ""),
+                e.code,
+            ) from None
         if payload.get("status") != "success":
-            raise QueryError(f"{payload.get('errorType', 'error')}: {payload.get('error', '')}",
-                             payload.get("errorType", ""))
+            raise QueryError(
+                f"{payload.get('errorType', 'error')}: {payload.get('error', '')}",
+                payload.get("errorType", ""),
+            )
         return payload["data"]
 
     def api(self, path: str, **params: Any) -> Any:
@@ -360,7 +404,10 @@ class LocalPrometheus:
         return self._api(path, params, post=False)
 
     def query(self, expr: str, time: TimeLike | None = None) -> list:
-        """Instant query; returns ``data.result`` (vector: ``[{metric, value: [t, "v"]}]``; scalar: ``[t, "v"]``)."""
+        """Instant query; returns ``data.result``.
+
+        A vector is ``[{metric, value: [t, "v"]}]``; a scalar is ``[t, "v"]``.
+        """
         params = {"query": expr}
         if time is not None:
             params["time"] = _ts(time)
@@ -368,8 +415,9 @@ class LocalPrometheus:
 
     def query_range(self, expr: str, start: TimeLike, end: TimeLike, step: float | str = 30) -> list:
         """Range query; returns ``data.result`` (matrix: ``[{metric, values: [[t, "v"], ...]}]``)."""
-        return self._api("/api/v1/query_range", {"query": expr, "start": _ts(start), "end": _ts(end),
-                                                 "step": str(step)})["result"]
+        return self._api(
+            "/api/v1/query_range", {"query": expr, "start": _ts(start), "end": _ts(end), "step": str(step)}
+        )["result"]
 
     def query_value(self, expr: str, time: TimeLike | None = None) -> float | None:
         """The single value of an instant query (None for an empty vector; raises if several series)."""
@@ -382,8 +430,13 @@ class LocalPrometheus:
             raise QueryError(f"{len(res)} series returned by {expr!r}; expected one")
         return float(res[0]["value"][1])
 
-    def query_map(self, expr: str, time: TimeLike | None = None, by: Sequence[str] = ()) -> dict[tuple, float]:
-        """Instant query as ``{tuple(label values of by): value}`` (all labels, sorted, when ``by`` is empty)."""
+    def query_map(
+        self, expr: str, time: TimeLike | None = None, by: Sequence[str] = ()
+    ) -> dict[tuple, float]:
+        """Instant query as ``{tuple(label values of by): value}``.
+
+        With ``by`` empty the key holds all labels, sorted.
+        """
         out = {}
         for r in self.query(expr, time):
             m = r["metric"]
@@ -393,8 +446,9 @@ class LocalPrometheus:
             out[key] = float(r["value"][1])
         return out
 
-    def series(self, match: str | Sequence[str], start: TimeLike | None = None,
-               end: TimeLike | None = None) -> list[dict]:
+    def series(
+        self, match: str | Sequence[str], start: TimeLike | None = None, end: TimeLike | None = None
+    ) -> list[dict]:
         """``/api/v1/series`` label sets matching the selector(s)."""
         params: dict[str, Any] = {"match[]": [match] if isinstance(match, str) else list(match)}
         if start is not None:

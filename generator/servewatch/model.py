@@ -3,6 +3,7 @@
 This is the one place where overrides are applied and where cross-cutting annotations
 (severity, runbook_url, dashboard_url, extra labels) are added to every alert.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -54,10 +55,17 @@ def effective_alert(alert: Alert, spec: Spec) -> Alert:
     ov = spec.overrides.alerts.get(alert.alert)
     if ov is None:
         return alert
-    changes = {k: v for k, v in {
-        "threshold": ov.threshold, "for_": ov.for_, "keep_firing_for": ov.keep_firing_for,
-        "severity": ov.severity, "enabled": ov.enabled,
-    }.items() if v is not None}
+    changes = {
+        k: v
+        for k, v in {
+            "threshold": ov.threshold,
+            "for_": ov.for_,
+            "keep_firing_for": ov.keep_firing_for,
+            "severity": ov.severity,
+            "enabled": ov.enabled,
+        }.items()
+        if v is not None
+    }
     changes["labels"] = {**alert.labels, **ov.labels}
     changes["annotations"] = {**alert.annotations, **ov.annotations}
     return alert.model_copy(update=changes)
@@ -150,9 +158,13 @@ class Model:
             "runbook_url": self.config.runbook_url.format(alert=alert.alert, alert_lower=alert.alert.lower()),
         }
         if alert.dashboard:
-            url = self.config.dashboard_url.format(uid=alert.dashboard.uid, slug=alert.dashboard.slug or alert.dashboard.uid)
+            url = self.config.dashboard_url.format(
+                uid=alert.dashboard.uid, slug=alert.dashboard.slug or alert.dashboard.uid
+            )
             if alert.dashboard.vars:
-                query = "&".join(f"var-{var}={{{{ $labels.{sub(label)} }}}}" for var, label in alert.dashboard.vars.items())
+                query = "&".join(
+                    f"var-{var}={{{{ $labels.{sub(label)} }}}}" for var, label in alert.dashboard.vars.items()
+                )
                 url = f"{url}?{query}"
             out["dashboard_url"] = url
         out.update({k: sub(v) for k, v in alert.annotations.items()})

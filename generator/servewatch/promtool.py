@@ -20,8 +20,10 @@ import sys
 
 # Run as a script, sys.path[0] is this package dir; drop it so sibling modules
 # can never shadow the stdlib.
-if __name__ == "__main__" and sys.path and os.path.realpath(sys.path[0] or ".") == os.path.dirname(
-    os.path.realpath(__file__)
+if (
+    __name__ == "__main__"
+    and sys.path
+    and os.path.realpath(sys.path[0] or ".") == os.path.dirname(os.path.realpath(__file__))
 ):
     del sys.path[0]
 
@@ -37,8 +39,19 @@ import tomllib
 from pathlib import Path
 
 __all__ = [
-    "ToolError", "ToolNotFound", "REQUIRED_MAJOR_MINOR", "TOOLS", "find", "locate", "version",
-    "install", "ensure", "run", "add_cli", "cache_dir", "debian_mirror",
+    "ToolError",
+    "ToolNotFound",
+    "REQUIRED_MAJOR_MINOR",
+    "TOOLS",
+    "find",
+    "locate",
+    "version",
+    "install",
+    "ensure",
+    "run",
+    "add_cli",
+    "cache_dir",
+    "debian_mirror",
 ]
 
 REQUIRED_MAJOR_MINOR = (3, 5)
@@ -48,8 +61,19 @@ _INSTALL_HINT = "run `servewatch promtool install`"
 _DEFAULT_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 # Suite names (before any "-updates"/"-backports" suffix) that mark a Debian archive.
 _DEBIAN_SUITES = {
-    "buster", "bullseye", "bookworm", "trixie", "forky", "duke", "sid",
-    "oldoldstable", "oldstable", "stable", "testing", "unstable", "experimental",
+    "buster",
+    "bullseye",
+    "bookworm",
+    "trixie",
+    "forky",
+    "duke",
+    "sid",
+    "oldoldstable",
+    "oldstable",
+    "stable",
+    "testing",
+    "unstable",
+    "experimental",
 }
 
 
@@ -62,6 +86,7 @@ class ToolNotFound(ToolError):
 
 
 # ---------------------------------------------------------------- locations
+
 
 def repo_root() -> Path:
     for d in (Path.cwd(), *Path.cwd().parents):
@@ -112,6 +137,7 @@ def version(path) -> tuple[str, tuple[int, int, int]]:
 
 # ------------------------------------------------------------------- lookup
 
+
 def locate(tool: str) -> tuple[Path, str]:
     """Like find(), but also says where the binary came from: "env", "cache" or "PATH"."""
     _check_tool(tool)
@@ -134,7 +160,9 @@ def locate(tool: str) -> tuple[Path, str]:
             candidates.append((cached, "cache", f"{_INSTALL_HINT} --force"))
         hit = shutil.which(tool)
         if hit:
-            candidates.append((Path(hit), "PATH", f"{_INSTALL_HINT} (or set ${var} to a {tool} {_WANT} binary)"))
+            candidates.append(
+                (Path(hit), "PATH", f"{_INSTALL_HINT} (or set ${var} to a {tool} {_WANT} binary)")
+            )
     if not candidates:
         raise ToolNotFound(
             f"{tool} {_WANT} not found (checked ${var}, {cache_dir() / 'bin'} and PATH); "
@@ -146,7 +174,9 @@ def locate(tool: str) -> tuple[Path, str]:
     except ToolError as e:
         raise ToolError(f"{e} (found via {source}); {fix}.") from None
     if ver[:2] != REQUIRED_MAJOR_MINOR:
-        raise ToolError(f"{path} (from {source}) is {tool} {raw}, but servewatch needs {tool} {_WANT}; {fix}.")
+        raise ToolError(
+            f"{path} (from {source}) is {tool} {raw}, but servewatch needs {tool} {_WANT}; {fix}."
+        )
     return path, source
 
 
@@ -173,6 +203,7 @@ def run(tool: str, *args, check: bool = False, **kw) -> subprocess.CompletedProc
 
 
 # ------------------------------------------------------------------ install
+
 
 def _deb822_stanzas(text: str):
     fields: dict[str, str] = {}
@@ -273,24 +304,37 @@ def install(force: bool = False) -> dict[str, Path]:
             )
         mirror, keyring = debian_mirror()
         if not Path(keyring).is_file():
-            raise ToolError(f"Debian archive keyring {keyring} is missing; install the debian-archive-keyring package.")
+            raise ToolError(
+                f"Debian archive keyring {keyring} is missing; install the debian-archive-keyring package."
+            )
         arch = _sh(["dpkg", "--print-architecture"], "dpkg --print-architecture").strip()
         for stale in cache.glob(".install-*"):  # left behind by a killed run
             shutil.rmtree(stale, ignore_errors=True)
         tmp = Path(tempfile.mkdtemp(prefix=".install-", dir=cache))
         try:
             d = tmp / "apt"
-            for sub in ("state/lists/partial", "cache/archives/partial", "etc/sources.list.d", "etc/preferences.d"):
+            for sub in (
+                "state/lists/partial",
+                "cache/archives/partial",
+                "etc/sources.list.d",
+                "etc/preferences.d",
+            ):
                 (d / sub).mkdir(parents=True)
             (d / "etc/sources.list.d/sid.sources").write_text(
                 f"Types: deb\nURIs: {mirror}\nSuites: sid\nComponents: main\nSigned-By: {keyring}\n"
             )
             opts = [
-                f"Dir::State={d}/state", f"Dir::Cache={d}/cache",
-                "Dir::Etc::SourceList=/dev/null", f"Dir::Etc::SourceParts={d}/etc/sources.list.d",
-                "Dir::Etc::Preferences=/dev/null", f"Dir::Etc::PreferencesParts={d}/etc/preferences.d",
-                "Debug::NoLocking=1", "APT::Sandbox::User=root",  # _apt cannot read our private dirs
-                f"APT::Architecture={arch}", f"APT::Architectures={arch}", "Acquire::Languages=none",
+                f"Dir::State={d}/state",
+                f"Dir::Cache={d}/cache",
+                "Dir::Etc::SourceList=/dev/null",
+                f"Dir::Etc::SourceParts={d}/etc/sources.list.d",
+                "Dir::Etc::Preferences=/dev/null",
+                f"Dir::Etc::PreferencesParts={d}/etc/preferences.d",
+                "Debug::NoLocking=1",
+                "APT::Sandbox::User=root",  # _apt cannot read our private dirs
+                f"APT::Architecture={arch}",
+                f"APT::Architectures={arch}",
+                "Acquire::Languages=none",
             ]
             apt = [apt_get, "-q"] + [x for o in opts for x in ("-o", o)]
             _sh(apt + ["update"], f"apt-get update (Debian sid from {mirror})")
@@ -305,11 +349,21 @@ def install(force: bool = False) -> dict[str, Path]:
             got = {t: version(tmp / "bin" / t)[0] for t in TOOLS}
             if not _cached_ok(tmp / "bin"):
                 raise ToolError(
-                    f"Debian sid now ships {got}, not {_WANT}; set $PROMTOOL and $PROMETHEUS to 3.5.x binaries instead."
+                    f"Debian sid now ships {got}, not {_WANT}; set "
+                    "$PROMTOOL and $PROMETHEUS to 3.5.x binaries instead."
                 )
-            (tmp / "bin/INSTALLED.json").write_text(json.dumps(
-                {"versions": got, "debs": [p.name for p in debs], "mirror": mirror,
-                 "installed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=2) + "\n")
+            (tmp / "bin/INSTALLED.json").write_text(
+                json.dumps(
+                    {
+                        "versions": got,
+                        "debs": [p.name for p in debs],
+                        "mirror": mirror,
+                        "installed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    },
+                    indent=2,
+                )
+                + "\n"
+            )
             # Swap the finished bin/ in with renames, so readers never see a partial one.
             if bindir.exists():
                 bindir.rename(tmp / "old-bin")
@@ -320,6 +374,7 @@ def install(force: bool = False) -> dict[str, Path]:
 
 
 # ---------------------------------------------------------------------- CLI
+
 
 def _fail(e: ToolError) -> int:
     print(f"servewatch: error: {e}", file=sys.stderr)
@@ -359,7 +414,9 @@ def _cmd_install(args) -> int:
 
 def _add_commands(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="promtool_command", metavar="{where,version,install}", required=True)
-    sub.add_parser("where", help="show which promtool/prometheus would be used, and why").set_defaults(func=_cmd_where)
+    sub.add_parser("where", help="show which promtool/prometheus would be used, and why").set_defaults(
+        func=_cmd_where
+    )
     sub.add_parser("version", help="print the promtool/prometheus versions").set_defaults(func=_cmd_version)
     p = sub.add_parser("install", help=f"fetch promtool/prometheus {_WANT} from Debian into the cache")
     p.add_argument("--force", action="store_true", help="reinstall even if the cache is already good")
@@ -368,11 +425,14 @@ def _add_commands(parser: argparse.ArgumentParser) -> None:
 
 def add_cli(subparsers) -> None:
     """Register `servewatch promtool {where,version,install}` on an argparse subparsers object."""
-    _add_commands(subparsers.add_parser(
-        "promtool", help=f"locate or install promtool/prometheus {_WANT}",
-        description=f"Locate or install promtool/prometheus {_WANT}. Lookup order: "
-                    f"$PROMTOOL/$PROMETHEUS, the cache ({cache_dir()}), PATH.",
-    ))
+    _add_commands(
+        subparsers.add_parser(
+            "promtool",
+            help=f"locate or install promtool/prometheus {_WANT}",
+            description=f"Locate or install promtool/prometheus {_WANT}. Lookup order: "
+            f"$PROMTOOL/$PROMETHEUS, the cache ({cache_dir()}), PATH.",
+        )
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

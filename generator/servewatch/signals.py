@@ -3,6 +3,7 @@
 Rules, dashboards and runbooks all call `SignalBuilder`, so a panel and the alert about the same
 thing share one expression (or its recording rule).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -32,7 +33,11 @@ class Labels:
         return [self.config.cluster_label] if self.config.cluster_label else []
 
     def identity(self, level: str) -> list[str]:
-        ident = {"gpu": self.config.identity.dcgm, "engine": self.config.identity.vllm, "model": self.config.identity.model}
+        ident = {
+            "gpu": self.config.identity.dcgm,
+            "engine": self.config.identity.vllm,
+            "model": self.config.identity.model,
+        }
         return self._cluster() + list(ident[level])
 
     @property
@@ -51,7 +56,15 @@ class Labels:
         """Descriptive labels shown with a GPU: stable for a GPU except the pod holding it."""
         ident = set(self.identity("gpu"))
         # both host spellings: a fleet in the middle of the 4.6 exporter upgrade carries either one
-        wanted = ["Hostname", "hostname", "gpu", "GPU_I_PROFILE", "modelName", self.workload_namespace, self.workload_pod]
+        wanted = [
+            "Hostname",
+            "hostname",
+            "gpu",
+            "GPU_I_PROFILE",
+            "modelName",
+            self.workload_namespace,
+            self.workload_pod,
+        ]
         return [label for label in wanted if label not in ident]
 
     def target(self) -> list[str]:
@@ -66,7 +79,9 @@ class Labels:
             "fb_used": DCGM_FIELDS["fb_used"][self.config.dcgm.fb_units],
             "fb_free": DCGM_FIELDS["fb_free"][self.config.dcgm.fb_units],
             # the name the *other* exporter generation uses: what a rename looks like from here
-            "fb_used_renamed": DCGM_FIELDS["fb_used"]["bytes" if self.config.dcgm.fb_units == "mib" else "mib"],
+            "fb_used_renamed": DCGM_FIELDS["fb_used"][
+                "bytes" if self.config.dcgm.fb_units == "mib" else "mib"
+            ],
             "cluster": self.config.cluster_label or "cluster",
         }
 
@@ -103,12 +118,18 @@ class SignalBuilder:
         if signal.kind == "matched_ratio":
             part, rest = self.select(signal.numerator), self.select(signal.partner)
             ratio = b.matched_ratio(part, rest, ident)
-            return b.with_context(ratio, part, ident, self.labels.gpu_context()) if signal.level == "gpu" else ratio
+            return (
+                b.with_context(ratio, part, ident, self.labels.gpu_context())
+                if signal.level == "gpu"
+                else ratio
+            )
         if signal.kind == "rate":
             return self._rate_at_level(self.select(signal.metric), window, signal.level, list(signal.by))
         if signal.kind == "counter_ratio":
             keep = [label for label, _, _ in b.parse_matchers(signal.matchers)]
-            part = self._rate_at_level(self.select(signal.metric, signal.matchers), window, signal.level, [], keep)
+            part = self._rate_at_level(
+                self.select(signal.metric, signal.matchers), window, signal.level, [], keep
+            )
             whole = self._rate_at_level(self.select(signal.metric), window, signal.level, [], keep)
             return b.guarded_div(part, whole, ident)
         if signal.kind == "quantile":
@@ -116,15 +137,21 @@ class SignalBuilder:
             return self.histogram_quantile(signal.metric, q, window, signal.level)
         raise ValueError(f"unknown signal kind {signal.kind}")
 
-    def _rate_at_level(self, series: str, window: str, level: str, by: list[str], dedup_extra: list[str] = ()) -> str:
+    def _rate_at_level(
+        self, series: str, window: str, level: str, by: list[str], dedup_extra: list[str] = ()
+    ) -> str:
         """Rate per engine (deduplicated), summed up to the level when the level is coarser."""
-        engine = self.labels.identity("engine") if level in ("engine", "model") else self.labels.identity(level)
+        engine = (
+            self.labels.identity("engine") if level in ("engine", "model") else self.labels.identity(level)
+        )
         per_engine = b.dedup(b.rate(series, window), engine + by + list(dedup_extra))
         if level in ("engine", "gpu"):
             return per_engine if not dedup_extra else b.agg("sum", engine + by, per_engine)
         return b.agg("sum", self.labels.identity(level) + by, per_engine)
 
-    def histogram_quantile(self, metric: str, q: float, window: str, level: str, by: tuple[str, ...] = ()) -> str:
+    def histogram_quantile(
+        self, metric: str, q: float, window: str, level: str, by: tuple[str, ...] = ()
+    ) -> str:
         """Quantile per level from a histogram; no result (not NaN) where there were no observations."""
         engine = self.labels.identity("engine")
         keep = self.labels.identity(level) + list(by)
@@ -164,12 +191,17 @@ class SignalBuilder:
         """Targets that export the liveness metric but not one of the inputs (a rename or removal)."""
         target = self.labels.target()
         live = b.agg("group", target, self.select(VLLM_LIVENESS_METRIC))
-        return b.any_of(*(
-            f'label_replace({b.unless(live, b.agg("group", target, self.select(m)), target)}, "metric", "{m}", "", "")'
-            for m in metrics
-        ))
+        return b.any_of(
+            *(
+                f"label_replace({b.unless(live, b.agg('group', target, self.select(m)), target)}, "
+                f'"metric", "{m}", "", "")'
+                for m in metrics
+            )
+        )
 
-    def absence(self, kind: str, source: str, signals: dict, signal: str | None = None, absent_fires: bool = True) -> str:
+    def absence(
+        self, kind: str, source: str, signals: dict, signal: str | None = None, absent_fires: bool = True
+    ) -> str:
         """The condition of a 'never silently blind' alert, by its kind."""
         if kind == "partner_missing":
             return self.partner_missing(signals[signal])

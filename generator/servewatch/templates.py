@@ -8,6 +8,7 @@ Supported: {{ $labels.NAME }}, {{ $value }}, {{ $value | humanize }},
 {{ $value | humanizePercentage }}, {{ $value | humanizeDuration }},
 and {{ with $labels.NAME }}...{{ . }}...{{ end }}. Tokens [[host]] etc. are replaced from config first.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,7 +38,10 @@ def problems(text: str) -> list[str]:
         m = re.fullmatch(r"\$value(?:\s*\|\s*(\w+))?", action)
         if m and (m.group(1) is None or m.group(1) in FILTERS):
             continue
-        out.append(f"template action {{{{ {action} }}}} is outside the supported subset ({', '.join(FILTERS)}, $labels.X, with)")
+        out.append(
+            f"template action {{{{ {action} }}}} is outside the "
+            f"supported subset ({', '.join(FILTERS)}, $labels.X, with)"
+        )
     for token in TOKEN_RE.findall(text):
         out.append(f"unknown token [[{token}]]")
     return out
@@ -119,13 +123,17 @@ def render(text: str, labels: dict[str, str], value: float | None) -> str:
     def action(m):
         act = m.group(1)
         if act.startswith("$labels."):
-            return labels.get(act[len("$labels."):], "")
+            return labels.get(act[len("$labels.") :], "")
         fm = re.fullmatch(r"\$value(?:\s*\|\s*(\w+))?", act)
         if fm:
             if value is None:
                 raise ValueError("this description shows $value: the scenario must give the expected value")
-            fn = {None: go_float, "humanize": humanize, "humanizePercentage": humanize_percentage,
-                  "humanizeDuration": humanize_duration}[fm.group(1)]
+            fn = {
+                None: go_float,
+                "humanize": humanize,
+                "humanizePercentage": humanize_percentage,
+                "humanizeDuration": humanize_duration,
+            }[fm.group(1)]
             return fn(value)
         raise ValueError(f"unsupported template action {act!r}")
 

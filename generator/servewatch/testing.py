@@ -1,4 +1,5 @@
 """`servewatch test`: check the generated rule files and run promtool's unit tests on them."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -2,6 +2,7 @@
 
 The catalogs are YAML files beside this module, so a new exporter release is a data change.
 """
+
 from __future__ import annotations
 
 import difflib

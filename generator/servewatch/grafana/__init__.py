@@ -1,11 +1,39 @@
 """A small typed layer that emits Grafana's classic dashboard JSON as plain dicts (no grafanalib)."""
+
 from .layout import COLUMNS, GridPos, flow
 from .model import (
-    ALL_VALUE, DS_REF, DS_VAR, SCHEMA_VERSION, Annotation, Dashboard, Link, Panel, Row, Target, Threshold,
-    Variable, ref_ids, thresholds,
+    ALL_VALUE,
+    DS_REF,
+    DS_VAR,
+    SCHEMA_VERSION,
+    Annotation,
+    Dashboard,
+    Link,
+    Panel,
+    Row,
+    Target,
+    Threshold,
+    Variable,
+    ref_ids,
+    thresholds,
 )
 
 __all__ = [
-    "ALL_VALUE", "COLUMNS", "DS_REF", "DS_VAR", "SCHEMA_VERSION", "Annotation", "Dashboard", "GridPos", "Link",
-    "Panel", "Row", "Target", "Threshold", "Variable", "flow", "ref_ids", "thresholds",
+    "ALL_VALUE",
+    "COLUMNS",
+    "DS_REF",
+    "DS_VAR",
+    "SCHEMA_VERSION",
+    "Annotation",
+    "Dashboard",
+    "GridPos",
+    "Link",
+    "Panel",
+    "Row",
+    "Target",
+    "Threshold",
+    "Variable",
+    "flow",
+    "ref_ids",
+    "thresholds",
 ]

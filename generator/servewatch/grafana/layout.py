@@ -4,6 +4,7 @@ A row header always starts a new line and spans the full width; a panel that doe
 is left of the line goes to the next one, below the tallest panel of the current line. The result
 never overlaps and never leaves the 24 columns.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,8 +24,12 @@ class GridPos:
         return {"h": self.h, "w": self.w, "x": self.x, "y": self.y}
 
     def overlaps(self, other: "GridPos") -> bool:
-        return (self.x < other.x + other.w and other.x < self.x + self.w
-                and self.y < other.y + other.h and other.y < self.y + self.h)
+        return (
+            self.x < other.x + other.w
+            and other.x < self.x + self.w
+            and self.y < other.y + other.h
+            and other.y < self.y + self.h
+        )
 
 
 class Sized(Protocol):

@@ -5,6 +5,7 @@ output follows the model Grafana 11/12 saves: object datasource references (alwa
 `datasource` template variable), `fieldConfig.defaults` + `overrides`, per-panel `options`, query
 variables with a string `label_values(...)` query, and rows as `type: row` panels.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -124,10 +125,22 @@ class Panel:
 
     def field_defaults(self) -> dict:
         out: dict[str, Any] = {"unit": self.unit, "mappings": []}
-        out["color"] = {"mode": "thresholds"} if self.type in ("stat", "gauge", "bargauge") else {"mode": "palette-classic"}
+        out["color"] = (
+            {"mode": "thresholds"}
+            if self.type in ("stat", "gauge", "bargauge")
+            else {"mode": "palette-classic"}
+        )
         steps = self.steps or thresholds((None, "green"))
-        out["thresholds"] = {"mode": "absolute", "steps": [{"color": s.color, "value": s.value} for s in steps]}
-        for key, value in (("min", self.min), ("max", self.max), ("decimals", self.decimals), ("noValue", self.no_value)):
+        out["thresholds"] = {
+            "mode": "absolute",
+            "steps": [{"color": s.color, "value": s.value} for s in steps],
+        }
+        for key, value in (
+            ("min", self.min),
+            ("max", self.max),
+            ("decimals", self.decimals),
+            ("noValue", self.no_value),
+        ):
             if value is not None:
                 out[key] = value
         if self.links:
@@ -140,12 +153,23 @@ class Panel:
     def _custom(self) -> dict:
         if self.type == "timeseries":
             base = {
-                "axisBorderShow": False, "axisCenteredZero": False, "axisColorMode": "text", "axisLabel": "",
-                "axisPlacement": "auto", "barAlignment": 0, "drawStyle": "line",
-                "fillOpacity": 25 if self.stack else 10, "gradientMode": "none",
+                "axisBorderShow": False,
+                "axisCenteredZero": False,
+                "axisColorMode": "text",
+                "axisLabel": "",
+                "axisPlacement": "auto",
+                "barAlignment": 0,
+                "drawStyle": "line",
+                "fillOpacity": 25 if self.stack else 10,
+                "gradientMode": "none",
                 "hideFrom": {"legend": False, "tooltip": False, "viz": False},
-                "insertNulls": False, "lineInterpolation": "linear", "lineWidth": 1, "pointSize": 4,
-                "scaleDistribution": {"type": "linear"}, "showPoints": "never", "spanNulls": False,
+                "insertNulls": False,
+                "lineInterpolation": "linear",
+                "lineWidth": 1,
+                "pointSize": 4,
+                "scaleDistribution": {"type": "linear"},
+                "showPoints": "never",
+                "spanNulls": False,
                 "stacking": {"group": "A", "mode": "normal" if self.stack else "none"},
                 "thresholdsStyle": {"mode": "line" if self.show_thresholds else "off"},
             }
@@ -153,8 +177,11 @@ class Panel:
         if self.type == "table":
             return {"align": "auto", "cellOptions": {"type": "auto"}, "inspect": False, **self.custom}
         if self.type == "heatmap":
-            return {"hideFrom": {"legend": False, "tooltip": False, "viz": False},
-                    "scaleDistribution": {"type": "linear"}, **self.custom}
+            return {
+                "hideFrom": {"legend": False, "tooltip": False, "viz": False},
+                "scaleDistribution": {"type": "linear"},
+                **self.custom,
+            }
         return dict(self.custom)
 
     def to_dict(self, pos: GridPos) -> dict:
@@ -185,33 +212,69 @@ def default_options(kind: str) -> dict:
     """Options Grafana itself would store for a fresh panel of this type."""
     if kind == "timeseries":
         return {
-            "legend": {"calcs": ["lastNotNull", "max"], "displayMode": "table", "placement": "bottom", "showLegend": True},
+            "legend": {
+                "calcs": ["lastNotNull", "max"],
+                "displayMode": "table",
+                "placement": "bottom",
+                "showLegend": True,
+            },
             "tooltip": {"hideZeros": False, "mode": "multi", "sort": "desc"},
         }
     if kind == "stat":
         return {
-            "colorMode": "value", "graphMode": "area", "justifyMode": "auto", "orientation": "auto",
-            "percentChangeColorMode": "standard", "reduceOptions": _reduce(), "showPercentChange": False,
-            "textMode": "auto", "wideLayout": True,
+            "colorMode": "value",
+            "graphMode": "area",
+            "justifyMode": "auto",
+            "orientation": "auto",
+            "percentChangeColorMode": "standard",
+            "reduceOptions": _reduce(),
+            "showPercentChange": False,
+            "textMode": "auto",
+            "wideLayout": True,
         }
     if kind == "gauge":
-        return {"minVizHeight": 75, "minVizWidth": 75, "orientation": "auto", "reduceOptions": _reduce(),
-                "showThresholdLabels": False, "showThresholdMarkers": True, "sizing": "auto"}
+        return {
+            "minVizHeight": 75,
+            "minVizWidth": 75,
+            "orientation": "auto",
+            "reduceOptions": _reduce(),
+            "showThresholdLabels": False,
+            "showThresholdMarkers": True,
+            "sizing": "auto",
+        }
     if kind == "bargauge":
-        return {"displayMode": "gradient",
-                "legend": {"calcs": [], "displayMode": "list", "placement": "bottom", "showLegend": False},
-                "maxVizHeight": 300, "minVizHeight": 16, "minVizWidth": 8, "namePlacement": "auto",
-                "orientation": "horizontal", "reduceOptions": _reduce(), "showUnfilled": True, "sizing": "auto",
-                "valueMode": "color"}
+        return {
+            "displayMode": "gradient",
+            "legend": {"calcs": [], "displayMode": "list", "placement": "bottom", "showLegend": False},
+            "maxVizHeight": 300,
+            "minVizHeight": 16,
+            "minVizWidth": 8,
+            "namePlacement": "auto",
+            "orientation": "horizontal",
+            "reduceOptions": _reduce(),
+            "showUnfilled": True,
+            "sizing": "auto",
+            "valueMode": "color",
+        }
     if kind == "table":
-        return {"cellHeight": "sm", "footer": {"countRows": False, "fields": "", "reducer": ["sum"], "show": False},
-                "showHeader": True}
+        return {
+            "cellHeight": "sm",
+            "footer": {"countRows": False, "fields": "", "reducer": ["sum"], "show": False},
+            "showHeader": True,
+        }
     if kind == "heatmap":
         return {
             "calculate": False,
             "cellGap": 1,
-            "color": {"exponent": 0.5, "fill": "dark-orange", "mode": "scheme", "reverse": False, "scale": "exponential",
-                      "scheme": "Oranges", "steps": 64},
+            "color": {
+                "exponent": 0.5,
+                "fill": "dark-orange",
+                "mode": "scheme",
+                "reverse": False,
+                "scale": "exponential",
+                "scheme": "Oranges",
+                "steps": 64,
+            },
             "exemplars": {"color": "rgba(255,0,255,0.7)"},
             "filterValues": {"le": 1e-9},
             "legend": {"show": True},
@@ -233,7 +296,14 @@ class Row:
     h: int = 1
 
     def to_dict(self, pos: GridPos) -> dict:
-        return {"collapsed": False, "gridPos": pos.to_dict(), "id": self.id, "panels": [], "title": self.title, "type": "row"}
+        return {
+            "collapsed": False,
+            "gridPos": pos.to_dict(),
+            "id": self.id,
+            "panels": [],
+            "title": self.title,
+            "type": "row",
+        }
 
 
 @dataclass(frozen=True)
@@ -265,10 +335,16 @@ class Variable:
         if self.kind == "datasource":
             out.update({"query": "prometheus", "refresh": 1, "regex": ""})
         elif self.kind == "query":
-            out.update({
-                "datasource": dict(DS_REF), "definition": self.query, "query": self.query,
-                "refresh": 2, "regex": "", "sort": 1,
-            })
+            out.update(
+                {
+                    "datasource": dict(DS_REF),
+                    "definition": self.query,
+                    "query": self.query,
+                    "refresh": 2,
+                    "regex": "",
+                    "sort": 1,
+                }
+            )
         else:
             out["query"] = self.query
         if self.include_all:
@@ -296,9 +372,17 @@ class Annotation:
 
     def to_dict(self) -> dict:
         return {
-            "datasource": dict(DS_REF), "enable": True, "expr": self.expr, "hide": False, "iconColor": self.color,
-            "name": self.name, "step": "60s", "tagKeys": self.tags, "textFormat": self.text,
-            "titleFormat": self.title, "useValueForTime": False,
+            "datasource": dict(DS_REF),
+            "enable": True,
+            "expr": self.expr,
+            "hide": False,
+            "iconColor": self.color,
+            "name": self.name,
+            "step": "60s",
+            "tagKeys": self.tags,
+            "textFormat": self.text,
+            "titleFormat": self.title,
+            "useValueForTime": False,
         }
 
 

@@ -4,6 +4,7 @@ Panels and queries come from the signals and config; this section only chooses t
 datasource, refresh and time range, the price used for cost per million tokens, the optional
 kube_pod_labels join, the Kubernetes delivery details and which optional panels are shown.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -19,8 +20,27 @@ K8S_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 TIME_RE = re.compile(r"^now(-[0-9]+[smhdwMy])?(/[smhdwMy])?$")
 # Currencies Grafana has a unit for; anything else is shown with the code as a suffix.
 GRAFANA_CURRENCIES = {
-    "USD", "GBP", "EUR", "JPY", "RUB", "UAH", "BRL", "DKK", "ISK", "NOK", "SEK", "CZK", "CHF", "PLN", "BTC",
-    "ZAR", "INR", "KRW", "IDR", "PHP", "VND",
+    "USD",
+    "GBP",
+    "EUR",
+    "JPY",
+    "RUB",
+    "UAH",
+    "BRL",
+    "DKK",
+    "ISK",
+    "NOK",
+    "SEK",
+    "CZK",
+    "CHF",
+    "PLN",
+    "BTC",
+    "ZAR",
+    "INR",
+    "KRW",
+    "IDR",
+    "PHP",
+    "VND",
 }
 
 
@@ -36,10 +56,12 @@ def _uid(v: str) -> str:
 
 def _check(ok, message: str):
     """A field validator body: `message` unless `ok(value)`."""
+
     def validate(cls, v):
         if not ok(v):
             raise ValueError(message.format(v=v))
         return v
+
     return classmethod(validate)
 
 
@@ -59,7 +81,9 @@ class TimeRange(Strict):
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    _t = field_validator("from_", "to")(_check(TIME_RE.match, "{v!r} is not a Grafana relative time like now-6h or now"))
+    _t = field_validator("from_", "to")(
+        _check(TIME_RE.match, "{v!r} is not a Grafana relative time like now-6h or now")
+    )
 
 
 class Cost(Strict):
@@ -72,11 +96,14 @@ class Cost(Strict):
     gpus_per_engine: int | None = Field(None, ge=1)
 
     _cur = field_validator("currency")(
-        _check(lambda v: re.match(r"^[A-Z]{3}$", v), "{v!r} is not a three-letter currency code like USD"))
+        _check(lambda v: re.match(r"^[A-Z]{3}$", v), "{v!r} is not a three-letter currency code like USD")
+    )
 
     @property
     def unit(self) -> str:
-        return f"currency{self.currency}" if self.currency in GRAFANA_CURRENCIES else f"suffix: {self.currency}"
+        return (
+            f"currency{self.currency}" if self.currency in GRAFANA_CURRENCIES else f"suffix: {self.currency}"
+        )
 
 
 class Kubernetes(Strict):
@@ -92,7 +119,8 @@ class Kubernetes(Strict):
     _dur = field_validator("resync_period")(classmethod(lambda cls, v: _duration(v)))
     _ns = field_validator("namespace")(_check(K8S_NAME_RE.match, "{v!r} is not a Kubernetes namespace name"))
     _sel = field_validator("operator_instance_selector")(
-        _check(bool, "the Grafana Operator needs at least one instance selector label"))
+        _check(bool, "the Grafana Operator needs at least one instance selector label")
+    )
 
 
 class Defaults(Strict):
@@ -107,7 +135,8 @@ class Defaults(Strict):
 
     _dur = field_validator("refresh")(classmethod(lambda cls, v: _duration(v)))
     _tags = field_validator("tags")(
-        _check(bool, "at least one tag: the dashboard links find each other by the first tag"))
+        _check(bool, "at least one tag: the dashboard links find each other by the first tag")
+    )
 
 
 class KubePodLabels(Strict):
@@ -137,15 +166,18 @@ class Board(Strict):
 # The dashboards servewatch builds: default settings, and the optional panels each one has.
 BOARDS: dict[str, dict] = {
     "vllm-serving": {
-        "title": "vLLM serving", "uid": "servewatch-vllm-serving",
+        "title": "vLLM serving",
+        "uid": "servewatch-vllm-serving",
         "optional": ("cost", "per_engine_latency", "length_heatmaps", "prefix_cache", "spec_decode"),
     },
     "gpu-fleet": {
-        "title": "GPU fleet (DCGM)", "uid": "servewatch-gpu-fleet",
+        "title": "GPU fleet (DCGM)",
+        "uid": "servewatch-gpu-fleet",
         "optional": ("sm_active", "nvlink", "pcie", "xid"),
     },
     "moe-deployment": {
-        "title": "MoE deployment", "uid": "servewatch-moe-deployment",
+        "title": "MoE deployment",
+        "uid": "servewatch-moe-deployment",
         "optional": ("alerts", "tokens_per_rank"),
     },
 }
@@ -198,7 +230,8 @@ def _fields_at(model: type[BaseModel], path: tuple) -> list[str]:
     current = model
     for part in path:
         f = current.model_fields.get(str(part)) or next(
-            (fi for fi in current.model_fields.values() if fi.alias == part), None)
+            (fi for fi in current.model_fields.values() if fi.alias == part), None
+        )
         if f is None:
             return []
         ann = f.annotation
@@ -235,8 +268,13 @@ def load_settings(spec) -> Settings:
         if name == "defaults":
             continue
         if name not in BOARDS:
-            errors.append(SpecError(f"unknown dashboard {name!r}{_near(name, ['defaults', *BOARDS])}; "
-                                    f"known: defaults, {', '.join(BOARDS)}", where(name)))
+            errors.append(
+                SpecError(
+                    f"unknown dashboard {name!r}{_near(name, ['defaults', *BOARDS])}; "
+                    f"known: defaults, {', '.join(BOARDS)}",
+                    where(name),
+                )
+            )
             continue
         if value is not None and not isinstance(value, dict):
             errors.append(SpecError("expected a mapping of settings", where(name)))
@@ -249,22 +287,39 @@ def load_settings(spec) -> Settings:
         optional = BOARDS[name]["optional"]
         for panel in board.panels:
             if panel not in optional:
-                errors.append(SpecError(f"unknown optional panel {panel!r}{_near(panel, optional)}; "
-                                        f"known: {', '.join(optional)}", where(name, ("panels", panel))))
+                errors.append(
+                    SpecError(
+                        f"unknown optional panel {panel!r}{_near(panel, optional)}; "
+                        f"known: {', '.join(optional)}",
+                        where(name, ("panels", panel)),
+                    )
+                )
         if board.kube_pod_labels.enabled and name != "moe-deployment":
-            errors.append(SpecError("kube_pod_labels applies to the moe-deployment dashboard only",
-                                    where(name, ("kube_pod_labels",))))
+            errors.append(
+                SpecError(
+                    "kube_pod_labels applies to the moe-deployment dashboard only",
+                    where(name, ("kube_pod_labels",)),
+                )
+            )
         boards[name] = Board(
-            title=board.title or BOARDS[name]["title"], uid=board.uid or BOARDS[name]["uid"],
-            refresh=board.refresh, time=board.time, panels=dict(board.panels), kube_pod_labels=board.kube_pod_labels,
+            title=board.title or BOARDS[name]["title"],
+            uid=board.uid or BOARDS[name]["uid"],
+            refresh=board.refresh,
+            time=board.time,
+            panels=dict(board.panels),
+            kube_pod_labels=board.kube_pod_labels,
         )
     for name, facts in BOARDS.items():
         boards.setdefault(name, Board(title=facts["title"], uid=facts["uid"]))
     uids: dict[str, str] = {}
     for name, board in boards.items():
         if board.uid in uids:
-            errors.append(SpecError(f"uid {board.uid!r} is already used by dashboard {uids[board.uid]!r}",
-                                    where(name, ("uid",))))
+            errors.append(
+                SpecError(
+                    f"uid {board.uid!r} is already used by dashboard {uids[board.uid]!r}",
+                    where(name, ("uid",)),
+                )
+            )
         uids[board.uid] = name
     if errors:
         raise SpecErrors(errors)

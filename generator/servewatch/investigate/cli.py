@@ -1,4 +1,5 @@
 """`servewatch investigate`: run an alert's runbook against a Prometheus and print a triage report."""
+
 from __future__ import annotations
 
 import os
@@ -26,25 +27,51 @@ Credentials come from the environment only: {ENV_TOKEN} (bearer token), or {ENV_
 
 def add_connection_args(p) -> None:
     """Where and how to reach Prometheus: shared by every command that queries it."""
-    p.add_argument("--prometheus", metavar="URL", default=os.environ.get(ENV_URL),
-                   help=f"Prometheus base URL (default: ${ENV_URL})")
-    p.add_argument("--at", metavar="TIME", help="evaluate at this time: RFC 3339, Unix seconds, 'now' or '-30m' (ago)")
-    p.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="per-request timeout (default: 30)")
+    p.add_argument(
+        "--prometheus",
+        metavar="URL",
+        default=os.environ.get(ENV_URL),
+        help=f"Prometheus base URL (default: ${ENV_URL})",
+    )
+    p.add_argument(
+        "--at", metavar="TIME", help="evaluate at this time: RFC 3339, Unix seconds, 'now' or '-30m' (ago)"
+    )
+    p.add_argument(
+        "--timeout", type=float, default=30.0, metavar="SECONDS", help="per-request timeout (default: 30)"
+    )
     p.add_argument("--ca-file", metavar="PEM", help="CA bundle to verify the server's TLS certificate")
-    p.add_argument("--insecure-skip-verify", action="store_true", help="do not verify TLS certificates (test servers only)")
+    p.add_argument(
+        "--insecure-skip-verify",
+        action="store_true",
+        help="do not verify TLS certificates (test servers only)",
+    )
 
 
 def add_cli(sub) -> None:
-    p = sub.add_parser("investigate", help="run an alert's runbook queries against a Prometheus and print a verdict",
-                       description=DESCRIPTION, formatter_class=_Formatter)
-    p.add_argument("alert", nargs="?", metavar="ALERTNAME", help="alert to investigate (default: every firing alert)")
+    p = sub.add_parser(
+        "investigate",
+        help="run an alert's runbook queries against a Prometheus and print a verdict",
+        description=DESCRIPTION,
+        formatter_class=_Formatter,
+    )
+    p.add_argument(
+        "alert", nargs="?", metavar="ALERTNAME", help="alert to investigate (default: every firing alert)"
+    )
     add_connection_args(p)
-    p.add_argument("--label", "-l", action="append", default=[], metavar="K=V",
-                   help="filter every query by this label (also K!=V, K=~RE, K!~RE); repeatable")
+    p.add_argument(
+        "--label",
+        "-l",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="filter every query by this label (also K!=V, K=~RE, K!~RE); repeatable",
+    )
     p.add_argument("--format", choices=sorted(FORMATS), default="text", help="report format (default: text)")
     p.add_argument("--specs", default="specs", help="specs folder (default: specs)")
     p.add_argument("--top", type=int, default=5, metavar="N", help="series shown per step (default: 5)")
-    p.add_argument("--max-alerts", type=int, default=20, metavar="N", help="firing alerts triaged at most (default: 20)")
+    p.add_argument(
+        "--max-alerts", type=int, default=20, metavar="N", help="firing alerts triaged at most (default: 20)"
+    )
     p.add_argument("--quiet", "-q", action="store_true", help="no progress display on stderr")
     p.set_defaults(func=cmd_investigate)
 
@@ -68,8 +95,9 @@ def parse_time(text: str | None, now: float | None = None) -> float | None:
     try:
         dt = datetime.fromisoformat(t.replace("Z", "+00:00"))
     except ValueError:
-        raise InvestigateError(f"--at {text!r} is not a time: use RFC 3339 (2026-07-01T12:00:00Z), Unix seconds, "
-                               "'now' or '-30m'") from None
+        raise InvestigateError(
+            f"--at {text!r} is not a time: use RFC 3339 (2026-07-01T12:00:00Z), Unix seconds, 'now' or '-30m'"
+        ) from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
     return dt.timestamp()
@@ -129,8 +157,13 @@ def cmd_investigate(args) -> int:
         if args.alert and args.alert not in pages:
             known = ", ".join(sorted(pages))
             return _fail(f"no enabled alert named {args.alert!r} in {args.specs} (known: {known})")
-        with Client(args.prometheus, Auth.from_env(), timeout=args.timeout, ca_file=args.ca_file,
-                    insecure=args.insecure_skip_verify) as client:
+        with Client(
+            args.prometheus,
+            Auth.from_env(),
+            timeout=args.timeout,
+            ca_file=args.ca_file,
+            insecure=args.insecure_skip_verify,
+        ) as client:
             notes: list[str] = []
             invs = []
             if args.alert:
@@ -142,14 +175,28 @@ def cmd_investigate(args) -> int:
                 if not firing:
                     notes.append(f"No alerts are firing {when} (from {source}).")
                 if unknown:
-                    notes.append("Firing but without a servewatch runbook: " + ", ".join(sorted(unknown)) + ".")
+                    notes.append(
+                        "Firing but without a servewatch runbook: " + ", ".join(sorted(unknown)) + "."
+                    )
                 if len(todo) > args.max_alerts:
-                    notes.append(f"{len(todo)} firing alerts; triaging the first {args.max_alerts} (--max-alerts).")
+                    notes.append(
+                        f"{len(todo)} firing alerts; triaging the first {args.max_alerts} (--max-alerts)."
+                    )
                     todo = todo[: args.max_alerts]
                 at = time.time() if at is None else at
                 for name, labels in todo:
-                    invs.append(run(model, pages[name], client, filters=filters, alert_labels=labels, at=at,
-                                    progress=progress, source="firing alert"))
+                    invs.append(
+                        run(
+                            model,
+                            pages[name],
+                            client,
+                            filters=filters,
+                            alert_labels=labels,
+                            at=at,
+                            progress=progress,
+                            source="firing alert",
+                        )
+                    )
     except ServewatchError as exc:
         progress.done()
         if isinstance(exc, InvestigateError):
@@ -162,8 +209,10 @@ def cmd_investigate(args) -> int:
     failed = [(inv.alert.alert, r) for inv in invs for r in inv.errors]
     if failed:
         first_alert, first = failed[0]
-        return _fail(f"{len(failed)} quer{'y' if len(failed) == 1 else 'ies'} failed; first: {first_alert} step "
-                     f"{first.step.id}: {first.error}")
+        return _fail(
+            f"{len(failed)} quer{'y' if len(failed) == 1 else 'ies'} failed; first: {first_alert} step "
+            f"{first.step.id}: {first.error}"
+        )
     return 0
 
 

@@ -3,6 +3,7 @@
 Credentials come from the environment and are only ever put into request headers: no message,
 report or exception text here contains them. TLS certificates are verified unless told otherwise.
 """
+
 from __future__ import annotations
 
 import ast
@@ -46,7 +47,9 @@ class Auth:
         user = env.get(ENV_USER) or None
         password = env.get(ENV_PASSWORD)
         if token and user:
-            raise InvestigateError(f"both {ENV_TOKEN} and {ENV_USER} are set; use a bearer token or basic auth, not both")
+            raise InvestigateError(
+                f"both {ENV_TOKEN} and {ENV_USER} are set; use a bearer token or basic auth, not both"
+            )
         if user and password is None:
             raise InvestigateError(f"{ENV_USER} is set but {ENV_PASSWORD} is not")
         return cls(token, user, password if user else None)
@@ -73,8 +76,15 @@ def _redact(url: str) -> str:
 class Client:
     """Instant queries and the firing-alert list, with errors turned into one clear sentence."""
 
-    def __init__(self, url: str, auth: Auth | None = None, *, timeout: float = 30.0,
-                 ca_file: str | None = None, insecure: bool = False):
+    def __init__(
+        self,
+        url: str,
+        auth: Auth | None = None,
+        *,
+        timeout: float = 30.0,
+        ca_file: str | None = None,
+        insecure: bool = False,
+    ):
         if not re.match(r"^https?://", url or ""):
             raise InvestigateError(f"--prometheus must be an http:// or https:// URL, not {url!r}")
         self.url = url.rstrip("/")
@@ -97,10 +107,24 @@ class Client:
             self._headers["Authorization"] = f"Bearer {auth.token}"
         basic = (auth.user, auth.password) if auth.user else None
         # one quick retry on a refused connection or a gateway hiccup; never a long backoff
-        retry = Retry(total=2, connect=1, read=0, status=1, backoff_factor=0.1,
-                      status_forcelist=(502, 503, 504), raise_on_status=False, allowed_methods=None)
-        self._prom = PrometheusConnect(url=self.url, headers=self._headers, auth=basic, retry=retry,
-                                       session=self._session, timeout=timeout)
+        retry = Retry(
+            total=2,
+            connect=1,
+            read=0,
+            status=1,
+            backoff_factor=0.1,
+            status_forcelist=(502, 503, 504),
+            raise_on_status=False,
+            allowed_methods=None,
+        )
+        self._prom = PrometheusConnect(
+            url=self.url,
+            headers=self._headers,
+            auth=basic,
+            retry=retry,
+            session=self._session,
+            timeout=timeout,
+        )
         self._basic = basic
 
     def close(self) -> None:
@@ -125,8 +149,10 @@ class Client:
         except requests.RequestException as exc:
             raise self._transport_error(exc) from None
         except (ValueError, KeyError, TypeError) as exc:
-            raise InvestigateError(f"{self.shown} did not answer like a Prometheus query API ({exc.__class__.__name__}); "
-                                   "check the --prometheus URL (it should be the server's base URL)") from None
+            raise InvestigateError(
+                f"{self.shown} did not answer like a Prometheus query API ({exc.__class__.__name__}); "
+                "check the --prometheus URL (it should be the server's base URL)"
+            ) from None
 
     def firing_alerts(self, at: float | None = None) -> tuple[list[dict], str]:
         """Firing alerts as [{'labels': {...}}] and where they came from.
@@ -136,8 +162,9 @@ class Client:
         """
         if at is None:
             try:
-                resp = self._session.get(f"{self.url}/api/v1/alerts", headers=self._headers, auth=self._basic,
-                                         timeout=self.timeout)
+                resp = self._session.get(
+                    f"{self.url}/api/v1/alerts", headers=self._headers, auth=self._basic, timeout=self.timeout
+                )
             except requests.RequestException as exc:
                 raise self._transport_error(exc) from None
             if resp.status_code in (401, 403):
@@ -146,8 +173,12 @@ class Client:
                 try:
                     alerts = resp.json()["data"]["alerts"]
                 except (ValueError, KeyError, TypeError):
-                    raise InvestigateError(f"{self.shown}/api/v1/alerts did not answer like Prometheus") from None
-                return [{"labels": a.get("labels", {})} for a in alerts if a.get("state") == "firing"], "/api/v1/alerts"
+                    raise InvestigateError(
+                        f"{self.shown}/api/v1/alerts did not answer like Prometheus"
+                    ) from None
+                return [
+                    {"labels": a.get("labels", {})} for a in alerts if a.get("state") == "firing"
+                ], "/api/v1/alerts"
         rows = self.query('ALERTS{alertstate="firing"}', at)
         out = []
         for row in rows:
@@ -157,8 +188,10 @@ class Client:
 
     # -- errors ---------------------------------------------------------------------------
     def _auth_error(self, status: int) -> InvestigateError:
-        how = {"bearer token": f"the bearer token in {ENV_TOKEN}",
-               "basic auth": f"the basic-auth credentials in {ENV_USER}/{ENV_PASSWORD}"}
+        how = {
+            "bearer token": f"the bearer token in {ENV_TOKEN}",
+            "basic auth": f"the basic-auth credentials in {ENV_USER}/{ENV_PASSWORD}",
+        }
         auth = "bearer token" if "Authorization" in self._headers else "basic auth" if self._basic else "none"
         if auth == "none":
             hint = f"it needs credentials: set {ENV_TOKEN} (bearer) or {ENV_USER} and {ENV_PASSWORD} (basic)"
@@ -196,8 +229,10 @@ class Client:
 
     def _transport_error(self, exc: requests.RequestException) -> InvestigateError:
         if isinstance(exc, requests.exceptions.SSLError):
-            return InvestigateError(f"TLS verification failed for {self.shown}; pass --ca-file with the server's CA, "
-                                    "or --insecure-skip-verify for a test server")
+            return InvestigateError(
+                f"TLS verification failed for {self.shown}; pass --ca-file with the server's CA, "
+                "or --insecure-skip-verify for a test server"
+            )
         if isinstance(exc, requests.exceptions.Timeout) or "timed out" in str(exc):
             return InvestigateError(f"{self.shown} did not answer within {self.timeout:g} s (--timeout)")
         if isinstance(exc, (requests.exceptions.ConnectionError, requests.exceptions.RetryError)):
@@ -208,11 +243,17 @@ class Client:
 
 def _root_reason(exc: BaseException) -> str:
     text = str(exc)
-    for pattern, reason in (("Connection refused", "connection refused"), ("Name or service not known", "unknown host"),
-                            ("nodename nor servname", "unknown host"), ("timed out", "timed out"),
-                            ("No route to host", "no route to host"), ("Network is unreachable", "network unreachable"),
-                            ("Connection reset", "connection reset"), ("RemoteDisconnected", "connection closed by the server"),
-                            ("too many 50", "the server keeps answering 5xx")):
+    for pattern, reason in (
+        ("Connection refused", "connection refused"),
+        ("Name or service not known", "unknown host"),
+        ("nodename nor servname", "unknown host"),
+        ("timed out", "timed out"),
+        ("No route to host", "no route to host"),
+        ("Network is unreachable", "network unreachable"),
+        ("Connection reset", "connection reset"),
+        ("RemoteDisconnected", "connection closed by the server"),
+        ("too many 50", "the server keeps answering 5xx"),
+    ):
         if pattern in text:
             return reason
     return exc.__class__.__name__

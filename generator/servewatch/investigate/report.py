@@ -1,4 +1,5 @@
 """Triage reports: text for a terminal, Markdown for a ticket or chat, JSON for machines."""
+
 from __future__ import annotations
 
 import json
@@ -8,8 +9,14 @@ from ..model import Model
 from ..runbooks import fmt
 from .runner import Investigation, StepResult
 
-MARK = {"unhealthy": "UNHEALTHY", "suspicious": "SUSPICIOUS", "healthy": "healthy", "no-data": "no data",
-        "info": "info", "error": "ERROR"}
+MARK = {
+    "unhealthy": "UNHEALTHY",
+    "suspicious": "SUSPICIOUS",
+    "healthy": "healthy",
+    "no-data": "no data",
+    "info": "info",
+    "error": "ERROR",
+}
 
 
 def when(at: float) -> str:
@@ -50,6 +57,7 @@ def _summary(inv: Investigation) -> str:
 
 
 # -- text -------------------------------------------------------------------------------------------
+
 
 def text(model: Model, invs: list[Investigation], url: str, top: int, notes: list[str]) -> str:
     out = []
@@ -97,6 +105,7 @@ def text(model: Model, invs: list[Investigation], url: str, top: int, notes: lis
 
 # -- markdown ---------------------------------------------------------------------------------------
 
+
 def _md(text: str) -> str:
     return text.replace("|", "\\|")
 
@@ -130,7 +139,14 @@ def markdown(model: Model, invs: list[Investigation], url: str, top: int, notes:
         for r in inv.results:
             if not r.rows and r.verdict != "error":
                 continue
-            out += [f"<details><summary>{r.step.number}. {_md(r.step.step.title)}</summary>", "", "```promql", r.expr, "```", ""]
+            out += [
+                f"<details><summary>{r.step.number}. {_md(r.step.step.title)}</summary>",
+                "",
+                "```promql",
+                r.expr,
+                "```",
+                "",
+            ]
             if r.rows:
                 out += ["| Value | Labels |", "|---|---|"]
                 out += [f"| {_value(r, row.value)} | `{_md(row.label_text())}` |" for row in r.rows[:top]]
@@ -141,6 +157,7 @@ def markdown(model: Model, invs: list[Investigation], url: str, top: int, notes:
 
 
 # -- json -------------------------------------------------------------------------------------------
+
 
 def as_json(model: Model, invs: list[Investigation], url: str, top: int, notes: list[str]) -> str:
     doc = {
@@ -172,7 +189,10 @@ def _inv(model: Model, inv: Investigation, top: int) -> dict:
         "alert_labels": inv.alert_labels,
         "filters": [{"label": k, "op": op, "value": v} for k, op, v in inv.filters],
         "runbook_url": inv.runbook_url,
-        "causes": [{"step": r.step.id, "verdict": r.verdict, "cause": r.cause, "detail": r.detail} for r in inv.findings],
+        "causes": [
+            {"step": r.step.id, "verdict": r.verdict, "cause": r.cause, "detail": r.detail}
+            for r in inv.findings
+        ],
         "dashboards": [{"title": t, "url": u} for t, u in inv.dashboards(model)],
         "steps": [
             {
@@ -183,8 +203,11 @@ def _inv(model: Model, inv: Investigation, top: int) -> dict:
                 "detail": r.detail,
                 "cause": r.cause if r.verdict in ("unhealthy", "suspicious") else "",
                 "unit": r.step.step.unit,
-                "thresholds": {"op": r.step.limits.op, "suspicious": r.step.limits.suspicious,
-                               "unhealthy": r.step.limits.unhealthy},
+                "thresholds": {
+                    "op": r.step.limits.op,
+                    "suspicious": r.step.limits.suspicious,
+                    "unhealthy": r.step.limits.unhealthy,
+                },
                 "query": r.expr,
                 "series_count": len(r.rows),
                 "series": [{"labels": row.labels, "value": _num(row.value)} for row in r.rows[:top]],

@@ -3,6 +3,7 @@
 Every step's query is rebuilt with a ScopedBuilder, so filters (`--label`, or the firing alert's
 labels within the runbook's scope) land in the selectors themselves, not in string edits.
 """
+
 from __future__ import annotations
 
 import time
@@ -57,8 +58,14 @@ class Investigation:
         spec = self.alert.spec
         for r in self.results:
             q = r.step.step.query
-            if spec.signal and q.kind == "signal" and q.signal == spec.signal and not q.agg and not q.change \
-                    and (q.quantile is None or spec.quantile is None or abs(q.quantile - spec.quantile) < 1e-9):
+            if (
+                spec.signal
+                and q.kind == "signal"
+                and q.signal == spec.signal
+                and not q.agg
+                and not q.change
+                and (q.quantile is None or spec.quantile is None or abs(q.quantile - spec.quantile) < 1e-9)
+            ):
                 return r
             if spec.absence and q.kind == "absence" and q.absence in (None, spec.absence.kind):
                 return r
@@ -68,7 +75,11 @@ class Investigation:
     def findings(self) -> list[StepResult]:
         """Steps other than the symptom that point at a cause, the worst first (then in page order)."""
         symptom = self.symptom
-        bad = [r for r in self.results if r.verdict in ("unhealthy", "suspicious") and r.cause and r is not symptom]
+        bad = [
+            r
+            for r in self.results
+            if r.verdict in ("unhealthy", "suspicious") and r.cause and r is not symptom
+        ]
         return sorted(bad, key=lambda r: (r.verdict != "unhealthy", r.step.number))
 
     @property
@@ -83,7 +94,9 @@ class Investigation:
         """(title, url) with variables filled in from what this investigation knows."""
         values: dict[str, str] = {label: value for label, op, value in self.filters if op == "="}
         values.update({k: v for k, v in self.alert_labels.items()})
-        first = next((r for r in self.results if r.rows and r.verdict in ("unhealthy", "suspicious", "healthy")), None)
+        first = next(
+            (r for r in self.results if r.rows and r.verdict in ("unhealthy", "suspicious", "healthy")), None
+        )
         if first is not None:
             for k, v in first.rows[0].labels.items():
                 values.setdefault(k, v)
@@ -94,16 +107,25 @@ class Investigation:
         return out
 
 
-def step_filters(model: Model, page: book.Page, st: s.Step, alert_labels: dict,
-                 extra: tuple[Filter, ...]) -> tuple[Filter, ...]:
+def step_filters(
+    model: Model, page: book.Page, st: s.Step, alert_labels: dict, extra: tuple[Filter, ...]
+) -> tuple[Filter, ...]:
     scope = Queries(model).tokens(st.scope) if st.scope is not None else list(page.scope)
     own = tuple((k, "=", alert_labels[k]) for k in scope if k in alert_labels)
     return tuple(dict.fromkeys(extra + own))
 
 
-def run(model: Model, page: book.Page, client: Client, *, filters: tuple[Filter, ...] = (),
-        alert_labels: dict | None = None, at: float | None = None, progress: Progress | None = None,
-        source: str = "on request") -> Investigation:
+def run(
+    model: Model,
+    page: book.Page,
+    client: Client,
+    *,
+    filters: tuple[Filter, ...] = (),
+    alert_labels: dict | None = None,
+    at: float | None = None,
+    progress: Progress | None = None,
+    source: str = "on request",
+) -> Investigation:
     alert_labels = dict(alert_labels or {})
     at = time.time() if at is None else at
     builders: dict[tuple, ScopedBuilder] = {}
@@ -120,12 +142,32 @@ def run(model: Model, page: book.Page, client: Client, *, filters: tuple[Filter,
         try:
             rows = rows_of(client.query(expr, at))
         except QueryFailed as exc:
-            results.append(StepResult(ps, expr, fl, "error", str(exc), error=str(exc),
-                                      seconds=time.monotonic() - t0, skipped_filters=skipped))
+            results.append(
+                StepResult(
+                    ps,
+                    expr,
+                    fl,
+                    "error",
+                    str(exc),
+                    error=str(exc),
+                    seconds=time.monotonic() - t0,
+                    skipped_filters=skipped,
+                )
+            )
             continue
         j = judge(ps, rows)
-        results.append(StepResult(ps, expr, fl, j.verdict, j.detail, sort_worst_first(ps, rows),
-                                  seconds=time.monotonic() - t0, skipped_filters=skipped))
+        results.append(
+            StepResult(
+                ps,
+                expr,
+                fl,
+                j.verdict,
+                j.detail,
+                sort_worst_first(ps, rows),
+                seconds=time.monotonic() - t0,
+                skipped_filters=skipped,
+            )
+        )
     return Investigation(page.alert, page, alert_labels, filters, at, results, source)
 
 

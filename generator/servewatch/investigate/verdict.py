@@ -1,4 +1,5 @@
 """Judging one step's query result by the thresholds the spec gives it."""
+
 from __future__ import annotations
 
 import math
@@ -64,8 +65,11 @@ def judge(ps: PageStep, rows: list[Row]) -> Judgement:
         down = [r for r in finite if r.value < 1]
         if not down:
             return Judgement("healthy", worst, f"all {len(finite)} target(s) up")
-        return Judgement("unhealthy", down[0], f"{len(down)} of {len(finite)} target(s) down: "
-                                                + "; ".join(r.label_text() for r in down[:3]))
+        return Judgement(
+            "unhealthy",
+            down[0],
+            f"{len(down)} of {len(finite)} target(s) down: " + "; ".join(r.label_text() for r in down[:3]),
+        )
     if lim.judged:
         if worst is None:
             return Judgement("no-data", None, "only NaN values")
@@ -78,16 +82,33 @@ def judge(ps: PageStep, rows: list[Row]) -> Judgement:
                 return False
             return v > t if lim.op == ">" else v < t
 
-        verdict = "unhealthy" if beyond(lim.unhealthy) else "suspicious" if beyond(lim.suspicious) else "healthy"
-        edge = lim.unhealthy if verdict == "unhealthy" else lim.suspicious if verdict == "suspicious" else \
-            (lim.suspicious if lim.suspicious is not None else lim.unhealthy)
-        rel = {">": "above", "<": "below"}[lim.op] if verdict != "healthy" else {">": "at or below", "<": "at or above"}[lim.op]
+        verdict = (
+            "unhealthy" if beyond(lim.unhealthy) else "suspicious" if beyond(lim.suspicious) else "healthy"
+        )
+        edge = (
+            lim.unhealthy
+            if verdict == "unhealthy"
+            else lim.suspicious
+            if verdict == "suspicious"
+            else (lim.suspicious if lim.suspicious is not None else lim.unhealthy)
+        )
+        rel = (
+            {">": "above", "<": "below"}[lim.op]
+            if verdict != "healthy"
+            else {">": "at or below", "<": "at or above"}[lim.op]
+        )
         where = f" at {worst.label_text()}" if len(rows) > 1 or verdict != "healthy" else ""
-        return Judgement(verdict, worst, f"{'worst' if len(rows) > 1 else 'value'} {fmt.value(v, unit)}{where} "
-                                         f"({rel} {fmt.value(edge, unit)})")
+        return Judgement(
+            verdict,
+            worst,
+            f"{'worst' if len(rows) > 1 else 'value'} {fmt.value(v, unit)}{where} "
+            f"({rel} {fmt.value(edge, unit)})",
+        )
     if st.present is not None:
         n = len(rows)
-        return Judgement(st.present, worst or rows[0], f"{n} series" + (f", e.g. {rows[0].label_text()}" if n else ""))
+        return Judgement(
+            st.present, worst or rows[0], f"{n} series" + (f", e.g. {rows[0].label_text()}" if n else "")
+        )
     if st.query.kind in ("names", "labels"):
         return Judgement("info", worst, _layout(rows, ps.listed_labels))
     if worst is None:
@@ -96,8 +117,11 @@ def judge(ps: PageStep, rows: list[Row]) -> Judgement:
         return Judgement("info", worst, f"value {fmt.value(worst.value, unit)}")
     hi = max(finite, key=lambda r: r.value)
     lo = min(finite, key=lambda r: r.value)
-    spread = f"from {fmt.value(lo.value, unit)} to {fmt.value(hi.value, unit)}" if lo.value != hi.value \
+    spread = (
+        f"from {fmt.value(lo.value, unit)} to {fmt.value(hi.value, unit)}"
+        if lo.value != hi.value
         else f"all {fmt.value(hi.value, unit)}"
+    )
     return Judgement("info", worst, f"{len(rows)} series, {spread}")
 
 

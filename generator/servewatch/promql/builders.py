@@ -3,6 +3,7 @@ matching, deduplication and division guards are decided once (DESIGN.md invarian
 
 Builders return plain strings; `servewatch.promql.lint` parses them in tests and in `lint`.
 """
+
 from __future__ import annotations
 
 import re

@@ -7,6 +7,7 @@ label_replace/label_join add their target label, histogram_quantile drops `le`. 
 recording rule in `records` carries what the rule's expression returns (plus the rule's static
 labels); any other selector is open: it carries its matchers' labels and whatever else it has.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,8 +17,20 @@ import promql_parser as pp
 from .lint import is_scalar as _scalar
 from .lint import substitute_macros
 
-NO_LABELS = {"vector", "time", "scalar", "pi", "day_of_month", "day_of_week", "day_of_year", "days_in_month",
-             "hour", "minute", "month", "year"}
+NO_LABELS = {
+    "vector",
+    "time",
+    "scalar",
+    "pi",
+    "day_of_month",
+    "day_of_week",
+    "day_of_year",
+    "days_in_month",
+    "hour",
+    "minute",
+    "month",
+    "year",
+}
 COUNT_LIKE = {"count_values"}
 KEEP_INPUT = {"topk", "bottomk", "limitk", "limit_ratio"}
 

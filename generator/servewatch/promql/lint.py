@@ -3,6 +3,7 @@
 Each check has one shape, (expression AST, context) -> problems, and one documentation section
 in docs/lint.md with a failing and a passing example. A check can be excluded by name.
 """
+
 from __future__ import annotations
 
 import re
@@ -14,12 +15,24 @@ import promql_parser as pp
 from .. import catalog as catalog_mod
 
 # Functions that may take a raw counter: they read a counter correctly or only test presence.
-COUNTER_SAFE_FUNCS = {"rate", "increase", "irate", "resets", "absent", "absent_over_time", "present_over_time"}
+COUNTER_SAFE_FUNCS = {
+    "rate",
+    "increase",
+    "irate",
+    "resets",
+    "absent",
+    "absent_over_time",
+    "present_over_time",
+}
 COUNTER_SAFE_AGGS = {"group", "count"}
 SET_OPS = {"and", "or", "unless"}
 GRAFANA_MACROS = {
-    "$__rate_interval": "5m", "$__interval": "1m", "$__range": "1h", "${__range}": "1h",
-    "$__range_s": "3600", "$__interval_ms": "60000",
+    "$__rate_interval": "5m",
+    "$__interval": "1m",
+    "$__range": "1h",
+    "${__range}": "1h",
+    "$__range_s": "3600",
+    "$__interval_ms": "60000",
 }
 
 
@@ -96,7 +109,12 @@ def check_explicit_matching(ast, ctx: Context) -> list[Problem]:
         if is_scalar(node.lhs) or is_scalar(node.rhs):
             continue
         if node.modifier is None or node.modifier.matching is None:
-            out.append(Problem("explicit-matching", f"`{str(node.op)}` between two vectors without on(...) or ignoring(...)"))
+            out.append(
+                Problem(
+                    "explicit-matching",
+                    f"`{str(node.op)}` between two vectors without on(...) or ignoring(...)",
+                )
+            )
     return out
 
 
@@ -106,7 +124,9 @@ def check_counter_rate(ast, ctx: Context) -> list[Problem]:
         if not isinstance(node, pp.VectorSelector) or not node.name:
             continue
         entry = ctx.catalog.lookup(node.name)
-        is_counter = entry is not None and (entry.type == "counter" or (entry.type == "histogram" and node.name != entry.name))
+        is_counter = entry is not None and (
+            entry.type == "counter" or (entry.type == "histogram" and node.name != entry.name)
+        )
         if not is_counter:
             continue
         up = [p for p in parents if not isinstance(p, pp.ParenExpr)]
@@ -118,7 +138,9 @@ def check_counter_rate(ast, ctx: Context) -> list[Problem]:
         elif up and isinstance(up[-1], pp.AggregateExpr) and str(up[-1].op).lower() in COUNTER_SAFE_AGGS:
             ok = True
         if not ok:
-            out.append(Problem("counter-rate", f"counter {node.name} is read raw; wrap it in rate() or increase()"))
+            out.append(
+                Problem("counter-rate", f"counter {node.name} is read raw; wrap it in rate() or increase()")
+            )
     return out
 
 
@@ -128,8 +150,13 @@ def check_rate_window(ast, ctx: Context) -> list[Problem]:
     out = []
     for node, _ in walk(ast):
         if isinstance(node, pp.MatrixSelector) and node.range.total_seconds() < ctx.min_range_s:
-            out.append(Problem("rate-window", f"range [{int(node.range.total_seconds())}s] is shorter than "
-                                              f"4 x the scrape interval ({int(ctx.min_range_s)}s)"))
+            out.append(
+                Problem(
+                    "rate-window",
+                    f"range [{int(node.range.total_seconds())}s] is shorter than "
+                    f"4 x the scrape interval ({int(ctx.min_range_s)}s)",
+                )
+            )
     return out
 
 
@@ -141,9 +168,13 @@ def check_quantile_le(ast, ctx: Context) -> list[Problem]:
             if isinstance(arg, pp.AggregateExpr):
                 mod = arg.modifier
                 by = mod is not None and "By" in str(mod.type)
-                keeps_le = (by and "le" in mod.labels) or (mod is not None and not by and "le" not in mod.labels)
+                keeps_le = (by and "le" in mod.labels) or (
+                    mod is not None and not by and "le" not in mod.labels
+                )
                 if not keeps_le:
-                    out.append(Problem("quantile-le", "histogram_quantile() over an aggregation that drops `le`"))
+                    out.append(
+                        Problem("quantile-le", "histogram_quantile() over an aggregation that drops `le`")
+                    )
     return out
 
 
@@ -154,8 +185,12 @@ def check_guarded_division(ast, ctx: Context) -> list[Problem]:
             rhs = _strip(node.rhs)
             guarded = isinstance(rhs, pp.BinaryExpr) and str(rhs.op) in (">", "!=") and is_scalar(rhs.rhs)
             if not guarded:
-                out.append(Problem("guarded-division",
-                                   "division by a vector that is not filtered to > 0 (0/0 and x/0 would give NaN/Inf)"))
+                out.append(
+                    Problem(
+                        "guarded-division",
+                        "division by a vector that is not filtered to > 0 (0/0 and x/0 would give NaN/Inf)",
+                    )
+                )
     return out
 
 

@@ -3,6 +3,7 @@
 Expected annotations are rendered here with the same templates Prometheus will use, so a test
 checks labels, annotations and (through the description) the alert's value.
 """
+
 from __future__ import annotations
 
 import posixpath
@@ -63,14 +64,17 @@ def render(model: Model) -> dict[str, str]:
             for firing in exp.firing:
                 lbls = {sub(k): sub(v) for k, v in firing.labels.items()}
                 lbls = {**lbls, **rule.result_labels, **rule.labels}
-                annotations = {k: templates.render(v, lbls, firing.value) for k, v in rule.annotations.items()}
+                annotations = {
+                    k: templates.render(v, lbls, firing.value) for k, v in rule.annotations.items()
+                }
                 expected.append({"exp_labels": dict(sorted(lbls.items())), "exp_annotations": annotations})
             checks.append({"eval_time": _duration(exp.at), "alertname": rule.alert, "exp_alerts": expected})
         test = {
             "name": scenario.name,
             "interval": scenario.interval,
             "input_series": [
-                {"series": series_with_selectors(model, sub(s.series)), "values": s.values} for s in scenario.series
+                {"series": series_with_selectors(model, sub(s.series)), "values": s.values}
+                for s in scenario.series
             ],
             "alert_rule_test": checks,
         }

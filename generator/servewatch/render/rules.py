@@ -1,5 +1,6 @@
 """Rule files, one per family: plain Prometheus/Thanos rule files, PrometheusRule manifests and
 mimirtool namespace files, all holding the same groups."""
+
 from __future__ import annotations
 
 from ..model import AlertRule, Model, RecordRule, RuleGroup
@@ -61,5 +62,7 @@ def render(model: Model) -> dict[str, str]:
         }
         files[manifest_path(family)] = dump(manifest, GENERATED)
         # mimirtool rules load/sync: a namespace above the same groups
-        files[mimir_path(family)] = dump({"namespace": f"{model.config.rule_prefix}-{family}", **body}, GENERATED)
+        files[mimir_path(family)] = dump(
+            {"namespace": f"{model.config.rule_prefix}-{family}", **body}, GENERATED
+        )
     return files

@@ -1,4 +1,5 @@
 """Deterministic YAML: keys in the order we build them, multi-line strings as literal blocks."""
+
 from __future__ import annotations
 
 import yaml
@@ -18,5 +19,7 @@ _Dumper.add_representer(str, _str)
 
 
 def dump(data, header: str | None = None) -> str:
-    text = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100000, default_flow_style=False)
+    text = yaml.dump(
+        data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100000, default_flow_style=False
+    )
     return (f"# {header}\n" if header else "") + text

@@ -2,6 +2,7 @@
 its thresholds (numbers taken from the spec, so an override of an alert's threshold moves every
 step that refers to it).
 """
+
 from __future__ import annotations
 
 import re
@@ -67,6 +68,7 @@ class Page:
 
 # -- loading and validation --------------------------------------------------------------------
 
+
 def _locate(spec, name: str, sub: tuple = ()) -> Location:
     if hasattr(spec, "locate"):
         return spec.locate("runbook", name, *sub)
@@ -74,7 +76,11 @@ def _locate(spec, name: str, sub: tuple = ()) -> Location:
     if doc is not None and hasattr(doc, "locate"):
         return doc.locate(("runbooks", name) + tuple(sub))
     loc = spec.where.get(("runbook", name))
-    return loc if isinstance(loc, Location) else Location(SOURCE_FILE, None, ".".join(map(str, ("runbooks", name) + sub)))
+    return (
+        loc
+        if isinstance(loc, Location)
+        else Location(SOURCE_FILE, None, ".".join(map(str, ("runbooks", name) + sub)))
+    )
 
 
 def _clean_loc(loc: tuple, data) -> tuple:
@@ -83,8 +89,11 @@ def _clean_loc(loc: tuple, data) -> tuple:
     for part in loc:
         if isinstance(node, dict) and isinstance(part, str) and part not in node and part in s.QUERY_KINDS:
             continue  # the discriminator tag pydantic inserts
-        if isinstance(part, str) and (part.startswith("function-") or part in ("float", "AlertThreshold")) \
-                and not (isinstance(node, dict) and part in node):
+        if (
+            isinstance(part, str)
+            and (part.startswith("function-") or part in ("float", "AlertThreshold"))
+            and not (isinstance(node, dict) and part in node)
+        ):
             continue
         out.append(part)
         try:
@@ -150,7 +159,11 @@ def _cross_check(model: Model, name: str, rb: s.Runbook, all_alerts: dict) -> li
     for text, where in _prose_fields(rb):
         for ref in STEP_REF_RE.findall(text):
             if ref not in step_ids:
-                err(f"[[step:{ref}]] names no step of this runbook (steps: {', '.join(sorted(step_ids)) or 'none'})", *where)
+                err(
+                    f"[[step:{ref}]] names no step of this runbook "
+                    f"(steps: {', '.join(sorted(step_ids)) or 'none'})",
+                    *where,
+                )
         for tok in TOKEN_RE.findall(STEP_REF_RE.sub("", text)):
             if tok not in tokens:
                 err(f"unknown token [[{tok}]]; known: {', '.join(sorted(tokens))}", *where)
@@ -211,7 +224,12 @@ def _cross_check(model: Model, name: str, rb: s.Runbook, all_alerts: dict) -> li
             sus, unh = _number(model, name, step.suspicious), _number(model, name, step.unhealthy)
             op = step.op or ">"
             if sus is not None and unh is not None and (sus > unh if op == ">" else sus < unh):
-                err(f"suspicious ({sus:g}) is beyond unhealthy ({unh:g}) for op {op!r}", "steps", i, "suspicious")
+                err(
+                    f"suspicious ({sus:g}) is beyond unhealthy ({unh:g}) for op {op!r}",
+                    "steps",
+                    i,
+                    "suspicious",
+                )
     return errs
 
 
@@ -232,14 +250,26 @@ def check_dashboards(model: Model, runbooks: dict[str, s.Runbook], boards: dict[
             if board is None:
                 close = [u for u in by_uid if u.replace("-", "").startswith(link.uid.replace("-", "")[:12])]
                 hint = f"; did you mean {close[0]!r}?" if len(close) == 1 else ""
-                err(f"dashboard uid {link.uid!r} is not a generated dashboard{hint} "
-                    f"(generated: {', '.join(sorted(by_uid))})", name, "dashboards", i, "uid")
+                err(
+                    f"dashboard uid {link.uid!r} is not a generated dashboard{hint} "
+                    f"(generated: {', '.join(sorted(by_uid))})",
+                    name,
+                    "dashboards",
+                    i,
+                    "uid",
+                )
                 continue
             names = {v["name"] for v in board.get("templating", {}).get("list", [])}
             for var in link.vars:
                 if var not in names:
-                    err(f"dashboard {link.uid!r} has no variable {var!r}; it has {', '.join(sorted(names))}",
-                        name, "dashboards", i, "vars", var)
+                    err(
+                        f"dashboard {link.uid!r} has no variable {var!r}; it has {', '.join(sorted(names))}",
+                        name,
+                        "dashboards",
+                        i,
+                        "vars",
+                        var,
+                    )
     if errors:
         raise SpecErrors(list(errors.values()))
 
@@ -256,6 +286,7 @@ def _prose_fields(rb: s.Runbook):
 
 
 # -- thresholds -----------------------------------------------------------------------------
+
 
 def _alert_spec(model: Model, name: str) -> Alert | None:
     for g in model.spec.groups:
@@ -300,19 +331,26 @@ def limits(model: Model, page_alert: str, step: s.Step) -> Limits:
 
 def _watcher(model: Model, page_alert: str, signal: str, quantile: float | None) -> Alert | None:
     """The alert that watches this signal (the page's own first), for default thresholds."""
-    candidates = [page_alert] + [a.alert for g in model.spec.groups for a in g.alerts if a.alert != page_alert]
+    candidates = [page_alert] + [
+        a.alert for g in model.spec.groups for a in g.alerts if a.alert != page_alert
+    ]
     sig = model.spec.signals.get(signal)
     for name in candidates:
         a = _alert_spec(model, name)
         if a is None or a.signal != signal or a.threshold is None:
             continue
-        q = quantile if quantile is not None else (sig.quantiles[0] if sig is not None and sig.quantiles else None)
+        q = (
+            quantile
+            if quantile is not None
+            else (sig.quantiles[0] if sig is not None and sig.quantiles else None)
+        )
         if a.quantile is None or q is None or abs(a.quantile - q) < 1e-9:
             return a
     return None
 
 
 # -- pages ----------------------------------------------------------------------------------
+
 
 def default_runbook(alert: AlertRule) -> s.Runbook:
     """The page for an alert nobody wrote a runbook for: its own condition as the one step."""
@@ -321,8 +359,14 @@ def default_runbook(alert: AlertRule) -> s.Runbook:
         q = {"kind": "signal", "signal": a.signal, "quantile": a.quantile}
         step = {"id": "alert-value", "title": "The value the alert watches", "query": q}
     else:
-        step = {"id": "alert-condition", "title": "The condition the alert watches", "query": {"kind": "absence"},
-                "empty": "healthy", "present": "unhealthy", "cause": a.summary}
+        step = {
+            "id": "alert-condition",
+            "title": "The condition the alert watches",
+            "query": {"kind": "absence"},
+            "empty": "healthy",
+            "present": "unhealthy",
+            "cause": a.summary,
+        }
     return s.Runbook.model_validate({"meaning": a.summary, "steps": [step]})
 
 

@@ -1,4 +1,5 @@
 """Human-readable numbers for runbook thresholds and investigation results."""
+
 from __future__ import annotations
 
 import math

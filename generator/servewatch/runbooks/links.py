@@ -1,4 +1,5 @@
 """Anchors, dashboard links and runbook URLs: what a page can be linked by."""
+
 from __future__ import annotations
 
 import re
@@ -28,8 +29,14 @@ def anchors(text: str) -> set[str]:
     return set(ANCHOR_RE.findall(text))
 
 
-def dashboard_url(config, uid: str, slug: str, vars: dict[str, str], values: dict[str, str] | None = None,
-                  tokens: dict[str, str] | None = None) -> str:
+def dashboard_url(
+    config,
+    uid: str,
+    slug: str,
+    vars: dict[str, str],
+    values: dict[str, str] | None = None,
+    tokens: dict[str, str] | None = None,
+) -> str:
     """Grafana link with `var-X` set from label values; placeholders `<label>` where a value is unknown."""
     url = config.dashboard_url.format(uid=uid, slug=slug or uid)
     parts = []

@@ -5,6 +5,7 @@
 a filter on `model_name` must not empty `vllm:cache_config_info`, which has no such label, and a
 vLLM `pod` is the workload pod that dcgm-exporter calls `exported_pod` behind a ServiceMonitor.
 """
+
 from __future__ import annotations
 
 import re
@@ -18,8 +19,19 @@ from . import schema as s
 # Labels Prometheus (prometheus-operator) attaches to every scraped series.
 TARGET_LABELS = ("job", "instance", "namespace", "pod", "container", "service", "endpoint")
 # dcgm-exporter's own label layout (reference dcgm.md §2.1), both hostname spellings.
-DCGM_LABELS = ("gpu", "UUID", "GPU_I_ID", "GPU_I_PROFILE", "modelName", "pci_bus_id", "device",
-               "Hostname", "hostname", "DCGM_FI_DRIVER_VERSION", "DCGM_FI_SYSTEM_DRIVER_VERSION")
+DCGM_LABELS = (
+    "gpu",
+    "UUID",
+    "GPU_I_ID",
+    "GPU_I_PROFILE",
+    "modelName",
+    "pci_bus_id",
+    "device",
+    "Hostname",
+    "hostname",
+    "DCGM_FI_DRIVER_VERSION",
+    "DCGM_FI_SYSTEM_DRIVER_VERSION",
+)
 MATCHER_RE = re.compile(r"^\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)(.*)$", re.S)
 
 
@@ -54,10 +66,22 @@ class ScopedBuilder(SignalBuilder):
         if source == "dcgm":
             exported = self.config.dcgm.workload_labels == "exported"
             rename = (
-                {"namespace": "exported_namespace", "pod": "exported_pod", "container": "exported_container"} if exported else {}
+                {"namespace": "exported_namespace", "pod": "exported_pod", "container": "exported_container"}
+                if exported
+                else {}
             )
-            known = set(DCGM_LABELS) | set(self.labels.identity("gpu")) | set(self.labels.gpu_context()) | cluster
-            known |= {"job", "instance", "service", "endpoint", "exported_namespace", "exported_pod", "exported_container"}
+            known = (
+                set(DCGM_LABELS) | set(self.labels.identity("gpu")) | set(self.labels.gpu_context()) | cluster
+            )
+            known |= {
+                "job",
+                "instance",
+                "service",
+                "endpoint",
+                "exported_namespace",
+                "exported_pod",
+                "exported_container",
+            }
             known |= set(TARGET_LABELS) - set(rename)
             return known, rename
         known = set(TARGET_LABELS) | cluster
@@ -95,7 +119,9 @@ class ScopedBuilder(SignalBuilder):
     def names(self, source: str, pattern: str) -> str:
         own = []
         for label, op, value in self.filters:
-            known, rename = self._known("DCGM_FI_DEV_FB_USED" if source == "dcgm" else "vllm:num_requests_running")
+            known, rename = self._known(
+                "DCGM_FI_DEV_FB_USED" if source == "dcgm" else "vllm:num_requests_running"
+            )
             label = rename.get(label, label)
             if label in known:
                 own.append(matcher(label, op, value))
@@ -149,8 +175,11 @@ class Queries:
     def result_labels(self, q) -> list[str]:
         """The labels that identify one result series of a query kind (what a comparison matches on)."""
         if q.kind == "signal":
-            return self.tokens(q.by) if q.agg else self.identity(self.model.signal(q.signal).level) + \
-                list(self.model.signal(q.signal).by)
+            return (
+                self.tokens(q.by)
+                if q.agg
+                else self.identity(self.model.signal(q.signal).level) + list(self.model.signal(q.signal).by)
+            )
         return self.identity(q.level) + self.tokens(getattr(q, "by", ()))
 
     def _earlier(self, expr: str, ago: str) -> str:
@@ -164,7 +193,9 @@ class Queries:
         return b.agg(q.agg, self.tokens(q.by), expr) if q.agg else expr
 
     def _quantile(self, q: s.QuantileQuery, alert) -> str:
-        return self.sb.histogram_quantile(q.metric, q.quantile, self.window, q.level, tuple(self.tokens(q.by)))
+        return self.sb.histogram_quantile(
+            q.metric, q.quantile, self.window, q.level, tuple(self.tokens(q.by))
+        )
 
     def _mean(self, q: s.MeanQuery, alert) -> str:
         total = self.rate_at(f"{q.metric}_sum", q.level)
@@ -206,7 +237,11 @@ class Queries:
 
     def _labels(self, q: s.LabelsQuery, alert) -> str:
         labels = list(dict.fromkeys(self.tokens(q.labels)))
-        return b.agg("count", labels, self.sb.select(q.metric) if q.metric else self._name_selector(q.source, q.pattern))
+        return b.agg(
+            "count",
+            labels,
+            self.sb.select(q.metric) if q.metric else self._name_selector(q.source, q.pattern),
+        )
 
     def _name_selector(self, source: str, pattern: str) -> str:
         if isinstance(self.sb, ScopedBuilder):

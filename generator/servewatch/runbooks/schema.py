@@ -4,6 +4,7 @@ query kind that servewatch builds from the same builders and signals as the aler
 Pydantic models, validated by `servewatch.runbooks.book.load`, which turns validation errors into
 SpecErrors carrying file, line and field.
 """
+
 from __future__ import annotations
 
 import re
@@ -18,7 +19,9 @@ LABEL_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$|^\[\[[a-z_]+\]\]$")  # a label 
 
 Level = Literal["gpu", "engine", "model"]
 Verdict = Literal["healthy", "suspicious", "unhealthy", "no-data", "info"]
-Unit = Literal["ratio", "seconds", "tokens", "requests", "per_second", "mib", "bytes", "count", "factor", "up"]
+Unit = Literal[
+    "ratio", "seconds", "tokens", "requests", "per_second", "mib", "bytes", "count", "factor", "up"
+]
 Agg = Literal["max", "min", "avg", "sum"]
 
 
@@ -34,6 +37,7 @@ def _window(v):
 
 
 # -- query kinds: each becomes PromQL in servewatch.runbooks.queries ----------------------------
+
 
 class Changeable(Strict):
     @field_validator("change", check_fields=False)
@@ -205,15 +209,40 @@ class AbsenceQuery(Strict):
 
 
 Query = Annotated[
-    Union[SignalQuery, QuantileQuery, MeanQuery, RateQuery, RatioQuery, GaugeQuery, TrendQuery,
-          ImbalanceQuery, NamesQuery, LabelsQuery, UpQuery, AbsenceQuery],
+    Union[
+        SignalQuery,
+        QuantileQuery,
+        MeanQuery,
+        RateQuery,
+        RatioQuery,
+        GaugeQuery,
+        TrendQuery,
+        ImbalanceQuery,
+        NamesQuery,
+        LabelsQuery,
+        UpQuery,
+        AbsenceQuery,
+    ],
     Field(discriminator="kind"),
 ]
-QUERY_KINDS = ("signal", "quantile", "mean", "rate", "ratio", "gauge", "trend", "imbalance",
-               "names", "labels", "up", "absence")
+QUERY_KINDS = (
+    "signal",
+    "quantile",
+    "mean",
+    "rate",
+    "ratio",
+    "gauge",
+    "trend",
+    "imbalance",
+    "names",
+    "labels",
+    "up",
+    "absence",
+)
 
 
 # -- thresholds and steps -------------------------------------------------------------------
+
 
 class AlertThreshold(Strict):
     """A threshold relative to an alert's (overridable) threshold: `{alert: 0.5}` = half of it."""
@@ -245,7 +274,9 @@ class Step(Strict):
     @classmethod
     def _id(cls, v):
         if not STEP_ID_RE.match(v):
-            raise ValueError(f"step id {v!r} must be lower-case letters, digits and dashes (it is the page anchor)")
+            raise ValueError(
+                f"step id {v!r} must be lower-case letters, digits and dashes (it is the page anchor)"
+            )
         return v
 
     _scope = field_validator("scope")(classmethod(lambda cls, v: v if v is None else _labels(v)))

@@ -1,5 +1,6 @@
 """Cross-file checks on a merged spec: every reference resolves, every metric is in the catalog,
 every template is in the supported subset, every alert is proven by scenarios."""
+
 from __future__ import annotations
 
 import difflib
@@ -49,14 +50,22 @@ def cross_check(spec) -> list[SpecError]:
             except ValueError as exc:
                 err(str(exc), ("signal", name), "matchers")
         if signal.record in records and not (signal.kind == "quantile"):
-            err(f"record {signal.record!r} is already used by signal {records[signal.record]!r}", ("signal", name), "record")
+            err(
+                f"record {signal.record!r} is already used by signal {records[signal.record]!r}",
+                ("signal", name),
+                "record",
+            )
         records[signal.record] = name
 
     alert_names = {a.alert for g in spec.groups for a in g.alerts}
     for group in spec.groups:
         for rec in group.records:
             if rec not in spec.signals:
-                err(f"group records unknown signal {rec!r}{_near(rec, spec.signals)}", ("group", group.name), "records")
+                err(
+                    f"group records unknown signal {rec!r}{_near(rec, spec.signals)}",
+                    ("group", group.name),
+                    "records",
+                )
         for alert in group.alerts:
             key = ("alert", alert.alert)
             if alert.signal:
@@ -64,16 +73,32 @@ def cross_check(spec) -> list[SpecError]:
                     err(f"unknown signal {alert.signal!r}{_near(alert.signal, spec.signals)}", key, "signal")
                     continue
                 if alert.signal not in group.records:
-                    err(f"signal {alert.signal!r} must be recorded in the same group (add it to records)", key, "signal")
+                    err(
+                        f"signal {alert.signal!r} must be recorded in the same group (add it to records)",
+                        key,
+                        "signal",
+                    )
                 sig = spec.signals[alert.signal]
                 if sig.kind == "quantile" and alert.quantile not in sig.quantiles:
-                    err(f"alert on quantile signal {alert.signal!r} needs quantile: one of {list(sig.quantiles)}",
-                        key, "quantile")
+                    err(
+                        f"alert on quantile signal {alert.signal!r} "
+                        f"needs quantile: one of {list(sig.quantiles)}",
+                        key,
+                        "quantile",
+                    )
             if alert.absence and alert.absence.kind == "partner_missing":
                 sig = spec.signals.get(alert.absence.signal or "")
                 if sig is None or sig.kind != "matched_ratio":
-                    err("absence partner_missing needs signal: a matched_ratio signal", key, "absence", "signal")
-            texts = {("description",): alert.description, **{("annotations", k): v for k, v in alert.annotations.items()}}
+                    err(
+                        "absence partner_missing needs signal: a matched_ratio signal",
+                        key,
+                        "absence",
+                        "signal",
+                    )
+            texts = {
+                ("description",): alert.description,
+                **{("annotations", k): v for k, v in alert.annotations.items()},
+            }
             for field, text in texts.items():
                 try:
                     templates.substitute_tokens(text, tokens)
@@ -83,31 +108,55 @@ def cross_check(spec) -> list[SpecError]:
                 for problem in templates.problems(templates.substitute_tokens(text, tokens)):
                     err(problem, key, *field)
 
-    for section, known in (("alerts", alert_names), ("groups", {g.name for g in spec.groups}),
-                           ("scenarios", {s.name for s in spec.scenarios})):
+    for section, known in (
+        ("alerts", alert_names),
+        ("groups", {g.name for g in spec.groups}),
+        ("scenarios", {s.name for s in spec.scenarios}),
+    ):
         for name in getattr(spec.overrides, section):
             if name not in known:
-                err(f"override of unknown {section[:-1]} {name!r}{_near(name, known)}", (f"override of {section[:-1]}", name))
+                err(
+                    f"override of unknown {section[:-1]} {name!r}{_near(name, known)}",
+                    (f"override of {section[:-1]}", name),
+                )
 
     # alerts whose annotations show $value: a firing expectation must say which value it expects
     shows_value = {
-        a.alert for g in spec.groups for a in g.alerts
+        a.alert
+        for g in spec.groups
+        for a in g.alerts
         if any(templates.uses_value(t) for t in (a.description, *a.annotations.values()))
     }
     proven: dict[str, set[str]] = {}
     for scenario in spec.scenarios:
         key = ("scenario", scenario.name)
         if scenario.alert not in alert_names:
-            err(f"scenario names unknown alert {scenario.alert!r}{_near(scenario.alert, alert_names)}", key, "alert")
+            err(
+                f"scenario names unknown alert {scenario.alert!r}{_near(scenario.alert, alert_names)}",
+                key,
+                "alert",
+            )
         for ei, exp in enumerate(scenario.expect):
             name = exp.alert or scenario.alert
             if name not in alert_names:
-                err(f"expectation names unknown alert {name!r}{_near(name, alert_names)}", key, "expect", ei, "alert")
+                err(
+                    f"expectation names unknown alert {name!r}{_near(name, alert_names)}",
+                    key,
+                    "expect",
+                    ei,
+                    "alert",
+                )
             proven.setdefault(name, set()).add("firing" if exp.firing else "silent")
             for fi, firing in enumerate(exp.firing):
                 if name in shows_value and firing.value is None:
-                    err(f"{name}'s description shows $value: give the value this alert is expected to have",
-                        key, "expect", ei, "firing", fi)
+                    err(
+                        f"{name}'s description shows $value: give the value this alert is expected to have",
+                        key,
+                        "expect",
+                        ei,
+                        "firing",
+                        fi,
+                    )
     disabled = {n for n, o in spec.overrides.alerts.items() if o.enabled is False}
     for group in spec.groups:
         for alert in group.alerts:
@@ -115,8 +164,11 @@ def cross_check(spec) -> list[SpecError]:
                 continue
             missing = {"firing", "silent"} - proven.get(alert.alert, set())
             if missing:
-                err(f"alert {alert.alert} has no {' and no '.join(sorted(missing))} scenario; add one under scenarios:",
-                    ("alert", alert.alert))
+                err(
+                    f"alert {alert.alert} has no {' and no '.join(sorted(missing))} "
+                    "scenario; add one under scenarios:",
+                    ("alert", alert.alert),
+                )
     return errors
 
 

@@ -3,6 +3,7 @@
 All mistakes found are reported together, each with file, line and field; nothing downstream runs
 on a spec that did not validate.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -60,7 +61,9 @@ def _validate(doc: SourceDoc) -> tuple[SpecDoc | None, list[SpecError]]:
     except ValidationError as exc:
         errors = []
         for err in exc.errors():
-            path = tuple(p for p in err["loc"] if p not in ("function-after",) and not str(p).startswith("function"))
+            path = tuple(
+                p for p in err["loc"] if p not in ("function-after",) and not str(p).startswith("function")
+            )
             msg = err["msg"].removeprefix("Value error, ")
             if err["type"] == "extra_forbidden":
                 msg = f"unknown field {path[-1]!r}" + _suggest(path, doc)
@@ -135,7 +138,9 @@ def _merge(parsed: list[tuple[SourceDoc, SpecDoc]], files: list[Path]) -> Spec:
     def claim(kind: str, name: str, doc: SourceDoc, path: tuple) -> bool:
         loc = doc.locate(path)
         if (kind, name) in where:
-            errors.append(SpecError(f"{kind} {name!r} is defined twice (first at {where[(kind, name)]})", loc))
+            errors.append(
+                SpecError(f"{kind} {name!r} is defined twice (first at {where[(kind, name)]})", loc)
+            )
             return False
         where[(kind, name)] = loc
         sources[(kind, name)] = (doc, path[:-1] if path[-1] in ("name", "alert") else path)

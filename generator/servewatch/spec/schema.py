@@ -1,4 +1,5 @@
 """The spec schema: what users may write, with defaults. Pydantic models, frozen once validated."""
+
 from __future__ import annotations
 
 import re
@@ -179,7 +180,9 @@ class Alert(Strict):
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    _dur = field_validator("for_", "keep_firing_for")(classmethod(lambda cls, v: v if v is None else _duration(v)))
+    _dur = field_validator("for_", "keep_firing_for")(
+        classmethod(lambda cls, v: v if v is None else _duration(v))
+    )
 
     @field_validator("alert")
     @classmethod
@@ -232,7 +235,9 @@ class AlertOverride(Strict):
     enabled: bool | None = None
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-    _dur = field_validator("for_", "keep_firing_for")(classmethod(lambda cls, v: v if v is None else _duration(v)))
+    _dur = field_validator("for_", "keep_firing_for")(
+        classmethod(lambda cls, v: v if v is None else _duration(v))
+    )
 
 
 class GroupOverride(Strict):

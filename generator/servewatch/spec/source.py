@@ -3,6 +3,7 @@
 YAML goes through the safe loader only; Jsonnet is evaluated with imports confined to the specs
 folder, so a spec can never run code or read files outside it.
 """
+
 from __future__ import annotations
 
 import json
@@ -12,6 +13,7 @@ from pathlib import Path
 import yaml
 
 from ..errors import Location, SpecError
+
 
 @dataclass
 class SourceDoc:
@@ -39,18 +41,29 @@ def dotted(path: tuple) -> str:
 def _plain(node: yaml.Node, path: tuple, lines: dict, file: str):
     """Convert a composed YAML node to Python data, recording each path's line."""
     lines[path] = node.start_mark.line + 1
-    plain_tags = (yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG)
+    plain_tags = (
+        yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+        yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG,
+    )
     if not isinstance(node, yaml.ScalarNode) and node.tag not in plain_tags:
-        raise SpecError(f"not valid YAML: tag {node.tag!r} is not allowed in specs",
-                        Location(file, node.start_mark.line + 1, dotted(path)))
+        raise SpecError(
+            f"not valid YAML: tag {node.tag!r} is not allowed in specs",
+            Location(file, node.start_mark.line + 1, dotted(path)),
+        )
     if isinstance(node, yaml.MappingNode):
         out = {}
         for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):
-                raise SpecError("mapping keys must be plain scalars", Location(file, key_node.start_mark.line + 1, dotted(path)))
+                raise SpecError(
+                    "mapping keys must be plain scalars",
+                    Location(file, key_node.start_mark.line + 1, dotted(path)),
+                )
             key = _scalar(key_node, file)
             if key in out:
-                raise SpecError(f"duplicate key {key!r}", Location(file, key_node.start_mark.line + 1, dotted(path + (key,))))
+                raise SpecError(
+                    f"duplicate key {key!r}",
+                    Location(file, key_node.start_mark.line + 1, dotted(path + (key,))),
+                )
             out[key] = _plain(value_node, path + (key,), lines, file)
             lines[path + (key,)] = key_node.start_mark.line + 1
         return out

@@ -10,8 +10,15 @@ No wall clock and no unseeded randomness anywhere: same arguments, same bytes.
 
 from . import truth
 from .dcgm import FB_BYTES_NAMES, FB_MIB_NAMES, dcgm_gpu, dcgm_target
-from .histogram import (ITER_BUCKETS, ITL_BUCKETS, REQ_BUCKETS, TTFT_BUCKETS, expected_histogram_quantile,
-                        histogram_series, token_buckets)
+from .histogram import (
+    ITER_BUCKETS,
+    ITL_BUCKETS,
+    REQ_BUCKETS,
+    TTFT_BUCKETS,
+    expected_histogram_quantile,
+    histogram_series,
+    token_buckets,
+)
 from .openmetrics import prom_float, sample_count, to_openmetrics
 from .scenario import Scenario
 from .scrape import Target, stable_ip, stable_suffix, stable_uuid, up
@@ -21,11 +28,40 @@ from .fleet import fleet
 from .incidents import INCIDENTS, incident
 
 __all__ = [
-    "Series", "resolve", "ramp", "step_fn", "drop_metrics", "rename_metric", "with_labels",
-    "Target", "up", "stable_ip", "stable_suffix", "stable_uuid",
-    "dcgm_gpu", "dcgm_target", "FB_MIB_NAMES", "FB_BYTES_NAMES",
-    "vllm_engine", "vllm_target", "RequestProfile", "SpecDecode", "CHAT_MIX",
-    "TTFT_BUCKETS", "ITL_BUCKETS", "REQ_BUCKETS", "ITER_BUCKETS", "token_buckets", "histogram_series",
-    "expected_histogram_quantile", "to_openmetrics", "prom_float", "sample_count",
-    "Scenario", "fleet", "INCIDENTS", "incident", "truth",
+    "Series",
+    "resolve",
+    "ramp",
+    "step_fn",
+    "drop_metrics",
+    "rename_metric",
+    "with_labels",
+    "Target",
+    "up",
+    "stable_ip",
+    "stable_suffix",
+    "stable_uuid",
+    "dcgm_gpu",
+    "dcgm_target",
+    "FB_MIB_NAMES",
+    "FB_BYTES_NAMES",
+    "vllm_engine",
+    "vllm_target",
+    "RequestProfile",
+    "SpecDecode",
+    "CHAT_MIX",
+    "TTFT_BUCKETS",
+    "ITL_BUCKETS",
+    "REQ_BUCKETS",
+    "ITER_BUCKETS",
+    "token_buckets",
+    "histogram_series",
+    "expected_histogram_quantile",
+    "to_openmetrics",
+    "prom_float",
+    "sample_count",
+    "Scenario",
+    "fleet",
+    "INCIDENTS",
+    "incident",
+    "truth",
 ]

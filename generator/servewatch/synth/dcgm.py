@@ -23,15 +23,22 @@ from .series import Series, Value, Values, in_active, resolve
 FB_MIB_NAMES = ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE")
 FB_BYTES_NAMES = ("DCGM_FI_DEV_FB_USED_BYTES", "DCGM_FI_DEV_FB_FREE_BYTES")  # exporter 4.9 / DCGM 4.7
 H100 = "NVIDIA H100 80GB HBM3"
-H100_USABLE_MIB = 80986   # FB_USED + FB_FREE of a full H100 80GB (81559 MiB total - 573 reserved)
-MIG_3G_40GB_MIB = 40320   # FB_USED + FB_FREE of one 3g.40gb instance
+H100_USABLE_MIB = 80986  # FB_USED + FB_FREE of a full H100 80GB (81559 MiB total - 573 reserved)
+MIG_3G_40GB_MIB = 40320  # FB_USED + FB_FREE of one 3g.40gb instance
 _PCI_BUS = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")  # an HGX H100 board's GPU buses
 
 XID_MESSAGES = {
-    0: "No Error", 13: "Graphics Engine Exception", 31: "GPU memory page fault",
-    43: "GPU stopped processing", 48: "Double Bit ECC Error", 74: "NVLINK Error",
-    79: "GPU has fallen off the bus", 94: "Contained ECC error", 95: "Uncontained ECC error",
-    119: "GSP RPC Timeout", 120: "GSP Error",
+    0: "No Error",
+    13: "Graphics Engine Exception",
+    31: "GPU memory page fault",
+    43: "GPU stopped processing",
+    48: "Double Bit ECC Error",
+    74: "NVLINK Error",
+    79: "GPU has fallen off the bus",
+    94: "Contained ECC error",
+    95: "Uncontained ECC error",
+    119: "GSP RPC Timeout",
+    120: "GSP Error",
 }
 
 # Fields emitted, in a fixed order; the type is what dcgm-exporter's CSV declares.
@@ -56,14 +63,26 @@ FIELDS = {
 }
 # Fields that describe the whole physical GPU: repeated identically on each of its MIG instances.
 GPU_SCOPED = {
-    "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEMORY_TEMP", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE",
-    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
-    "DCGM_FI_PROF_PCIE_TX_BYTES", "DCGM_FI_PROF_PCIE_RX_BYTES",
+    "DCGM_FI_DEV_SM_CLOCK",
+    "DCGM_FI_DEV_MEMORY_TEMP",
+    "DCGM_FI_DEV_GPU_TEMP",
+    "DCGM_FI_DEV_POWER_USAGE",
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+    "DCGM_FI_DEV_XID_ERRORS",
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+    "DCGM_FI_PROF_PCIE_TX_BYTES",
+    "DCGM_FI_PROF_PCIE_RX_BYTES",
 }
 
 
-def dcgm_target(host: str, *, job: str = "nvidia-dcgm-exporter", namespace: str | None = "gpu-operator",
-                container: str | None = "nvidia-dcgm-exporter", port: int = 9400) -> Target:
+def dcgm_target(
+    host: str,
+    *,
+    job: str = "nvidia-dcgm-exporter",
+    namespace: str | None = "gpu-operator",
+    container: str | None = "nvidia-dcgm-exporter",
+    port: int = 9400,
+) -> Target:
     """The scrape target of the dcgm-exporter pod on ``host`` (a DaemonSet pod, one per node)."""
     pod = f"nvidia-dcgm-exporter-{stable_suffix(host)}" if namespace else None
     return Target(job, f"{stable_ip(host, prefix='10.0')}:{port}", namespace, pod, container)
@@ -113,7 +132,9 @@ def dcgm_gpu(
     active: tuple[int, int] | None = None,
     drop: Iterable[str] = (),
 ) -> list[Series]:
-    """All dcgm-exporter series of one GPU (or of one MIG instance, when ``mig_instance=(GPU_I_ID, profile)``).
+    """All dcgm-exporter series of one GPU, or of one MIG instance.
+
+    A MIG instance is given as ``mig_instance=(GPU_I_ID, profile)``.
 
     ``fb_used_mib``/``fb_free_mib`` are MiB; with byte names (``FB_BYTES_NAMES``, exporter 4.9) the
     values are written in bytes. ``fb_reserved_mib="auto"`` is 573 MiB on a full GPU and absent on a
@@ -154,7 +175,9 @@ def dcgm_gpu(
         "DCGM_FI_PROF_PCIE_TX_BYTES": tuple(None if v is None else round(2e6 + 1.8e9 * v) for v in pu),
         "DCGM_FI_PROF_PCIE_RX_BYTES": tuple(None if v is None else round(3e6 + 3.2e9 * v) for v in pu),
         # per-step increments; accumulated below
-        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": tuple(None if v is None else round(1.5e5 * v * step) for v in pu),
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": tuple(
+            None if v is None else round(1.5e5 * v * step) for v in pu
+        ),
     }
     for k, spec in (overrides or {}).items():
         key = next((f for f, n in names.items() if n == k), k)
@@ -163,18 +186,23 @@ def dcgm_gpu(
         base[key] = resolve(spec, steps)
     if "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION" not in (overrides or {}):  # else: given per-step increments
         base["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"] = tuple(  # W * s * 1000 = mJ per step
-            None if p is None else round(p * step * 1000) for p in base["DCGM_FI_DEV_POWER_USAGE"])
+            None if p is None else round(p * step * 1000) for p in base["DCGM_FI_DEV_POWER_USAGE"]
+        )
     if mig:
         base["DCGM_FI_DEV_GPU_UTIL"] = (None,) * steps  # blank for MIG instances -> series absent
 
-    counter_start = {"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": energy_start_mj,
-                     "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": 3.6e11}
+    counter_start = {
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": energy_start_mj,
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": 3.6e11,
+    }
     pods, namespaces = _strings(pod, steps), _strings(namespace, steps)
 
     static = {
-        "gpu": str(gpu_index), "UUID": uuid,
+        "gpu": str(gpu_index),
+        "UUID": uuid,
         "pci_bus_id": pci_bus_id or f"00000000:{_PCI_BUS[gpu_index % len(_PCI_BUS)]}:00.0",
-        "device": f"nvidia{gpu_index}", "modelName": gpu_model,
+        "device": f"nvidia{gpu_index}",
+        "modelName": gpu_model,
     }
     if mig:
         static["GPU_I_PROFILE"] = mig_instance[1]
@@ -231,6 +259,14 @@ def dcgm_gpu(
 
 
 __all__ = [
-    "dcgm_gpu", "dcgm_target", "FIELDS", "GPU_SCOPED", "FB_MIB_NAMES", "FB_BYTES_NAMES", "H100",
-    "H100_USABLE_MIB", "MIG_3G_40GB_MIB", "XID_MESSAGES",
+    "dcgm_gpu",
+    "dcgm_target",
+    "FIELDS",
+    "GPU_SCOPED",
+    "FB_MIB_NAMES",
+    "FB_BYTES_NAMES",
+    "H100",
+    "H100_USABLE_MIB",
+    "MIG_3G_40GB_MIB",
+    "XID_MESSAGES",
 ]

@@ -30,10 +30,10 @@ POD_B_OLD = f"deepseek-v3-7d9f6c5b8-{stable_suffix('fleet', 'deepseek', 'b')}"
 POD_B_NEW = f"deepseek-v3-7d9f6c5b8-{stable_suffix('fleet', 'deepseek', 'b2')}"
 POD_MIXTRAL = f"mixtral-8x7b-5c7d8f9b6-{stable_suffix('fleet', 'mixtral')}"
 EMBED_NS, POD_EMBED = "rag", f"text-embedder-6b8c9d7f5-{stable_suffix('fleet', 'embedder')}"
-RESTART_STEP = 120         # pod B replaced: old pod's last sample at 119
-METRICS_BACK_STEP = 124    # the new pod's /metrics answers from here (up=0 for 2 minutes before)
-HOT_KV_FROM = 60           # pod A engine 0 KV cache reaches 0.97 here and stays
-PRIOR = 2880               # long-running processes: one day of history before step 0
+RESTART_STEP = 120  # pod B replaced: old pod's last sample at 119
+METRICS_BACK_STEP = 124  # the new pod's /metrics answers from here (up=0 for 2 minutes before)
+HOT_KV_FROM = 60  # pod A engine 0 KV cache reaches 0.97 here and stays
+PRIOR = 2880  # long-running processes: one day of history before step 0
 
 MIXTRAL_MIX = (
     RequestProfile(0.50, 600, 250, 0.04, 0.08, 0.025, cached_tokens=256),
@@ -95,52 +95,133 @@ def fleet(cluster: str | None = None, steps: int = STEPS) -> Scenario:
     s.append(up(tgt_second, 1, steps=steps))
 
     def gpu(host, idx, used, free, **kw):
-        return dcgm_gpu(host, idx, _uuid(host, idx), used, free, steps=steps, step=STEP,
-                        hostname_label=hosts[host], targets=kw.pop("targets", [tgt[host]]), **kw)
+        return dcgm_gpu(
+            host,
+            idx,
+            _uuid(host, idx),
+            used,
+            free,
+            steps=steps,
+            step=STEP,
+            hostname_label=hosts[host],
+            targets=kw.pop("targets", [tgt[host]]),
+            **kw,
+        )
 
     s += gpu("gpu-node-a", 0, 75034, 5952, util=0.93, pod=POD_A, namespace=NS)
-    s += gpu("gpu-node-a", 1, 74240, 6746, util=0.02, pod=POD_A, namespace=NS,
-             targets=[tgt["gpu-node-a"], tgt_second])
+    s += gpu(
+        "gpu-node-a",
+        1,
+        74240,
+        6746,
+        util=0.02,
+        pod=POD_A,
+        namespace=NS,
+        targets=[tgt["gpu-node-a"], tgt_second],
+    )
     pod_b = lambda i: POD_B_OLD if i < RESTART_STEP else POD_B_NEW  # noqa: E731
     util_b = lambda i: 0.0 if RESTART_STEP <= i < METRICS_BACK_STEP else 0.71  # noqa: E731
     for idx in (0, 1):
-        s += gpu("gpu-node-b", idx, _fb_b, lambda i: H100_USABLE_MIB - _fb_b(i), util=util_b,
-                 pod=pod_b, namespace=NS)
+        s += gpu(
+            "gpu-node-b",
+            idx,
+            _fb_b,
+            lambda i: H100_USABLE_MIB - _fb_b(i),
+            util=util_b,
+            pod=pod_b,
+            namespace=NS,
+        )
     s += gpu("gpu-node-c", 0, 71680, 9306, util=0.55, pod=POD_MIXTRAL, namespace=NS)
     s += gpu("gpu-node-c", 1, 4, 80982, util=0.0)
-    s += gpu("gpu-node-c", 2, 35862, MIG_3G_40GB_MIB - 35862, util=0.4, parent_util=0.2,
-             mig_instance=(1, "3g.40gb"), pod=POD_EMBED, namespace=EMBED_NS, container="embedder")
-    s += gpu("gpu-node-c", 2, 13, MIG_3G_40GB_MIB - 13, util=0.0, parent_util=0.2,
-             mig_instance=(2, "3g.40gb"))
+    s += gpu(
+        "gpu-node-c",
+        2,
+        35862,
+        MIG_3G_40GB_MIB - 35862,
+        util=0.4,
+        parent_util=0.2,
+        mig_instance=(1, "3g.40gb"),
+        pod=POD_EMBED,
+        namespace=EMBED_NS,
+        container="embedder",
+    )
+    s += gpu(
+        "gpu-node-c", 2, 13, MIG_3G_40GB_MIB - 13, util=0.0, parent_util=0.2, mig_instance=(2, "3g.40gb")
+    )
 
     # ---- vLLM: targets and engines
     ta, tb_old, tb_new, tm = (vllm_target(NS, p) for p in (POD_A, POD_B_OLD, POD_B_NEW, POD_MIXTRAL))
     s.append(up(ta, 1, steps=steps))
     s.append(up(tm, 1, steps=steps))
     s.append(up(tb_old, lambda i: 1 if i < RESTART_STEP else None, steps=steps))
-    s.append(up(tb_new, lambda i: None if i < RESTART_STEP else (0 if i < METRICS_BACK_STEP else 1), steps=steps))
+    s.append(
+        up(tb_new, lambda i: None if i < RESTART_STEP else (0 if i < METRICS_BACK_STEP else 1), steps=steps)
+    )
 
     ds = dict(steps=steps, step=STEP, max_model_len=131072)
-    s += vllm_engine(NS, POD_A, DEEPSEEK, 0, requests=40, kv_usage=ramp(0.62, 0.97, 0, HOT_KV_FROM), waiting=4,
-                     preemptions=step_fn(0, {HOT_KV_FROM: 1}), prior_steps=PRIOR, **ds)
+    s += vllm_engine(
+        NS,
+        POD_A,
+        DEEPSEEK,
+        0,
+        requests=40,
+        kv_usage=ramp(0.62, 0.97, 0, HOT_KV_FROM),
+        waiting=4,
+        preemptions=step_fn(0, {HOT_KV_FROM: 1}),
+        prior_steps=PRIOR,
+        **ds,
+    )
     s += vllm_engine(NS, POD_A, DEEPSEEK, 1, requests=0, kv_usage=0.0, prior_steps=PRIOR, **ds)
     for e in (0, 1):
-        s += vllm_engine(NS, POD_B_OLD, DEEPSEEK, e, requests=20, kv_usage=0.48, active=(0, RESTART_STEP),
-                         prior_steps=PRIOR, **ds)
-        s += vllm_engine(NS, POD_B_NEW, DEEPSEEK, e, requests=20, kv_usage=0.48,
-                         active=(METRICS_BACK_STEP, steps), **ds)
-    s += vllm_engine(NS, POD_MIXTRAL, MIXTRAL, 0, steps=steps, step=STEP, requests=12, profiles=MIXTRAL_MIX,
-                     kv_usage=0.55, max_model_len=32768, spec_decode=SpecDecode(3, 0.6), prior_steps=PRIOR)
+        s += vllm_engine(
+            NS,
+            POD_B_OLD,
+            DEEPSEEK,
+            e,
+            requests=20,
+            kv_usage=0.48,
+            active=(0, RESTART_STEP),
+            prior_steps=PRIOR,
+            **ds,
+        )
+        s += vllm_engine(
+            NS, POD_B_NEW, DEEPSEEK, e, requests=20, kv_usage=0.48, active=(METRICS_BACK_STEP, steps), **ds
+        )
+    s += vllm_engine(
+        NS,
+        POD_MIXTRAL,
+        MIXTRAL,
+        0,
+        steps=steps,
+        step=STEP,
+        requests=12,
+        profiles=MIXTRAL_MIX,
+        kv_usage=0.55,
+        max_model_len=32768,
+        spec_decode=SpecDecode(3, 0.6),
+        prior_steps=PRIOR,
+    )
     if extra:
         s = with_labels(s, **extra)
 
     def g(host, idx, mig, used, free, pod, ns, jobs):
-        return {"host": host, "gpu": str(idx), "UUID": _uuid(host, idx), "GPU_I_ID": mig,
-                "fb_used_mib": used, "fb_free_mib": free, "fb_ratio": used / (used + free),
-                "pod": pod, "namespace": ns, "jobs": jobs}
+        return {
+            "host": host,
+            "gpu": str(idx),
+            "UUID": _uuid(host, idx),
+            "GPU_I_ID": mig,
+            "fb_used_mib": used,
+            "fb_free_mib": free,
+            "fb_ratio": used / (used + free),
+            "pod": pod,
+            "namespace": ns,
+            "jobs": jobs,
+        }
 
     dj = ("nvidia-dcgm-exporter",)
-    a0_obs = [(p.ttft_s, c) for p, c in zip(CHAT_MIX, allocate(40, [p.weight for p in CHAT_MIX]), strict=True)]
+    a0_obs = [
+        (p.ttft_s, c) for p, c in zip(CHAT_MIX, allocate(40, [p.weight for p in CHAT_MIX]), strict=True)
+    ]
     truth = {
         "cluster": cluster,
         "hosts": dict(hosts),
@@ -155,21 +236,76 @@ def fleet(cluster: str | None = None, steps: int = STEPS) -> Scenario:
             "c2_mig2": g("gpu-node-c", 2, "2", 13, 40307, None, None, dj),
         },
         "engines": {
-            "a0": {"namespace": NS, "pod": POD_A, "model_name": DEEPSEEK, "engine": "0", "requests_per_step": 40},
-            "a1": {"namespace": NS, "pod": POD_A, "model_name": DEEPSEEK, "engine": "1", "requests_per_step": 0},
-            "b0_old": {"namespace": NS, "pod": POD_B_OLD, "model_name": DEEPSEEK, "engine": "0", "requests_per_step": 20},
-            "b1_old": {"namespace": NS, "pod": POD_B_OLD, "model_name": DEEPSEEK, "engine": "1", "requests_per_step": 20},
-            "b0": {"namespace": NS, "pod": POD_B_NEW, "model_name": DEEPSEEK, "engine": "0", "requests_per_step": 20},
-            "b1": {"namespace": NS, "pod": POD_B_NEW, "model_name": DEEPSEEK, "engine": "1", "requests_per_step": 20},
-            "m0": {"namespace": NS, "pod": POD_MIXTRAL, "model_name": MIXTRAL, "engine": "0", "requests_per_step": 12},
+            "a0": {
+                "namespace": NS,
+                "pod": POD_A,
+                "model_name": DEEPSEEK,
+                "engine": "0",
+                "requests_per_step": 40,
+            },
+            "a1": {
+                "namespace": NS,
+                "pod": POD_A,
+                "model_name": DEEPSEEK,
+                "engine": "1",
+                "requests_per_step": 0,
+            },
+            "b0_old": {
+                "namespace": NS,
+                "pod": POD_B_OLD,
+                "model_name": DEEPSEEK,
+                "engine": "0",
+                "requests_per_step": 20,
+            },
+            "b1_old": {
+                "namespace": NS,
+                "pod": POD_B_OLD,
+                "model_name": DEEPSEEK,
+                "engine": "1",
+                "requests_per_step": 20,
+            },
+            "b0": {
+                "namespace": NS,
+                "pod": POD_B_NEW,
+                "model_name": DEEPSEEK,
+                "engine": "0",
+                "requests_per_step": 20,
+            },
+            "b1": {
+                "namespace": NS,
+                "pod": POD_B_NEW,
+                "model_name": DEEPSEEK,
+                "engine": "1",
+                "requests_per_step": 20,
+            },
+            "m0": {
+                "namespace": NS,
+                "pod": POD_MIXTRAL,
+                "model_name": MIXTRAL,
+                "engine": "0",
+                "requests_per_step": 12,
+            },
         },
-        "restart": {"old_pod": POD_B_OLD, "new_pod": POD_B_NEW, "step": RESTART_STEP, "metrics_from": METRICS_BACK_STEP},
-        "kv_hot": {"engine": "a0", "kv_cache_usage_perc": 0.97, "from_step": HOT_KV_FROM, "sibling": "a1",
-                   "sibling_kv_cache_usage_perc": 0.0, "preemptions_per_step": 1},
+        "restart": {
+            "old_pod": POD_B_OLD,
+            "new_pod": POD_B_NEW,
+            "step": RESTART_STEP,
+            "metrics_from": METRICS_BACK_STEP,
+        },
+        "kv_hot": {
+            "engine": "a0",
+            "kv_cache_usage_perc": 0.97,
+            "from_step": HOT_KV_FROM,
+            "sibling": "a1",
+            "sibling_kv_cache_usage_perc": 0.0,
+            "preemptions_per_step": 1,
+        },
         "ttft_p95_a0": quantile_of_observations(0.95, a0_obs, TTFT_BUCKETS),
         "ttft_p50_a0": quantile_of_observations(0.50, a0_obs, TTFT_BUCKETS),
-        "models": {DEEPSEEK: {"pods": (POD_A, POD_B_NEW), "engines_per_pod": 2, "max_model_len": 131072},
-                   MIXTRAL: {"pods": (POD_MIXTRAL,), "engines_per_pod": 1, "max_model_len": 32768}},
+        "models": {
+            DEEPSEEK: {"pods": (POD_A, POD_B_NEW), "engines_per_pod": 2, "max_model_len": 131072},
+            MIXTRAL: {"pods": (POD_MIXTRAL,), "engines_per_pod": 1, "max_model_len": 32768},
+        },
     }
     return Scenario("fleet", tuple(s), steps, STEP, last, truth)
 

@@ -48,7 +48,10 @@ Observations = Sequence[tuple[float, int]]  # (value, how many requests observed
 
 
 def allocate(n: int, weights: Sequence[float]) -> list[int]:
-    """Split ``n`` into integer parts proportional to ``weights`` (largest remainder, ties to the earlier index)."""
+    """Split ``n`` into integer parts proportional to ``weights``.
+
+    Largest remainder; ties go to the earlier index.
+    """
     total = float(sum(weights))
     if n <= 0 or total <= 0:
         return [0] * len(weights)
@@ -86,8 +89,13 @@ def cumulative(per_bucket: Iterable[float]) -> list[float]:
     return out
 
 
-def histogram_series(name: str, labels: Mapping[str, str], bounds: Sequence[float],
-                     per_step: Sequence[Observations | None], prior: int = 0) -> list[Series]:
+def histogram_series(
+    name: str,
+    labels: Mapping[str, str],
+    bounds: Sequence[float],
+    per_step: Sequence[Observations | None],
+    prior: int = 0,
+) -> list[Series]:
     """``<name>_bucket`` (one per bound + ``+Inf``), ``_sum`` and ``_count`` series.
 
     ``per_step[i]`` is step i's observations, or None where the series is absent. Each active run
@@ -207,7 +215,17 @@ def quantile_of_observations(q: float, obs: Observations, bounds: Sequence[float
 
 
 __all__ = [
-    "TTFT_BUCKETS", "ITL_BUCKETS", "REQ_BUCKETS", "ITER_BUCKETS", "token_buckets", "allocate",
-    "bucket_index", "observe", "cumulative", "histogram_series", "expected_histogram_quantile",
-    "quantile_of_observations", "Observations",
+    "TTFT_BUCKETS",
+    "ITL_BUCKETS",
+    "REQ_BUCKETS",
+    "ITER_BUCKETS",
+    "token_buckets",
+    "allocate",
+    "bucket_index",
+    "observe",
+    "cumulative",
+    "histogram_series",
+    "expected_histogram_quantile",
+    "quantile_of_observations",
+    "Observations",
 ]

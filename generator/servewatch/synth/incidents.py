@@ -25,7 +25,14 @@ from dataclasses import replace
 from typing import Callable
 
 from .dcgm import FB_BYTES_NAMES, H100_USABLE_MIB, dcgm_gpu, dcgm_target
-from .histogram import ITL_BUCKETS, REQ_BUCKETS, TTFT_BUCKETS, allocate, quantile_of_observations, token_buckets
+from .histogram import (
+    ITL_BUCKETS,
+    REQ_BUCKETS,
+    TTFT_BUCKETS,
+    allocate,
+    quantile_of_observations,
+    token_buckets,
+)
 from .scenario import Scenario
 from .scrape import Target, stable_suffix, stable_uuid, up
 from .series import Series, ramp, rename_metric, step_fn
@@ -56,10 +63,15 @@ def _after(i: int) -> bool:
     return i >= INCIDENT_STEP
 
 
-def _build(name: str, *, engine_kw: Callable[[int, int], dict] = lambda p, e: {},
-           gpu_kw: Callable[[int, int], dict] = lambda p, g: {},
-           dcgm_targets: Callable[[int], list[tuple[Target, dict]]] | None = None,
-           truth: dict | None = None, incident: bool = True) -> Scenario:
+def _build(
+    name: str,
+    *,
+    engine_kw: Callable[[int, int], dict] = lambda p, e: {},
+    gpu_kw: Callable[[int, int], dict] = lambda p, g: {},
+    dcgm_targets: Callable[[int], list[tuple[Target, dict]]] | None = None,
+    truth: dict | None = None,
+    incident: bool = True,
+) -> Scenario:
     """The shared deployment, with per-engine / per-GPU keyword overrides."""
     s: list[Series] = []
     for p, pod in enumerate(PODS):
@@ -72,20 +84,45 @@ def _build(name: str, *, engine_kw: Callable[[int, int], dict] = lambda p, e: {}
             kw.update(gpu_kw(p, g))
             for tgt, extra in exporters:
                 gk = {**kw, **extra}
-                s += dcgm_gpu(host, g, gpu_uuid(p, g), gk.pop("fb_used_mib", FB_USED),
-                              gk.pop("fb_free_mib", FB_FREE), steps=STEPS, step=STEP, targets=[tgt], **gk)
+                s += dcgm_gpu(
+                    host,
+                    g,
+                    gpu_uuid(p, g),
+                    gk.pop("fb_used_mib", FB_USED),
+                    gk.pop("fb_free_mib", FB_FREE),
+                    steps=STEPS,
+                    step=STEP,
+                    targets=[tgt],
+                    **gk,
+                )
         s.append(up(vllm_target(NS, pod), 1, steps=STEPS))
         for e in range(2):
-            kw = dict(requests=BASE_REQUESTS, profiles=CHAT_MIX, kv_usage=BASE_KV, running=BASE_RUNNING,
-                      waiting=0, prior_steps=PRIOR, max_model_len=MAX_MODEL_LEN)
+            kw = dict(
+                requests=BASE_REQUESTS,
+                profiles=CHAT_MIX,
+                kv_usage=BASE_KV,
+                running=BASE_RUNNING,
+                waiting=0,
+                prior_steps=PRIOR,
+                max_model_len=MAX_MODEL_LEN,
+            )
             kw.update(engine_kw(p, e))
             s += vllm_engine(NS, pod, MODEL, e, steps=STEPS, step=STEP, **kw)
     base_truth = {
-        "model_name": MODEL, "namespace": NS, "pods": PODS, "hosts": HOSTS,
-        "engines": [{"namespace": NS, "pod": pod, "model_name": MODEL, "engine": str(e)}
-                    for pod in PODS for e in range(2)],
-        "gpus": [{"host": HOSTS[p], "gpu": str(g), "UUID": gpu_uuid(p, g), "pod": PODS[p],
-                  "engine": str(g // 2)} for p in range(2) for g in range(4)],
+        "model_name": MODEL,
+        "namespace": NS,
+        "pods": PODS,
+        "hosts": HOSTS,
+        "engines": [
+            {"namespace": NS, "pod": pod, "model_name": MODEL, "engine": str(e)}
+            for pod in PODS
+            for e in range(2)
+        ],
+        "gpus": [
+            {"host": HOSTS[p], "gpu": str(g), "UUID": gpu_uuid(p, g), "pod": PODS[p], "engine": str(g // 2)}
+            for p in range(2)
+            for g in range(4)
+        ],
         "bad": [],
     }
     base_truth.update(truth or {})
@@ -101,7 +138,9 @@ def _exporter_up(extra: dict) -> Callable[[int], int | None]:
 def _obs(profiles, attr: str, n: int, per_token: bool) -> list[tuple[float, int]]:
     counts = allocate(n, [p.weight for p in profiles])
     if per_token:  # inter-token latency: one observation per output token after the first
-        return [(getattr(p, attr), c * (p.generation_tokens - 1)) for p, c in zip(profiles, counts, strict=True)]
+        return [
+            (getattr(p, attr), c * (p.generation_tokens - 1)) for p, c in zip(profiles, counts, strict=True)
+        ]
     return [(float(getattr(p, attr)), c) for p, c in zip(profiles, counts, strict=True)]
 
 
@@ -117,8 +156,13 @@ def _p(q: float, profiles, attr: str, bounds, n: int = BASE_REQUESTS, per_token:
 
 
 def _p_model(q: float, engines, attr: str, bounds, per_token: bool = False) -> float:
-    """The model-level quantile (buckets summed over engines) of stationary ``engines``: ``[(profiles, n)]``."""
-    return quantile_of_observations(q, [o for prof, n in engines for o in _obs(prof, attr, n, per_token)], bounds)
+    """The model-level quantile (buckets summed over engines) of stationary ``engines``.
+
+    ``engines`` is ``[(profiles, n)]``.
+    """
+    return quantile_of_observations(
+        q, [o for prof, n in engines for o in _obs(prof, attr, n, per_token)], bounds
+    )
 
 
 def healthy() -> Scenario:
@@ -133,16 +177,23 @@ def healthy() -> Scenario:
     0 waiting, preemption rate 0, error share 0 (the 256-token outputs finish with ``length``).
     Per GPU: FB ratio 48592/80986 = 0.600005. No alert fires.
     """
-    return _build("healthy", incident=False, truth={
-        "ttft_p95": _p(0.95, CHAT_MIX, "ttft_s", TTFT_BUCKETS),
-        "ttft_p50": _p(0.50, CHAT_MIX, "ttft_s", TTFT_BUCKETS),
-        "itl_p95": _p(0.95, CHAT_MIX, "itl_s", ITL_BUCKETS, per_token=True),
-        "e2e_p95": _p(0.95, CHAT_MIX, "e2e_s", REQ_BUCKETS),
-        "queue_p95": _p(0.95, CHAT_MIX, "queue_s", REQ_BUCKETS),
-        "prefill_p95": _p(0.95, CHAT_MIX, "prefill_s", REQ_BUCKETS),
-        "kv_cache_usage_perc": BASE_KV, "fb_ratio": FB_USED / (FB_USED + FB_FREE),
-        "waiting": 0, "preemptions_per_s": 0.0, "error_share": 0.0,
-    })
+    return _build(
+        "healthy",
+        incident=False,
+        truth={
+            "ttft_p95": _p(0.95, CHAT_MIX, "ttft_s", TTFT_BUCKETS),
+            "ttft_p50": _p(0.50, CHAT_MIX, "ttft_s", TTFT_BUCKETS),
+            "itl_p95": _p(0.95, CHAT_MIX, "itl_s", ITL_BUCKETS, per_token=True),
+            "e2e_p95": _p(0.95, CHAT_MIX, "e2e_s", REQ_BUCKETS),
+            "queue_p95": _p(0.95, CHAT_MIX, "queue_s", REQ_BUCKETS),
+            "prefill_p95": _p(0.95, CHAT_MIX, "prefill_s", REQ_BUCKETS),
+            "kv_cache_usage_perc": BASE_KV,
+            "fb_ratio": FB_USED / (FB_USED + FB_FREE),
+            "waiting": 0,
+            "preemptions_per_s": 0.0,
+            "error_share": 0.0,
+        },
+    )
 
 
 SLOW_MIX = tuple(replace(p, itl_s=round(p.itl_s * 3, 6)) for p in CHAT_MIX)  # contended decode batches
@@ -167,23 +218,33 @@ def kv_saturation() -> Scenario:
     def engine_kw(p, e):
         if (p, e) != bad:
             return {}
-        return dict(kv_usage=ramp(BASE_KV, 0.98, 72, INCIDENT_STEP),
-                    preemptions=step_fn(0, {INCIDENT_STEP: 3}),
-                    running=step_fn(BASE_RUNNING, {INCIDENT_STEP: 24}), waiting=step_fn(0, {INCIDENT_STEP: 6}),
-                    profiles=lambda i: SLOW_MIX if _after(i) else CHAT_MIX)
+        return dict(
+            kv_usage=ramp(BASE_KV, 0.98, 72, INCIDENT_STEP),
+            preemptions=step_fn(0, {INCIDENT_STEP: 3}),
+            running=step_fn(BASE_RUNNING, {INCIDENT_STEP: 24}),
+            waiting=step_fn(0, {INCIDENT_STEP: 6}),
+            profiles=lambda i: SLOW_MIX if _after(i) else CHAT_MIX,
+        )
 
     per_model = [(CHAT_MIX, BASE_REQUESTS)] * 3 + [(SLOW_MIX, BASE_REQUESTS)]
-    return _build("kv_saturation", engine_kw=engine_kw, truth={
-        "bad": [{"namespace": NS, "pod": POD_0, "model_name": MODEL, "engine": "1"}],
-        "kv_cache_usage_perc": 0.98, "kv_cache_usage_perc_others": BASE_KV,
-        "preemptions_per_s": 3 / STEP, "preemptions_per_s_others": 0.0,
-        "running": 24, "waiting": 6,
-        "itl_p95_before": _p(0.95, CHAT_MIX, "itl_s", ITL_BUCKETS, per_token=True),
-        "itl_p95_after": _p(0.95, SLOW_MIX, "itl_s", ITL_BUCKETS, per_token=True),
-        "itl_p95_model_after": _p_model(0.95, per_model, "itl_s", ITL_BUCKETS, per_token=True),
-        "e2e_p95_model_after": _p_model(0.95, per_model, "e2e_s", REQ_BUCKETS),
-        "ttft_p95": _p(0.95, CHAT_MIX, "ttft_s", TTFT_BUCKETS),
-    })
+    return _build(
+        "kv_saturation",
+        engine_kw=engine_kw,
+        truth={
+            "bad": [{"namespace": NS, "pod": POD_0, "model_name": MODEL, "engine": "1"}],
+            "kv_cache_usage_perc": 0.98,
+            "kv_cache_usage_perc_others": BASE_KV,
+            "preemptions_per_s": 3 / STEP,
+            "preemptions_per_s_others": 0.0,
+            "running": 24,
+            "waiting": 6,
+            "itl_p95_before": _p(0.95, CHAT_MIX, "itl_s", ITL_BUCKETS, per_token=True),
+            "itl_p95_after": _p(0.95, SLOW_MIX, "itl_s", ITL_BUCKETS, per_token=True),
+            "itl_p95_model_after": _p_model(0.95, per_model, "itl_s", ITL_BUCKETS, per_token=True),
+            "e2e_p95_model_after": _p_model(0.95, per_model, "e2e_s", REQ_BUCKETS),
+            "ttft_p95": _p(0.95, CHAT_MIX, "ttft_s", TTFT_BUCKETS),
+        },
+    )
 
 
 QUEUED_MIX = tuple(replace(p, queue_s=round(p.queue_s + 4.0, 6)) for p in CHAT_MIX)
@@ -200,30 +261,52 @@ def ttft_queueing() -> Scenario:
     20.41 s in (20, 30]: 20 + 10 * 10/12). KV 0.45 -> 0.7, no preemptions, GPUs unchanged. Request
     rate 2x the rate 30 minutes earlier (``arrivals_change``).
     """
+
     def engine_kw(p, e):
-        return dict(requests=step_fn(BASE_REQUESTS, {INCIDENT_STEP: 40}),
-                    profiles=lambda i: QUEUED_MIX if _after(i) else CHAT_MIX,
-                    waiting=step_fn(0, {INCIDENT_STEP: 18}), running=step_fn(BASE_RUNNING, {INCIDENT_STEP: 16}),
-                    kv_usage=step_fn(BASE_KV, {INCIDENT_STEP: 0.7}))
+        return dict(
+            requests=step_fn(BASE_REQUESTS, {INCIDENT_STEP: 40}),
+            profiles=lambda i: QUEUED_MIX if _after(i) else CHAT_MIX,
+            waiting=step_fn(0, {INCIDENT_STEP: 18}),
+            running=step_fn(BASE_RUNNING, {INCIDENT_STEP: 16}),
+            kv_usage=step_fn(BASE_KV, {INCIDENT_STEP: 0.7}),
+        )
 
     tok = token_buckets(MAX_MODEL_LEN)
-    return _build("ttft_queueing", engine_kw=engine_kw, truth={
-        "bad": [{"namespace": NS, "pod": pod, "model_name": MODEL, "engine": str(e)} for pod in PODS for e in range(2)],
-        "requests_per_s": 40 / STEP, "requests_per_s_before": BASE_REQUESTS / STEP,
-        "arrivals_change": 40 / BASE_REQUESTS,  # request rate now / 30 minutes earlier
-        "waiting": 18, "running": 16, "kv_cache_usage_perc": 0.7,
-        "ttft_p95_before": _p(0.95, CHAT_MIX, "ttft_s", TTFT_BUCKETS),
-        "ttft_p95_after": _p(0.95, QUEUED_MIX, "ttft_s", TTFT_BUCKETS, n=40),
-        "e2e_p95_after": _p(0.95, QUEUED_MIX, "e2e_s", REQ_BUCKETS, n=40),
-        "queue_p95_before": _p(0.95, CHAT_MIX, "queue_s", REQ_BUCKETS),
-        "queue_p95_after": _p(0.95, QUEUED_MIX, "queue_s", REQ_BUCKETS, n=40),
-        "prefill_p95": _p(0.95, CHAT_MIX, "prefill_s", REQ_BUCKETS),
-        "prompt_tokens_p95": _p(0.95, CHAT_MIX, "prompt_tokens", tok),
-    })
+    return _build(
+        "ttft_queueing",
+        engine_kw=engine_kw,
+        truth={
+            "bad": [
+                {"namespace": NS, "pod": pod, "model_name": MODEL, "engine": str(e)}
+                for pod in PODS
+                for e in range(2)
+            ],
+            "requests_per_s": 40 / STEP,
+            "requests_per_s_before": BASE_REQUESTS / STEP,
+            "arrivals_change": 40 / BASE_REQUESTS,  # request rate now / 30 minutes earlier
+            "waiting": 18,
+            "running": 16,
+            "kv_cache_usage_perc": 0.7,
+            "ttft_p95_before": _p(0.95, CHAT_MIX, "ttft_s", TTFT_BUCKETS),
+            "ttft_p95_after": _p(0.95, QUEUED_MIX, "ttft_s", TTFT_BUCKETS, n=40),
+            "e2e_p95_after": _p(0.95, QUEUED_MIX, "e2e_s", REQ_BUCKETS, n=40),
+            "queue_p95_before": _p(0.95, CHAT_MIX, "queue_s", REQ_BUCKETS),
+            "queue_p95_after": _p(0.95, QUEUED_MIX, "queue_s", REQ_BUCKETS, n=40),
+            "prefill_p95": _p(0.95, CHAT_MIX, "prefill_s", REQ_BUCKETS),
+            "prompt_tokens_p95": _p(0.95, CHAT_MIX, "prompt_tokens", tok),
+        },
+    )
 
 
-LONG_MIX = tuple(replace(p, prompt_tokens=p.prompt_tokens * 4, cached_tokens=p.cached_tokens,
-                         prefill_s=round(p.prefill_s * 4, 6)) for p in CHAT_MIX)
+LONG_MIX = tuple(
+    replace(
+        p,
+        prompt_tokens=p.prompt_tokens * 4,
+        cached_tokens=p.cached_tokens,
+        prefill_s=round(p.prefill_s * 4, 6),
+    )
+    for p in CHAT_MIX
+)
 
 
 def ttft_long_prompts() -> Scenario:
@@ -237,23 +320,32 @@ def ttft_long_prompts() -> Scenario:
     tokens, e2e p95 19.17 -> 19.44 s (9 of 20 in (15, 20]: 15 + 5 * 8/9), queue-time p95 0.285 s
     unchanged; average prompt length 4x (``prompt_length_change``).
     """
+
     def engine_kw(p, e):
         return dict(profiles=lambda i: LONG_MIX if _after(i) else CHAT_MIX)
 
     tok = token_buckets(MAX_MODEL_LEN)
-    return _build("ttft_long_prompts", engine_kw=engine_kw, truth={
-        "bad": [{"namespace": NS, "pod": pod, "model_name": MODEL, "engine": str(e)} for pod in PODS for e in range(2)],
-        "ttft_p95_before": _p(0.95, CHAT_MIX, "ttft_s", TTFT_BUCKETS),
-        "ttft_p95_after": _p(0.95, LONG_MIX, "ttft_s", TTFT_BUCKETS),
-        "e2e_p95_after": _p(0.95, LONG_MIX, "e2e_s", REQ_BUCKETS),
-        "prefill_p95_before": _p(0.95, CHAT_MIX, "prefill_s", REQ_BUCKETS),
-        "prefill_p95_after": _p(0.95, LONG_MIX, "prefill_s", REQ_BUCKETS),
-        "prompt_tokens_p95_before": _p(0.95, CHAT_MIX, "prompt_tokens", tok),
-        "prompt_tokens_p95_after": _p(0.95, LONG_MIX, "prompt_tokens", tok),
-        # average prompt length now / 30 minutes earlier
-        "prompt_length_change": _mean(LONG_MIX, "prompt_tokens") / _mean(CHAT_MIX, "prompt_tokens"),
-        "queue_p95": _p(0.95, CHAT_MIX, "queue_s", REQ_BUCKETS),
-    })
+    return _build(
+        "ttft_long_prompts",
+        engine_kw=engine_kw,
+        truth={
+            "bad": [
+                {"namespace": NS, "pod": pod, "model_name": MODEL, "engine": str(e)}
+                for pod in PODS
+                for e in range(2)
+            ],
+            "ttft_p95_before": _p(0.95, CHAT_MIX, "ttft_s", TTFT_BUCKETS),
+            "ttft_p95_after": _p(0.95, LONG_MIX, "ttft_s", TTFT_BUCKETS),
+            "e2e_p95_after": _p(0.95, LONG_MIX, "e2e_s", REQ_BUCKETS),
+            "prefill_p95_before": _p(0.95, CHAT_MIX, "prefill_s", REQ_BUCKETS),
+            "prefill_p95_after": _p(0.95, LONG_MIX, "prefill_s", REQ_BUCKETS),
+            "prompt_tokens_p95_before": _p(0.95, CHAT_MIX, "prompt_tokens", tok),
+            "prompt_tokens_p95_after": _p(0.95, LONG_MIX, "prompt_tokens", tok),
+            # average prompt length now / 30 minutes earlier
+            "prompt_length_change": _mean(LONG_MIX, "prompt_tokens") / _mean(CHAT_MIX, "prompt_tokens"),
+            "queue_p95": _p(0.95, CHAT_MIX, "queue_s", REQ_BUCKETS),
+        },
+    )
 
 
 FULL_USED = 78556  # round(0.97 * 80986)
@@ -272,14 +364,22 @@ def ep_rank_gpu_full() -> Scenario:
     def gpu_kw(p, g):
         if (p, g) != (1, 3):
             return {}
-        return dict(fb_used_mib=lambda i: round(used(i)), fb_free_mib=lambda i: H100_USABLE_MIB - round(used(i)))
+        return dict(
+            fb_used_mib=lambda i: round(used(i)), fb_free_mib=lambda i: H100_USABLE_MIB - round(used(i))
+        )
 
-    return _build("ep_rank_gpu_full", gpu_kw=gpu_kw, truth={
-        "bad": [{"host": HOSTS[1], "gpu": "3", "UUID": gpu_uuid(1, 3), "pod": POD_1, "namespace": NS}],
-        "fb_used_mib": FULL_USED, "fb_free_mib": H100_USABLE_MIB - FULL_USED,
-        "fb_ratio": FULL_USED / H100_USABLE_MIB, "fb_ratio_siblings": FB_USED / H100_USABLE_MIB,
-        "fb_ratio_pod_mean": (FULL_USED + 3 * FB_USED) / (4 * H100_USABLE_MIB),
-    })
+    return _build(
+        "ep_rank_gpu_full",
+        gpu_kw=gpu_kw,
+        truth={
+            "bad": [{"host": HOSTS[1], "gpu": "3", "UUID": gpu_uuid(1, 3), "pod": POD_1, "namespace": NS}],
+            "fb_used_mib": FULL_USED,
+            "fb_free_mib": H100_USABLE_MIB - FULL_USED,
+            "fb_ratio": FULL_USED / H100_USABLE_MIB,
+            "fb_ratio_siblings": FB_USED / H100_USABLE_MIB,
+            "fb_ratio_pod_mean": (FULL_USED + 3 * FB_USED) / (4 * H100_USABLE_MIB),
+        },
+    )
 
 
 def dcgm_renamed() -> Scenario:
@@ -294,20 +394,44 @@ def dcgm_renamed() -> Scenario:
     20 min ago, beyond the 5 m lookback): an FB alert built on them is silently blind.
     ``truth["bad"]`` names both exporter targets (host, job, instance). vLLM unchanged.
     """
+
     def targets(p):
         old = dcgm_target(HOSTS[p])
-        new = Target(old.job, old.instance, old.namespace,
-                     f"nvidia-dcgm-exporter-{stable_suffix(HOSTS[p], '4.9')}", old.container)
-        return [(old, {"active": (0, INCIDENT_STEP)}),
-                (new, {"active": (INCIDENT_STEP, STEPS), "fb_names": FB_BYTES_NAMES, "hostname_label": "hostname",
-                       "driver_label": "DCGM_FI_SYSTEM_DRIVER_VERSION"})]
+        new = Target(
+            old.job,
+            old.instance,
+            old.namespace,
+            f"nvidia-dcgm-exporter-{stable_suffix(HOSTS[p], '4.9')}",
+            old.container,
+        )
+        return [
+            (old, {"active": (0, INCIDENT_STEP)}),
+            (
+                new,
+                {
+                    "active": (INCIDENT_STEP, STEPS),
+                    "fb_names": FB_BYTES_NAMES,
+                    "hostname_label": "hostname",
+                    "driver_label": "DCGM_FI_SYSTEM_DRIVER_VERSION",
+                },
+            ),
+        ]
 
-    return _build("dcgm_renamed", dcgm_targets=targets, truth={
-        "bad": [{"host": h, "job": "nvidia-dcgm-exporter", "instance": dcgm_target(h).instance} for h in HOSTS],
-        "absent_from_step": INCIDENT_STEP, "absent_metrics": ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"),
-        "present_metrics": FB_BYTES_NAMES, "fb_used_bytes": FB_USED * 1048576, "fb_free_bytes": FB_FREE * 1048576,
-        "fb_ratio": FB_USED / (FB_USED + FB_FREE),
-    })
+    return _build(
+        "dcgm_renamed",
+        dcgm_targets=targets,
+        truth={
+            "bad": [
+                {"host": h, "job": "nvidia-dcgm-exporter", "instance": dcgm_target(h).instance} for h in HOSTS
+            ],
+            "absent_from_step": INCIDENT_STEP,
+            "absent_metrics": ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"),
+            "present_metrics": FB_BYTES_NAMES,
+            "fb_used_bytes": FB_USED * 1048576,
+            "fb_free_bytes": FB_FREE * 1048576,
+            "fb_ratio": FB_USED / (FB_USED + FB_FREE),
+        },
+    )
 
 
 def vllm_stats_missing() -> Scenario:
@@ -317,12 +441,18 @@ def vllm_stats_missing() -> Scenario:
     engines) ends at step 79. ``POD_0`` unchanged. At ``EVAL_STEP`` ``POD_1`` has no vLLM series, so
     an alert on its latency or KV cache cannot fire; only an absence companion can.
     """
+
     def engine_kw(p, e):
         return dict(active=(0, INCIDENT_STEP)) if p == 1 else {}
 
-    return _build("vllm_stats_missing", engine_kw=engine_kw, truth={
-        "bad": [{"namespace": NS, "pod": POD_1, "model_name": MODEL}], "absent_from_step": INCIDENT_STEP,
-    })
+    return _build(
+        "vllm_stats_missing",
+        engine_kw=engine_kw,
+        truth={
+            "bad": [{"namespace": NS, "pod": POD_1, "model_name": MODEL}],
+            "absent_from_step": INCIDENT_STEP,
+        },
+    )
 
 
 KV_NAME, KV_OLD_NAME = "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"
@@ -355,11 +485,18 @@ def vllm_kv_renamed() -> Scenario:
         else:
             out.append(s)
     target = vllm_target(NS, POD_1)
-    truth = {**base.truth,
-             "bad": [{"job": target.job, "instance": target.instance, "namespace": NS, "pod": POD_1,
-                      "metric": KV_NAME}],
-             "missing_metric": KV_NAME, "present_instead": KV_OLD_NAME, "absent_from_step": INCIDENT_STEP}
-    return Scenario("vllm_kv_renamed", tuple(out), base.steps, base.step, base.eval_step, truth, INCIDENT_STEP)
+    truth = {
+        **base.truth,
+        "bad": [
+            {"job": target.job, "instance": target.instance, "namespace": NS, "pod": POD_1, "metric": KV_NAME}
+        ],
+        "missing_metric": KV_NAME,
+        "present_instead": KV_OLD_NAME,
+        "absent_from_step": INCIDENT_STEP,
+    }
+    return Scenario(
+        "vllm_kv_renamed", tuple(out), base.steps, base.step, base.eval_step, truth, INCIDENT_STEP
+    )
 
 
 INCIDENTS: dict[str, Callable[[], Scenario]] = {
@@ -382,5 +519,18 @@ def incident(name: str) -> Scenario:
         raise KeyError(f"unknown incident {name!r}; known: {sorted(INCIDENTS)}") from None
 
 
-__all__ = ["INCIDENTS", "incident", "STEP", "STEPS", "INCIDENT_STEP", "EVAL_STEP", "PODS", "POD_0", "POD_1",
-           "HOSTS", "MODEL", "NS", "gpu_uuid"]
+__all__ = [
+    "INCIDENTS",
+    "incident",
+    "STEP",
+    "STEPS",
+    "INCIDENT_STEP",
+    "EVAL_STEP",
+    "PODS",
+    "POD_0",
+    "POD_1",
+    "HOSTS",
+    "MODEL",
+    "NS",
+    "gpu_uuid",
+]

@@ -90,7 +90,10 @@ def _le_key(s: Series) -> float:
 
 
 def to_openmetrics(series: Iterable[Series], start: float, step: float) -> str:
-    """OpenMetrics text of ``series``; sample ``i`` of each series is stamped ``start + i * step`` (seconds)."""
+    """OpenMetrics text of ``series``.
+
+    Sample ``i`` of each series is stamped ``start + i * step`` (seconds).
+    """
     families: dict[str, list[Series]] = {}
     seen: set[tuple] = set()
     for s in series:
@@ -121,7 +124,9 @@ def to_openmetrics(series: Iterable[Series], start: float, step: float) -> str:
         else:
             for s in sorted(group, key=lambda s: (s.labels, s.name)):
                 prefix = s.name + _labelstr(s.labels) + " "
-                out.extend(f"{prefix}{_fmt_value(v)} {ts(i)}\n" for i, v in enumerate(s.values) if v is not None)
+                out.extend(
+                    f"{prefix}{_fmt_value(v)} {ts(i)}\n" for i, v in enumerate(s.values) if v is not None
+                )
     out.append("# EOF\n")
     return "".join(out)
 
@@ -135,7 +140,7 @@ def _write_histogram(group: list[Series], out: list[str], ts) -> None:
         parts = points[ident]
 
         def order(s: Series) -> tuple:
-            suffix = s.name[len(s.family):]
+            suffix = s.name[len(s.family) :]
             return (_SUFFIX_ORDER[suffix], _le_key(s) if suffix == "_bucket" else 0.0)
 
         parts.sort(key=order)

@@ -56,7 +56,9 @@ class Target:
         return out
 
 
-def up(target: Target, values: Values, *, steps: int, extra_labels: Mapping[str, str] | None = None) -> Series:
+def up(
+    target: Target, values: Values, *, steps: int, extra_labels: Mapping[str, str] | None = None
+) -> Series:
     """``up`` for one target: 1 scraped, 0 failed, None not discovered at that step."""
     return Series("up", {**target.labels(), **(extra_labels or {})}, resolve(values, steps))
 

@@ -48,8 +48,14 @@ class Series:
     kind: str = "gauge"
     family: str = field(default="")
 
-    def __init__(self, name: str, labels: Mapping[str, str] | Iterable[tuple[str, str]],
-                 values: Iterable[Value], kind: str = "gauge", family: str = ""):
+    def __init__(
+        self,
+        name: str,
+        labels: Mapping[str, str] | Iterable[tuple[str, str]],
+        values: Iterable[Value],
+        kind: str = "gauge",
+        family: str = "",
+    ):
         if kind not in KINDS:
             raise ValueError(f"unknown kind {kind!r}; expected one of {KINDS}")
         if not _METRIC_RE.match(name):
@@ -156,6 +162,15 @@ def with_labels(series: Iterable[Series], **labels: str) -> list[Series]:
 
 
 __all__ = [
-    "Series", "Value", "Values", "KINDS", "resolve", "in_active", "step_fn", "ramp",
-    "drop_metrics", "rename_metric", "with_labels",
+    "Series",
+    "Value",
+    "Values",
+    "KINDS",
+    "resolve",
+    "in_active",
+    "step_fn",
+    "ramp",
+    "drop_metrics",
+    "rename_metric",
+    "with_labels",
 ]

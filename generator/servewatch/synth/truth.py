@@ -93,8 +93,9 @@ def _bucket_parts(series: Iterable[Series]) -> dict[float, list[Series]]:
     return dict(sorted(by_le.items()))
 
 
-def histogram_quantile_over(q: float, series: Iterable[Series], at: int, window_s: float,
-                            step: float = 30.0) -> float | None:
+def histogram_quantile_over(
+    q: float, series: Iterable[Series], at: int, window_s: float, step: float = 30.0
+) -> float | None:
     """``histogram_quantile(q, sum by (le) (rate(x_bucket[window])))`` over the given bucket series.
 
     Pass exactly the ``_bucket`` series that the query's selector and ``sum by`` would combine
@@ -136,6 +137,13 @@ def values_at(series: Sequence[Series], at: int) -> list[float | None]:
 
 
 __all__ = [
-    "LOOKBACK_S", "fb_ratio", "instant", "increase", "rate", "histogram_quantile_over",
-    "select", "one", "values_at",
+    "LOOKBACK_S",
+    "fb_ratio",
+    "instant",
+    "increase",
+    "rate",
+    "histogram_quantile_over",
+    "select",
+    "one",
+    "values_at",
 ]

@@ -26,8 +26,16 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Sequence, Union
 
-from .histogram import (ITER_BUCKETS, ITL_BUCKETS, REQ_BUCKETS, TTFT_BUCKETS, Observations, allocate,
-                        histogram_series, token_buckets)
+from .histogram import (
+    ITER_BUCKETS,
+    ITL_BUCKETS,
+    REQ_BUCKETS,
+    TTFT_BUCKETS,
+    Observations,
+    allocate,
+    histogram_series,
+    token_buckets,
+)
 from .scrape import Target, stable_ip
 from .series import Series, Value, Values, in_active, resolve
 
@@ -116,7 +124,9 @@ HISTOGRAMS = (  # family, bounds kind
 )
 
 
-def vllm_target(namespace: str, pod: str, *, job: str = "vllm", container: str = "vllm", port: int = 8000) -> Target:
+def vllm_target(
+    namespace: str, pod: str, *, job: str = "vllm", container: str = "vllm", port: int = 8000
+) -> Target:
     """The scrape target of a vLLM server pod (PodMonitor/ServiceMonitor labels)."""
     return Target(job, f"{stable_ip(namespace, pod)}:{port}", namespace, pod, container)
 
@@ -136,8 +146,9 @@ class _Step:
     kv_tokens: float
 
 
-def _step(n: int, profiles: tuple[RequestProfile, ...], step: float, iterations: Value,
-          spec: SpecDecode | None) -> _Step:
+def _step(
+    n: int, profiles: tuple[RequestProfile, ...], step: float, iterations: Value, spec: SpecDecode | None
+) -> _Step:
     counts = allocate(n, [p.weight for p in profiles])
     pairs = [(p, c) for p, c in zip(profiles, counts, strict=True) if c]
     prompt = sum(p.prompt_tokens * c for p, c in pairs)
@@ -161,7 +172,9 @@ def _step(n: int, profiles: tuple[RequestProfile, ...], step: float, iterations:
         "vllm:request_decode_time_seconds": [(p.decode_s, c) for p, c in pairs],
         "vllm:request_prompt_tokens": [(float(p.prompt_tokens), c) for p, c in pairs],
         "vllm:request_generation_tokens": [(float(p.generation_tokens), c) for p, c in pairs],
-        "vllm:iteration_tokens_total": [(round((computed + gen) / iterations, 6), iterations)] if iterations else [],
+        "vllm:iteration_tokens_total": [(round((computed + gen) / iterations, 6), iterations)]
+        if iterations
+        else [],
     }
     inc = {
         "vllm:prompt_tokens_total": prompt,
@@ -185,7 +198,10 @@ def _step(n: int, profiles: tuple[RequestProfile, ...], step: float, iterations:
 
 
 def _accumulate(incs: Sequence[Value], prior: int) -> list[Value]:
-    """Counter values from per-step increments; each active run restarts at ``prior`` x its first increment."""
+    """Counter values from per-step increments.
+
+    Each active run restarts at ``prior`` x its first increment.
+    """
     out: list[Value] = []
     acc, was_active = 0.0, False
     for v in incs:
@@ -255,56 +271,90 @@ def vllm_engine(
 
     def active_vals(spec: Values | None, default) -> list[Value]:
         given = resolve(spec, steps) if spec is not None else None
-        return [None if s is None else (given[i] if given is not None else default(s)) for i, s in enumerate(per)]
+        return [
+            None if s is None else (given[i] if given is not None else default(s)) for i, s in enumerate(per)
+        ]
 
     out: list[Series] = []
     gauges = {
         "vllm:num_requests_running": active_vals(running, lambda s: round(s.running)),
         "vllm:num_requests_waiting": active_vals(waiting, lambda s: round(s.waiting)),
         "vllm:kv_cache_usage_perc": active_vals(
-            kv_usage, lambda s: min(1.0, round(s.kv_tokens / kv_cache_size_tokens, 4))),
+            kv_usage, lambda s: min(1.0, round(s.kv_tokens / kv_cache_size_tokens, 4))
+        ),
     }
     for name, vals in gauges.items():
         out.append(Series(name, me, vals))
     deferred = active_vals(waiting_deferred, lambda s: 0.0)
-    capacity = [None if w is None else max(0.0, w - (d or 0.0))
-                for w, d in zip(gauges["vllm:num_requests_waiting"], deferred, strict=True)]
+    capacity = [
+        None if w is None else max(0.0, w - (d or 0.0))
+        for w, d in zip(gauges["vllm:num_requests_waiting"], deferred, strict=True)
+    ]
     out.append(Series("vllm:num_requests_waiting_by_reason", {**me, "reason": "capacity"}, capacity))
     out.append(Series("vllm:num_requests_waiting_by_reason", {**me, "reason": "deferred"}, deferred))
     aw = active_vals(awake, lambda s: 1.0)
-    sleep = {"awake": aw, "weights_offloaded": [None if a is None else 1.0 - a for a in aw],
-             "discard_all": [None if a is None else 0.0 for a in aw]}
+    sleep = {
+        "awake": aw,
+        "weights_offloaded": [None if a is None else 1.0 - a for a in aw],
+        "discard_all": [None if a is None else 0.0 for a in aw],
+    }
     for state in SLEEP_STATES:
         out.append(Series("vllm:engine_sleep_state", {**me, "sleep_state": state}, sleep[state]))
     blocks = kv_cache_size_tokens // 16
-    info = {"block_size": "16", "cache_dtype": "auto", "enable_prefix_caching": "True",
-            "gpu_memory_utilization": "0.92", "num_gpu_blocks": str(blocks), "num_cpu_blocks": "None",
-            "kv_cache_size_tokens": str(kv_cache_size_tokens), "prefix_caching_hash_algo": "sha256",
-            "sliding_window": "None", **(cache_config or {})}
+    info = {
+        "block_size": "16",
+        "cache_dtype": "auto",
+        "enable_prefix_caching": "True",
+        "gpu_memory_utilization": "0.92",
+        "num_gpu_blocks": str(blocks),
+        "num_cpu_blocks": "None",
+        "kv_cache_size_tokens": str(kv_cache_size_tokens),
+        "prefix_caching_hash_algo": "sha256",
+        "sliding_window": "None",
+        **(cache_config or {}),
+    }
     no_model = {k: v for k, v in me.items() if k != "model_name"}  # cache_config_info has no model_name
-    out.append(Series("vllm:cache_config_info", {**no_model, **info}, [None if s is None else 1.0 for s in per]))
+    out.append(
+        Series("vllm:cache_config_info", {**no_model, **info}, [None if s is None else 1.0 for s in per])
+    )
 
     def counter(name: str, key: str, labels: Mapping[str, str]) -> Series:
         incs = [None if s is None else float(s.inc[key]) for s in per]
         return Series(name, labels, _accumulate(incs, prior_steps), "counter")
 
-    for name in ("vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:prefix_cache_queries_total",
-                 "vllm:prefix_cache_hits_total", "vllm:prompt_tokens_cached_total"):
+    for name in (
+        "vllm:prompt_tokens_total",
+        "vllm:generation_tokens_total",
+        "vllm:prefix_cache_queries_total",
+        "vllm:prefix_cache_hits_total",
+        "vllm:prompt_tokens_cached_total",
+    ):
         out.append(counter(name, name, me))
     for src in PROMPT_SOURCES:
         out.append(counter("vllm:prompt_tokens_by_source_total", f"source={src}", {**me, "source": src}))
     for reason in FINISHED_REASONS:
-        out.append(counter("vllm:request_success_total", f"finished_reason={reason}",
-                           {**me, "finished_reason": reason}))
+        out.append(
+            counter(
+                "vllm:request_success_total", f"finished_reason={reason}", {**me, "finished_reason": reason}
+            )
+        )
     pre = [None if s is None else (n_pre[i] or 0.0) for i, s in enumerate(per)]
     out.append(Series("vllm:num_preemptions_total", me, _accumulate(pre, prior_steps), "counter"))
     if spec_decode is not None:
-        for name in ("vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total",
-                     "vllm:spec_decode_num_accepted_tokens_total"):
+        for name in (
+            "vllm:spec_decode_num_drafts_total",
+            "vllm:spec_decode_num_draft_tokens_total",
+            "vllm:spec_decode_num_accepted_tokens_total",
+        ):
             out.append(counter(name, name, me))
 
-    bounds = {"ttft": TTFT_BUCKETS, "itl": ITL_BUCKETS, "req": REQ_BUCKETS, "iter": ITER_BUCKETS,
-              "tokens": token_buckets(max_model_len)}
+    bounds = {
+        "ttft": TTFT_BUCKETS,
+        "itl": ITL_BUCKETS,
+        "req": REQ_BUCKETS,
+        "iter": ITER_BUCKETS,
+        "tokens": token_buckets(max_model_len),
+    }
     gone = set(drop)
     for family, kind in HISTOGRAMS:
         if family in gone:
@@ -315,6 +365,13 @@ def vllm_engine(
 
 
 __all__ = [
-    "vllm_engine", "vllm_target", "RequestProfile", "SpecDecode", "CHAT_MIX", "HISTOGRAMS",
-    "FINISHED_REASONS", "PROMPT_SOURCES", "Profiles",
+    "vllm_engine",
+    "vllm_target",
+    "RequestProfile",
+    "SpecDecode",
+    "CHAT_MIX",
+    "HISTOGRAMS",
+    "FINISHED_REASONS",
+    "PROMPT_SOURCES",
+    "Profiles",
 ]

@@ -11,14 +11,26 @@ through the builder's selectors, so they apply to every raw series a panel reads
   vllm_serving.py   gpu_fleet.py   moe_deployment.py      one module per dashboard
   delivery.py       classic JSON, import variant, provisioning, ConfigMap, GrafanaDashboard; link check
 """
+
 from __future__ import annotations
 
 from ...grafana.settings import Settings, load_settings
 from ...model import Model
 from . import delivery
 from .context import Context, Roles
-from .delivery import (CONFIGMAP_LIMIT, GENERATED, GRAFANA_MIN_VERSION, PROVIDER_PATH, check_alert_links,
-                       check_panel_links, import_variant, k8s_name, kubernetes, provisioning, to_json)
+from .delivery import (
+    CONFIGMAP_LIMIT,
+    GENERATED,
+    GRAFANA_MIN_VERSION,
+    PROVIDER_PATH,
+    check_alert_links,
+    check_panel_links,
+    import_variant,
+    k8s_name,
+    kubernetes,
+    provisioning,
+    to_json,
+)
 from .gpu_fleet import GpuFleet
 from .moe_deployment import MoeDeployment
 from .vllm_serving import VllmServing
@@ -26,14 +38,30 @@ from .vllm_serving import VllmServing
 BUILDERS = (VllmServing, GpuFleet, MoeDeployment)
 
 __all__ = [
-    "BUILDERS", "CONFIGMAP_LIMIT", "GENERATED", "GRAFANA_MIN_VERSION", "PROVIDER_PATH", "Context", "GpuFleet",
-    "MoeDeployment", "Roles", "VllmServing", "check_alert_links", "check_panel_links", "dashboards", "import_variant", "k8s_name",
-    "kubernetes", "provisioning", "render", "to_json",
+    "BUILDERS",
+    "CONFIGMAP_LIMIT",
+    "GENERATED",
+    "GRAFANA_MIN_VERSION",
+    "PROVIDER_PATH",
+    "Context",
+    "GpuFleet",
+    "MoeDeployment",
+    "Roles",
+    "VllmServing",
+    "check_alert_links",
+    "check_panel_links",
+    "dashboards",
+    "import_variant",
+    "k8s_name",
+    "kubernetes",
+    "provisioning",
+    "render",
+    "to_json",
 ]
 
 
 def dashboards(model: Model, settings: Settings | None = None) -> dict[str, dict]:
-    """name -> classic dashboard dict, after checking that the alerts' and the panels' dashboard links resolve."""
+    """name -> classic dashboard dict, once the alerts' and the panels' dashboard links resolve."""
     settings = settings or load_settings(model.spec)
     ctx = Context(model, settings)
     boards = {cls.name: cls(ctx).build().to_dict() for cls in BUILDERS}

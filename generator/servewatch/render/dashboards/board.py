@@ -1,5 +1,6 @@
 """The frame each dashboard builder shares: its name in the settings, the context, which optional
 panels it shows, and the empty dashboard (variables, links, annotations) it starts from."""
+
 from __future__ import annotations
 
 from typing import ClassVar

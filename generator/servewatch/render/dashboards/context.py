@@ -1,6 +1,7 @@
 """What the three dashboards share: the label roles taken from config, and the context with its
 query helpers (identities, signals, joins between vLLM pods and the GPUs they hold, legends) and
 the pieces every dashboard starts from (variables, links, firing-alert annotations)."""
+
 from __future__ import annotations
 
 import re
@@ -24,8 +25,15 @@ HOST_SPELLINGS = ("Hostname", "hostname")
 
 # Catalog units -> Grafana units. Grafana's `mbytes` is MiB (1024^2); `decmbytes` would be MB.
 UNITS = {
-    "MiB": "mbytes", "bytes": "bytes", "percent": "percent", "ratio": "percentunit", "celsius": "celsius",
-    "watts": "watt", "MHz": "rotmhz", "seconds": "s", "bytes_per_second": "Bps",
+    "MiB": "mbytes",
+    "bytes": "bytes",
+    "percent": "percent",
+    "ratio": "percentunit",
+    "celsius": "celsius",
+    "watts": "watt",
+    "MHz": "rotmhz",
+    "seconds": "s",
+    "bytes_per_second": "Bps",
 }
 
 
@@ -60,19 +68,32 @@ class Roles:
         engine_ident = [x for x in cfg.identity.vllm if x not in cfg.identity.model and x != VLLM_ENGINE]
         gpu_ident = [x for x in cfg.identity.dcgm if x != MIG_ID]
         problems = []
-        if (VLLM_MODEL not in cfg.identity.model or VLLM_MODEL not in cfg.identity.vllm
-                or VLLM_ENGINE not in cfg.identity.vllm):
-            problems.append(f"the dashboards need {VLLM_MODEL} in identity.model and identity.vllm, "
-                            f"and {VLLM_ENGINE} in identity.vllm")
+        if (
+            VLLM_MODEL not in cfg.identity.model
+            or VLLM_MODEL not in cfg.identity.vllm
+            or VLLM_ENGINE not in cfg.identity.vllm
+        ):
+            problems.append(
+                f"the dashboards need {VLLM_MODEL} in identity.model and identity.vllm, "
+                f"and {VLLM_ENGINE} in identity.vllm"
+            )
         if len(model_ident) != 1 or len(engine_ident) != 1 or len(gpu_ident) != 1:
-            problems.append("the dashboards need identity.model = [<namespace label>, model_name], identity.vllm = "
-                            "[<namespace label>, <pod label>, model_name, engine] and identity.dcgm = [<uuid label>, GPU_I_ID]")
+            problems.append(
+                "the dashboards need identity.model = [<namespace label>, model_name], identity.vllm = "
+                "[<namespace label>, <pod label>, model_name, "
+                "engine] and identity.dcgm = [<uuid label>, GPU_I_ID]"
+            )
         if problems:
             raise SpecErrors([SpecError(p, where) for p in problems])
         return cls(
-            cluster=cfg.cluster_label, namespace=model_ident[0], pod=engine_ident[0], host=labels.host,
+            cluster=cfg.cluster_label,
+            namespace=model_ident[0],
+            pod=engine_ident[0],
+            host=labels.host,
             host_alt=next(h for h in HOST_SPELLINGS if h != labels.host),
-            uuid=gpu_ident[0], wl_namespace=labels.workload_namespace, wl_pod=labels.workload_pod,
+            uuid=gpu_ident[0],
+            wl_namespace=labels.workload_namespace,
+            wl_pod=labels.workload_pod,
         )
 
 
@@ -182,8 +203,12 @@ class Context:
         group = kube.group_label
         kpl = b.selector("kube_pod_labels", f'{group}!=""', *self.namespace_filters)
         group_ident = self.cl + [r.namespace, group]
-        groups = b.agg("group", group_ident + [r.model], b.with_context(kpl, direct, self.pod_ident, [r.model]))
-        members = b.agg("group", self.pod_ident + [r.model], b.with_context(kpl, groups, group_ident, [r.model]))
+        groups = b.agg(
+            "group", group_ident + [r.model], b.with_context(kpl, direct, self.pod_ident, [r.model])
+        )
+        members = b.agg(
+            "group", self.pod_ident + [r.model], b.with_context(kpl, groups, group_ident, [r.model])
+        )
         return b.any_of(direct, members)
 
     def as_workload(self, pods: str) -> str:
@@ -221,8 +246,15 @@ class Context:
     def cluster_var(self, metric_selector: str) -> list[g.Variable]:
         if not self.r.cluster:
             return []
-        return [g.Variable("cluster", "Cluster", query=f"label_values({metric_selector}, {self.r.cluster})",
-                           multi=True, include_all=True)]
+        return [
+            g.Variable(
+                "cluster",
+                "Cluster",
+                query=f"label_values({metric_selector}, {self.r.cluster})",
+                multi=True,
+                include_all=True,
+            )
+        ]
 
     def label_values(self, metric: str, label: str, *matchers: str) -> str:
         """A variable query: the values of `label` on `metric`, narrowed by the variables before it."""
@@ -234,10 +266,20 @@ class Context:
         return [
             self.datasource_var(),
             *self.cluster_var(self.builder().select(live)),
-            g.Variable("namespace", "Namespace", query=self.label_values(live, r.namespace, *self.cluster_filter),
-                       multi=multi, include_all=multi),
-            g.Variable("model", model_label, query=self.label_values(live, r.model, *self.namespace_filters),
-                       multi=multi, include_all=multi),
+            g.Variable(
+                "namespace",
+                "Namespace",
+                query=self.label_values(live, r.namespace, *self.cluster_filter),
+                multi=multi,
+                include_all=multi,
+            ),
+            g.Variable(
+                "model",
+                model_label,
+                query=self.label_values(live, r.model, *self.namespace_filters),
+                multi=multi,
+                include_all=multi,
+            ),
         ]
 
     def links(self) -> list[g.Link]:
@@ -252,7 +294,9 @@ class Context:
     def firing(self, *matchers: str) -> str:
         return b.selector("ALERTS", 'alertstate="firing"', *matchers)
 
-    def firing_annotation(self, title: str, boards: tuple[str, ...], filters: list[str]) -> list[g.Annotation]:
+    def firing_annotation(
+        self, title: str, boards: tuple[str, ...], filters: list[str]
+    ) -> list[g.Annotation]:
         """Firing alerts that link to any of `boards`, drawn on the time series panels."""
         names = "|".join(x for x in (self.alert_names(self.settings.board(n).uid) for n in boards) if x)
         if not names:
@@ -263,7 +307,13 @@ class Context:
         s = self.settings
         board, t = s.board(name), s.time(name)
         return g.Dashboard(
-            uid=board.uid, title=board.title, description=description, tags=tuple(s.defaults.tags),
-            refresh=s.refresh(name), time_from=t.from_, time_to=t.to, timezone=s.defaults.timezone,
+            uid=board.uid,
+            title=board.title,
+            description=description,
+            tags=tuple(s.defaults.tags),
+            refresh=s.refresh(name),
+            time_from=t.from_,
+            time_to=t.to,
+            timezone=s.defaults.timezone,
             links=self.links(),
         )

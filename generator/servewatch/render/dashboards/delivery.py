@@ -11,6 +11,7 @@ Two link checks run before anything is written: every alert's dashboard_url land
 dashboard and on variables it has, and every link a dashboard or a panel carries to another
 dashboard lands on that dashboard's variables with values the panel's series actually have.
 """
+
 from __future__ import annotations
 
 import copy
@@ -44,35 +45,62 @@ def import_variant(dashboard: dict, ds_label: str) -> dict:
         if var["type"] == "datasource":
             var["current"] = {"selected": False, "text": "${DS_PROMETHEUS}", "value": "${DS_PROMETHEUS}"}
     panel_types = sorted({p["type"] for p in dashboard["panels"] if p["type"] != "row"})
-    out["__inputs"] = [{
-        "description": "The Prometheus that scrapes vLLM and dcgm-exporter (and evaluates servewatch's rules).",
-        "label": ds_label, "name": "DS_PROMETHEUS", "pluginId": "prometheus", "pluginName": "Prometheus",
-        "type": "datasource",
-    }]
+    out["__inputs"] = [
+        {
+            "description": "The Prometheus that scrapes vLLM and "
+            "dcgm-exporter (and evaluates servewatch's rules).",
+            "label": ds_label,
+            "name": "DS_PROMETHEUS",
+            "pluginId": "prometheus",
+            "pluginName": "Prometheus",
+            "type": "datasource",
+        }
+    ]
     out["__elements"] = {}
-    out["__requires"] = (
-        [{"id": "grafana", "name": "Grafana", "type": "grafana", "version": GRAFANA_MIN_VERSION},
-         {"id": "prometheus", "name": "Prometheus", "type": "datasource", "version": "1.0.0"}]
-        + [{"id": t, "name": t, "type": "panel", "version": ""} for t in panel_types]
-    )
+    out["__requires"] = [
+        {"id": "grafana", "name": "Grafana", "type": "grafana", "version": GRAFANA_MIN_VERSION},
+        {"id": "prometheus", "name": "Prometheus", "type": "datasource", "version": "1.0.0"},
+    ] + [{"id": t, "name": t, "type": "panel", "version": ""} for t in panel_types]
     return out
 
 
 def provisioning(settings: Settings, scrape_interval: str) -> dict[str, str]:
     d = settings.defaults
-    provider = {"apiVersion": 1, "providers": [{
-        "name": "servewatch", "orgId": 1, "folder": d.folder, "type": "file", "disableDeletion": False,
-        "allowUiUpdates": False, "updateIntervalSeconds": 60,
-        "options": {"path": PROVIDER_PATH, "foldersFromFilesStructure": False},
-    }]}
-    datasource = {"apiVersion": 1, "datasources": [{
-        "name": d.datasource.name, "type": "prometheus", "uid": d.datasource.uid, "access": "proxy",
-        "url": d.datasource.url, "isDefault": False, "editable": False,
-        # timeInterval is the scrape interval: Grafana derives $__rate_interval from it.
-        "jsonData": {"httpMethod": "POST", "timeInterval": scrape_interval},
-    }]}
+    provider = {
+        "apiVersion": 1,
+        "providers": [
+            {
+                "name": "servewatch",
+                "orgId": 1,
+                "folder": d.folder,
+                "type": "file",
+                "disableDeletion": False,
+                "allowUiUpdates": False,
+                "updateIntervalSeconds": 60,
+                "options": {"path": PROVIDER_PATH, "foldersFromFilesStructure": False},
+            }
+        ],
+    }
+    datasource = {
+        "apiVersion": 1,
+        "datasources": [
+            {
+                "name": d.datasource.name,
+                "type": "prometheus",
+                "uid": d.datasource.uid,
+                "access": "proxy",
+                "url": d.datasource.url,
+                "isDefault": False,
+                "editable": False,
+                # timeInterval is the scrape interval: Grafana derives $__rate_interval from it.
+                "jsonData": {"httpMethod": "POST", "timeInterval": scrape_interval},
+            }
+        ],
+    }
     return {
-        "dashboards/provisioning/dashboards.yaml": dump(provider, GENERATED + f" Copy dashboards/*.json to {PROVIDER_PATH}."),
+        "dashboards/provisioning/dashboards.yaml": dump(
+            provider, GENERATED + f" Copy dashboards/*.json to {PROVIDER_PATH}."
+        ),
         "dashboards/provisioning/datasources.yaml": dump(datasource, GENERATED),
     }
 
@@ -82,23 +110,35 @@ def kubernetes(settings: Settings, name: str, uid: str, text: str) -> dict[str, 
     meta_name = k8s_name(uid)
     labels = {"app.kubernetes.io/managed-by": "servewatch", "app.kubernetes.io/part-of": "servewatch"}
     configmap = {
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": meta_name, "namespace": k.namespace,
-                     "labels": {**labels, k.sidecar_label: k.sidecar_label_value},
-                     "annotations": {k.folder_annotation: folder}},
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": meta_name,
+            "namespace": k.namespace,
+            "labels": {**labels, k.sidecar_label: k.sidecar_label_value},
+            "annotations": {k.folder_annotation: folder},
+        },
         "data": {f"{name}.json": text},
     }
     operator = {
-        "apiVersion": "grafana.integreatly.org/v1beta1", "kind": "GrafanaDashboard",
+        "apiVersion": "grafana.integreatly.org/v1beta1",
+        "kind": "GrafanaDashboard",
         "metadata": {"name": meta_name, "namespace": k.namespace, "labels": labels},
-        "spec": {"instanceSelector": {"matchLabels": dict(sorted(k.operator_instance_selector.items()))},
-                 "folder": folder, "resyncPeriod": k.resync_period, "uid": uid, "json": text},
+        "spec": {
+            "instanceSelector": {"matchLabels": dict(sorted(k.operator_instance_selector.items()))},
+            "folder": folder,
+            "resyncPeriod": k.resync_period,
+            "uid": uid,
+            "json": text,
+        },
     }
     out = {}
     for kind, body in (("configmap", configmap), ("grafanadashboard", operator)):
         rendered = dump(body, GENERATED)
         if len(rendered.encode("utf-8")) >= CONFIGMAP_LIMIT:
-            raise ServewatchError(f"{name} {kind} is {len(rendered.encode())} bytes, over Kubernetes' 1 MiB object limit")
+            raise ServewatchError(
+                f"{name} {kind} is {len(rendered.encode())} bytes, over Kubernetes' 1 MiB object limit"
+            )
         out[f"dashboards/kubernetes/{name}.{kind}.yaml"] = rendered
     return out
 
@@ -114,13 +154,21 @@ def check_alert_links(model: Model, settings: Settings, dashboards: dict[str, di
         where = model.spec.locate("alert", alert.alert, "dashboard")
         board = by_uid.get(link.uid)
         if board is None:
-            errors.append(SpecError(f"dashboard uid {link.uid!r} is not generated; known: {', '.join(sorted(by_uid))}", where))
+            errors.append(
+                SpecError(
+                    f"dashboard uid {link.uid!r} is not generated; known: {', '.join(sorted(by_uid))}", where
+                )
+            )
             continue
         names = {v["name"] for v in board["templating"]["list"]}
         for var in link.vars:
             if var not in names:
-                errors.append(SpecError(
-                    f"dashboard {link.uid!r} has no variable {var!r}; it has {', '.join(sorted(names))}", where))
+                errors.append(
+                    SpecError(
+                        f"dashboard {link.uid!r} has no variable {var!r}; it has {', '.join(sorted(names))}",
+                        where,
+                    )
+                )
     if errors:
         raise SpecErrors(errors)
 
@@ -174,18 +222,24 @@ def link_problems(boards: dict[str, dict], records: dict[str, promql_labels.Labe
             return  # not a link to a dashboard
         uid, query = m.group(1), m.group(2) or ""
         if uid not in variables:
-            problems.append(f"{where}: links to dashboard {uid!r}, which is not generated; known: "
-                            f"{', '.join(sorted(variables))}")
+            problems.append(
+                f"{where}: links to dashboard {uid!r}, which is not generated; known: "
+                f"{', '.join(sorted(variables))}"
+            )
             return
         for name, value in VAR_PARAM_RE.findall(query):
             if name not in variables[uid]:
-                problems.append(f"{where}: {uid} has no variable {name!r}; it has {', '.join(sorted(variables[uid]))}")
+                problems.append(
+                    f"{where}: {uid} has no variable {name!r}; it has {', '.join(sorted(variables[uid]))}"
+                )
             for label in FIELD_LABEL_RE.findall(value):
                 if fields is None:
                     problems.append(f"{where}: var-{name} reads ${{__field.labels.{label}}} outside a panel")
                 elif label not in fields:
-                    problems.append(f"{where}: var-{name} reads label {label!r}, which the panel's series do not "
-                                    f"carry; they carry {', '.join(sorted(fields))}")
+                    problems.append(
+                        f"{where}: var-{name} reads label {label!r}, which the panel's series do not "
+                        f"carry; they carry {', '.join(sorted(fields))}"
+                    )
 
     for name, board in boards.items():
         for link in board.get("links", []):
@@ -213,7 +267,9 @@ def files(settings: Settings, boards: dict[str, dict], scrape_interval: str) -> 
     for name, board in boards.items():
         text = to_json(board)
         out[f"dashboards/{name}.json"] = text
-        out[f"dashboards/import/{name}.json"] = to_json(import_variant(board, settings.defaults.datasource.name))
+        out[f"dashboards/import/{name}.json"] = to_json(
+            import_variant(board, settings.defaults.datasource.name)
+        )
         out.update(kubernetes(settings, name, board["uid"], text))
     out.update(provisioning(settings, scrape_interval))
     return out

@@ -1,4 +1,5 @@
 """GPU fleet: every GPU and MIG instance dcgm-exporter reports."""
+
 from __future__ import annotations
 
 from ... import grafana as g
@@ -14,8 +15,11 @@ class GpuFleet(Board):
     def __init__(self, ctx: Context):
         super().__init__(ctx)
         c, r = ctx, ctx.r
-        self.filters = c.cluster_filter + [matcher(r.host, "host"), matcher(r.uuid, "uuid"),
-                                           matcher(r.wl_namespace, "namespace")]
+        self.filters = c.cluster_filter + [
+            matcher(r.host, "host"),
+            matcher(r.uuid, "uuid"),
+            matcher(r.wl_namespace, "namespace"),
+        ]
         self.gb = c.builder(dcgm=self.filters)
 
     def variables(self) -> list[g.Variable]:
@@ -24,86 +28,248 @@ class GpuFleet(Board):
         return [
             c.datasource_var(),
             *c.cluster_var(c.builder().select("fb_used")),
-            g.Variable("host", "Host", query=c.label_values("fb_used", r.host, *c.cluster_filter), multi=True,
-                       include_all=True),
-            g.Variable("uuid", "GPU (UUID)", query=c.label_values("fb_used", r.uuid, *c.cluster_filter, host),
-                       multi=True, include_all=True),
-            g.Variable("namespace", "Workload namespace",
-                       query=c.label_values("fb_used", r.wl_namespace, *c.cluster_filter, host), multi=True,
-                       include_all=True, description="Namespace of the pod holding the GPU; All includes idle GPUs."),
+            g.Variable(
+                "host",
+                "Host",
+                query=c.label_values("fb_used", r.host, *c.cluster_filter),
+                multi=True,
+                include_all=True,
+            ),
+            g.Variable(
+                "uuid",
+                "GPU (UUID)",
+                query=c.label_values("fb_used", r.uuid, *c.cluster_filter, host),
+                multi=True,
+                include_all=True,
+            ),
+            g.Variable(
+                "namespace",
+                "Workload namespace",
+                query=c.label_values("fb_used", r.wl_namespace, *c.cluster_filter, host),
+                multi=True,
+                include_all=True,
+                description="Namespace of the pod holding the GPU; All includes idle GPUs.",
+            ),
         ]
 
     def fb_ratio(self) -> str:
-        """The alert's ratio per GPU; it carries both host spellings (gpu_context), so legends need no join."""
+        """The alert's ratio per GPU; it carries both host spellings, so legends need no join."""
         return self.ctx.show("gpu_fb_used_ratio", self.gb, self.filters)
 
     def build(self) -> g.Dashboard:
         c, r = self.ctx, self.ctx.r
-        d = self.start("dcgm-exporter GPUs and MIG instances: framebuffer (matched and guarded per "
-                       "GPU / MIG instance), utilization, power, temperature, errors and interconnect.",
-                       c.firing_annotation("Firing GPU alerts", (self.name,), c.cluster_filter))
+        d = self.start(
+            "dcgm-exporter GPUs and MIG instances: framebuffer (matched and guarded per "
+            "GPU / MIG instance), utilization, power, temperature, errors and interconnect.",
+            c.firing_annotation("Firing GPU alerts", (self.name,), c.cluster_filter),
+        )
         fb_ratio, fb_thr = self.fb_ratio(), c.threshold("gpu_fb_used_ratio")
         legend, phys_legend = c.gpu_legend(), c.gpu_legend(physical=True)
         fb_unit = c.unit("fb_used")
-        serving_link = g.Link("vLLM serving in this namespace", c.board_url(
-            "vllm-serving", {"namespace": f"${{__field.labels.{r.wl_namespace}}}"}))
+        serving_link = g.Link(
+            "vLLM serving in this namespace",
+            c.board_url("vllm-serving", {"namespace": f"${{__field.labels.{r.wl_namespace}}}"}),
+        )
 
         d.row("Fleet")
-        d.add(stat("GPUs and MIG instances", g.Target(b.agg("count", [], fb_ratio)), w=6,
-                   description="GPUs and MIG instances with a framebuffer ratio (both FB fields present)."))
-        d.add(stat("Fullest GPU framebuffer", g.Target(b.agg("max", [], fb_ratio)), unit="percentunit", w=6,
-                   min=0, max=1, steps=pct_steps(fb_thr), description="Framebuffer used ratio of the fullest GPU (alert view)."))
+        d.add(
+            stat(
+                "GPUs and MIG instances",
+                g.Target(b.agg("count", [], fb_ratio)),
+                w=6,
+                description="GPUs and MIG instances with a framebuffer ratio (both FB fields present).",
+            )
+        )
+        d.add(
+            stat(
+                "Fullest GPU framebuffer",
+                g.Target(b.agg("max", [], fb_ratio)),
+                unit="percentunit",
+                w=6,
+                min=0,
+                max=1,
+                steps=pct_steps(fb_thr),
+                description="Framebuffer used ratio of the fullest GPU (alert view).",
+            )
+        )
         xid = c.per_gpu(self.gb, "DCGM_FI_DEV_XID_ERRORS", physical=True, extra=["err_code", "err_msg"])
-        d.add(stat("GPUs with an XID error", g.Target(b.agg("count", [], f"{xid} != 0")), w=6, no_value="0",
-                   steps=over(1), description="GPUs whose last reported XID is not 0 (cleared by a driver reload)."),
-              show=self.shows("xid"))
+        d.add(
+            stat(
+                "GPUs with an XID error",
+                g.Target(b.agg("count", [], f"{xid} != 0")),
+                w=6,
+                no_value="0",
+                steps=over(1),
+                description="GPUs whose last reported XID is not 0 (cleared by a driver reload).",
+            ),
+            show=self.shows("xid"),
+        )
         power = c.per_gpu(self.gb, "DCGM_FI_DEV_POWER_USAGE", physical=True)
-        d.add(stat("Power draw", g.Target(b.agg("sum", [], power)), unit="watt", w=6,
-                   description="Sum over physical GPUs (MIG instances repeat their GPU's power, counted once)."))
+        d.add(
+            stat(
+                "Power draw",
+                g.Target(b.agg("sum", [], power)),
+                unit="watt",
+                w=6,
+                description="Sum over physical GPUs (MIG instances repeat their GPU's power, counted once).",
+            )
+        )
 
         d.row("Framebuffer")
-        d.add(ts("Framebuffer used per GPU / MIG instance", g.Target(fb_ratio, legend), unit="percentunit",
-                 min=0, max=1, steps=pct_steps(fb_thr), show_thresholds=True, w=16,
-                 description="FB_USED / (FB_USED + FB_FREE) per GPU or MIG instance, matched on the GPU identity; "
-                             "no value where the denominator is 0 (alert view)."))
-        d.add(g.Panel("bargauge", "Fullest GPUs now", (g.Target(f"topk(10, {fb_ratio})", legend, instant=True),),
-                      unit="percentunit", min=0, max=1, steps=pct_steps(fb_thr), w=8,
-                      options={"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False}},
-                      description="The ten fullest GPUs / MIG instances."))
-        d.add(table("Who holds the fullest GPUs", instant_table(f"topk(10, {fb_ratio})"), value_unit="percentunit",
-                    w=12, links=(serving_link,), description="Host, GPU, MIG instance and the pod holding it."))
-        d.add(ts("Framebuffer used", g.Target(c.per_gpu(self.gb, "fb_used"), legend), unit=fb_unit, w=12,
-                 description="Framebuffer used (MiB before exporter 4.9, bytes after)."))
+        d.add(
+            ts(
+                "Framebuffer used per GPU / MIG instance",
+                g.Target(fb_ratio, legend),
+                unit="percentunit",
+                min=0,
+                max=1,
+                steps=pct_steps(fb_thr),
+                show_thresholds=True,
+                w=16,
+                description="FB_USED / (FB_USED + FB_FREE) per GPU or "
+                "MIG instance, matched on the GPU identity; "
+                "no value where the denominator is 0 (alert view).",
+            )
+        )
+        d.add(
+            g.Panel(
+                "bargauge",
+                "Fullest GPUs now",
+                (g.Target(f"topk(10, {fb_ratio})", legend, instant=True),),
+                unit="percentunit",
+                min=0,
+                max=1,
+                steps=pct_steps(fb_thr),
+                w=8,
+                options={"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False}},
+                description="The ten fullest GPUs / MIG instances.",
+            )
+        )
+        d.add(
+            table(
+                "Who holds the fullest GPUs",
+                instant_table(f"topk(10, {fb_ratio})"),
+                value_unit="percentunit",
+                w=12,
+                links=(serving_link,),
+                description="Host, GPU, MIG instance and the pod holding it.",
+            )
+        )
+        d.add(
+            ts(
+                "Framebuffer used",
+                g.Target(c.per_gpu(self.gb, "fb_used"), legend),
+                unit=fb_unit,
+                w=12,
+                description="Framebuffer used (MiB before exporter 4.9, bytes after).",
+            )
+        )
 
         d.row("Utilization")
-        d.add(ts("GPU utilization (full GPUs)", g.Target(c.per_gpu(self.gb, "DCGM_FI_DEV_GPU_UTIL"), legend),
-                 unit="percent", min=0, max=100, w=8,
-                 description="DCGM_FI_DEV_GPU_UTIL is not reported for MIG instances; see graphics engine active."))
-        d.add(ts("Graphics engine active", g.Target(c.per_gpu(self.gb, "DCGM_FI_PROF_GR_ENGINE_ACTIVE"), legend),
-                 unit="percentunit", min=0, max=1, w=8,
-                 description="Fraction of time the graphics engine was busy; works on MIG."))
-        d.add(ts("SM active", g.Target(c.per_gpu(self.gb, "DCGM_FI_PROF_SM_ACTIVE"), legend), unit="percentunit",
-                 min=0, max=1, w=8, description="Optional profiling field; needs DCGM_FI_PROF_SM_ACTIVE in the counters CSV."),
-              show=self.shows("sm_active"))
-        d.add(ts("Tensor pipe active", g.Target(c.per_gpu(self.gb, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"), legend),
-                 unit="percentunit", min=0, max=1, w=12))
-        d.add(ts("DRAM active", g.Target(c.per_gpu(self.gb, "DCGM_FI_PROF_DRAM_ACTIVE"), legend), unit="percentunit",
-                 min=0, max=1, w=12, description="Memory bandwidth busy fraction (not capacity)."))
+        d.add(
+            ts(
+                "GPU utilization (full GPUs)",
+                g.Target(c.per_gpu(self.gb, "DCGM_FI_DEV_GPU_UTIL"), legend),
+                unit="percent",
+                min=0,
+                max=100,
+                w=8,
+                description="DCGM_FI_DEV_GPU_UTIL is not reported for "
+                "MIG instances; see graphics engine active.",
+            )
+        )
+        d.add(
+            ts(
+                "Graphics engine active",
+                g.Target(c.per_gpu(self.gb, "DCGM_FI_PROF_GR_ENGINE_ACTIVE"), legend),
+                unit="percentunit",
+                min=0,
+                max=1,
+                w=8,
+                description="Fraction of time the graphics engine was busy; works on MIG.",
+            )
+        )
+        d.add(
+            ts(
+                "SM active",
+                g.Target(c.per_gpu(self.gb, "DCGM_FI_PROF_SM_ACTIVE"), legend),
+                unit="percentunit",
+                min=0,
+                max=1,
+                w=8,
+                description="Optional profiling field; needs DCGM_FI_PROF_SM_ACTIVE in the counters CSV.",
+            ),
+            show=self.shows("sm_active"),
+        )
+        d.add(
+            ts(
+                "Tensor pipe active",
+                g.Target(c.per_gpu(self.gb, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"), legend),
+                unit="percentunit",
+                min=0,
+                max=1,
+                w=12,
+            )
+        )
+        d.add(
+            ts(
+                "DRAM active",
+                g.Target(c.per_gpu(self.gb, "DCGM_FI_PROF_DRAM_ACTIVE"), legend),
+                unit="percentunit",
+                min=0,
+                max=1,
+                w=12,
+                description="Memory bandwidth busy fraction (not capacity).",
+            )
+        )
 
         d.row("Power and temperature")
         d.add(ts("Power", g.Target(power, phys_legend), unit="watt", w=12))
-        d.add(ts("GPU temperature", g.Target(c.per_gpu(self.gb, "DCGM_FI_DEV_GPU_TEMP", physical=True), phys_legend),
-                 unit="celsius", w=12))
+        d.add(
+            ts(
+                "GPU temperature",
+                g.Target(c.per_gpu(self.gb, "DCGM_FI_DEV_GPU_TEMP", physical=True), phys_legend),
+                unit="celsius",
+                w=12,
+            )
+        )
 
         d.row("Errors and interconnect")
-        d.add(table("Last XID per GPU", instant_table(f"{xid} != 0"), w=8,
-                    description="The value is the last XID the GPU reported; err_msg explains it."), show=self.shows("xid"))
-        nvlink = b.dedup(b.rate(self.gb.select("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"), WINDOW), c.gpu_by(physical=True))
-        d.add(ts("NVLink throughput", g.Target(nvlink, phys_legend), unit="short", w=8,
-                 description="Per-second increase of DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL (all lanes), in the "
-                             "exporter's counter unit."), show=self.shows("nvlink"))
-        d.add(ts("PCIe throughput",
-                 g.Target(c.per_gpu(self.gb, "DCGM_FI_PROF_PCIE_TX_BYTES", physical=True), phys_legend + " tx"),
-                 g.Target(c.per_gpu(self.gb, "DCGM_FI_PROF_PCIE_RX_BYTES", physical=True), phys_legend + " rx"),
-                 unit="Bps", w=8), show=self.shows("pcie"))
+        d.add(
+            table(
+                "Last XID per GPU",
+                instant_table(f"{xid} != 0"),
+                w=8,
+                description="The value is the last XID the GPU reported; err_msg explains it.",
+            ),
+            show=self.shows("xid"),
+        )
+        nvlink = b.dedup(
+            b.rate(self.gb.select("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"), WINDOW), c.gpu_by(physical=True)
+        )
+        d.add(
+            ts(
+                "NVLink throughput",
+                g.Target(nvlink, phys_legend),
+                unit="short",
+                w=8,
+                description="Per-second increase of DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL (all lanes), in the "
+                "exporter's counter unit.",
+            ),
+            show=self.shows("nvlink"),
+        )
+        d.add(
+            ts(
+                "PCIe throughput",
+                g.Target(
+                    c.per_gpu(self.gb, "DCGM_FI_PROF_PCIE_TX_BYTES", physical=True), phys_legend + " tx"
+                ),
+                g.Target(
+                    c.per_gpu(self.gb, "DCGM_FI_PROF_PCIE_RX_BYTES", physical=True), phys_legend + " rx"
+                ),
+                unit="Bps",
+                w=8,
+            ),
+            show=self.shows("pcie"),
+        )
         return d

@@ -1,4 +1,5 @@
 """Panel shorthands the dashboards are written with: time series, stat, table, threshold steps."""
+
 from __future__ import annotations
 
 from ... import grafana as g
@@ -26,14 +27,36 @@ def stat(title: str, *targets: g.Target, **kw) -> g.Panel:
     return g.Panel("stat", title, tuple(targets), **kw)
 
 
-def table(title: str, *targets: g.Target, value_unit: str = "short", hide: tuple[str, ...] = (), **kw) -> g.Panel:
+def table(
+    title: str, *targets: g.Target, value_unit: str = "short", hide: tuple[str, ...] = (), **kw
+) -> g.Panel:
     excluded = {name: True for name in ("Time", "__name__", *hide)}
-    kw.setdefault("transformations", ({"id": "organize", "options": {
-        "excludeByName": excluded, "includeByName": {}, "indexByName": {}, "renameByName": {}}},))
-    kw.setdefault("overrides", ({"matcher": {"id": "byName", "options": "Value"}, "properties": [
-        {"id": "unit", "value": value_unit},
-        {"id": "custom.cellOptions", "value": {"mode": "gradient", "type": "color-background"}},
-    ]},))
+    kw.setdefault(
+        "transformations",
+        (
+            {
+                "id": "organize",
+                "options": {
+                    "excludeByName": excluded,
+                    "includeByName": {},
+                    "indexByName": {},
+                    "renameByName": {},
+                },
+            },
+        ),
+    )
+    kw.setdefault(
+        "overrides",
+        (
+            {
+                "matcher": {"id": "byName", "options": "Value"},
+                "properties": [
+                    {"id": "unit", "value": value_unit},
+                    {"id": "custom.cellOptions", "value": {"mode": "gradient", "type": "color-background"}},
+                ],
+            },
+        ),
+    )
     kw.setdefault("options", {"sortBy": [{"desc": True, "displayName": "Value"}]})
     return g.Panel("table", title, tuple(targets), **kw)
 

@@ -1,6 +1,6 @@
 """The generated alerts fire on realistic incidents, for exactly the affected things, and stay silent on
 healthy data: every alerting rule of rules/gpu.rules.yaml and rules/vllm.rules.yaml, evaluated on a real
-Prometheus 3.5 holding each scenario of servewatch.synth.INCIDENTS.
+Prometheus 3.5 holding each scenario of servewatch_testkit.synth.INCIDENTS.
 
 Backfill evaluates recording rules, not alerts, so each alert's ``expr`` (read from the generated file) is
 queried directly: as an instant query at the scenario's evaluation time (the set of firing things), and as
@@ -22,9 +22,9 @@ from typing import Callable
 import pytest
 import yaml
 
-from servewatch.localprom import LocalPrometheus, backfill_start
+from servewatch_testkit.localprom import LocalPrometheus, backfill_start
 from servewatch.spec.schema import seconds
-from servewatch.synth import INCIDENTS, incident
+from servewatch_testkit.synth import INCIDENTS, incident
 
 pytestmark = pytest.mark.integration
 

@@ -1,6 +1,6 @@
 """Every dashboard query on a real Prometheus 3.5 holding the synthetic fleet and the recording rules.
 
-The fleet (servewatch.synth.fleet) has three hosts, full GPUs and MIG instances, one GPU scraped by
+The fleet (servewatch_testkit.synth.fleet) has three hosts, full GPUs and MIG instances, one GPU scraped by
 two jobs, two exporter versions (Hostname / hostname), two models with data-parallel engines and a
 pod restart. This test adds a little on top: a model that generates no tokens on a GPU with an XID,
 and the ALERTS series Prometheus would have written while two alerts fired for the DeepSeek
@@ -21,12 +21,13 @@ from pathlib import Path
 
 import pytest
 
-from servewatch import generate, synth
-from servewatch.localprom import LocalPrometheus, backfill_start
-from servewatch.synth import truth
+from servewatch import generate
+from servewatch_testkit import synth
+from servewatch_testkit.localprom import LocalPrometheus, backfill_start
+from servewatch_testkit.synth import truth
 
 fleet_mod = importlib.import_module(
-    "servewatch.synth.fleet"
+    "servewatch_testkit.synth.fleet"
 )  # the package re-exports fleet() over the module
 
 pytestmark = pytest.mark.integration

@@ -14,8 +14,8 @@ import socket
 import pytest
 
 from servewatch.cli import main
-from servewatch.localprom import LocalPrometheus, backfill_start
-from servewatch.synth import (
+from servewatch_testkit.localprom import LocalPrometheus, backfill_start
+from servewatch_testkit.synth import (
     INCIDENTS,
     Series,
     dcgm_gpu,
@@ -26,7 +26,7 @@ from servewatch.synth import (
     up,
     with_labels,
 )
-from servewatch.synth.scrape import Target
+from servewatch_testkit.synth.scrape import Target
 
 pytestmark = pytest.mark.integration
 

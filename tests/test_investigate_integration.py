@@ -1,6 +1,6 @@
 """`servewatch investigate` against a real Prometheus 3.5 on 127.0.0.1 holding backfilled incident data.
 
-Each incident of servewatch.synth.incidents gets its own Prometheus, started at most once per module.
+Each incident of servewatch_testkit.synth.incidents gets its own Prometheus, started at most once per module.
 Auth, TLS, timeouts and failing queries go through a small stdlib HTTP proxy in front of the real server.
 """
 
@@ -24,11 +24,11 @@ from pathlib import Path
 import pytest
 
 from servewatch.cli import main
-from servewatch.localprom import LocalPrometheus, backfill_start
+from servewatch_testkit.localprom import LocalPrometheus, backfill_start
 from servewatch.model import Model
 from servewatch.runbooks import book
 from servewatch.spec.loader import load
-from servewatch.synth import Series, incidents, to_openmetrics
+from servewatch_testkit.synth import Series, incidents, to_openmetrics
 
 pytestmark = pytest.mark.integration
 

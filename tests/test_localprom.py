@@ -1,4 +1,4 @@
-"""servewatch.localprom against the real Prometheus 3.5: backfilled synthetic data answers queries
+"""servewatch_testkit.localprom against the real Prometheus 3.5: backfilled synthetic data answers queries
 with exactly the values the synth ground truth predicts."""
 
 import os
@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from servewatch.localprom import LocalPrometheus, PrometheusError, QueryError, backfill_start
-from servewatch.synth import Series, fleet, incident, to_openmetrics, truth, with_labels
+from servewatch_testkit.localprom import LocalPrometheus, PrometheusError, QueryError, backfill_start
+from servewatch_testkit.synth import Series, fleet, incident, to_openmetrics, truth, with_labels
 
 pytestmark = pytest.mark.integration
 

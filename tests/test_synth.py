@@ -1,4 +1,4 @@
-"""servewatch.synth: exact OpenMetrics output, consistent series, documented ground truth, and
+"""servewatch_testkit.synth: exact OpenMetrics output, consistent series, documented ground truth, and
 acceptance of the text by the real ``promtool tsdb create-blocks-from openmetrics``."""
 
 import json
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from servewatch import promtool
-from servewatch.synth import (
+from servewatch_testkit.synth import (
     FB_BYTES_NAMES,
     INCIDENTS,
     ITER_BUCKETS,
@@ -31,8 +31,8 @@ from servewatch.synth import (
     truth,
     vllm_engine,
 )
-from servewatch.synth import incidents as inc
-from servewatch.synth.histogram import allocate
+from servewatch_testkit.synth import incidents as inc
+from servewatch_testkit.synth.histogram import allocate
 
 START = 1_700_000_000  # any fixed start: the synth layer never reads the clock
 
@@ -91,7 +91,7 @@ def test_openmetrics_rejects_duplicates():
 def test_same_bytes_across_processes():
     """Hash-seed independent: two interpreters with different PYTHONHASHSEED write identical text."""
     code = (
-        "import hashlib; from servewatch.synth import fleet, incident; "
+        "import hashlib; from servewatch_testkit.synth import fleet, incident; "
         "print(hashlib.sha256((fleet().openmetrics(1.7e9) + incident('kv_saturation').openmetrics(1.7e9))"
         ".encode()).hexdigest())"
     )
@@ -266,7 +266,7 @@ def test_vllm_drop_and_spec_decode():
     assert "vllm:num_requests_running" not in names
     assert not any(n.startswith("vllm:request_decode_time_seconds") for n in names)
     assert "vllm:spec_decode_num_drafts_total" not in names
-    from servewatch.synth import SpecDecode
+    from servewatch_testkit.synth import SpecDecode
 
     s = vllm_engine("ns", "p", "m", 0, spec_decode=SpecDecode(3, 0.6), **common)
     drafts = truth.one(s, "vllm:spec_decode_num_drafts_total").values

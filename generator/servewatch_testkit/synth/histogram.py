@@ -20,7 +20,7 @@ import sys
 from bisect import bisect_left
 from typing import Iterable, Mapping, Sequence
 
-from .. import catalog
+from servewatch import catalog
 from .openmetrics import prom_float
 from .series import Series
 

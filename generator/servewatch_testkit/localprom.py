@@ -131,7 +131,7 @@ def _cleanup(state: dict) -> None:
 class LocalPrometheus:
     """A throw-away Prometheus 3.5 serving backfilled data on 127.0.0.1 (use as a context manager).
 
-    ``openmetrics``: OpenMetrics text (``servewatch.synth.to_openmetrics``) or None for an empty TSDB.
+    ``openmetrics``: OpenMetrics text (``servewatch_testkit.synth.to_openmetrics``) or None for an empty TSDB.
     ``rule_files``: rule files loaded by the server; their recording rules are also backfilled over
     ``[rules_start, rules_end]`` (default: the data's first and last sample) every
     ``rule_eval_interval`` when ``backfill_rules`` is true. ``retention`` keeps old blocks alive.

@@ -2,7 +2,7 @@
 
 Build series with the builders (``dcgm_gpu``, ``vllm_engine``, ``up``), or take a ready scenario
 (``fleet()``, ``INCIDENTS``); write them with ``to_openmetrics(series, start, step)`` and backfill
-them into a real Prometheus (``servewatch.localprom.LocalPrometheus``). ``truth`` answers the
+them into a real Prometheus (``servewatch_testkit.localprom.LocalPrometheus``). ``truth`` answers the
 queries tests ask (instant values, ``rate``, ``histogram_quantile``) the way Prometheus 3.5 does.
 
 No wall clock and no unseeded randomness anywhere: same arguments, same bytes.

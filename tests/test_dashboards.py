@@ -27,7 +27,7 @@ from servewatch import catalog, generate
 from servewatch.errors import ServewatchError, SpecErrors
 from servewatch.grafana import SCHEMA_VERSION, GridPos, flow, ref_ids
 from servewatch.grafana.settings import BOARDS
-from servewatch.promql import lint
+from servewatch.lint import engine as lint
 from servewatch.promql.builders import agg
 from servewatch.render import dashboards as dash
 
@@ -272,7 +272,7 @@ def test_every_query_parses_and_names_only_known_metrics(built, boards, name):
 @pytest.mark.parametrize("name", NAMES)
 def test_queries_pass_the_house_lint(built, boards, name):
     model, _ = built
-    ctx = lint.Context(catalog.load(), records={s.record for s in model.spec.signals.values()})
+    ctx = lint.LintContext(catalog.load(), records={s.record for s in model.spec.signals.values()})
     problems = [
         f"{where}: {p}" for where, expr in queries(boards[name]) for p in lint.lint(substitute(expr), ctx)
     ]

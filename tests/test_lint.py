@@ -4,9 +4,9 @@ generated rules pass them all."""
 import pytest
 
 from servewatch import catalog, generate
-from servewatch.promql.lint import CHECKS, Context, lint, substitute_macros
+from servewatch.lint.engine import CHECKS, LintContext, lint, substitute_macros
 
-CTX = Context(catalog.load(), records={"gpu:dcgm_fb_used:ratio"}, min_range_s=120)
+CTX = LintContext(catalog.load(), records={"gpu:dcgm_fb_used:ratio"}, min_range_s=120)
 
 # check -> (failing example, passing example)
 EXAMPLES = {
@@ -56,7 +56,9 @@ def test_grafana_macros_become_parseable():
 
 def test_generated_rules_pass_every_check(repo):
     model, _ = generate.build(repo / "specs")
-    ctx = Context(catalog.load(), records={s.record for s in model.spec.signals.values()}, min_range_s=120)
+    ctx = LintContext(
+        catalog.load(), records={s.record for s in model.spec.signals.values()}, min_range_s=120
+    )
     exprs = [r.expr for r in model.records()] + [a.expr for a in model.alerts()]
     assert len(exprs) == 30
     for expr in exprs:

@@ -14,7 +14,7 @@ from servewatch import catalog as catalog_mod
 from servewatch import generate
 from servewatch.errors import SpecErrors
 from servewatch.model import Model
-from servewatch.promql import lint
+from servewatch.lint import engine as lint
 from servewatch.render import runbooks as render_runbooks
 from servewatch.runbooks import book, links
 from servewatch.runbooks.queries import Queries, ScopedBuilder, parse_filter
@@ -160,7 +160,7 @@ def test_every_query_on_every_page_parses_and_names_known_series(built):
 def test_every_page_query_passes_the_house_lint(built):
     """Explicit matching, guarded division, counters under rate(), le kept, windows >= 4x scrape."""
     model, files = built
-    ctx = lint.Context(catalog_mod.load(), {r.record for r in model.records()})
+    ctx = lint.LintContext(catalog_mod.load(), {r.record for r in model.records()})
     for path, text in _pages(files).items():
         for q in PROMQL_BLOCK.findall(text):
             problems = [

@@ -6,7 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import detect, init, lint, promtool
+from . import detect, init, promtool
+from .lint import cli as lint_cli
 from .investigate import cli as investigate_cli
 from .errors import ServewatchError, SpecErrors
 
@@ -48,10 +49,10 @@ def cmd_check(args) -> int:
 
 
 def cmd_test(args) -> int:
-    from . import testing
+    from . import verify
 
     extra = sorted(Path(args.extra).glob("*.yaml")) if args.extra and Path(args.extra).is_dir() else []
-    return 0 if testing.run(Path(args.out), extra) else 1
+    return 0 if verify.run(Path(args.out), extra) else 1
 
 
 def _version() -> str:
@@ -104,7 +105,7 @@ def parser() -> argparse.ArgumentParser:
 
     init.add_cli(sub)
     promtool.add_cli(sub)
-    lint.add_cli(sub)
+    lint_cli.add_cli(sub)
     investigate_cli.add_cli(sub)
     detect.add_cli(sub)
     return p

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from .model import Model
-from .render import dashboards, promtool_tests, rules
+from .render import dashboards, unit_tests, rules
 from .render import runbooks as runbook_pages
 from .spec.loader import load
 
 # Each renderer takes the Model and returns {relative path: text}.
-RENDERERS = [rules.render, promtool_tests.render, runbook_pages.render, dashboards.render]
+RENDERERS = [rules.render, unit_tests.render, runbook_pages.render, dashboards.render]
 
 
 def build(specs: Path) -> tuple[Model, dict[str, str]]:

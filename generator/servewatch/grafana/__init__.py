@@ -1,7 +1,7 @@
 """A small typed layer that emits Grafana's classic dashboard JSON as plain dicts (no grafanalib)."""
 
 from .layout import COLUMNS, GridPos, flow
-from .model import (
+from .classic import (
     ALL_VALUE,
     DS_REF,
     DS_VAR,

@@ -149,7 +149,7 @@ class KubePodLabels(Strict):
     _l = field_validator("group_label")(classmethod(lambda cls, v: _label(v)))
 
 
-class Board(Strict):
+class BoardSettings(Strict):
     """Settings of one dashboard. `panels` switches optional panels on or off."""
 
     title: str
@@ -185,9 +185,9 @@ BOARDS: dict[str, dict] = {
 
 class Settings(Strict):
     defaults: Defaults = Defaults()
-    boards: dict[str, Board]
+    boards: dict[str, BoardSettings]
 
-    def board(self, name: str) -> Board:
+    def board(self, name: str) -> BoardSettings:
         return self.boards[name]
 
     def shows(self, name: str, panel: str) -> bool:
@@ -200,7 +200,7 @@ class Settings(Strict):
         return self.boards[name].time or self.defaults.time
 
 
-class _BoardInput(Board):
+class _BoardInput(BoardSettings):
     """What a user writes: title and uid fall back to the built-in defaults."""
 
     title: str = ""
@@ -263,7 +263,7 @@ def load_settings(spec) -> Settings:
             defaults = Defaults.model_validate(raw["defaults"] if raw["defaults"] is not None else {})
         except ValidationError as exc:
             errors.extend(SpecError(msg, where("defaults", loc)) for loc, msg in _messages(exc, Defaults))
-    boards: dict[str, Board] = {}
+    boards: dict[str, BoardSettings] = {}
     for name, value in raw.items():
         if name == "defaults":
             continue
@@ -282,7 +282,7 @@ def load_settings(spec) -> Settings:
         try:
             board = _BoardInput.model_validate(value or {})
         except ValidationError as exc:
-            errors.extend(SpecError(msg, where(name, loc)) for loc, msg in _messages(exc, Board))
+            errors.extend(SpecError(msg, where(name, loc)) for loc, msg in _messages(exc, BoardSettings))
             continue
         optional = BOARDS[name]["optional"]
         for panel in board.panels:
@@ -301,7 +301,7 @@ def load_settings(spec) -> Settings:
                     where(name, ("kube_pod_labels",)),
                 )
             )
-        boards[name] = Board(
+        boards[name] = BoardSettings(
             title=board.title or BOARDS[name]["title"],
             uid=board.uid or BOARDS[name]["uid"],
             refresh=board.refresh,
@@ -310,7 +310,7 @@ def load_settings(spec) -> Settings:
             kube_pod_labels=board.kube_pod_labels,
         )
     for name, facts in BOARDS.items():
-        boards.setdefault(name, Board(title=facts["title"], uid=facts["uid"]))
+        boards.setdefault(name, BoardSettings(title=facts["title"], uid=facts["uid"]))
     uids: dict[str, str] = {}
     for name, board in boards.items():
         if board.uid in uids:

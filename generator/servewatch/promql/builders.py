@@ -1,7 +1,7 @@
 """PromQL builders. Every binary operation between two vectors goes through here, so label
 matching, deduplication and division guards are decided once (DESIGN.md invariants 1-4).
 
-Builders return plain strings; `servewatch.promql.lint` parses them in tests and in `lint`.
+Builders return plain strings; `servewatch.lint.engine` parses them in tests and in `lint`.
 """
 
 from __future__ import annotations

@@ -32,12 +32,12 @@ DCGM_LABELS = (
     "DCGM_FI_DRIVER_VERSION",
     "DCGM_FI_SYSTEM_DRIVER_VERSION",
 )
-MATCHER_RE = re.compile(r"^\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)(.*)$", re.S)
+FILTER_RE = re.compile(r"^\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)(.*)$", re.S)
 
 
 def parse_filter(text: str) -> tuple[str, str, str]:
     """`k=v`, `k!=v`, `k=~re`, `k!~re` (value quoted or not) -> (label, op, value)."""
-    m = MATCHER_RE.match(text)
+    m = FILTER_RE.match(text)
     if not m:
         raise ValueError(f"label filter {text!r} is not LABEL=VALUE (or !=, =~, !~)")
     label, op, value = m.group(1), m.group(2), m.group(3).strip()
@@ -46,7 +46,7 @@ def parse_filter(text: str) -> tuple[str, str, str]:
     return label, op, value
 
 
-def matcher(label: str, op: str, value: str) -> str:
+def quoted_matcher(label: str, op: str, value: str) -> str:
     escaped = value.replace("\\", "\\\\").replace('"', '\\"')
     return f'{label}{op}"{escaped}"'
 
@@ -101,7 +101,7 @@ class ScopedBuilder(SignalBuilder):
         for label, op, value in self.filters:
             label = rename.get(label, label)
             if label in known:
-                out.append(matcher(label, op, value))
+                out.append(quoted_matcher(label, op, value))
         return out
 
     def applicable(self, metric: str) -> bool:
@@ -113,7 +113,7 @@ class ScopedBuilder(SignalBuilder):
 
     def up(self, source: str, extra: str = "") -> str:
         target = set(TARGET_LABELS) | ({self.config.cluster_label} if self.config.cluster_label else set())
-        own = [matcher(label, op, value) for label, op, value in self.filters if label in target]
+        own = [quoted_matcher(label, op, value) for label, op, value in self.filters if label in target]
         return b.selector("up", self.config.targets[source], extra, *own)
 
     def names(self, source: str, pattern: str) -> str:
@@ -124,8 +124,10 @@ class ScopedBuilder(SignalBuilder):
             )
             label = rename.get(label, label)
             if label in known:
-                own.append(matcher(label, op, value))
-        return b.selector("", matcher("__name__", "=~", pattern), self.config.selectors.get(source, ""), *own)
+                own.append(quoted_matcher(label, op, value))
+        return b.selector(
+            "", quoted_matcher("__name__", "=~", pattern), self.config.selectors.get(source, ""), *own
+        )
 
 
 class Queries:
@@ -246,7 +248,9 @@ class Queries:
     def _name_selector(self, source: str, pattern: str) -> str:
         if isinstance(self.sb, ScopedBuilder):
             return self.sb.names(source, pattern)
-        return b.selector("", matcher("__name__", "=~", pattern), self.model.config.selectors.get(source, ""))
+        return b.selector(
+            "", quoted_matcher("__name__", "=~", pattern), self.model.config.selectors.get(source, "")
+        )
 
     def _up(self, q: s.UpQuery, alert) -> str:
         return b.agg("max", self.sb.labels.target(), self.sb.up(q.source))

@@ -17,7 +17,7 @@ from __future__ import annotations
 from ...grafana.settings import Settings, load_settings
 from ...model import Model
 from . import delivery
-from .context import Context, Roles
+from .context import DashboardContext, Roles
 from .delivery import (
     CONFIGMAP_LIMIT,
     GENERATED,
@@ -43,7 +43,7 @@ __all__ = [
     "GENERATED",
     "GRAFANA_MIN_VERSION",
     "PROVIDER_PATH",
-    "Context",
+    "DashboardContext",
     "GpuFleet",
     "MoeDeployment",
     "Roles",
@@ -63,7 +63,7 @@ __all__ = [
 def dashboards(model: Model, settings: Settings | None = None) -> dict[str, dict]:
     """name -> classic dashboard dict, once the alerts' and the panels' dashboard links resolve."""
     settings = settings or load_settings(model.spec)
-    ctx = Context(model, settings)
+    ctx = DashboardContext(model, settings)
     boards = {cls.name: cls(ctx).build().to_dict() for cls in BUILDERS}
     check_alert_links(model, settings, boards)
     check_panel_links(model, boards)

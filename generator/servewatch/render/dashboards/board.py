@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ... import grafana as g
-from .context import Context
+from .context import DashboardContext
 
 
-class Board:
+class BoardBuilder:
     name: ClassVar[str]  # the key in specs/dashboards.yaml and the output file name
 
-    def __init__(self, ctx: Context):
+    def __init__(self, ctx: DashboardContext):
         self.ctx = ctx
 
     def shows(self, panel: str) -> bool:

@@ -41,7 +41,7 @@ def slug(title: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
 
 
-def matcher(label: str, var: str) -> str:
+def var_matcher(label: str, var: str) -> str:
     return f'{label}=~"${var}"'
 
 
@@ -97,7 +97,7 @@ class Roles:
         )
 
 
-class Context:
+class DashboardContext:
     """What all three dashboards share: the model, the settings, label roles and query helpers."""
 
     def __init__(self, model: Model, settings: Settings):
@@ -128,22 +128,22 @@ class Context:
 
     @property
     def cluster_filter(self) -> list[str]:
-        return [matcher(self.r.cluster, "cluster")] if self.r.cluster else []
+        return [var_matcher(self.r.cluster, "cluster")] if self.r.cluster else []
 
     @property
     def namespace_filters(self) -> list[str]:
         """vLLM series of the selected cluster and namespace."""
-        return self.cluster_filter + [matcher(self.r.namespace, "namespace")]
+        return self.cluster_filter + [var_matcher(self.r.namespace, "namespace")]
 
     @property
     def model_filters(self) -> list[str]:
         """vLLM series of the selected cluster, namespace and model."""
-        return self.namespace_filters + [matcher(self.r.model, "model")]
+        return self.namespace_filters + [var_matcher(self.r.model, "model")]
 
     @property
     def workload_filters(self) -> list[str]:
         """DCGM series of GPUs held by pods in the selected cluster and namespace."""
-        return self.cluster_filter + [matcher(self.r.wl_namespace, "namespace")]
+        return self.cluster_filter + [var_matcher(self.r.wl_namespace, "namespace")]
 
     # -- builders and signals ----------------------------------------------------------------
     def builder(self, vllm: list[str] = (), dcgm: list[str] = ()) -> SignalBuilder:

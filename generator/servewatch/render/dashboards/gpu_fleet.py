@@ -4,27 +4,27 @@ from __future__ import annotations
 
 from ... import grafana as g
 from ...promql import builders as b
-from .board import Board
-from .context import WINDOW, Context, matcher
+from .board import BoardBuilder
+from .context import WINDOW, DashboardContext, var_matcher
 from .panels import instant_table, over, pct_steps, stat, table, ts
 
 
-class GpuFleet(Board):
+class GpuFleet(BoardBuilder):
     name = "gpu-fleet"
 
-    def __init__(self, ctx: Context):
+    def __init__(self, ctx: DashboardContext):
         super().__init__(ctx)
         c, r = ctx, ctx.r
         self.filters = c.cluster_filter + [
-            matcher(r.host, "host"),
-            matcher(r.uuid, "uuid"),
-            matcher(r.wl_namespace, "namespace"),
+            var_matcher(r.host, "host"),
+            var_matcher(r.uuid, "uuid"),
+            var_matcher(r.wl_namespace, "namespace"),
         ]
         self.gb = c.builder(dcgm=self.filters)
 
     def variables(self) -> list[g.Variable]:
         c, r = self.ctx, self.ctx.r
-        host = matcher(r.host, "host")
+        host = var_matcher(r.host, "host")
         return [
             c.datasource_var(),
             *c.cluster_var(c.builder().select("fb_used")),

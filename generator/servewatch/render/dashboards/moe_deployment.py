@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from ... import grafana as g
 from ...promql import builders as b
-from .board import Board
-from .context import Context
+from .board import BoardBuilder
+from .context import DashboardContext
 from .panels import GREEN, RED, instant_table, over, pct_steps, stat, table, ts
 
 
-class MoeDeployment(Board):
+class MoeDeployment(BoardBuilder):
     name = "moe-deployment"
 
-    def __init__(self, ctx: Context):
+    def __init__(self, ctx: DashboardContext):
         super().__init__(ctx)
         c = ctx
         self.filters = c.model_filters

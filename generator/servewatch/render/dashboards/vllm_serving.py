@@ -5,19 +5,22 @@ from __future__ import annotations
 from ... import grafana as g
 from ...promql import builders as b
 from ...signals import VLLM_LIVENESS_METRIC
-from .board import Board
-from .context import WINDOW, Context, matcher
+from .board import BoardBuilder
+from .context import WINDOW, DashboardContext, var_matcher
 from .panels import over, pct_steps, stat, ts
 
 
-class VllmServing(Board):
+class VllmServing(BoardBuilder):
     name = "vllm-serving"
 
-    def __init__(self, ctx: Context):
+    def __init__(self, ctx: DashboardContext):
         super().__init__(ctx)
         c, r = ctx, ctx.r
         self.model_filters = c.model_filters
-        self.engine_filters = self.model_filters + [matcher(r.pod, "pod"), matcher(r.engine, "engine")]
+        self.engine_filters = self.model_filters + [
+            var_matcher(r.pod, "pod"),
+            var_matcher(r.engine, "engine"),
+        ]
         self.mb = c.builder(vllm=self.model_filters)  # model level: what the alerts see
         self.eb = c.builder(vllm=self.engine_filters)  # narrowed by pod and engine too
         self.gb = c.builder(dcgm=c.workload_filters)
@@ -48,7 +51,9 @@ class VllmServing(Board):
             g.Variable(
                 "engine",
                 "Engine (DP rank)",
-                query=c.label_values(VLLM_LIVENESS_METRIC, r.engine, *c.model_filters, matcher(r.pod, "pod")),
+                query=c.label_values(
+                    VLLM_LIVENESS_METRIC, r.engine, *c.model_filters, var_matcher(r.pod, "pod")
+                ),
                 multi=True,
                 include_all=True,
             ),

@@ -46,7 +46,7 @@ class Problem:
 
 
 @dataclass
-class Context:
+class LintContext:
     catalog: catalog_mod.Catalog
     records: set[str] = field(default_factory=set)
     min_range_s: float | None = None  # 4 x scrape interval, for rules
@@ -91,7 +91,7 @@ def _strip(node):
 
 
 # -- checks ------------------------------------------------------------------------------
-def check_metric_known(ast, ctx: Context) -> list[Problem]:
+def check_metric_known(ast, ctx: LintContext) -> list[Problem]:
     out = []
     for node, _ in walk(ast):
         if isinstance(node, pp.VectorSelector) and node.name:
@@ -101,7 +101,7 @@ def check_metric_known(ast, ctx: Context) -> list[Problem]:
     return out
 
 
-def check_explicit_matching(ast, ctx: Context) -> list[Problem]:
+def check_explicit_matching(ast, ctx: LintContext) -> list[Problem]:
     out = []
     for node, _ in walk(ast):
         if not isinstance(node, pp.BinaryExpr) or str(node.op).lower() == "or":
@@ -118,7 +118,7 @@ def check_explicit_matching(ast, ctx: Context) -> list[Problem]:
     return out
 
 
-def check_counter_rate(ast, ctx: Context) -> list[Problem]:
+def check_counter_rate(ast, ctx: LintContext) -> list[Problem]:
     out = []
     for node, parents in walk(ast):
         if not isinstance(node, pp.VectorSelector) or not node.name:
@@ -144,7 +144,7 @@ def check_counter_rate(ast, ctx: Context) -> list[Problem]:
     return out
 
 
-def check_rate_window(ast, ctx: Context) -> list[Problem]:
+def check_rate_window(ast, ctx: LintContext) -> list[Problem]:
     if ctx.min_range_s is None:
         return []
     out = []
@@ -160,7 +160,7 @@ def check_rate_window(ast, ctx: Context) -> list[Problem]:
     return out
 
 
-def check_quantile_le(ast, ctx: Context) -> list[Problem]:
+def check_quantile_le(ast, ctx: LintContext) -> list[Problem]:
     out = []
     for node, _ in walk(ast):
         if isinstance(node, pp.Call) and node.func.name == "histogram_quantile":
@@ -178,7 +178,7 @@ def check_quantile_le(ast, ctx: Context) -> list[Problem]:
     return out
 
 
-def check_guarded_division(ast, ctx: Context) -> list[Problem]:
+def check_guarded_division(ast, ctx: LintContext) -> list[Problem]:
     out = []
     for node, _ in walk(ast):
         if isinstance(node, pp.BinaryExpr) and str(node.op) == "/" and not is_scalar(node.rhs):
@@ -213,7 +213,7 @@ def substitute_macros(expr: str, variables: dict[str, str] | None = None) -> str
     return re.sub(r"\$(\w+)", lambda m: variables.get(m.group(1), "x"), expr)
 
 
-def lint(expr: str, ctx: Context, disable: set[str] = frozenset()) -> list[Problem]:
+def lint(expr: str, ctx: LintContext, disable: set[str] = frozenset()) -> list[Problem]:
     try:
         ast = pp.parse(expr)
     except Exception as exc:  # the parser raises a plain exception type with the reason

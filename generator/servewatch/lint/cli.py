@@ -7,9 +7,9 @@ from pathlib import Path
 
 import yaml
 
-from . import catalog
-from .promql.lint import CHECKS, Context, lint
-from .spec.schema import seconds
+from .. import catalog
+from .engine import CHECKS, LintContext, lint
+from ..spec.schema import seconds
 
 
 def rule_exprs(path: Path) -> list[tuple[str, str]]:
@@ -26,10 +26,10 @@ def rule_exprs(path: Path) -> list[tuple[str, str]]:
     ]
 
 
-def context_for(specs: Path | None) -> Context:
-    ctx = Context(catalog.load())
+def context_for(specs: Path | None) -> LintContext:
+    ctx = LintContext(catalog.load())
     if specs and specs.is_dir():
-        from .spec.loader import load
+        from ..spec.loader import load
 
         spec = load(specs)
         ctx.records = {s.record for s in spec.signals.values()}

@@ -26,7 +26,7 @@ from grafana_foundation_sdk.models.dashboard import Dashboard
 from servewatch import catalog, generate
 from servewatch.errors import ServewatchError, SpecErrors
 from servewatch.grafana import SCHEMA_VERSION, GridPos, flow, ref_ids
-from servewatch.grafana.settings import BOARDS
+from servewatch.spec.dashboards import BOARDS
 from servewatch.lint import engine as lint
 from servewatch.promql.builders import agg
 from servewatch.render import dashboards as dash

@@ -12,7 +12,7 @@ from typing import Callable
 
 from ..model import AlertRule, Model
 from ..runbooks import book, links
-from ..runbooks import schema as s
+from ..spec import runbooks as s
 from ..runbooks.queries import Queries, ScopedBuilder
 from .client import Client, QueryFailed
 from .verdict import Row, judge, overall, rows_of, sort_worst_first

@@ -14,7 +14,7 @@ from ..errors import Location, SpecError, SpecErrors
 from ..model import AlertRule, Model, effective_alert
 from ..spec.schema import Alert
 from ..templates import TOKEN_RE
-from . import schema as s
+from ..spec import runbooks as s
 from .queries import Queries
 
 SOURCE_FILE = "specs/runbooks.yaml"

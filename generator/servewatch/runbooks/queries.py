@@ -14,7 +14,7 @@ from typing import Iterable
 from ..promql import builders as b
 from ..signals import DCGM_FIELDS, SignalBuilder
 from ..spec.schema import Config
-from . import schema as s
+from ..spec import runbooks as s
 
 # Labels Prometheus (prometheus-operator) attaches to every scraped series.
 TARGET_LABELS = ("job", "instance", "namespace", "pod", "container", "service", "endpoint")

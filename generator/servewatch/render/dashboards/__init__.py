@@ -14,7 +14,7 @@ through the builder's selectors, so they apply to every raw series a panel reads
 
 from __future__ import annotations
 
-from ...grafana.settings import Settings, load_settings
+from ...spec.dashboards import Settings, load_settings
 from ...model import Model
 from . import delivery
 from .context import DashboardContext, Roles

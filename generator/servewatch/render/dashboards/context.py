@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ... import grafana as g
 from ...errors import SpecError, SpecErrors
-from ...grafana.settings import Settings
+from ...spec.dashboards import Settings
 from ...model import Model
 from ...promql import builders as b
 from ...signals import VLLM_LIVENESS_METRIC, SignalBuilder

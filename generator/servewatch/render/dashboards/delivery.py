@@ -19,7 +19,7 @@ import json
 import re
 
 from ...errors import ServewatchError, SpecError, SpecErrors
-from ...grafana.settings import Settings
+from ...spec.dashboards import Settings
 from ...model import Model
 from ...promql import labels as promql_labels
 from ..yamlout import dump

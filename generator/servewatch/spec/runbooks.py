@@ -1,8 +1,7 @@
 """What a `runbooks:` section may say: prose per alert and investigation steps, each naming a
 query kind that servewatch builds from the same builders and signals as the alert.
 
-Pydantic models, validated by `servewatch.runbooks.book.load`, which turns validation errors into
-SpecErrors carrying file, line and field.
+Pydantic models; the loader validates the section with the rest of the spec.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
 
-from ..spec.schema import Strict, _duration
+from .schema import Strict, _duration
 
 STEP_ID_RE = re.compile(r"^[a-z][a-z0-9-]*$")
 LABEL_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$|^\[\[[a-z_]+\]\]$")  # a label name or a [[token]]

@@ -13,7 +13,7 @@ import re
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import Location, SpecError, SpecErrors
-from ..spec.schema import _duration, _label
+from .schema import Strict, _duration, _label
 
 UID_RE = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 K8S_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -42,10 +42,6 @@ GRAFANA_CURRENCIES = {
     "PHP",
     "VND",
 }
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 def _uid(v: str) -> str:

@@ -30,6 +30,7 @@ from servewatch.spec.dashboards import BOARDS
 from servewatch.lint import engine as lint
 from servewatch.promql.builders import agg
 from servewatch.render import dashboards as dash
+from servewatch.validation.dashboard_links import check_board_links
 
 REPO = Path(__file__).resolve().parents[1]
 NAMES = tuple(BOARDS)
@@ -169,7 +170,7 @@ def test_flow_wraps_rows_and_never_leaves_the_grid():
 @pytest.mark.parametrize("name", NAMES)
 def test_identity_uid_id_and_schema_version(boards, name):
     board = boards[name]
-    assert board["uid"] == BOARDS[name]["uid"]
+    assert board["uid"] == BOARDS[name].uid
     assert re.fullmatch(r"[A-Za-z0-9_-]{1,40}", board["uid"])
     assert board["id"] is None
     assert board["schemaVersion"] == SCHEMA_VERSION and 39 <= SCHEMA_VERSION <= 42
@@ -447,11 +448,11 @@ def test_links_between_dashboards_keep_variables_and_time(built, boards):
 )
 def test_a_broken_link_between_dashboards_is_a_generation_error(built, boards, board, old, new, message):
     model, _ = built
-    dash.check_panel_links(model, boards)
+    check_board_links(model, boards)
     broken = {**boards, board: json.loads(json.dumps(boards[board]).replace(old, new))}
     assert broken[board] != boards[board]
     with pytest.raises(ServewatchError, match=re.escape(message)):
-        dash.check_panel_links(model, broken)
+        check_board_links(model, broken)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -356,7 +356,7 @@ def _generation_rate(env, model_name: str) -> float:
 
 
 def test_cost_per_million_output_tokens_from_the_configured_price(env):
-    cost = env["model"].spec.dashboards["defaults"]["cost"]["price_per_gpu_hour"]
+    cost = env["model"].spec.dashboards.defaults.cost.price_per_gpu_hour
     result = {
         r["metric"]["model_name"]: float(r["value"][1])
         for r in by_title(env, "vllm-serving", "Cost per 1M output tokens", ALL)

@@ -19,6 +19,7 @@ from servewatch.render import runbooks as render_runbooks
 from servewatch.runbooks import book, links
 from servewatch.runbooks.queries import Queries, ScopedBuilder, parse_filter
 from servewatch.spec.loader import load
+from servewatch.validation import validate
 
 REPO = Path(__file__).resolve().parents[1]
 PROMQL_BLOCK = re.compile(r"```promql\n(.*?)\n```", re.S)
@@ -239,7 +240,7 @@ def _edit_and_load(specs_copy, old: str, new: str):
     rb.write_text(text.replace(old, new, 1))
     line = text[: text.index(old)].count("\n") + 1
     with pytest.raises(SpecErrors) as exc:
-        book.validate(Model(load(specs_copy)))
+        validate(load(specs_copy))
     return [str(e) for e in exc.value.errors], line
 
 
@@ -410,7 +411,7 @@ def test_runbook_dashboard_links_must_exist(specs_copy, servewatch, tmp_path, ol
     rb.write_text(text.replace(old, new))
     line = text[: text.index(old)].count("\n") + 1
     with pytest.raises(SpecErrors) as exc:
-        render_runbooks.render(Model(load(specs_copy)))
+        validate(load(specs_copy))
     errors = [str(e) for e in exc.value.errors]
     assert len(errors) == 1, errors
     assert re.fullmatch(rf".*runbooks\.yaml:{line}: {re.escape(field)}: {re.escape(message)}.*", errors[0]), (
@@ -424,11 +425,11 @@ def test_runbook_dashboard_links_must_exist(specs_copy, servewatch, tmp_path, ol
 
 
 def test_shipped_runbook_dashboard_links_land_on_generated_boards(built):
-    from servewatch.render.dashboards import dashboards
+    from servewatch.render.dashboards import build
 
     model, _ = built
-    boards = {b["uid"]: {v["name"] for v in b["templating"]["list"]} for b in dashboards(model).values()}
-    links = [(name, d) for name, rb in book.validate(model).items() for d in rb.dashboards]
+    boards = {b["uid"]: {v["name"] for v in b["templating"]["list"]} for b in build(model).values()}
+    links = [(name, d) for name, rb in model.spec.runbooks.items() for d in rb.dashboards]
     assert links
     for name, d in links:
         assert d.uid in boards and set(d.vars) <= boards[d.uid], (name, d)

@@ -6,6 +6,7 @@ import pytest
 
 from servewatch.errors import SpecErrors
 from servewatch.spec.loader import load
+from servewatch.validation import validate
 
 
 def _replace(path, old, new):
@@ -20,7 +21,7 @@ def _line_of(path, needle):
 
 def _errors(specs):
     with pytest.raises(SpecErrors) as info:
-        load(specs)
+        validate(load(specs))
     return [str(e) for e in info.value.errors]
 
 

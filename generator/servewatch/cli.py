@@ -37,13 +37,17 @@ def cmd_generate(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from . import generate
+    from .spec.loader import load
+    from .validation import validate
 
-    # Rendering everything in memory is what validates the dashboards and runbooks sections too.
-    model, files = generate.build(Path(args.specs))
+    validated = validate(load(Path(args.specs)))
+    model, spec = validated.model, validated.model.spec
+    steps = sum(len(rb.steps) for rb in spec.runbooks.values())
     print(
-        f"servewatch: specs OK: {len(model.alerts())} alerts, {len(model.records())} recording rules, "
-        f"{len(model.spec.scenarios)} scenarios, {len(files)} output files"
+        f"servewatch: specs OK: {len(spec.files)} files; {len(model.alerts())} alerts, "
+        f"{len(model.records())} recording rules, {len(spec.scenarios)} scenarios, "
+        f"{len(validated.dashboards)} dashboards, {len(spec.runbooks)} runbooks ({steps} steps), "
+        f"{validated.links} links between alerts, dashboards and runbooks; nothing was rendered"
     )
     return 0
 

@@ -139,8 +139,8 @@ def _fail(message: str) -> int:
 
 
 def cmd_investigate(args) -> int:
-    from ..model import Model
     from ..spec.loader import load
+    from ..validation import validate
 
     if not args.prometheus:
         return _fail(f"--prometheus URL is required (or set {ENV_URL})")
@@ -151,9 +151,8 @@ def cmd_investigate(args) -> int:
     progress = Progress(quiet=args.quiet)
     try:
         at = parse_time(args.at)
-        model = Model(load(Path(args.specs)))
-        runbooks = book.validate(model)
-        pages = {a.alert: book.page(model, a, runbooks.get(a.alert)) for a in model.alerts()}
+        model = validate(load(Path(args.specs))).model
+        pages = {a.alert: book.page(model, a, model.spec.runbooks.get(a.alert)) for a in model.alerts()}
         if args.alert and args.alert not in pages:
             known = ", ".join(sorted(pages))
             return _fail(f"no enabled alert named {args.alert!r} in {args.specs} (known: {known})")

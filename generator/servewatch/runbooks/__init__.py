@@ -1,5 +1,4 @@
 """Runbooks: per-alert prose and investigation steps from the specs, resolved into PromQL built by
 the same builders as the alerts. Rendered to Markdown by render/runbooks.py and executed by
-`servewatch investigate`."""
-
-from .book import Page, PageStep, pages, validate  # noqa: F401
+`servewatch investigate`. The `runbooks:` schema is spec/runbooks.py; its checks are in
+validation/runbook_checks.py."""

@@ -8,16 +8,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from pydantic import ValidationError
-
-from ..errors import Location, SpecError, SpecErrors
 from ..model import AlertRule, Model, effective_alert
 from ..spec.schema import Alert
-from ..templates import TOKEN_RE
 from ..spec import runbooks as s
 from .queries import Queries
 
-SOURCE_FILE = "specs/runbooks.yaml"
 STEP_REF_RE = re.compile(r"\[\[step:([a-z][a-z0-9-]*)\]\]")
 
 
@@ -66,225 +61,6 @@ class Page:
         return next((p for p in self.steps if p.id == step_id), None)
 
 
-# -- loading and validation --------------------------------------------------------------------
-
-
-def _locate(spec, name: str, sub: tuple = ()) -> Location:
-    if hasattr(spec, "locate"):
-        return spec.locate("runbook", name, *sub)
-    doc = spec.where.get(("runbook-doc", name))
-    if doc is not None and hasattr(doc, "locate"):
-        return doc.locate(("runbooks", name) + tuple(sub))
-    loc = spec.where.get(("runbook", name))
-    return (
-        loc
-        if isinstance(loc, Location)
-        else Location(SOURCE_FILE, None, ".".join(map(str, ("runbooks", name) + sub)))
-    )
-
-
-def _clean_loc(loc: tuple, data) -> tuple:
-    """Drop pydantic's union tags from an error location so it maps onto the YAML path."""
-    out, node = [], data
-    for part in loc:
-        if isinstance(node, dict) and isinstance(part, str) and part not in node and part in s.QUERY_KINDS:
-            continue  # the discriminator tag pydantic inserts
-        if (
-            isinstance(part, str)
-            and (part.startswith("function-") or part in ("float", "AlertThreshold"))
-            and not (isinstance(node, dict) and part in node)
-        ):
-            continue
-        out.append(part)
-        try:
-            node = node[part]
-        except (KeyError, IndexError, TypeError):
-            node = None
-    return tuple(out)
-
-
-def validate(model: Model) -> dict[str, s.Runbook]:
-    """Validate the spec's `runbooks:` section against the schema and the rest of the spec."""
-    spec = model.spec
-    errors: list[SpecError] = []
-    out: dict[str, s.Runbook] = {}
-    all_alerts = {a.alert: a for g in spec.groups for a in g.alerts}
-    for name, raw in (spec.runbooks or {}).items():
-        if name not in all_alerts:
-            close = [a for a in all_alerts if a.lower() == str(name).lower()]
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            errors.append(SpecError(f"runbook for unknown alert {name!r}{hint}", _locate(spec, name)))
-            continue
-        try:
-            out[name] = s.Runbook.model_validate(raw)
-        except ValidationError as exc:
-            for err in exc.errors():
-                loc = _clean_loc(err["loc"], raw)
-                msg = err["msg"].removeprefix("Value error, ")
-                if err["type"] == "extra_forbidden":
-                    msg = f"unknown field {loc[-1]!r}"
-                elif err["type"] == "missing":
-                    msg = f"missing required field {loc[-1]!r}"
-                elif err["type"] == "union_tag_invalid":
-                    msg = f"unknown query kind; use one of {', '.join(s.QUERY_KINDS)}"
-                errors.append(SpecError(msg, _locate(spec, name, loc)))
-    if errors:
-        raise SpecErrors(errors)
-    for name, rb in out.items():
-        errors.extend(_cross_check(model, name, rb, all_alerts))
-    if errors:
-        raise SpecErrors(errors)
-    return out
-
-
-def _cross_check(model: Model, name: str, rb: s.Runbook, all_alerts: dict) -> list[SpecError]:
-    spec, errs = model.spec, []
-    catalog = model.builder.catalog
-    tokens = model.builder.labels.tokens()
-
-    def err(msg, *sub):
-        errs.append(SpecError(msg, _locate(spec, name, sub)))
-
-    def metric_ok(metric: str, where: tuple, want: tuple[str, ...] = ()):
-        actual = model.builder.metric_name(metric)
-        problem = catalog.problem(actual)
-        if problem:
-            err(problem, *where)
-            return
-        entry = catalog.lookup(actual)
-        if want and entry.type not in want and not (entry.type == "histogram" and actual != entry.name):
-            err(f"metric {actual!r} is a {entry.type}; this query kind needs a {' or '.join(want)}", *where)
-
-    step_ids = {st.id for st in rb.steps}
-    for text, where in _prose_fields(rb):
-        for ref in STEP_REF_RE.findall(text):
-            if ref not in step_ids:
-                err(
-                    f"[[step:{ref}]] names no step of this runbook "
-                    f"(steps: {', '.join(sorted(step_ids)) or 'none'})",
-                    *where,
-                )
-        for tok in TOKEN_RE.findall(STEP_REF_RE.sub("", text)):
-            if tok not in tokens:
-                err(f"unknown token [[{tok}]]; known: {', '.join(sorted(tokens))}", *where)
-    for token_list, where in ((rb.scope or (), ("scope",)),):
-        for t in token_list:
-            if t.startswith("[[") and t[2:-2] not in tokens:
-                err(f"unknown token {t}; known: {', '.join(sorted(tokens))}", *where)
-    for i, step in enumerate(rb.steps):
-        q, at = step.query, ("steps", i, "query")
-        for label in getattr(q, "by", ()) + getattr(q, "labels", ()) + (step.scope or ()):
-            if label.startswith("[[") and label[2:-2] not in tokens:
-                err(f"unknown token {label}; known: {', '.join(sorted(tokens))}", *at)
-        if q.kind in ("signal", "imbalance"):
-            if q.signal not in spec.signals:
-                err(f"unknown signal {q.signal!r}", *at, "signal")
-            elif q.kind == "imbalance" and spec.signals[q.signal].level != "gpu" and not q.by:
-                err("an imbalance needs `by` labels to group the members", *at, "by")
-        if q.kind in ("quantile", "mean"):
-            metric_ok(q.metric, at + ("metric",), ("histogram",))
-        if q.kind in ("rate",):
-            metric_ok(q.metric, at + ("metric",), ("counter", "histogram"))
-        if q.kind == "ratio":
-            metric_ok(q.numerator, at + ("numerator",), ("counter", "histogram"))
-            metric_ok(q.denominator, at + ("denominator",), ("counter", "histogram"))
-        if q.kind in ("gauge", "trend"):
-            metric_ok(q.metric, at + ("metric",), ("gauge", "info"))
-        if q.kind == "labels" and q.metric:
-            metric_ok(q.metric, at + ("metric",))
-        for field_name in ("matchers", "numerator_matchers", "denominator_matchers"):
-            text = getattr(q, field_name, "")
-            if text:
-                try:
-                    from ..promql.builders import parse_matchers
-
-                    parse_matchers(text)
-                except ValueError as exc:
-                    err(str(exc), *at, field_name)
-        if q.kind == "absence":
-            alert = all_alerts[name]
-            if alert.absence is None and not (q.absence and q.source):
-                err("an absence step on an alert without `absence` needs both `absence` and `source`", *at)
-            kind = q.absence or (alert.absence.kind if alert.absence else None)
-            sig = q.signal or (alert.absence.signal if alert.absence else None)
-            if kind == "partner_missing" and sig and sig not in spec.signals:
-                err(f"unknown signal {sig!r}", *at, "signal")
-            elif kind == "partner_missing" and (not sig or spec.signals[sig].kind != "matched_ratio"):
-                err("a partner_missing step needs a matched_ratio `signal`", *at)
-        for tname in ("suspicious", "unhealthy"):
-            t = getattr(step, tname)
-            if isinstance(t, s.AlertThreshold):
-                target = t.of or name
-                other = all_alerts.get(target)
-                if other is None:
-                    err(f"threshold refers to unknown alert {target!r}", "steps", i, tname, "of")
-                elif other.threshold is None:
-                    err(f"alert {target!r} has no threshold to refer to", "steps", i, tname)
-        if step.suspicious is not None and step.unhealthy is not None:
-            sus, unh = _number(model, name, step.suspicious), _number(model, name, step.unhealthy)
-            op = step.op or ">"
-            if sus is not None and unh is not None and (sus > unh if op == ">" else sus < unh):
-                err(
-                    f"suspicious ({sus:g}) is beyond unhealthy ({unh:g}) for op {op!r}",
-                    "steps",
-                    i,
-                    "suspicious",
-                )
-    return errs
-
-
-def check_dashboards(model: Model, runbooks: dict[str, s.Runbook], boards: dict[str, dict]) -> None:
-    """Every runbook's `dashboards:` link must name a generated dashboard (`uid`) and only variables
-    that dashboard has (`vars`): a typo would otherwise render a link to nothing, or a variable
-    Grafana ignores. `boards` is `render.dashboards.dashboards(model)`, {name: dashboard dict}."""
-    by_uid = {d["uid"]: d for d in boards.values()}
-    errors: dict[str, SpecError] = {}  # keyed by text: a YAML alias shared by pages is reported once
-
-    def err(msg, name, *sub):
-        e = SpecError(msg, _locate(model.spec, name, sub))
-        errors.setdefault(str(e), e)
-
-    for name, rb in runbooks.items():
-        for i, link in enumerate(rb.dashboards):
-            board = by_uid.get(link.uid)
-            if board is None:
-                close = [u for u in by_uid if u.replace("-", "").startswith(link.uid.replace("-", "")[:12])]
-                hint = f"; did you mean {close[0]!r}?" if len(close) == 1 else ""
-                err(
-                    f"dashboard uid {link.uid!r} is not a generated dashboard{hint} "
-                    f"(generated: {', '.join(sorted(by_uid))})",
-                    name,
-                    "dashboards",
-                    i,
-                    "uid",
-                )
-                continue
-            names = {v["name"] for v in board.get("templating", {}).get("list", [])}
-            for var in link.vars:
-                if var not in names:
-                    err(
-                        f"dashboard {link.uid!r} has no variable {var!r}; it has {', '.join(sorted(names))}",
-                        name,
-                        "dashboards",
-                        i,
-                        "vars",
-                        var,
-                    )
-    if errors:
-        raise SpecErrors(list(errors.values()))
-
-
-def _prose_fields(rb: s.Runbook):
-    for key in ("meaning", "not_meaning", "impact"):
-        yield getattr(rb, key), (key,)
-    for key in ("causes", "actions"):
-        for i, text in enumerate(getattr(rb, key)):
-            yield text, (key, i)
-    for i, st in enumerate(rb.steps):
-        for key in ("title", "why", "healthy_means", "unhealthy_means", "cause"):
-            yield getattr(st, key), ("steps", i, key)
-
-
 # -- thresholds -----------------------------------------------------------------------------
 
 
@@ -296,7 +72,8 @@ def _alert_spec(model: Model, name: str) -> Alert | None:
     return None
 
 
-def _number(model: Model, page_alert: str, t) -> float | None:
+def step_threshold(model: Model, page_alert: str, t) -> float | None:
+    """The number a step threshold stands for on `page_alert`'s page (None: unjudged)."""
     if t is None:
         return None
     if isinstance(t, s.AlertThreshold):
@@ -317,7 +94,10 @@ def _describe(model: Model, page_alert: str, t) -> str:
 def limits(model: Model, page_alert: str, step: s.Step) -> Limits:
     """A step's thresholds. A `signal` step without an explicit `unhealthy` takes the threshold of
     the alert watching that signal (write `unhealthy: null` to keep a signal step unjudged)."""
-    sus, unh = _number(model, page_alert, step.suspicious), _number(model, page_alert, step.unhealthy)
+    sus, unh = (
+        step_threshold(model, page_alert, step.suspicious),
+        step_threshold(model, page_alert, step.unhealthy),
+    )
     op = step.op
     notes = [d for d in (_describe(model, page_alert, step.unhealthy),) if d]
     if unh is None and "unhealthy" not in step.model_fields_set and step.query.kind == "signal":
@@ -381,9 +161,9 @@ def default_scope(model: Model, alert: AlertRule) -> tuple[str, ...]:
     return tuple(model.builder.labels.target()) + ("namespace", "pod")
 
 
-def pages(model: Model, runbooks: dict[str, s.Runbook] | None = None, builder=None) -> list[Page]:
-    runbooks = validate(model) if runbooks is None else runbooks
-    return [page(model, a, runbooks.get(a.alert), builder) for a in model.alerts()]
+def pages(model: Model, builder=None) -> list[Page]:
+    """One page per enabled alert: its written runbook, or the default page."""
+    return [page(model, a, model.spec.runbooks.get(a.alert), builder) for a in model.alerts()]
 
 
 def page(model: Model, alert: AlertRule, rb: s.Runbook | None, builder=None) -> Page:

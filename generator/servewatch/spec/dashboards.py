@@ -1,4 +1,4 @@
-"""The `dashboards:` section of the specs: what users may tune, validated with file:line errors.
+"""The `dashboards:` section of the specs: what users may tune.
 
 Panels and queries come from the signals and config; this section only chooses titles, folder,
 datasource, refresh and time range, the price used for cost per million tokens, the optional
@@ -7,12 +7,11 @@ kube_pod_labels join, the Kubernetes delivery details and which optional panels 
 
 from __future__ import annotations
 
-import difflib
 import re
+from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
-from ..errors import Location, SpecError, SpecErrors
 from .schema import Strict, _duration, _label
 
 UID_RE = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
@@ -145,178 +144,120 @@ class KubePodLabels(Strict):
     _l = field_validator("group_label")(classmethod(lambda cls, v: _label(v)))
 
 
+class Panels(Strict):
+    """Which optional panels a dashboard shows; each is on unless switched off."""
+
+    key_noun: ClassVar[str] = "optional panel"
+    lists_keys: ClassVar[bool] = True
+
+
+class VllmServingPanels(Panels):
+    cost: bool = True
+    per_engine_latency: bool = True
+    length_heatmaps: bool = True
+    prefix_cache: bool = True
+    spec_decode: bool = True
+
+
+class GpuFleetPanels(Panels):
+    sm_active: bool = True
+    nvlink: bool = True
+    pcie: bool = True
+    xid: bool = True
+
+
+class MoeDeploymentPanels(Panels):
+    alerts: bool = True
+    tokens_per_rank: bool = True
+
+
 class BoardSettings(Strict):
-    """Settings of one dashboard. `panels` switches optional panels on or off."""
+    """Settings of one dashboard; each dashboard's subclass gives its title, uid and optional panels."""
+
+    joins_pod_labels: ClassVar[bool] = False  # whether kube_pod_labels applies to this dashboard
 
     title: str
     uid: str
     refresh: str | None = None
     time: TimeRange | None = None
-    panels: dict[str, bool] = Field(default_factory=dict)
+    panels: Panels
     kube_pod_labels: KubePodLabels = KubePodLabels()
 
     _dur = field_validator("refresh")(classmethod(lambda cls, v: v if v is None else _duration(v)))
-    _u = field_validator("uid")(classmethod(lambda cls, v: _uid(v) if v else v))
+
+    @field_validator("title", "uid")
+    @classmethod
+    def _default_when_empty(cls, v, info):
+        v = v or cls.model_fields[info.field_name].default
+        return _uid(v) if info.field_name == "uid" else v
+
+    @field_validator("kube_pod_labels")
+    @classmethod
+    def _joins(cls, v):
+        if v.enabled and not cls.joins_pod_labels:
+            raise ValueError("kube_pod_labels applies to the moe-deployment dashboard only")
+        return v
 
 
-# The dashboards servewatch builds: default settings, and the optional panels each one has.
-BOARDS: dict[str, dict] = {
-    "vllm-serving": {
-        "title": "vLLM serving",
-        "uid": "servewatch-vllm-serving",
-        "optional": ("cost", "per_engine_latency", "length_heatmaps", "prefix_cache", "spec_decode"),
-    },
-    "gpu-fleet": {
-        "title": "GPU fleet (DCGM)",
-        "uid": "servewatch-gpu-fleet",
-        "optional": ("sm_active", "nvlink", "pcie", "xid"),
-    },
-    "moe-deployment": {
-        "title": "MoE deployment",
-        "uid": "servewatch-moe-deployment",
-        "optional": ("alerts", "tokens_per_rank"),
-    },
-}
+class VllmServingBoard(BoardSettings):
+    title: str = "vLLM serving"
+    uid: str = "servewatch-vllm-serving"
+    panels: VllmServingPanels = VllmServingPanels()
+
+
+class GpuFleetBoard(BoardSettings):
+    title: str = "GPU fleet (DCGM)"
+    uid: str = "servewatch-gpu-fleet"
+    panels: GpuFleetPanels = GpuFleetPanels()
+
+
+class MoeDeploymentBoard(BoardSettings):
+    joins_pod_labels: ClassVar[bool] = True
+
+    title: str = "MoE deployment"
+    uid: str = "servewatch-moe-deployment"
+    panels: MoeDeploymentPanels = MoeDeploymentPanels()
 
 
 class Settings(Strict):
+    """The `dashboards:` section: shared defaults and one entry per dashboard servewatch builds."""
+
+    key_noun: ClassVar[str] = "dashboard"
+    lists_keys: ClassVar[bool] = True
+
     defaults: Defaults = Defaults()
-    boards: dict[str, BoardSettings]
+    vllm_serving: VllmServingBoard = Field(VllmServingBoard(), alias="vllm-serving")
+    gpu_fleet: GpuFleetBoard = Field(GpuFleetBoard(), alias="gpu-fleet")
+    moe_deployment: MoeDeploymentBoard = Field(MoeDeploymentBoard(), alias="moe-deployment")
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("defaults", "vllm_serving", "gpu_fleet", "moe_deployment", mode="before")
+    @classmethod
+    def _mapping(cls, v, info):
+        if v is None:  # a key written with nothing under it keeps the defaults
+            return {}
+        if info.field_name != "defaults" and not isinstance(v, (dict, BoardSettings)):
+            raise ValueError("expected a mapping of settings")
+        return v
+
+    @property
+    def boards(self) -> dict[str, BoardSettings]:
+        """name (the key in specs/dashboards.yaml) -> its settings."""
+        return {f.alias: getattr(self, name) for name, f in type(self).model_fields.items() if f.alias}
 
     def board(self, name: str) -> BoardSettings:
         return self.boards[name]
 
     def shows(self, name: str, panel: str) -> bool:
-        return self.boards[name].panels.get(panel, True)
+        return getattr(self.board(name).panels, panel)
 
     def refresh(self, name: str) -> str:
-        return self.boards[name].refresh or self.defaults.refresh
+        return self.board(name).refresh or self.defaults.refresh
 
     def time(self, name: str) -> TimeRange:
-        return self.boards[name].time or self.defaults.time
+        return self.board(name).time or self.defaults.time
 
 
-class _BoardInput(BoardSettings):
-    """What a user writes: title and uid fall back to the built-in defaults."""
-
-    title: str = ""
-    uid: str = ""
-
-
-def _near(name: str, options) -> str:
-    close = difflib.get_close_matches(str(name), list(options), n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
-
-
-def _messages(exc: ValidationError, model: type[BaseModel]) -> list[tuple[tuple, str]]:
-    out = []
-    for err in exc.errors():
-        loc = tuple(p for p in err["loc"] if not str(p).startswith("function"))
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = f"unknown field {loc[-1]!r}" + _near(loc[-1], _fields_at(model, loc[:-1]))
-        elif err["type"] == "missing":
-            msg = f"missing required field {loc[-1]!r}"
-        out.append((loc, msg))
-    return out
-
-
-def _fields_at(model: type[BaseModel], path: tuple) -> list[str]:
-    """Field names (aliases) of the model reached by walking `path` through nested models."""
-    current = model
-    for part in path:
-        f = current.model_fields.get(str(part)) or next(
-            (fi for fi in current.model_fields.values() if fi.alias == part), None
-        )
-        if f is None:
-            return []
-        ann = f.annotation
-        for candidate in getattr(ann, "__args__", (ann,)):
-            if isinstance(candidate, type) and issubclass(candidate, BaseModel):
-                current = candidate
-                break
-        else:
-            return []
-    return [fi.alias or n for n, fi in current.model_fields.items()]
-
-
-def load_settings(spec) -> Settings:
-    """Validate the raw `dashboards:` data of a Spec; every mistake names its file, line and field."""
-    errors: list[SpecError] = []
-    raw = spec.dashboards or {}
-
-    def where(name: str, path: tuple = ()) -> Location:
-        if hasattr(spec, "locate"):
-            return spec.locate("dashboard", name, *path)
-        doc = spec.where.get(("dashboard-doc", name))  # older loaders kept the document here
-        if doc is None:
-            return Location("specs", None, ".".join(("dashboards", name) + tuple(map(str, path))))
-        return doc.locate(("dashboards", name) + tuple(path))
-
-    defaults = Defaults()
-    if "defaults" in raw:
-        try:
-            defaults = Defaults.model_validate(raw["defaults"] if raw["defaults"] is not None else {})
-        except ValidationError as exc:
-            errors.extend(SpecError(msg, where("defaults", loc)) for loc, msg in _messages(exc, Defaults))
-    boards: dict[str, BoardSettings] = {}
-    for name, value in raw.items():
-        if name == "defaults":
-            continue
-        if name not in BOARDS:
-            errors.append(
-                SpecError(
-                    f"unknown dashboard {name!r}{_near(name, ['defaults', *BOARDS])}; "
-                    f"known: defaults, {', '.join(BOARDS)}",
-                    where(name),
-                )
-            )
-            continue
-        if value is not None and not isinstance(value, dict):
-            errors.append(SpecError("expected a mapping of settings", where(name)))
-            continue
-        try:
-            board = _BoardInput.model_validate(value or {})
-        except ValidationError as exc:
-            errors.extend(SpecError(msg, where(name, loc)) for loc, msg in _messages(exc, BoardSettings))
-            continue
-        optional = BOARDS[name]["optional"]
-        for panel in board.panels:
-            if panel not in optional:
-                errors.append(
-                    SpecError(
-                        f"unknown optional panel {panel!r}{_near(panel, optional)}; "
-                        f"known: {', '.join(optional)}",
-                        where(name, ("panels", panel)),
-                    )
-                )
-        if board.kube_pod_labels.enabled and name != "moe-deployment":
-            errors.append(
-                SpecError(
-                    "kube_pod_labels applies to the moe-deployment dashboard only",
-                    where(name, ("kube_pod_labels",)),
-                )
-            )
-        boards[name] = BoardSettings(
-            title=board.title or BOARDS[name]["title"],
-            uid=board.uid or BOARDS[name]["uid"],
-            refresh=board.refresh,
-            time=board.time,
-            panels=dict(board.panels),
-            kube_pod_labels=board.kube_pod_labels,
-        )
-    for name, facts in BOARDS.items():
-        boards.setdefault(name, BoardSettings(title=facts["title"], uid=facts["uid"]))
-    uids: dict[str, str] = {}
-    for name, board in boards.items():
-        if board.uid in uids:
-            errors.append(
-                SpecError(
-                    f"uid {board.uid!r} is already used by dashboard {uids[board.uid]!r}",
-                    where(name, ("uid",)),
-                )
-            )
-        uids[board.uid] = name
-    if errors:
-        raise SpecErrors(errors)
-    return Settings(defaults=defaults, boards=boards)
+# The dashboards servewatch builds, by the name the specs and the output files use, with their defaults.
+BOARDS: dict[str, BoardSettings] = Settings().boards

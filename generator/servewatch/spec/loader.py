@@ -1,20 +1,23 @@
-"""Load a specs folder: read every file, validate it, merge, cross-check, and return one Spec.
+"""Load a specs folder: read every file, validate each against the schema, merge them into one Spec.
 
-All mistakes found are reported together, each with file, line and field; nothing downstream runs
-on a spec that did not validate.
+All mistakes found are reported together, each with file, line and field. The Spec is typed but not
+yet cross-checked: servewatch.validate checks it as a whole before anything is built from it.
 """
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from ..errors import Location, SpecError, SpecErrors
-from .schema import Config, Group, Overrides, Scenario, Signal, SpecDoc
+from .dashboards import Settings
+from .document import SpecDoc
+from .runbooks import Runbook
+from .schema import Config, Group, Overrides, Scenario, Signal
 from .source import SourceDoc, read_jsonnet, read_yaml
+from .translate import schema_errors
 
 SPEC_SUFFIXES = (".yaml", ".yml", ".jsonnet")
 
@@ -28,8 +31,8 @@ class Spec:
     groups: tuple[Group, ...]
     overrides: Overrides
     scenarios: tuple[Scenario, ...]
-    dashboards: dict
-    runbooks: dict
+    dashboards: Settings
+    runbooks: dict[str, Runbook]  # alert name -> the runbook written for it
     files: tuple[str, ...]
     where: dict  # (kind, name) -> Location of its definition
     sources: dict  # (kind, name) -> (SourceDoc, path), to locate any field below it
@@ -59,38 +62,7 @@ def _validate(doc: SourceDoc) -> tuple[SpecDoc | None, list[SpecError]]:
     try:
         return SpecDoc.model_validate(doc.data), []
     except ValidationError as exc:
-        errors = []
-        for err in exc.errors():
-            path = tuple(
-                p for p in err["loc"] if p not in ("function-after",) and not str(p).startswith("function")
-            )
-            msg = err["msg"].removeprefix("Value error, ")
-            if err["type"] == "extra_forbidden":
-                msg = f"unknown field {path[-1]!r}" + _suggest(path, doc)
-            elif err["type"] == "missing":
-                msg = f"missing required field {path[-1]!r}"
-            errors.append(SpecError(msg, doc.locate(path)))
-        return None, errors
-
-
-def _suggest(path: tuple, doc: SourceDoc) -> str:
-    """Offer the field a typo probably meant, from the model fields at that spot."""
-    known = {
-        "config": Config.model_fields,
-        "signals": Signal.model_fields,
-        "groups": Group.model_fields,
-        "scenarios": Scenario.model_fields,
-    }
-    fields = known.get(path[0]) if path else SpecDoc.model_fields
-    if path and path[0] == "groups" and "alerts" in path:
-        from .schema import Alert
-
-        fields = Alert.model_fields
-    if not fields:
-        return ""
-    names = [f.alias or n for n, f in fields.items()]
-    close = difflib.get_close_matches(str(path[-1]), names, n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
+        return None, schema_errors(exc, SpecDoc, doc)
 
 
 def load(root: Path | str) -> Spec:
@@ -114,13 +86,7 @@ def load(root: Path | str) -> Spec:
             parsed.append((doc, spec_doc))
     if errors:
         raise SpecErrors(errors)
-    spec = _merge(parsed, files)
-    from .checks import cross_check  # late import: checks uses the merged Spec
-
-    problems = cross_check(spec)
-    if problems:
-        raise SpecErrors(problems)
-    return spec
+    return _merge(parsed, files)
 
 
 def _merge(parsed: list[tuple[SourceDoc, SpecDoc]], files: list[Path]) -> Spec:
@@ -132,8 +98,8 @@ def _merge(parsed: list[tuple[SourceDoc, SpecDoc]], files: list[Path]) -> Spec:
     groups: list[Group] = []
     scenarios: list[Scenario] = []
     overrides = {"alerts": {}, "groups": {}, "scenarios": {}}
-    dashboards: dict = {}
-    runbooks: dict = {}
+    dashboards: dict = {}  # field name -> the settings one file gave
+    runbooks: dict[str, Runbook] = {}
 
     def claim(kind: str, name: str, doc: SourceDoc, path: tuple) -> bool:
         loc = doc.locate(path)
@@ -166,10 +132,14 @@ def _merge(parsed: list[tuple[SourceDoc, SpecDoc]], files: list[Path]) -> Spec:
                 for name, ov in getattr(sd.overrides, section).items():
                     if claim(f"override of {section[:-1]}", name, doc, ("overrides", section, name)):
                         overrides[section][name] = ov
-        for section, target in (("dashboards", dashboards), ("runbooks", runbooks)):
-            for name, value in (getattr(sd, section) or {}).items():
-                if claim(section[:-1], name, doc, (section, name)):
-                    target[name] = value
+        if sd.dashboards is not None:
+            for field in [f for f in Settings.model_fields if f in sd.dashboards.model_fields_set]:
+                key = Settings.model_fields[field].alias or field
+                if claim("dashboard", key, doc, ("dashboards", key)):
+                    dashboards[field] = getattr(sd.dashboards, field)
+        for name, runbook in (sd.runbooks or {}).items():
+            if claim("runbook", name, doc, ("runbooks", name)):
+                runbooks[name] = runbook
     if errors:
         raise SpecErrors(errors)
     return Spec(
@@ -178,7 +148,7 @@ def _merge(parsed: list[tuple[SourceDoc, SpecDoc]], files: list[Path]) -> Spec:
         groups=tuple(groups),
         overrides=Overrides(**overrides),
         scenarios=tuple(scenarios),
-        dashboards=dashboards,
+        dashboards=Settings(**dashboards),
         runbooks=runbooks,
         files=tuple(f.as_posix() for f in files),
         where=where,

@@ -224,20 +224,6 @@ Query = Annotated[
     ],
     Field(discriminator="kind"),
 ]
-QUERY_KINDS = (
-    "signal",
-    "quantile",
-    "mean",
-    "rate",
-    "ratio",
-    "gauge",
-    "trend",
-    "imbalance",
-    "names",
-    "labels",
-    "up",
-    "absence",
-)
 
 
 # -- thresholds and steps -------------------------------------------------------------------

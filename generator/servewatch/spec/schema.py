@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -35,7 +35,14 @@ Duration = Annotated[str, Field(description="Prometheus duration")]
 
 
 class Strict(BaseModel):
+    """The base of every spec model: unknown keys are mistakes, and a validated spec never changes."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # How spec/translate.py words an unknown key here: "unknown <key_noun> 'x'", with the known
+    # keys listed after it when `lists_keys` (for a fixed set of names rather than fields).
+    key_noun: ClassVar[str] = "field"
+    lists_keys: ClassVar[bool] = False
 
 
 class DcgmProfile(Strict):
@@ -282,15 +289,3 @@ class Scenario(Strict):
     expect: tuple[Expectation, ...]
 
     _dur = field_validator("interval")(classmethod(lambda cls, v: _duration(v)))
-
-
-class SpecDoc(Strict):
-    """One file's worth; the loader merges several into a Spec."""
-
-    config: Config | None = None
-    signals: dict[str, Signal] = Field(default_factory=dict)
-    groups: tuple[Group, ...] = ()
-    overrides: Overrides | None = None
-    scenarios: tuple[Scenario, ...] = ()
-    dashboards: dict | None = None  # validated by the dashboards layer
-    runbooks: dict | None = None  # validated by the runbooks layer

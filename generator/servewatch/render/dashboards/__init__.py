@@ -9,12 +9,14 @@ through the builder's selectors, so they apply to every raw series a panel reads
   board.py          the frame each dashboard builder starts from
   panels.py         time series, stat, table and threshold shorthands
   vllm_serving.py   gpu_fleet.py   moe_deployment.py      one module per dashboard
-  delivery.py       classic JSON, import variant, provisioning, ConfigMap, GrafanaDashboard; link check
+  delivery.py       classic JSON, import variant, provisioning, ConfigMap, GrafanaDashboard
+
+The validation stage (servewatch/validation/) builds the dashboards once with `build` and checks
+their links; `render` only delivers what was built.
 """
 
 from __future__ import annotations
 
-from ...spec.dashboards import Settings, load_settings
 from ...model import Model
 from . import delivery
 from .context import DashboardContext, Roles
@@ -23,8 +25,6 @@ from .delivery import (
     GENERATED,
     GRAFANA_MIN_VERSION,
     PROVIDER_PATH,
-    check_alert_links,
-    check_panel_links,
     import_variant,
     k8s_name,
     kubernetes,
@@ -48,9 +48,7 @@ __all__ = [
     "MoeDeployment",
     "Roles",
     "VllmServing",
-    "check_alert_links",
-    "check_panel_links",
-    "dashboards",
+    "build",
     "import_variant",
     "k8s_name",
     "kubernetes",
@@ -60,16 +58,12 @@ __all__ = [
 ]
 
 
-def dashboards(model: Model, settings: Settings | None = None) -> dict[str, dict]:
-    """name -> classic dashboard dict, once the alerts' and the panels' dashboard links resolve."""
-    settings = settings or load_settings(model.spec)
-    ctx = DashboardContext(model, settings)
-    boards = {cls.name: cls(ctx).build().to_dict() for cls in BUILDERS}
-    check_alert_links(model, settings, boards)
-    check_panel_links(model, boards)
-    return boards
+def build(model: Model) -> dict[str, dict]:
+    """name -> classic dashboard dict, from the model and its `dashboards:` settings."""
+    ctx = DashboardContext(model, model.spec.dashboards)
+    return {cls.name: cls(ctx).build().to_dict() for cls in BUILDERS}
 
 
-def render(model: Model) -> dict[str, str]:
-    settings = load_settings(model.spec)
-    return delivery.files(settings, dashboards(model, settings), model.config.scrape_interval)
+def render(model: Model, boards: dict[str, dict]) -> dict[str, str]:
+    """Every delivery form of the dashboards `build` made."""
+    return delivery.files(model.spec.dashboards, boards, model.config.scrape_interval)

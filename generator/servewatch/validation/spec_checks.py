@@ -1,25 +1,20 @@
 """Cross-file checks on a merged spec: every reference resolves, every metric is in the catalog,
-every template is in the supported subset, every alert is proven by scenarios."""
+every template is in the supported subset, every alert is proven by scenarios, every dashboard has
+its own uid."""
 
 from __future__ import annotations
-
-import difflib
 
 from .. import catalog as catalog_mod
 from .. import templates
 from ..errors import SpecError
 from ..promql import builders as b
 from ..signals import DCGM_FIELDS, Labels
+from ..spec.translate import did_you_mean
 
 METRIC_FIELDS = ("metric", "numerator", "partner")
 
 
-def _near(name: str, options) -> str:
-    close = difflib.get_close_matches(name, list(options), n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
-
-
-def cross_check(spec) -> list[SpecError]:
+def spec_problems(spec) -> list[SpecError]:
     errors: list[SpecError] = []
     cat = catalog_mod.load()
     tokens = Labels(spec.config).tokens()
@@ -62,7 +57,7 @@ def cross_check(spec) -> list[SpecError]:
         for rec in group.records:
             if rec not in spec.signals:
                 err(
-                    f"group records unknown signal {rec!r}{_near(rec, spec.signals)}",
+                    f"group records unknown signal {rec!r}{did_you_mean(rec, spec.signals)}",
                     ("group", group.name),
                     "records",
                 )
@@ -70,7 +65,11 @@ def cross_check(spec) -> list[SpecError]:
             key = ("alert", alert.alert)
             if alert.signal:
                 if alert.signal not in spec.signals:
-                    err(f"unknown signal {alert.signal!r}{_near(alert.signal, spec.signals)}", key, "signal")
+                    err(
+                        f"unknown signal {alert.signal!r}{did_you_mean(alert.signal, spec.signals)}",
+                        key,
+                        "signal",
+                    )
                     continue
                 if alert.signal not in group.records:
                     err(
@@ -116,7 +115,7 @@ def cross_check(spec) -> list[SpecError]:
         for name in getattr(spec.overrides, section):
             if name not in known:
                 err(
-                    f"override of unknown {section[:-1]} {name!r}{_near(name, known)}",
+                    f"override of unknown {section[:-1]} {name!r}{did_you_mean(name, known)}",
                     (f"override of {section[:-1]}", name),
                 )
 
@@ -132,7 +131,7 @@ def cross_check(spec) -> list[SpecError]:
         key = ("scenario", scenario.name)
         if scenario.alert not in alert_names:
             err(
-                f"scenario names unknown alert {scenario.alert!r}{_near(scenario.alert, alert_names)}",
+                f"scenario names unknown alert {scenario.alert!r}{did_you_mean(scenario.alert, alert_names)}",
                 key,
                 "alert",
             )
@@ -140,7 +139,7 @@ def cross_check(spec) -> list[SpecError]:
             name = exp.alert or scenario.alert
             if name not in alert_names:
                 err(
-                    f"expectation names unknown alert {name!r}{_near(name, alert_names)}",
+                    f"expectation names unknown alert {name!r}{did_you_mean(name, alert_names)}",
                     key,
                     "expect",
                     ei,
@@ -169,6 +168,22 @@ def cross_check(spec) -> list[SpecError]:
                     "scenario; add one under scenarios:",
                     ("alert", alert.alert),
                 )
+    errors.extend(_dashboard_problems(spec))
+    return errors
+
+
+def _dashboard_problems(spec) -> list[SpecError]:
+    uids: dict[str, str] = {}
+    errors = []
+    for name, board in spec.dashboards.boards.items():
+        if board.uid in uids:
+            errors.append(
+                SpecError(
+                    f"uid {board.uid!r} is already used by dashboard {uids[board.uid]!r}",
+                    spec.locate("dashboard", name, "uid"),
+                )
+            )
+        uids[board.uid] = name
     return errors
 
 

@@ -1,0 +1,19 @@
+"""What one spec file may hold: every section's schema. The loader merges several into a Spec."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from .dashboards import Settings
+from .runbooks import Runbook
+from .schema import Config, Group, Overrides, Scenario, Signal, Strict
+
+
+class SpecDoc(Strict):
+    config: Config | None = None
+    signals: dict[str, Signal] = Field(default_factory=dict)
+    groups: tuple[Group, ...] = ()
+    overrides: Overrides | None = None
+    scenarios: tuple[Scenario, ...] = ()
+    dashboards: Settings | None = None
+    runbooks: dict[str, Runbook] | None = None  # alert name -> its runbook

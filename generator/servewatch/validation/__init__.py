@@ -1,0 +1,59 @@
+"""The validation stage: generation is load -> validate -> render.
+
+  load      spec/loader.py      read every spec file, validate it against the schemas in spec/, merge
+  validate  this package        check the whole model, build once what the checks need
+  render    render/             format what was validated; renderers check nothing
+
+Everything a spec can get wrong is found here, before anything is rendered, each problem with its
+file, line and field:
+
+  spec_checks.py      signals, alerts, scenarios, overrides and dashboard uids against each other
+  runbook_checks.py   each runbook against its alert, the signals, the catalog and its own steps
+  dashboard_links.py  alert, runbook and dashboard links against the dashboards as built
+
+The dashboards are built here (their links can only be checked on what was built) and handed to the
+renderer, so they are built once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import SpecErrors
+from ..model import Model
+from ..render import dashboards
+from ..spec.loader import Spec
+from .dashboard_links import alert_link_problems, check_board_links, runbook_link_problems
+from .runbook_checks import runbook_problems
+from .spec_checks import spec_problems
+
+
+@dataclass(frozen=True)
+class Validated:
+    """A model that passed every check, with the dashboards built for it."""
+
+    model: Model
+    dashboards: dict[str, dict]  # name -> classic dashboard JSON data
+    links: int  # links checked: alert -> dashboard, runbook -> dashboard, dashboard -> dashboard
+
+
+def validate(spec: Spec) -> Validated:
+    """Check `spec` as a whole; raise SpecErrors with every problem found (ServewatchError for a
+    broken link between dashboards, which servewatch builds itself)."""
+    model = Model(spec)
+    problems = spec_problems(spec)
+    if problems:  # the runbooks refer to signals and alerts: check them against a sound spec only
+        raise SpecErrors(problems)
+    problems = runbook_problems(model)
+    if problems:
+        raise SpecErrors(problems)
+    boards = dashboards.build(model)
+    links = 0
+    for link_problems in (alert_link_problems, runbook_link_problems):
+        found, checked = link_problems(model, boards)
+        problems += found
+        links += checked
+    if problems:
+        raise SpecErrors(problems)
+    links += check_board_links(model, boards)
+    return Validated(model, boards, links)

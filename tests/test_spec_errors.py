@@ -180,3 +180,94 @@ def test_firing_expectation_without_the_value_its_description_shows(specs_copy):
     _replace(f, "            value: 0.97\n", "")
     msgs = _errors(specs_copy)
     assert any("scenarios[0].expect[1].firing[0]" in m and "shows $value" in m for m in msgs), msgs
+
+
+# -- one translator for every schema: "did you mean" at any depth ----------------------------------------
+
+# DCGMExporterDown's first step, up to the end of its query's kind (in no YAML alias: reported once)
+TARGETS_DOWN_STEP = "`config.targets.dcgm` at all.\n        query: {kind: absence"
+
+
+@pytest.mark.parametrize(
+    "file, old, new, where, message",
+    [
+        (
+            "config.yaml",
+            "    fb_units: mib",
+            "    fb_unit: mib",
+            "config.dcgm.fb_unit",
+            "unknown field 'fb_unit'; did you mean 'fb_units'?",
+        ),
+        (
+            "alerts/gpu.yaml",
+            "absence: {kind: target_down, source: dcgm}",
+            "absence: {kind: target_down, sorce: dcgm}",
+            "groups[1].alerts[0].absence.sorce",
+            "unknown field 'sorce'; did you mean 'source'?",
+        ),
+        (
+            "alerts/gpu.yaml",
+            "absence: {kind: target_down, source: dcgm}",
+            "absence: {kind: target_dwn, source: dcgm}",
+            "groups[1].alerts[0].absence.kind",
+            "Input should be 'partner_missing', 'target_down', 'metrics_absent' or 'inputs_missing'; "
+            "did you mean 'target_down'?",
+        ),
+        (
+            "dashboards.yaml",
+            "      resync_period: 10m",
+            "      resync_perod: 10m",
+            "dashboards.defaults.kubernetes.resync_perod",
+            "unknown field 'resync_perod'; did you mean 'resync_period'?",
+        ),
+        (
+            "runbooks.yaml",
+            "        unhealthy: {alert: 0.97}",
+            "        unhealthy: {alerts: 0.97}",
+            "runbooks.GPUFramebufferUsageHigh.steps[3].unhealthy.alerts",
+            "unknown field 'alerts'; did you mean 'alert'?",
+        ),
+        (
+            "runbooks.yaml",
+            TARGETS_DOWN_STEP + "}\n        unit: count\n        empty: healthy",
+            TARGETS_DOWN_STEP + "}\n        unit: count\n        empty: helthy",
+            "runbooks.DCGMExporterDown.steps[0].empty",
+            "Input should be 'healthy', 'suspicious', 'unhealthy', 'no-data' or 'info'; "
+            "did you mean 'healthy'?",
+        ),
+        (
+            "runbooks.yaml",
+            TARGETS_DOWN_STEP + "}",
+            TARGETS_DOWN_STEP + ", sorce: dcgm}",
+            "runbooks.DCGMExporterDown.steps[0].query.sorce",
+            "unknown field 'sorce'; did you mean 'source'?",
+        ),
+        (
+            "runbooks.yaml",
+            TARGETS_DOWN_STEP + "}",
+            TARGETS_DOWN_STEP.replace("absence", "absense") + "}",
+            "runbooks.DCGMExporterDown.steps[0].query",
+            "unknown query kind 'absense'; did you mean 'absence'?; use one of signal, quantile,",
+        ),
+    ],
+    ids=[
+        "config-dcgm-key",
+        "alert-absence-key",
+        "alert-absence-kind-value",
+        "dashboards-defaults-key",
+        "runbook-threshold-key",
+        "runbook-verdict-value",
+        "runbook-query-key",
+        "runbook-query-kind",
+    ],
+)
+def test_misspelt_key_or_value_at_depth_names_the_right_one(specs_copy, file, old, new, where, message):
+    path = specs_copy / file
+    text = path.read_text()
+    assert text.count(old) == 1, f"test setup: {old!r} is not once in {path}"
+    path.write_text(text.replace(old, new))
+    first_change = next(i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b)
+    line = text[: text.index(old) + first_change].count("\n") + 1
+    expected = f"{path.as_posix()}:{line}: {where}: {message}"
+    msgs = _errors(specs_copy)
+    assert any(m.startswith(expected) for m in msgs), (expected, msgs)

@@ -1,0 +1,89 @@
+"""The validation stage: generation is load -> validate -> render, each thing is built once, and
+`servewatch check` validates everything (dashboards, runbooks and the links between them too)
+without rendering or writing a file."""
+
+from __future__ import annotations
+
+import re
+
+from servewatch import generate
+from servewatch.render import dashboards
+from servewatch.spec.dashboards import BOARDS
+from servewatch.spec.loader import load
+
+
+def test_generation_builds_each_dashboard_once(repo, monkeypatch):
+    calls = {cls.name: 0 for cls in dashboards.BUILDERS}
+    for cls in dashboards.BUILDERS:
+
+        def counted(self, build=cls.build):
+            calls[self.name] += 1
+            return build(self)
+
+        monkeypatch.setattr(cls, "build", counted)
+    _, files = generate.build(repo / "specs")
+    assert calls == {name: 1 for name in BOARDS}
+    assert {f"dashboards/{name}.json" for name in BOARDS} <= set(files)
+
+
+def _empty_dir(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    return work
+
+
+def test_check_says_what_it_checked_and_writes_nothing(specs_copy, tmp_path, servewatch):
+    work = _empty_dir(tmp_path)
+    res = servewatch("check", "--specs", specs_copy, cwd=work)  # --out defaults to the cwd
+    assert res.returncode == 0, res.stderr
+    assert not any(work.iterdir())
+
+    spec = load(specs_copy)
+    alerts = [a for g in spec.groups for a in g.alerts]
+    m = re.search(
+        r"(\d+) alerts, \d+ recording rules, (\d+) scenarios, (\d+) dashboards, (\d+) runbooks "
+        r"\((\d+) steps\), (\d+) links between alerts, dashboards and runbooks",
+        res.stdout,
+    )
+    assert m, res.stdout
+    assert int(m.group(1)) == len(alerts)
+    assert int(m.group(2)) == len(spec.scenarios)
+    assert int(m.group(3)) == len(BOARDS)
+    assert int(m.group(4)) == len(spec.runbooks)
+    assert int(m.group(5)) == sum(len(rb.steps) for rb in spec.runbooks.values())
+    # at least every alert's and every runbook's dashboard link, besides the dashboards' own
+    least = sum(1 for a in alerts if a.dashboard) + sum(len(rb.dashboards) for rb in spec.runbooks.values())
+    assert int(m.group(6)) > least
+
+
+def _edit(path, old: str, new: str) -> int:
+    """Replace `old` (once in the file) by `new`; the line it is on."""
+    text = path.read_text()
+    assert text.count(old) == 1, f"test setup: {old!r} is not once in {path}"
+    path.write_text(text.replace(old, new))
+    return text[: text.index(old)].count("\n") + 1
+
+
+def test_check_reports_dashboards_and_runbooks_problems_without_writing(specs_copy, tmp_path, servewatch):
+    dash_line = _edit(specs_copy / "dashboards.yaml", "refresh: 30s", "refresh: soon")
+    # a runbook link to a dashboard variable that does not exist: found only on the dashboards as built
+    rb_line = _edit(
+        specs_copy / "runbooks.yaml",
+        'vars: {host: "[[host]]", uuid: UUID}}',
+        'vars: {host: "[[host]]", uuid: UUID, nmspace: namespace}}',
+    )
+    work = _empty_dir(tmp_path)
+    res = servewatch("check", "--specs", specs_copy, cwd=work)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert f"dashboards.yaml:{dash_line}: dashboards.defaults.refresh: " in res.stderr, res.stderr
+    assert not any(work.iterdir())
+
+    # with the settings fixed, the link between a runbook and a dashboard is checked too
+    _edit(specs_copy / "dashboards.yaml", "refresh: soon", "refresh: 30s")
+    res = servewatch("check", "--specs", specs_copy, cwd=work)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert (
+        f"runbooks.yaml:{rb_line}: runbooks.GPUFramebufferMetricsMissing.dashboards[0].vars.nmspace: "
+        "dashboard 'servewatch-gpu-fleet' has no variable 'nmspace'"
+    ) in res.stderr, res.stderr
+    assert not any(work.iterdir())

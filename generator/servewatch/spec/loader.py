@@ -34,13 +34,12 @@ class Spec:
     dashboards: Settings
     runbooks: dict[str, Runbook]  # alert name -> the runbook written for it
     files: tuple[str, ...]
-    where: dict  # (kind, name) -> Location of its definition
     sources: dict  # (kind, name) -> (SourceDoc, path), to locate any field below it
 
     def locate(self, kind: str, name: str, *sub) -> Location:
         """file:line of a field of a named thing, e.g. locate("signal", "x", "metric")."""
-        if (kind, name) not in self.sources:
-            return self.where.get((kind, name), Location("specs"))
+        if (kind, name) not in self.sources:  # not written in the specs: a default
+            return Location("specs")
         doc, path = self.sources[(kind, name)]
         return doc.locate(path + tuple(sub))
 
@@ -151,6 +150,5 @@ def _merge(parsed: list[tuple[SourceDoc, SpecDoc]], files: list[Path]) -> Spec:
         dashboards=Settings(**dashboards),
         runbooks=runbooks,
         files=tuple(f.as_posix() for f in files),
-        where=where,
         sources=sources,
     )

@@ -42,15 +42,12 @@ def _message(err: dict, path: tuple, landed, holder) -> str:
         return f"unknown {noun} {path[-1]!r}{did_you_mean(path[-1], keys)}{known}"
     if kind == "missing":
         return f"missing required field {path[-1]!r}"
-    if kind == "union_tag_not_found":
-        return f"missing required field {ctx['discriminator']}"
-    if kind == "union_tag_invalid":
+    if kind in ("union_tag_not_found", "union_tag_invalid"):  # a union told apart by one field
+        discriminator = ctx["discriminator"].strip("'")
+        if kind == "union_tag_not_found":
+            return f"missing required field {discriminator!r}"
         tags = [t.strip().strip("'") for t in ctx["expected_tags"].split(",")]
-        what = (
-            f"{path[-1]} {ctx['discriminator'].strip(chr(39))}"
-            if path and isinstance(path[-1], str)
-            else "tag"
-        )
+        what = f"{path[-1]} {discriminator}" if path and isinstance(path[-1], str) else discriminator
         return f"unknown {what} {ctx['tag']!r}{did_you_mean(ctx['tag'], tags)}; use one of {', '.join(tags)}"
     message = err["msg"].removeprefix("Value error, ")
     if kind == "literal_error" and get_origin(landed) is Literal:
@@ -123,10 +120,7 @@ def _member(members: tuple, discriminator: str | None, tag):
 
 
 def _field(model: type[BaseModel], key):
-    return next(
-        (f for name, f in model.model_fields.items() if key in (name, f.alias)),
-        None,
-    )
+    return next((f for name, f in model.model_fields.items() if key in (name, f.alias)), None)
 
 
 def _keys(model: type[BaseModel]) -> list[str]:

@@ -2,17 +2,18 @@
 
   load      spec/loader.py      read every spec file, validate it against the schemas in spec/, merge
   validate  this package        check the whole model, build once what the checks need
-  render    render/             format what was validated; renderers check nothing
+  render    render/             format what was validated
 
-Everything a spec can get wrong is found here, before anything is rendered, each problem with its
-file, line and field:
+What the schemas cannot see is found here, before anything is rendered, each problem with its file,
+line and field:
 
   spec_checks.py      signals, alerts, scenarios, overrides and dashboard uids against each other
   runbook_checks.py   each runbook against its alert, the signals, the catalog and its own steps
   dashboard_links.py  alert, runbook and dashboard links against the dashboards as built
 
 The dashboards are built here (their links can only be checked on what was built) and handed to the
-renderer, so they are built once.
+renderer, so they are built once. The renderers check nothing, with one exception only rendering can
+know: a dashboard ConfigMap over Kubernetes' 1 MiB object limit (render/dashboards/delivery.py).
 """
 
 from __future__ import annotations

@@ -6,28 +6,22 @@ thing share one expression (or its recording rule).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
 from . import catalog as catalog_mod
+from .catalog.exporter import DcgmFacts, ExporterProfile, WorkloadLabels
 from .promql import builders as b
 from .spec.schema import Config, Signal
-
-# Logical DCGM field names -> the metric name each exporter profile emits.
-DCGM_FIELDS = {
-    "fb_used": {"mib": "DCGM_FI_DEV_FB_USED", "bytes": "DCGM_FI_DEV_FB_USED_BYTES"},
-    "fb_free": {"mib": "DCGM_FI_DEV_FB_FREE", "bytes": "DCGM_FI_DEV_FB_FREE_BYTES"},
-    "fb_reserved": {"mib": "DCGM_FI_DEV_FB_RESERVED", "bytes": "DCGM_FI_DEV_FB_RESERVED_BYTES"},
-}
-
-# A vLLM gauge every running engine exports (unless --disable-log-stats): the liveness probe.
-VLLM_LIVENESS_METRIC = "vllm:num_requests_running"
 
 
 @dataclass(frozen=True)
 class Labels:
-    """Label names resolved from config: what identifies a GPU, an engine, a model."""
+    """Names resolved from config and the catalog: what identifies a GPU, an engine, a model, and what
+    the configured exporter profile calls each DCGM field and label."""
 
     config: Config
+    catalog: catalog_mod.Catalog = field(default_factory=catalog_mod.load)
 
     def _cluster(self) -> list[str]:
         return [self.config.cluster_label] if self.config.cluster_label else []
@@ -40,28 +34,48 @@ class Labels:
         }
         return self._cluster() + list(ident[level])
 
+    # -- the exporter ----------------------------------------------------------------------
+    @property
+    def dcgm(self) -> DcgmFacts:
+        return self.catalog.dcgm
+
+    @cached_property
+    def profile(self) -> ExporterProfile:
+        """The configured exporter profile, with config.dcgm.metric_names applied."""
+        cfg = self.config.dcgm
+        return self.dcgm.profile(cfg.fb_units).with_names(cfg.metric_names)
+
     @property
     def host(self) -> str:
         return self.config.dcgm.hostname_label
 
     @property
+    def host_spellings(self) -> list[str]:
+        """Every spelling of the host label: a fleet mid-upgrade carries more than one."""
+        return list(self.dcgm.host_labels)
+
+    @property
+    def workload(self) -> WorkloadLabels:
+        return self.dcgm.workload_labels[self.config.dcgm.workload_labels]
+
+    @property
     def workload_namespace(self) -> str:
-        return "exported_namespace" if self.config.dcgm.workload_labels == "exported" else "namespace"
+        return self.workload.namespace
 
     @property
     def workload_pod(self) -> str:
-        return "exported_pod" if self.config.dcgm.workload_labels == "exported" else "pod"
+        return self.workload.pod
 
     def gpu_context(self) -> list[str]:
         """Descriptive labels shown with a GPU: stable for a GPU except the pod holding it."""
         ident = set(self.identity("gpu"))
-        # both host spellings: a fleet in the middle of the 4.6 exporter upgrade carries either one
+        gpu = self.dcgm.labels
+        # every host spelling: a fleet in the middle of the 4.6 exporter upgrade carries either one
         wanted = [
-            "Hostname",
-            "hostname",
-            "gpu",
-            "GPU_I_PROFILE",
-            "modelName",
+            *self.host_spellings,
+            gpu.gpu,
+            gpu.mig_profile,
+            gpu.model,
             self.workload_namespace,
             self.workload_pod,
         ]
@@ -71,17 +85,17 @@ class Labels:
         return self._cluster() + ["job", "instance"]
 
     def tokens(self) -> dict[str, str]:
-        """Placeholders usable in descriptions and scenarios as [[name]]."""
+        """Placeholders usable in descriptions and scenarios as [[name]]: label roles and the metric
+        name of every DCGM field the configured profile names."""
+        fields = {f: n.name for f, n in self.profile.metrics.items()}
+        renamed = self.dcgm.other_profile(self.profile.name)
         return {
+            **fields,
             "host": self.host,
             "workload_namespace": self.workload_namespace,
             "workload_pod": self.workload_pod,
-            "fb_used": DCGM_FIELDS["fb_used"][self.config.dcgm.fb_units],
-            "fb_free": DCGM_FIELDS["fb_free"][self.config.dcgm.fb_units],
-            # the name the *other* exporter generation uses: what a rename looks like from here
-            "fb_used_renamed": DCGM_FIELDS["fb_used"][
-                "bytes" if self.config.dcgm.fb_units == "mib" else "mib"
-            ],
+            # the name another exporter generation uses: what a rename looks like from here
+            **({"fb_used_renamed": renamed.metric("fb_used")} if renamed.has("fb_used") else {}),
             "cluster": self.config.cluster_label or "cluster",
         }
 
@@ -89,15 +103,32 @@ class Labels:
 class SignalBuilder:
     def __init__(self, config: Config, catalog: catalog_mod.Catalog | None = None):
         self.config = config
-        self.labels = Labels(config)
         self.catalog = catalog or catalog_mod.load()
+        self.labels = Labels(config, self.catalog)
 
     # -- names and selectors -------------------------------------------------------------
+    @property
+    def liveness(self) -> str:
+        """The vLLM gauge every running engine exports."""
+        return self.catalog.vllm_liveness
+
+    def is_dcgm_field(self, name: str) -> bool:
+        return name in self.catalog.dcgm.fields
+
     def metric_name(self, name: str) -> str:
-        field = DCGM_FIELDS.get(name)
-        return field[self.config.dcgm.fb_units] if field else name
+        """A DCGM field's metric name in the configured profile; any other name as it is."""
+        return self.labels.profile.metric(name) if self.is_dcgm_field(name) else name
+
+    def unit(self, name: str) -> str | None:
+        """The catalog unit of a field (in the configured profile) or metric."""
+        if self.is_dcgm_field(name):
+            return self.labels.profile.unit(name)
+        entry = self.catalog.lookup(name)
+        return entry.unit if entry else None
 
     def source(self, metric: str) -> str:
+        if self.labels.profile.field_of(metric):  # configured names need not be in the catalog
+            return "dcgm"
         entry = self.catalog.lookup(metric)
         return entry.source if entry else "vllm"
 
@@ -190,7 +221,7 @@ class SignalBuilder:
     def inputs_missing(self, source: str, metrics: list[str]) -> str:
         """Targets that export the liveness metric but not one of the inputs (a rename or removal)."""
         target = self.labels.target()
-        live = b.agg("group", target, self.select(VLLM_LIVENESS_METRIC))
+        live = b.agg("group", target, self.select(self.liveness))
         return b.any_of(
             *(
                 f"label_replace({b.unless(live, b.agg('group', target, self.select(m)), target)}, "
@@ -215,5 +246,5 @@ class SignalBuilder:
         target = self.labels.target()
         keep = target + ["namespace", "pod"]
         up = b.agg("max", keep, self.up(source))
-        liveness = b.agg("group", target, self.select(VLLM_LIVENESS_METRIC))
+        liveness = b.agg("group", target, self.select(self.liveness))
         return b.any_of(f"{up} == 0", b.unless(f"{up} == 1", liveness, target))

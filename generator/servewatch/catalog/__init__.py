@@ -1,6 +1,8 @@
 """Metric facts as data: which names exist, their type, labels and unit, and what was renamed.
 
-The catalogs are YAML files beside this module, so a new exporter release is a data change.
+The catalogs are YAML files beside this module, so a new exporter release is a data change. The DCGM
+metrics are not listed one by one: they are every name an exporter profile of dcgm.yaml gives a field
+(see exporter.py), so a profile added there is known to every check that reads the catalog.
 """
 
 from __future__ import annotations
@@ -11,7 +13,13 @@ from functools import cache
 from importlib import resources
 
 import yaml
+from pydantic import ValidationError
 
+from ..errors import ServewatchError
+from .exporter import DcgmFacts, ExporterProfile, FieldName
+
+# Where the catalog files are read from; a test may point it at a scratch copy (then load.cache_clear()).
+DIRECTORY = resources.files(__package__)
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 SOURCES = ("vllm", "dcgm", "kube")
 
@@ -34,8 +42,14 @@ class Rename:
     gone_in: str
 
 
+class CatalogError(ServewatchError):
+    """A catalog file that does not describe what the code needs (a bad edit of catalog/*.yaml)."""
+
+
 @dataclass(frozen=True)
 class Catalog:
+    dcgm: DcgmFacts
+    vllm_liveness: str  # the gauge every running vLLM engine exports
     metrics: dict[str, Metric] = field(default_factory=dict)
     renamed: dict[str, Rename] = field(default_factory=dict)
 
@@ -69,11 +83,14 @@ class Catalog:
         return f"metric {name!r} is not in the vLLM/DCGM catalogs{hint}"
 
 
-def _load_source(source: str) -> tuple[dict[str, Metric], dict[str, Rename]]:
-    raw = yaml.safe_load(resources.files(__package__).joinpath(f"{source}.yaml").read_text())
+def _read(source: str) -> dict:
+    return yaml.safe_load(DIRECTORY.joinpath(f"{source}.yaml").read_text())
+
+
+def _load_source(raw: dict, source: str) -> tuple[dict[str, Metric], dict[str, Rename]]:
     named_buckets = raw.get("buckets", {})
     metrics = {}
-    for name, facts in raw["metrics"].items():
+    for name, facts in (raw.get("metrics") or {}).items():
         buckets = named_buckets.get(facts.get("buckets")) if facts.get("buckets") else None
         metrics[name] = Metric(
             name=name,
@@ -91,12 +108,45 @@ def _load_source(source: str) -> tuple[dict[str, Metric], dict[str, Rename]]:
     return metrics, renamed
 
 
+def load_dcgm_facts(raw: dict) -> DcgmFacts:
+    try:
+        return DcgmFacts.model_validate({k: raw.get(k) for k in DcgmFacts.model_fields})
+    except ValidationError as exc:
+        problems = [f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
+        raise CatalogError("catalog/dcgm.yaml: " + "; ".join(problems)) from None
+
+
+def profile_metrics(facts: DcgmFacts) -> dict[str, Metric]:
+    """Each name a profile gives a field, as a catalog metric (one name is one field: see DcgmFacts)."""
+    out = {}
+    for profile in facts.profiles.values():
+        for field_name, named in profile.metrics.items():
+            f = facts.field(field_name)
+            out[named.name] = Metric(
+                name=named.name,
+                source="dcgm",
+                type=f.type,
+                labels=f.extra_labels,
+                unit=named.unit,
+                optional=f.optional,
+            )
+    return out
+
+
 @cache
 def load() -> Catalog:
     metrics: dict[str, Metric] = {}
     renamed: dict[str, Rename] = {}
+    raw = {source: _read(source) for source in SOURCES}
+    dcgm = load_dcgm_facts(raw["dcgm"])
     for source in SOURCES:
-        m, r = _load_source(source)
-        metrics.update(m)
+        m, r = _load_source(raw[source], source)
+        metrics.update(profile_metrics(dcgm) if source == "dcgm" else m)
         renamed.update(r)
-    return Catalog(metrics=metrics, renamed=renamed)
+    liveness = raw["vllm"].get("liveness")
+    if liveness not in metrics:
+        raise CatalogError(f"catalog/vllm.yaml: liveness: {liveness!r} is not a vLLM metric of the catalog")
+    return Catalog(dcgm=dcgm, vllm_liveness=liveness, metrics=metrics, renamed=renamed)
+
+
+__all__ = ["Catalog", "CatalogError", "ExporterProfile", "FieldName", "Metric", "Rename", "load"]

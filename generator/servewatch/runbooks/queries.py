@@ -12,26 +12,12 @@ import re
 from typing import Iterable
 
 from ..promql import builders as b
-from ..signals import DCGM_FIELDS, SignalBuilder
+from ..signals import SignalBuilder
 from ..spec.schema import Config
 from ..spec import runbooks as s
 
 # Labels Prometheus (prometheus-operator) attaches to every scraped series.
 TARGET_LABELS = ("job", "instance", "namespace", "pod", "container", "service", "endpoint")
-# dcgm-exporter's own label layout (reference dcgm.md §2.1), both hostname spellings.
-DCGM_LABELS = (
-    "gpu",
-    "UUID",
-    "GPU_I_ID",
-    "GPU_I_PROFILE",
-    "modelName",
-    "pci_bus_id",
-    "device",
-    "Hostname",
-    "hostname",
-    "DCGM_FI_DRIVER_VERSION",
-    "DCGM_FI_SYSTEM_DRIVER_VERSION",
-)
 FILTER_RE = re.compile(r"^\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)(.*)$", re.S)
 
 
@@ -61,32 +47,30 @@ class ScopedBuilder(SignalBuilder):
     # which labels a series may carry, so a filter is only applied where it can match
     def _known(self, metric: str) -> tuple[set[str], dict[str, str]]:
         cluster = {self.config.cluster_label} if self.config.cluster_label else set()
-        entry = self.catalog.lookup(self.metric_name(metric))
-        source = entry.source if entry else ("dcgm" if metric.startswith("DCGM_") else "vllm")
+        name = self.metric_name(metric)
+        entry, source = self.catalog.lookup(name), self.source(name)
         if source == "dcgm":
-            exported = self.config.dcgm.workload_labels == "exported"
-            rename = (
-                {"namespace": "exported_namespace", "pod": "exported_pod", "container": "exported_container"}
-                if exported
-                else {}
-            )
-            known = (
-                set(DCGM_LABELS) | set(self.labels.identity("gpu")) | set(self.labels.gpu_context()) | cluster
-            )
-            known |= {
-                "job",
-                "instance",
-                "service",
-                "endpoint",
-                "exported_namespace",
-                "exported_pod",
-                "exported_container",
-            }
+            dcgm = self.catalog.dcgm
+            # dcgm-exporter's own layout in every profile and host spelling (catalog/dcgm.yaml)
+            known = {*dcgm.labels.all(), *dcgm.host_labels, *dcgm.driver_labels()}
+            known |= set(self.labels.identity("gpu")) | set(self.labels.gpu_context()) | cluster
+            known |= {"job", "instance", "service", "endpoint"}
+            layouts = dcgm.workload_labels.values()
+            known |= {label for w in layouts for label in w.model_dump().values()} - set(TARGET_LABELS)
+            # a vLLM pod is the workload pod: filters name it the way the configured layout does
+            plain, workload = dcgm.workload_labels["plain"].model_dump(), self.labels.workload.model_dump()
+            rename = {plain[k]: v for k, v in workload.items() if plain[k] != v}
             known |= set(TARGET_LABELS) - set(rename)
             return known, rename
         known = set(TARGET_LABELS) | cluster
-        # a GPU alert names the workload as exported_*; on vLLM series that is the plain label
-        rename = {"exported_namespace": "namespace", "exported_pod": "pod", "exported_container": "container"}
+        # a GPU alert names the workload as dcgm-exporter's labels do; on vLLM series that is the plain label
+        plain = self.catalog.dcgm.workload_labels["plain"].model_dump()
+        rename = {
+            label: plain[role]
+            for layout in self.catalog.dcgm.workload_labels.values()
+            for role, label in layout.model_dump().items()
+            if label != plain[role]
+        }
         if entry is not None:
             known |= set(entry.labels)
         if source == "vllm":
@@ -119,9 +103,7 @@ class ScopedBuilder(SignalBuilder):
     def names(self, source: str, pattern: str) -> str:
         own = []
         for label, op, value in self.filters:
-            known, rename = self._known(
-                "DCGM_FI_DEV_FB_USED" if source == "dcgm" else "vllm:num_requests_running"
-            )
+            known, rename = self._known("fb_used" if source == "dcgm" else self.liveness)
             label = rename.get(label, label)
             if label in known:
                 own.append(quoted_matcher(label, op, value))
@@ -267,9 +249,9 @@ class Queries:
         """Each expected name -> the names it goes by elsewhere (other exporter profile, old vLLM names)."""
         out = {}
         for name in q.expect:
-            if name in DCGM_FIELDS:
+            if self.sb.is_dcgm_field(name):
                 actual = self.sb.metric_name(name)
-                out[actual] = [v for v in DCGM_FIELDS[name].values() if v != actual]
+                out[actual] = [v for v in self.sb.catalog.dcgm.names_of(name) if v != actual]
                 continue
             alts = [old for old, r in self.sb.catalog.renamed.items() if r.replacement == name]
             if name.startswith("vllm:"):

@@ -7,6 +7,10 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .. import catalog
+from ..catalog.exporter import METRIC_NAME_RE
+from .translate import did_you_mean
+
 DURATION_RE = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
 LABEL_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 RECORD_RE = re.compile(r"^[a-zA-Z_]+:[a-zA-Z0-9_]+:[a-zA-Z0-9_]+$")
@@ -45,12 +49,42 @@ class Strict(BaseModel):
     lists_keys: ClassVar[bool] = False
 
 
-class DcgmProfile(Strict):
-    """How the deployed dcgm-exporter names things (see reference/dcgm.md §0, §2)."""
+def _one_of(value: str, known, what: str, listed: bool = True) -> str:
+    if value not in known:
+        listing = f" (known: {', '.join(known)})" if listed else ""
+        raise ValueError(f"{value!r} is not {what}{listing}{did_you_mean(value, known)}")
+    return value
 
-    fb_units: Literal["mib", "bytes"] = "mib"  # <=4.8.x: DCGM_FI_DEV_FB_*; 4.9: *_BYTES
-    hostname_label: Literal["Hostname", "hostname"] = "Hostname"  # 4.6.0-4.8.3 renamed it
-    workload_labels: Literal["exported", "plain"] = "exported"  # honorLabels false -> exported_pod
+
+class DcgmProfile(Strict):
+    """How the deployed dcgm-exporter names things: which exporter profile of catalog/dcgm.yaml,
+    which host label spelling, where workload labels land, and single metric names overridden."""
+
+    fb_units: str = "mib"  # the exporter profile: mib (<= 4.8, FB in MiB), bytes (4.9+, FB in bytes)
+    hostname_label: str = "Hostname"  # 4.6.0-4.8.3 renamed it hostname
+    workload_labels: str = "exported"  # honorLabels false -> exported_pod; plain: pod
+    metric_names: dict[str, str] = Field(default_factory=dict)  # DCGM field -> metric name
+
+    @field_validator("fb_units", "hostname_label", "workload_labels")
+    @classmethod
+    def _in_catalog(cls, v, info):
+        dcgm = catalog.load().dcgm
+        known, what = {
+            "fb_units": (dcgm.profiles, "an exporter profile of catalog/dcgm.yaml"),
+            "hostname_label": (dcgm.host_labels, "a dcgm-exporter host label"),
+            "workload_labels": (dcgm.workload_labels, "a workload label layout"),
+        }[info.field_name]
+        return _one_of(v, known, what)
+
+    @field_validator("metric_names")
+    @classmethod
+    def _names(cls, v):
+        fields = catalog.load().dcgm.fields
+        for field, name in v.items():
+            _one_of(field, fields, "a DCGM field of catalog/dcgm.yaml", listed=False)
+            if not METRIC_NAME_RE.match(name):
+                raise ValueError(f"{name!r} (for {field}) is not a Prometheus metric name")
+        return dict(sorted(v.items()))
 
 
 class Identity(Strict):

@@ -8,7 +8,7 @@ from .. import catalog as catalog_mod
 from .. import templates
 from ..errors import SpecError
 from ..promql import builders as b
-from ..signals import DCGM_FIELDS, Labels
+from ..signals import Labels
 from ..spec.translate import did_you_mean
 
 METRIC_FIELDS = ("metric", "numerator", "partner")
@@ -17,7 +17,8 @@ METRIC_FIELDS = ("metric", "numerator", "partner")
 def spec_problems(spec) -> list[SpecError]:
     errors: list[SpecError] = []
     cat = catalog_mod.load()
-    tokens = Labels(spec.config).tokens()
+    labels = Labels(spec.config, cat)
+    tokens = labels.tokens()
 
     def err(msg, key, *field):
         errors.append(SpecError(msg, spec.locate(key[0], key[1], *field)))
@@ -29,7 +30,14 @@ def spec_problems(spec) -> list[SpecError]:
     for name, signal in spec.signals.items():
         for field in METRIC_FIELDS:
             metric = getattr(signal, field)
-            if metric and metric not in DCGM_FIELDS:
+            if metric in cat.dcgm.fields and not labels.profile.has(metric):
+                err(
+                    f"exporter profile {labels.profile.name!r} has no name for DCGM field {metric!r}; "
+                    f"name it in config.dcgm.metric_names",
+                    ("signal", name),
+                    field,
+                )
+            elif metric and metric not in cat.dcgm.fields:
                 probe = metric + ("_bucket" if signal.kind == "quantile" else "")
                 problem = cat.problem(probe)
                 entry = cat.lookup(probe)

@@ -12,16 +12,13 @@ from ...errors import SpecError, SpecErrors
 from ...spec.dashboards import Settings
 from ...model import Model
 from ...promql import builders as b
-from ...signals import VLLM_LIVENESS_METRIC, SignalBuilder
+from ...signals import SignalBuilder
 from ...spec.schema import Signal
 
 WINDOW = "$__rate_interval"
 
-# Facts of the exporters (not configuration): vLLM's own labels and dcgm-exporter's per-GPU labels.
+# vLLM's own labels (not configuration); dcgm-exporter's come from the catalog (catalog/dcgm.yaml).
 VLLM_MODEL, VLLM_ENGINE = "model_name", "engine"
-MIG_ID, MIG_PROFILE, GPU_INDEX = "GPU_I_ID", "GPU_I_PROFILE", "gpu"
-# dcgm-exporter renamed Hostname to hostname (4.6.0-4.8.3); during an upgrade a fleet has both.
-HOST_SPELLINGS = ("Hostname", "hostname")
 
 # Catalog units -> Grafana units. Grafana's `mbytes` is MiB (1024^2); `decmbytes` would be MB.
 UNITS = {
@@ -32,9 +29,13 @@ UNITS = {
     "celsius": "celsius",
     "watts": "watt",
     "MHz": "rotmhz",
+    "hertz": "hertz",
     "seconds": "s",
     "bytes_per_second": "Bps",
+    "megabytes_per_second": "MBs",
 }
+# The axis a bounded unit spans.
+RANGES = {"percent": (0, 100), "ratio": (0, 1)}
 
 
 def slug(title: str) -> str:
@@ -53,20 +54,24 @@ class Roles:
     namespace: str  # vLLM target namespace (scrape label)
     pod: str  # vLLM target pod (scrape label)
     host: str  # dcgm-exporter host label (config.dcgm.hostname_label)
-    host_alt: str  # the other spelling, shown in legends so mixed exporter versions still name the host
+    host_others: tuple[str, ...]  # the other spellings, in legends so mixed exporter versions name the host
     uuid: str  # the GPU part of the DCGM identity
     wl_namespace: str  # namespace of the pod holding a GPU, as DCGM labels it
     wl_pod: str
+    gpu_index: str  # dcgm-exporter's per-host GPU index label
+    mig_id: str  # the MIG instance label, part of the GPU identity
+    mig_profile: str
     model: str = VLLM_MODEL
     engine: str = VLLM_ENGINE
 
     @classmethod
     def of(cls, model: Model) -> "Roles":
         cfg, labels = model.config, model.builder.labels
+        gpu = labels.dcgm.labels
         where = model.spec.locate("config", "config", "identity")
         model_ident = [x for x in cfg.identity.model if x != VLLM_MODEL]
         engine_ident = [x for x in cfg.identity.vllm if x not in cfg.identity.model and x != VLLM_ENGINE]
-        gpu_ident = [x for x in cfg.identity.dcgm if x != MIG_ID]
+        gpu_ident = [x for x in cfg.identity.dcgm if x != gpu.mig_instance]
         problems = []
         if (
             VLLM_MODEL not in cfg.identity.model
@@ -81,7 +86,7 @@ class Roles:
             problems.append(
                 "the dashboards need identity.model = [<namespace label>, model_name], identity.vllm = "
                 "[<namespace label>, <pod label>, model_name, "
-                "engine] and identity.dcgm = [<uuid label>, GPU_I_ID]"
+                f"engine] and identity.dcgm = [<uuid label>, {gpu.mig_instance}]"
             )
         if problems:
             raise SpecErrors([SpecError(p, where) for p in problems])
@@ -90,10 +95,13 @@ class Roles:
             namespace=model_ident[0],
             pod=engine_ident[0],
             host=labels.host,
-            host_alt=next(h for h in HOST_SPELLINGS if h != labels.host),
+            host_others=tuple(h for h in labels.host_spellings if h != labels.host),
             uuid=gpu_ident[0],
             wl_namespace=labels.workload_namespace,
             wl_pod=labels.workload_pod,
+            gpu_index=gpu.gpu,
+            mig_id=gpu.mig_instance,
+            mig_profile=gpu.mig_profile,
         )
 
 
@@ -124,7 +132,7 @@ class DashboardContext:
     @property
     def physical_gpu(self) -> list[str]:
         """One physical GPU: GPU-scoped fields repeat on each of its MIG instances."""
-        return [x for x in self.ident("gpu") if x != MIG_ID]
+        return [x for x in self.ident("gpu") if x != self.r.mig_id]
 
     @property
     def cluster_filter(self) -> list[str]:
@@ -183,8 +191,22 @@ class DashboardContext:
         return None
 
     def unit(self, metric: str, default: str = "short") -> str:
-        entry = self.model.builder.catalog.lookup(self.model.builder.metric_name(metric))
-        return UNITS.get(entry.unit if entry else "", default)
+        """The Grafana unit of a DCGM field (in the configured profile) or catalog metric."""
+        return UNITS.get(self.model.builder.unit(metric) or "", default)
+
+    def value_range(self, metric: str) -> dict[str, float]:
+        """min and max of a panel showing a bounded unit (percent, ratio); none for others."""
+        bounds = RANGES.get(self.model.builder.unit(metric) or "")
+        return {"min": bounds[0], "max": bounds[1]} if bounds else {}
+
+    @property
+    def liveness(self) -> str:
+        """The vLLM gauge every running engine exports (catalog/vllm.yaml)."""
+        return self.model.builder.liveness
+
+    def metric(self, name: str) -> str:
+        """The metric name a panel description should quote for a DCGM field."""
+        return self.model.builder.metric_name(name)
 
     def alert_names(self, uid: str) -> str:
         names = sorted(a.alert for a in self.alerts if a.spec.dashboard and a.spec.dashboard.uid == uid)
@@ -196,7 +218,7 @@ class DashboardContext:
         with the kube_pod_labels join (a moe-deployment setting), also every other pod of the same
         leader/worker group."""
         r = self.r
-        direct = b.agg("group", self.pod_ident + [r.model], bld.select(VLLM_LIVENESS_METRIC))
+        direct = b.agg("group", self.pod_ident + [r.model], bld.select(self.liveness))
         kube = self.settings.board("moe-deployment").kube_pod_labels
         if kube is None or not kube.enabled:
             return direct
@@ -220,20 +242,34 @@ class DashboardContext:
         """The per-GPU series of `gpu_expr` whose GPU is held by one of `pods`."""
         return b.only_where(gpu_expr, self.as_workload(pods), self.cl + [self.r.wl_namespace, self.r.wl_pod])
 
-    def per_gpu(self, bld: SignalBuilder, metric: str, physical: bool = False, extra: list[str] = ()) -> str:
-        """One series per GPU (or MIG instance) with the labels its legend names."""
-        return b.dedup(bld.select(metric), self.gpu_by(physical) + list(extra))
+    def whole_gpu(self, field: str) -> bool:
+        """Whether a DCGM field describes the whole GPU (repeated on each of its MIG instances)."""
+        return self.model.builder.catalog.dcgm.field(field).scope == "gpu"
+
+    def per_gpu(self, bld: SignalBuilder, field: str, extra: list[str] = ()) -> str:
+        """One series per GPU (a whole-GPU field) or MIG instance with the labels its legend names."""
+        return b.dedup(bld.select(field), self.gpu_by(self.whole_gpu(field)) + list(extra))
 
     def gpu_by(self, physical: bool = False) -> list[str]:
-        """Identity plus the labels a GPU legend names (both host spellings: absent ones cost nothing)."""
+        """Identity plus the labels a GPU legend names (every host spelling: absent ones cost nothing)."""
+        r = self.r
         ident = self.physical_gpu if physical else self.ident("gpu")
-        context = [self.r.host, self.r.host_alt, GPU_INDEX] + ([] if physical else [MIG_PROFILE])
+        context = [r.host, *r.host_others, r.gpu_index] + ([] if physical else [r.mig_profile])
         return ident + [c for c in context if c not in ident]
 
     # -- legends -------------------------------------------------------------------------------
     def gpu_legend(self, physical: bool = False) -> str:
-        mig = "" if physical else f" {{{{{MIG_PROFILE}}}}} {{{{{MIG_ID}}}}}"
-        return f"{{{{{self.r.host}}}}}{{{{{self.r.host_alt}}}}} GPU {{{{{GPU_INDEX}}}}}{mig}"
+        r = self.r
+        mig = "" if physical else f" {{{{{r.mig_profile}}}}} {{{{{r.mig_id}}}}}"
+        hosts = "".join(f"{{{{{h}}}}}" for h in (r.host, *r.host_others))
+        return f"{hosts} GPU {{{{{r.gpu_index}}}}}{mig}"
+
+    def field_legend(self, field: str) -> str:
+        return self.gpu_legend(physical=self.whole_gpu(field))
+
+    def gpu_target(self, bld: SignalBuilder, field: str, legend_suffix: str = "") -> g.Target:
+        """A DCGM field per GPU or MIG instance, with the legend that names it."""
+        return g.Target(self.per_gpu(bld, field), self.field_legend(field) + legend_suffix)
 
     def engine_legend(self) -> str:
         return f"{{{{{self.r.pod}}}}} engine {{{{{self.r.engine}}}}}"
@@ -262,7 +298,7 @@ class DashboardContext:
 
     def deployment_vars(self, model_label: str, multi: bool) -> list[g.Variable]:
         """datasource, cluster, namespace and model, read from vLLM's liveness series."""
-        r, live = self.r, VLLM_LIVENESS_METRIC
+        r, live = self.r, self.liveness
         return [
             self.datasource_var(),
             *self.cluster_var(self.builder().select(live)),

@@ -64,7 +64,7 @@ class GpuFleet(BoardBuilder):
             c.firing_annotation("Firing GPU alerts", (self.name,), c.cluster_filter),
         )
         fb_ratio, fb_thr = self.fb_ratio(), c.threshold("gpu_fb_used_ratio")
-        legend, phys_legend = c.gpu_legend(), c.gpu_legend(physical=True)
+        legend = c.gpu_legend()
         fb_unit = c.unit("fb_used")
         serving_link = g.Link(
             "vLLM serving in this namespace",
@@ -92,7 +92,7 @@ class GpuFleet(BoardBuilder):
                 description="Framebuffer used ratio of the fullest GPU (alert view).",
             )
         )
-        xid = c.per_gpu(self.gb, "DCGM_FI_DEV_XID_ERRORS", physical=True, extra=["err_code", "err_msg"])
+        xid = c.per_gpu(self.gb, "xid", extra=list(c.model.builder.catalog.dcgm.field("xid").extra_labels))
         d.add(
             stat(
                 "GPUs with an XID error",
@@ -104,12 +104,12 @@ class GpuFleet(BoardBuilder):
             ),
             show=self.shows("xid"),
         )
-        power = c.per_gpu(self.gb, "DCGM_FI_DEV_POWER_USAGE", physical=True)
+        power = c.per_gpu(self.gb, "power")
         d.add(
             stat(
                 "Power draw",
                 g.Target(b.agg("sum", [], power)),
-                unit="watt",
+                unit=c.unit("power"),
                 w=6,
                 description="Sum over physical GPUs (MIG instances repeat their GPU's power, counted once).",
             )
@@ -158,7 +158,7 @@ class GpuFleet(BoardBuilder):
         d.add(
             ts(
                 "Framebuffer used",
-                g.Target(c.per_gpu(self.gb, "fb_used"), legend),
+                c.gpu_target(self.gb, "fb_used"),
                 unit=fb_unit,
                 w=12,
                 description="Framebuffer used (MiB before exporter 4.9, bytes after).",
@@ -169,22 +169,20 @@ class GpuFleet(BoardBuilder):
         d.add(
             ts(
                 "GPU utilization (full GPUs)",
-                g.Target(c.per_gpu(self.gb, "DCGM_FI_DEV_GPU_UTIL"), legend),
-                unit="percent",
-                min=0,
-                max=100,
+                c.gpu_target(self.gb, "gpu_util"),
+                unit=c.unit("gpu_util"),
+                **c.value_range("gpu_util"),
                 w=8,
-                description="DCGM_FI_DEV_GPU_UTIL is not reported for "
+                description=f"{c.metric('gpu_util')} is not reported for "
                 "MIG instances; see graphics engine active.",
             )
         )
         d.add(
             ts(
                 "Graphics engine active",
-                g.Target(c.per_gpu(self.gb, "DCGM_FI_PROF_GR_ENGINE_ACTIVE"), legend),
-                unit="percentunit",
-                min=0,
-                max=1,
+                c.gpu_target(self.gb, "gr_engine_active"),
+                unit=c.unit("gr_engine_active"),
+                **c.value_range("gr_engine_active"),
                 w=8,
                 description="Fraction of time the graphics engine was busy; works on MIG.",
             )
@@ -192,44 +190,41 @@ class GpuFleet(BoardBuilder):
         d.add(
             ts(
                 "SM active",
-                g.Target(c.per_gpu(self.gb, "DCGM_FI_PROF_SM_ACTIVE"), legend),
-                unit="percentunit",
-                min=0,
-                max=1,
+                c.gpu_target(self.gb, "sm_active"),
+                unit=c.unit("sm_active"),
+                **c.value_range("sm_active"),
                 w=8,
-                description="Optional profiling field; needs DCGM_FI_PROF_SM_ACTIVE in the counters CSV.",
+                description=f"Optional profiling field; needs {c.metric('sm_active')} in the counters CSV.",
             ),
             show=self.shows("sm_active"),
         )
         d.add(
             ts(
                 "Tensor pipe active",
-                g.Target(c.per_gpu(self.gb, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"), legend),
-                unit="percentunit",
-                min=0,
-                max=1,
+                c.gpu_target(self.gb, "tensor_active"),
+                unit=c.unit("tensor_active"),
+                **c.value_range("tensor_active"),
                 w=12,
             )
         )
         d.add(
             ts(
                 "DRAM active",
-                g.Target(c.per_gpu(self.gb, "DCGM_FI_PROF_DRAM_ACTIVE"), legend),
-                unit="percentunit",
-                min=0,
-                max=1,
+                c.gpu_target(self.gb, "dram_active"),
+                unit=c.unit("dram_active"),
+                **c.value_range("dram_active"),
                 w=12,
                 description="Memory bandwidth busy fraction (not capacity).",
             )
         )
 
         d.row("Power and temperature")
-        d.add(ts("Power", g.Target(power, phys_legend), unit="watt", w=12))
+        d.add(ts("Power", g.Target(power, c.field_legend("power")), unit=c.unit("power"), w=12))
         d.add(
             ts(
                 "GPU temperature",
-                g.Target(c.per_gpu(self.gb, "DCGM_FI_DEV_GPU_TEMP", physical=True), phys_legend),
-                unit="celsius",
+                c.gpu_target(self.gb, "gpu_temp"),
+                unit=c.unit("gpu_temp"),
                 w=12,
             )
         )
@@ -245,15 +240,15 @@ class GpuFleet(BoardBuilder):
             show=self.shows("xid"),
         )
         nvlink = b.dedup(
-            b.rate(self.gb.select("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"), WINDOW), c.gpu_by(physical=True)
+            b.rate(self.gb.select("nvlink_throughput"), WINDOW), c.gpu_by(c.whole_gpu("nvlink_throughput"))
         )
         d.add(
             ts(
                 "NVLink throughput",
-                g.Target(nvlink, phys_legend),
+                g.Target(nvlink, c.field_legend("nvlink_throughput")),
                 unit="short",
                 w=8,
-                description="Per-second increase of DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL (all lanes), in the "
+                description=f"Per-second increase of {c.metric('nvlink_throughput')} (all lanes), in the "
                 "exporter's counter unit.",
             ),
             show=self.shows("nvlink"),
@@ -261,13 +256,9 @@ class GpuFleet(BoardBuilder):
         d.add(
             ts(
                 "PCIe throughput",
-                g.Target(
-                    c.per_gpu(self.gb, "DCGM_FI_PROF_PCIE_TX_BYTES", physical=True), phys_legend + " tx"
-                ),
-                g.Target(
-                    c.per_gpu(self.gb, "DCGM_FI_PROF_PCIE_RX_BYTES", physical=True), phys_legend + " rx"
-                ),
-                unit="Bps",
+                c.gpu_target(self.gb, "pcie_tx", " tx"),
+                c.gpu_target(self.gb, "pcie_rx", " rx"),
+                unit=c.unit("pcie_tx"),
                 w=8,
             ),
             show=self.shows("pcie"),

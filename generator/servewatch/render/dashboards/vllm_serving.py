@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from ... import grafana as g
 from ...promql import builders as b
-from ...signals import VLLM_LIVENESS_METRIC
 from .board import BoardBuilder
 from .context import WINDOW, DashboardContext, var_matcher
 from .panels import over, pct_steps, stat, ts
@@ -44,16 +43,14 @@ class VllmServing(BoardBuilder):
             g.Variable(
                 "pod",
                 "Pod",
-                query=c.label_values(VLLM_LIVENESS_METRIC, r.pod, *c.model_filters),
+                query=c.label_values(c.liveness, r.pod, *c.model_filters),
                 multi=True,
                 include_all=True,
             ),
             g.Variable(
                 "engine",
                 "Engine (DP rank)",
-                query=c.label_values(
-                    VLLM_LIVENESS_METRIC, r.engine, *c.model_filters, var_matcher(r.pod, "pod")
-                ),
+                query=c.label_values(c.liveness, r.engine, *c.model_filters, var_matcher(r.pod, "pod")),
                 multi=True,
                 include_all=True,
             ),
@@ -96,7 +93,7 @@ class VllmServing(BoardBuilder):
         c, r = self.ctx, self.ctx.r
         cost = c.settings.defaults.cost
         if cost.gpus_per_engine:
-            engines = b.dedup(self.mb.select(VLLM_LIVENESS_METRIC), self.engine_ident)
+            engines = b.dedup(self.mb.select(c.liveness), self.engine_ident)
             gpus = f"{b.agg('count', self.model_ident, engines)} * {cost.gpus_per_engine}"
         else:
             per_gpu = b.dedup(self.gb.select("fb_used"), c.ident("gpu") + [r.wl_namespace, r.wl_pod])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ... import grafana as g
 from ...promql import builders as b
 from .board import BoardBuilder
-from .context import WINDOW, DashboardContext, var_matcher
+from .context import DashboardContext, var_matcher
 from .panels import instant_table, over, pct_steps, stat, table, ts
 
 
@@ -239,17 +239,14 @@ class GpuFleet(BoardBuilder):
             ),
             show=self.shows("xid"),
         )
-        nvlink = b.dedup(
-            b.rate(self.gb.select("nvlink_throughput"), WINDOW), c.gpu_by(c.whole_gpu("nvlink_throughput"))
-        )
         d.add(
             ts(
                 "NVLink throughput",
-                g.Target(nvlink, c.field_legend("nvlink_throughput")),
-                unit="short",
+                c.gpu_target(self.gb, "nvlink_throughput"),
+                unit=c.unit("nvlink_throughput"),
                 w=8,
-                description=f"Per-second increase of {c.metric('nvlink_throughput')} (all lanes), in the "
-                "exporter's counter unit.",
+                description=f"{c.metric('nvlink_throughput')}: NVLink throughput of all lanes, already a "
+                "rate: the exporter's CSV types it counter, but DCGM reports the data moved per second.",
             ),
             show=self.shows("nvlink"),
         )

@@ -12,7 +12,6 @@ import pytest
 
 from servewatch import promtool
 from servewatch_testkit.synth import (
-    FB_BYTES_NAMES,
     INCIDENTS,
     ITER_BUCKETS,
     ITL_BUCKETS,
@@ -329,7 +328,7 @@ def test_dcgm_honor_labels_bytes_and_xid():
         namespace="ns",
         workload_label_prefix="",
         targets=[tgt],
-        fb_names=FB_BYTES_NAMES,
+        profile="bytes",
         xid=lambda i: 0 if i < 2 else 79,
     )
     idle = dcgm_gpu("h", 1, "GPU-2", 0, 4000, steps=4, workload_label_prefix="", targets=[tgt])
@@ -341,12 +340,36 @@ def test_dcgm_honor_labels_bytes_and_xid():
     assert truth.one(idle, "DCGM_FI_DEV_FB_USED").label("pod") == "nvidia-dcgm-exporter-abcde"
     xids = {
         s.label("err_code"): (s.label("err_msg"), s.values)
-        for s in truth.select(busy, "DCGM_FI_DEV_XID_ERRORS")
+        for s in truth.select(busy, "DCGM_FI_DEV_XID_ERROR")  # exporter 4.9's name
     }
     assert xids == {
         "0": ("No Error", (0, 0, None, None)),
         "79": ("GPU has fallen off the bus", (None, None, 79, 79)),
     }
+
+
+def test_dcgm_exporter_4_9_profile_renames_every_field_and_converts_units():
+    """A profile="bytes" GPU is what exporter 4.9 exposes: DCGM 4.7 names, bytes, ratios, hertz, joules."""
+    kw = dict(steps=2, step=30, util=0.5, targets=[Target("dcgm", "10.0.0.1:9400")])
+    old = dcgm_gpu("h", 0, "GPU-1", 1000, 3000, **kw)
+    new = dcgm_gpu("h", 0, "GPU-1", 1000, 3000, profile="bytes", **kw)
+    assert not {s.name for s in old} & {s.name for s in new} - {
+        "DCGM_FI_PROF_PCIE_TX_BYTES",  # no rename known for the PCIe fields
+        "DCGM_FI_PROF_PCIE_RX_BYTES",
+    }
+    assert truth.one(old, "DCGM_FI_DEV_GPU_UTIL").values == (50, 50)  # percent
+    assert truth.one(new, "DCGM_FI_DEV_GPU_UTIL_RATIO").values == (0.5, 0.5)
+    assert truth.one(new, "DCGM_FI_DEV_BOARD_POWER_WATTS").values == (385, 385)  # 70 + 630 x 0.5 W
+    assert truth.one(new, "DCGM_FI_DEV_SM_CLOCK_HERTZ").values == (1.98e9, 1.98e9)  # 1980 MHz
+    # NVLink throughput is a rate already (75 000 MB/s at half load), not a counter that accumulates
+    assert truth.one(old, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL").values == (75000, 75000)
+    assert truth.one(new, "DCGM_FI_DEV_NVLINK_THROUGHPUT_TOTAL").values == (7.5e10, 7.5e10)
+    # energy accumulates: 385 W x 30 s = 11 550 J a step on top of the 1.2e12 mJ start
+    energy = truth.one(new, "DCGM_FI_DEV_GPU_ENERGY_JOULES_TOTAL").values
+    assert energy == (1.2e9 + 11550, 1.2e9 + 2 * 11550)
+    used = truth.one(new, "DCGM_FI_DEV_FB_USED_BYTES")
+    assert used.values == (1000 * 2**20,) * 2
+    assert used.label("DCGM_FI_SYSTEM_DRIVER_VERSION") and "DCGM_FI_DRIVER_VERSION" not in used.labelmap
 
 
 # ------------------------------------------------------------------ PromQL emulation

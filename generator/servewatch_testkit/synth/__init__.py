@@ -9,7 +9,7 @@ No wall clock and no unseeded randomness anywhere: same arguments, same bytes.
 """
 
 from . import truth
-from .dcgm import FB_BYTES_NAMES, FB_MIB_NAMES, dcgm_gpu, dcgm_target
+from .dcgm import as_profile, dcgm_gpu, dcgm_target, field_names
 from .histogram import (
     ITER_BUCKETS,
     ITL_BUCKETS,
@@ -42,8 +42,8 @@ __all__ = [
     "stable_uuid",
     "dcgm_gpu",
     "dcgm_target",
-    "FB_MIB_NAMES",
-    "FB_BYTES_NAMES",
+    "as_profile",
+    "field_names",
     "vllm_engine",
     "vllm_target",
     "RequestProfile",

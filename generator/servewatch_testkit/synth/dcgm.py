@@ -2,14 +2,19 @@
 
 Label layout (dcgm-exporter 4.5.3-4.8.2 ``render_metrics.go``; reference/dcgm.md section 2):
 ``gpu, UUID, pci_bus_id, device, modelName, [GPU_I_PROFILE, GPU_I_ID], [Hostname|hostname],
-[DCGM_FI_DRIVER_VERSION], [container, namespace, pod]`` plus the scrape target's labels.
+[<driver label>], [container, namespace, pod]`` plus the scrape target's labels.
+
+Metric names, units, the driver-version label and each field's scope come from an exporter profile
+of ``servewatch.catalog`` (catalog/dcgm.yaml), the same facts the generator reads: ``profile="bytes"``
+gives an exporter 4.9 GPU. Values are computed in the units of ``REFERENCE`` (MiB, percent, MHz, mJ,
+MB/s) and converted to the profile's; ``as_profile`` converts finished series the same way.
 
 Workload labels exist only while a pod holds the GPU. With ``workload_label_prefix="exported_"``
 (ServiceMonitor, honorLabels=false) they arrive as ``exported_*`` and ``namespace/pod/container``
 are the exporter pod's; with ``""`` (honorLabels=true) busy GPUs keep the workload's labels and idle
 GPUs receive the exporter pod's target labels instead (one label, two meanings).
 
-Values are derived from one ``util`` knob (0..1) unless overridden per metric; everything may be a
+Values are derived from one ``util`` knob (0..1) unless overridden per field; everything may be a
 constant, a per-step list or a function of the step index.
 """
 
@@ -17,11 +22,21 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Mapping, Sequence
 
+from servewatch import catalog
+
 from .scrape import Target, stable_ip, stable_suffix
 from .series import Series, Value, Values, in_active, resolve
 
-FB_MIB_NAMES = ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE")
-FB_BYTES_NAMES = ("DCGM_FI_DEV_FB_USED_BYTES", "DCGM_FI_DEV_FB_FREE_BYTES")  # exporter 4.9 / DCGM 4.7
+REFERENCE = "mib"  # the profile whose units the values below are computed in
+# Reference unit -> another profile's unit: a value is multiplied by the first number and divided by
+# the second (a division keeps 93 percent -> 0.93 exact).
+UNIT_SCALE = {
+    ("MiB", "bytes"): (1024 * 1024, 1),
+    ("percent", "ratio"): (1, 100),
+    ("MHz", "hertz"): (1_000_000, 1),
+    ("millijoules", "joules"): (1, 1000),
+    ("megabytes_per_second", "bytes_per_second"): (1_000_000, 1),
+}
 H100 = "NVIDIA H100 80GB HBM3"
 H100_USABLE_MIB = 80986  # FB_USED + FB_FREE of a full H100 80GB (81559 MiB total - 573 reserved)
 MIG_3G_40GB_MIB = 40320  # FB_USED + FB_FREE of one 3g.40gb instance
@@ -41,38 +56,69 @@ XID_MESSAGES = {
     120: "GSP Error",
 }
 
-# Fields emitted, in a fixed order; the type is what dcgm-exporter's CSV declares.
-FIELDS = {
-    "DCGM_FI_DEV_SM_CLOCK": "gauge",
-    "DCGM_FI_DEV_MEMORY_TEMP": "gauge",
-    "DCGM_FI_DEV_GPU_TEMP": "gauge",
-    "DCGM_FI_DEV_POWER_USAGE": "gauge",
-    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": "counter",
-    "DCGM_FI_DEV_GPU_UTIL": "gauge",
-    "DCGM_FI_DEV_XID_ERRORS": "gauge",
-    "FB_FREE": "gauge",
-    "FB_USED": "gauge",
-    "FB_RESERVED": "gauge",
-    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": "counter",
-    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": "gauge",
-    "DCGM_FI_PROF_SM_ACTIVE": "gauge",
-    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "gauge",
-    "DCGM_FI_PROF_DRAM_ACTIVE": "gauge",
-    "DCGM_FI_PROF_PCIE_TX_BYTES": "gauge",
-    "DCGM_FI_PROF_PCIE_RX_BYTES": "gauge",
-}
-# Fields that describe the whole physical GPU: repeated identically on each of its MIG instances.
-GPU_SCOPED = {
-    "DCGM_FI_DEV_SM_CLOCK",
-    "DCGM_FI_DEV_MEMORY_TEMP",
-    "DCGM_FI_DEV_GPU_TEMP",
-    "DCGM_FI_DEV_POWER_USAGE",
-    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
-    "DCGM_FI_DEV_XID_ERRORS",
-    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
-    "DCGM_FI_PROF_PCIE_TX_BYTES",
-    "DCGM_FI_PROF_PCIE_RX_BYTES",
-}
+# The catalog fields a GPU emits (dcgm-exporter's default counters CSV), in a fixed order.
+FIELDS = (
+    "sm_clock",
+    "memory_temp",
+    "gpu_temp",
+    "power",
+    "energy",
+    "gpu_util",
+    "xid",
+    "fb_free",
+    "fb_used",
+    "fb_reserved",
+    "nvlink_throughput",
+    "gr_engine_active",
+    "sm_active",
+    "tensor_active",
+    "dram_active",
+    "pcie_tx",
+    "pcie_rx",
+)
+
+
+def exporter_profile(name: str = REFERENCE):
+    """An exporter profile of the catalog (catalog/dcgm.yaml)."""
+    return catalog.load().dcgm.profile(name)
+
+
+def field_names(profile_name: str, *fields: str) -> tuple[str, ...]:
+    """The metric names a profile gives `fields`, e.g. ``field_names("bytes", "fb_used", "fb_free")``."""
+    return tuple(exporter_profile(profile_name).metric(f) for f in fields)
+
+
+def _scale(field: str, to: str) -> tuple[int, int]:
+    src, dst = exporter_profile(REFERENCE).unit(field), exporter_profile(to).unit(field)
+    if src == dst:
+        return 1, 1
+    if (src, dst) not in UNIT_SCALE:
+        raise ValueError(f"no conversion for DCGM field {field!r} from {src} to {dst} (profile {to!r})")
+    return UNIT_SCALE[(src, dst)]
+
+
+def as_profile(series: Iterable[Series], to: str) -> list[Series]:
+    """Series of the reference profile as an exporter of profile `to` exposes them: each DCGM field
+    renamed and converted to that profile's unit, the driver-version label renamed; others as they are.
+    A field the target profile has no name for is dropped (that exporter would not expose it)."""
+    if to == REFERENCE:
+        return list(series)
+    ref, dst = exporter_profile(REFERENCE), exporter_profile(to)
+    out = []
+    for s in series:
+        field = ref.field_of(s.name)
+        if field is None:
+            out.append(s)
+            continue
+        if not dst.has(field):
+            continue
+        labels = dict(s.labels)
+        if ref.driver_label in labels:
+            labels[dst.driver_label] = labels.pop(ref.driver_label)
+        mul, div = _scale(field, to)
+        values = [None if v is None else v * mul / div for v in s.values]
+        out.append(Series(dst.metric(field), labels, values, s.kind))
+    return out
 
 
 def dcgm_target(
@@ -118,9 +164,9 @@ def dcgm_gpu(
     container: str = "vllm",
     hostname_label: str | None = "Hostname",
     workload_label_prefix: str = "exported_",
-    fb_names: tuple[str, str] = FB_MIB_NAMES,
+    profile: str = REFERENCE,
     fb_reserved_mib: Values | str = "auto",
-    driver_label: str | None = "DCGM_FI_DRIVER_VERSION",
+    driver_label: str | None = "auto",
     driver_version: str = "570.133.20",
     gpu_model: str = H100,
     pci_bus_id: str | None = None,
@@ -132,111 +178,106 @@ def dcgm_gpu(
     active: tuple[int, int] | None = None,
     drop: Iterable[str] = (),
 ) -> list[Series]:
-    """All dcgm-exporter series of one GPU, or of one MIG instance.
+    """All dcgm-exporter series of one GPU, or of one MIG instance, as an exporter of ``profile``
+    exposes them (names, units and driver-version label from the catalog).
 
     A MIG instance is given as ``mig_instance=(GPU_I_ID, profile)``.
 
-    ``fb_used_mib``/``fb_free_mib`` are MiB; with byte names (``FB_BYTES_NAMES``, exporter 4.9) the
-    values are written in bytes. ``fb_reserved_mib="auto"`` is 573 MiB on a full GPU and absent on a
-    MIG instance (None = absent). ``pod``/``namespace`` name the workload holding the GPU (None = idle)
-    and may change per step (a pod restart). ``util`` drives the activity fields (GPU_UTIL in %,
-    PROF_* ratios, power, temperatures, clocks, PCIe, NVLink); for MIG instances the GPU-scoped fields
-    follow ``parent_util`` (default ``util``) so all instances of a GPU repeat the same values.
-    ``overrides`` replaces any field by name (e.g. ``{"DCGM_FI_DEV_GPU_TEMP": 91}``; for the two
-    counters the values are per-step increments); ``drop`` removes
-    fields by emitted name; ``active`` limits every series to a step range (exporter gone outside).
-    Counters (energy in mJ, NVLink) accumulate over the steps.
+    ``fb_used_mib``/``fb_free_mib`` are MiB (written in bytes by a profile that counts bytes).
+    ``fb_reserved_mib="auto"`` is 573 MiB on a full GPU and absent on a MIG instance (None = absent).
+    ``pod``/``namespace`` name the workload holding the GPU (None = idle) and may change per step (a
+    pod restart). ``util`` drives the activity fields (GPU_UTIL in %, PROF_* ratios, power,
+    temperatures, clocks, PCIe, NVLink throughput); for MIG instances the whole-GPU fields (catalog
+    scope gpu) follow ``parent_util`` (default ``util``) so all instances of a GPU repeat the same
+    values. ``overrides`` replaces a field, named as a catalog field or by a profile's metric name
+    (e.g. ``{"gpu_temp": 91}``), in ``REFERENCE`` units; for the energy counter the values are
+    per-step increments. ``drop`` removes fields the same way; ``active`` limits every series to a
+    step range (exporter gone outside). ``driver_label="auto"`` is the profile's. Counters (catalog
+    type counter: energy in mJ) accumulate over the steps.
     """
+    ref, target, facts = exporter_profile(REFERENCE), exporter_profile(profile), catalog.load().dcgm
     mig = mig_instance is not None
-    used_name, free_name = fb_names
-    in_bytes = used_name.endswith("_BYTES")
-    fb_scale = 1024 * 1024 if in_bytes else 1
-    reserved_name = "DCGM_FI_DEV_FB_RESERVED_BYTES" if in_bytes else "DCGM_FI_DEV_FB_RESERVED"
-    names = {"FB_USED": used_name, "FB_FREE": free_name, "FB_RESERVED": reserved_name}
+
+    def field_key(name: str) -> str:
+        key = name if name in facts.fields else ref.field_of(name) or target.field_of(name)
+        if key not in FIELDS:
+            raise KeyError(f"unknown DCGM field {name!r}")
+        return key
 
     u = resolve(util, steps)
     pu = resolve(parent_util, steps) if parent_util is not None else u
     if fb_reserved_mib == "auto":
         fb_reserved_mib = None if mig else 573
     base: dict[str, tuple[Value, ...]] = {
-        "FB_USED": resolve(fb_used_mib, steps),
-        "FB_FREE": resolve(fb_free_mib, steps),
-        "FB_RESERVED": resolve(fb_reserved_mib, steps),
-        "DCGM_FI_DEV_XID_ERRORS": resolve(xid, steps),
-        "DCGM_FI_DEV_GPU_UTIL": tuple(None if v is None else round(v * 100) for v in u),
-        "DCGM_FI_PROF_GR_ENGINE_ACTIVE": tuple(_round(v) for v in u),
-        "DCGM_FI_PROF_SM_ACTIVE": tuple(_round(None if v is None else v * 0.9) for v in u),
-        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": tuple(_round(None if v is None else v * 0.45) for v in u),
-        "DCGM_FI_PROF_DRAM_ACTIVE": tuple(_round(None if v is None else v * 0.75) for v in u),
-        "DCGM_FI_DEV_SM_CLOCK": tuple(None if v is None else (1980 if v > 0.05 else 345) for v in pu),
-        "DCGM_FI_DEV_MEMORY_TEMP": tuple(None if v is None else round(35 + 30 * v) for v in pu),
-        "DCGM_FI_DEV_GPU_TEMP": tuple(None if v is None else round(32 + 35 * v) for v in pu),
-        "DCGM_FI_DEV_POWER_USAGE": tuple(_round(None if v is None else 70 + 630 * v, 3) for v in pu),
-        "DCGM_FI_PROF_PCIE_TX_BYTES": tuple(None if v is None else round(2e6 + 1.8e9 * v) for v in pu),
-        "DCGM_FI_PROF_PCIE_RX_BYTES": tuple(None if v is None else round(3e6 + 3.2e9 * v) for v in pu),
-        # per-step increments; accumulated below
-        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": tuple(
-            None if v is None else round(1.5e5 * v * step) for v in pu
-        ),
+        "fb_used": resolve(fb_used_mib, steps),
+        "fb_free": resolve(fb_free_mib, steps),
+        "fb_reserved": resolve(fb_reserved_mib, steps),
+        "xid": resolve(xid, steps),
+        "gpu_util": tuple(None if v is None else round(v * 100) for v in u),
+        "gr_engine_active": tuple(_round(v) for v in u),
+        "sm_active": tuple(_round(None if v is None else v * 0.9) for v in u),
+        "tensor_active": tuple(_round(None if v is None else v * 0.45) for v in u),
+        "dram_active": tuple(_round(None if v is None else v * 0.75) for v in u),
+        "sm_clock": tuple(None if v is None else (1980 if v > 0.05 else 345) for v in pu),
+        "memory_temp": tuple(None if v is None else round(35 + 30 * v) for v in pu),
+        "gpu_temp": tuple(None if v is None else round(32 + 35 * v) for v in pu),
+        "power": tuple(_round(None if v is None else 70 + 630 * v, 3) for v in pu),
+        "pcie_tx": tuple(None if v is None else round(2e6 + 1.8e9 * v) for v in pu),
+        "pcie_rx": tuple(None if v is None else round(3e6 + 3.2e9 * v) for v in pu),
+        "nvlink_throughput": tuple(None if v is None else round(1.5e5 * v) for v in pu),  # MB/s
     }
-    for k, spec in (overrides or {}).items():
-        key = next((f for f, n in names.items() if n == k), k)
-        if key not in FIELDS:
-            raise KeyError(f"unknown DCGM field {k!r}")
-        base[key] = resolve(spec, steps)
-    if "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION" not in (overrides or {}):  # else: given per-step increments
-        base["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"] = tuple(  # W * s * 1000 = mJ per step
-            None if p is None else round(p * step * 1000) for p in base["DCGM_FI_DEV_POWER_USAGE"]
+    overridden = {field_key(k): resolve(spec, steps) for k, spec in (overrides or {}).items()}
+    base.update(overridden)
+    if "energy" not in overridden:  # else: given per-step increments
+        base["energy"] = tuple(  # W * s * 1000 = mJ per step
+            None if p is None else round(p * step * 1000) for p in base["power"]
         )
     if mig:
-        base["DCGM_FI_DEV_GPU_UTIL"] = (None,) * steps  # blank for MIG instances -> series absent
+        base["gpu_util"] = (None,) * steps  # blank for MIG instances -> series absent
 
-    counter_start = {
-        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": energy_start_mj,
-        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": 3.6e11,
-    }
+    counter_start = {"energy": energy_start_mj}
     pods, namespaces = _strings(pod, steps), _strings(namespace, steps)
 
+    roles = facts.labels
     static = {
-        "gpu": str(gpu_index),
-        "UUID": uuid,
-        "pci_bus_id": pci_bus_id or f"00000000:{_PCI_BUS[gpu_index % len(_PCI_BUS)]}:00.0",
-        "device": f"nvidia{gpu_index}",
-        "modelName": gpu_model,
+        roles.gpu: str(gpu_index),
+        roles.uuid: uuid,
+        roles.pci_bus_id: pci_bus_id or f"00000000:{_PCI_BUS[gpu_index % len(_PCI_BUS)]}:00.0",
+        roles.device: f"nvidia{gpu_index}",
+        roles.model: gpu_model,
     }
     if mig:
-        static["GPU_I_PROFILE"] = mig_instance[1]
-        static["GPU_I_ID"] = str(mig_instance[0])
+        static[roles.mig_profile] = mig_instance[1]
+        static[roles.mig_instance] = str(mig_instance[0])
     if hostname_label:
         static[hostname_label] = host
     if driver_label:
-        static[driver_label] = driver_version
+        static[ref.driver_label if driver_label == "auto" else driver_label] = driver_version
     static.update(extra_labels or {})
     tlist = list(targets) if targets is not None else [dcgm_target(host)]
-    dropped = set(drop)
+    dropped = {field_key(x) for x in drop}
+    err_code, err_msg = facts.field("xid").extra_labels
 
     series: dict[tuple, list[Value]] = {}
     kinds: dict[tuple, str] = {}
-    for field, kind in FIELDS.items():
-        name = names.get(field, field)
-        if name in dropped:
+    for field in FIELDS:
+        if field in dropped:
             continue
-        vals = base[field]
+        facts_of = facts.field(field)
+        name, vals = ref.metric(field), base[field]
         acc = counter_start.get(field, 0.0)
         for i in range(steps):
             v = vals[i]
             if v is None or not in_active(i, active):
                 continue
-            if kind == "counter":
+            if facts_of.type == "counter":
                 acc += v
                 v = acc
-            elif field.startswith("FB_"):
-                v = v * fb_scale
             labels = dict(static)
-            if field == "DCGM_FI_DEV_XID_ERRORS":
+            if field == "xid":
                 code = int(v)
-                labels["err_code"] = str(code)
-                labels["err_msg"] = XID_MESSAGES.get(code, "Unknown Error")
+                labels[err_code] = str(code)
+                labels[err_msg] = XID_MESSAGES.get(code, "Unknown Error")
             workload = {}
             if pods[i] is not None:
                 workload = {"container": container, "namespace": namespaces[i] or "default", "pod": pods[i]}
@@ -253,18 +294,20 @@ def dcgm_gpu(
                 key = (name, tuple(sorted(lab.items())))
                 if key not in series:
                     series[key] = [None] * steps
-                    kinds[key] = kind
+                    kinds[key] = facts_of.exposed_as or facts_of.type
                 series[key][i] = v
-    return [Series(name, labels, vals, kinds[(name, labels)]) for (name, labels), vals in series.items()]
+    built = [Series(name, labels, vals, kinds[(name, labels)]) for (name, labels), vals in series.items()]
+    return as_profile(built, profile)
 
 
 __all__ = [
     "dcgm_gpu",
     "dcgm_target",
+    "as_profile",
+    "field_names",
+    "exporter_profile",
     "FIELDS",
-    "GPU_SCOPED",
-    "FB_MIB_NAMES",
-    "FB_BYTES_NAMES",
+    "REFERENCE",
     "H100",
     "H100_USABLE_MIB",
     "MIG_3G_40GB_MIB",

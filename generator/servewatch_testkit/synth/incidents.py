@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable
 
-from .dcgm import FB_BYTES_NAMES, H100_USABLE_MIB, dcgm_gpu, dcgm_target
+from .dcgm import H100_USABLE_MIB, dcgm_gpu, dcgm_target, field_names
 from .histogram import (
     ITL_BUCKETS,
     REQ_BUCKETS,
@@ -385,11 +385,12 @@ def ep_rank_gpu_full() -> Scenario:
 def dcgm_renamed() -> Scenario:
     """dcgm-exporter upgraded to 4.9 on both hosts at step 80: the MiB FB names disappear.
 
-    Steps 0-79: exporter 4.5.3-4.8.2 (``DCGM_FI_DEV_FB_USED``/``_FREE`` in MiB, label ``Hostname``,
-    ``DCGM_FI_DRIVER_VERSION``), pod ``nvidia-dcgm-exporter-<old>``. From step 80: a new exporter pod
-    (same job and instance) exposing only ``DCGM_FI_DEV_FB_USED_BYTES``/``DCGM_FI_DEV_FB_FREE_BYTES``
-    (bytes = MiB x 1048576, same ratio 0.600005), ``DCGM_FI_DEV_FB_RESERVED_BYTES``, label ``hostname``
-    and ``DCGM_FI_SYSTEM_DRIVER_VERSION``. ``up`` of the exporter job stays 1 throughout (old pod's
+    Steps 0-79: exporter 4.5.3-4.8.2 (catalog profile ``mib``: ``DCGM_FI_DEV_FB_USED``/``_FREE`` in
+    MiB, label ``Hostname``, ``DCGM_FI_DRIVER_VERSION``), pod ``nvidia-dcgm-exporter-<old>``. From step
+    80: a new exporter pod (same job and instance) exposing the profile ``bytes`` names only
+    (``DCGM_FI_DEV_FB_USED_BYTES``/``DCGM_FI_DEV_FB_FREE_BYTES``, bytes = MiB x 1048576, same ratio
+    0.600005, and every other field under its 4.9 name and unit), label ``hostname`` and
+    ``DCGM_FI_SYSTEM_DRIVER_VERSION``. ``up`` of the exporter job stays 1 throughout (old pod's
     target until 79, new pod's from 80). At ``EVAL_STEP`` the MiB names return nothing (last sample
     20 min ago, beyond the 5 m lookback): an FB alert built on them is silently blind.
     ``truth["bad"]`` names both exporter targets (host, job, instance). vLLM unchanged.
@@ -410,9 +411,8 @@ def dcgm_renamed() -> Scenario:
                 new,
                 {
                     "active": (INCIDENT_STEP, STEPS),
-                    "fb_names": FB_BYTES_NAMES,
+                    "profile": "bytes",
                     "hostname_label": "hostname",
-                    "driver_label": "DCGM_FI_SYSTEM_DRIVER_VERSION",
                 },
             ),
         ]
@@ -425,8 +425,8 @@ def dcgm_renamed() -> Scenario:
                 {"host": h, "job": "nvidia-dcgm-exporter", "instance": dcgm_target(h).instance} for h in HOSTS
             ],
             "absent_from_step": INCIDENT_STEP,
-            "absent_metrics": ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"),
-            "present_metrics": FB_BYTES_NAMES,
+            "absent_metrics": field_names("mib", "fb_used", "fb_free"),
+            "present_metrics": field_names("bytes", "fb_used", "fb_free"),
             "fb_used_bytes": FB_USED * 1048576,
             "fb_free_bytes": FB_FREE * 1048576,
             "fb_ratio": FB_USED / (FB_USED + FB_FREE),

@@ -4,20 +4,30 @@ changes everywhere (rules, dashboards, runbooks, promtool tests)."""
 from __future__ import annotations
 
 import json
+import re
+import shutil
+from pathlib import Path
 
 import pytest
 import yaml
 
-from servewatch import catalog, generate
+from servewatch import catalog, generate, verify
+from servewatch.errors import SpecErrors
+from servewatch_testkit import synth
+from servewatch_testkit.localprom import LocalPrometheus, backfill_start
 
 
-def generate_with(specs, **dcgm) -> dict[str, str]:
-    """The generated files with `config.dcgm` changed in a private copy of the specs."""
+def build_with(specs, **dcgm):
+    """Model and generated files with `config.dcgm` changed in a private copy of the specs."""
     path = specs / "config.yaml"
     doc = yaml.safe_load(path.read_text())
     doc["config"]["dcgm"] = {**doc["config"]["dcgm"], **dcgm}
     path.write_text(yaml.safe_dump(doc))
-    return generate.build(specs)[1]
+    return generate.build(specs)
+
+
+def generate_with(specs, **dcgm) -> dict[str, str]:
+    return build_with(specs, **dcgm)[1]
 
 
 def panel(files: dict[str, str], board: str, title: str) -> dict:
@@ -35,3 +45,255 @@ def test_nvlink_throughput_is_read_as_the_rate_it_already_is(specs_copy, profile
     name = catalog.load().dcgm.profile(profile).metric("nvlink_throughput")
     assert name in target["expr"] and "rate(" not in target["expr"]
     assert nvlink["fieldConfig"]["defaults"]["unit"] == unit
+
+
+# -- what a profile changes, it changes everywhere ----------------------------------------------------
+FENCE_RE = re.compile(r"```.*?```", re.S)
+
+
+def only_in(a: str, b: str) -> dict[str, str]:
+    """Names profile `a` gives a field that profile `b` does not use: name -> b's name for the field."""
+    dcgm = catalog.load().dcgm
+    pa, pb = dcgm.profile(a), dcgm.profile(b)
+    used = {n.name for n in pb.metrics.values()}
+    return {n.name: pb.metric(f) for f, n in pa.metrics.items() if n.name not in used and pb.has(f)}
+
+
+def _mentions(text: str, name: str) -> bool:
+    return re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", text) is not None
+
+
+def stray_names(files: dict[str, str], wrong: dict[str, str], prose: bool = True) -> list[str]:
+    """Where another profile's names appear. Rules and dashboards may name none; runbooks none in a
+    query, and in prose (if checked) only beside the configured name: a sentence explaining a rename."""
+    problems = []
+    for path, text in sorted(files.items()):
+        if path.startswith(("rules/", "dashboards/")):
+            problems += [f"{path}: {name}" for name in wrong if _mentions(text, name)]
+        elif path.startswith("runbooks/"):
+            for block in FENCE_RE.findall(text):
+                problems += [f"{path}: {name} in a query" for name in wrong if _mentions(block, name)]
+            for para in FENCE_RE.sub("", text).split("\n\n") if prose else ():
+                problems += [
+                    f"{path}: {name} without {ours}: {para.strip()[:100]}"
+                    for name, ours in wrong.items()
+                    if _mentions(para, name) and not _mentions(para, ours)
+                ]
+    return problems
+
+
+def test_the_4_9_profile_leaves_no_pre_4_9_name_in_rules_dashboards_or_runbooks(specs_copy):
+    old = only_in("mib", "bytes")
+    # the fields the issue names: FB, utilization, power, temperature, XID, NVLink, profiling
+    for name in (
+        "DCGM_FI_DEV_FB_USED",
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_POWER_USAGE",
+        "DCGM_FI_DEV_GPU_TEMP",
+        "DCGM_FI_DEV_XID_ERRORS",
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+    ):
+        assert name in old
+    files = generate_with(specs_copy, fb_units="bytes")
+    assert stray_names(files, old) == []
+    fleet = files["dashboards/gpu-fleet.json"]
+    for name in ("DCGM_FI_DEV_GPU_UTIL_RATIO", "DCGM_FI_DEV_BOARD_POWER_WATTS", "DCGM_FI_DEV_XID_ERROR"):
+        assert _mentions(fleet, name)
+    util = panel(files, "gpu-fleet", "GPU utilization (full GPUs)")["fieldConfig"]["defaults"]
+    assert (util["unit"], util["min"], util["max"]) == ("percentunit", 0, 1)  # 4.9: a 0-1 ratio
+    assert "DCGM_FI_DEV_FB_USED_BYTES" in files["rules/gpu.rules.yaml"]
+
+
+def test_the_default_profile_names_no_4_9_only_metric(repo):
+    """The committed output (profile mib) queries no name an exporter <= 4.8 lacks (runbook prose may
+    explain what 4.9 calls the fields)."""
+    files = {
+        p.relative_to(repo).as_posix(): p.read_text()
+        for d in ("rules", "dashboards", "runbooks")
+        for p in (repo / d).rglob("*")
+        if p.is_file()
+    }
+    assert stray_names(files, only_in("bytes", "mib"), prose=False) == []
+    gpu_util = panel(files, "gpu-fleet", "GPU utilization (full GPUs)")["fieldConfig"]["defaults"]
+    assert (gpu_util["unit"], gpu_util["max"]) == ("percent", 100)
+
+
+# -- a new profile is a catalog edit ------------------------------------------------------------------
+NEXT = {  # a hypothetical next exporter generation: the 4.9 names with the framebuffer fields renamed
+    "exporter": "5.0+",
+    "about": "test profile",
+    "driver_label": "DCGM_FI_SYSTEM_DRIVER_VERSION",
+}
+NEXT_FB = {"fb_used": "DCGM_FI_DEV_MEMORY_USED_BYTES", "fb_free": "DCGM_FI_DEV_MEMORY_FREE_BYTES"}
+
+
+@pytest.fixture
+def scratch_catalog(tmp_path, monkeypatch):
+    """A copy of the catalog the test may edit, read by every module instead of the packaged one."""
+    src = Path(catalog.__file__).parent
+    dst = tmp_path / "catalog"
+    dst.mkdir()
+    for p in src.glob("*.yaml"):
+        shutil.copy(p, dst / p.name)
+    monkeypatch.setattr(catalog, "DIRECTORY", dst)
+    catalog.load.cache_clear()
+    yield dst
+    catalog.load.cache_clear()  # the next load() reads the packaged catalog once monkeypatch restores it
+
+
+def add_profile(directory: Path, name: str, profile: dict) -> None:
+    path = directory / "dcgm.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc["profiles"][name] = profile
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def test_a_profile_added_to_the_catalog_drives_rules_dashboards_runbooks_and_tests(
+    scratch_catalog, specs_copy, tmp_path
+):
+    bytes_ = yaml.safe_load((scratch_catalog / "dcgm.yaml").read_text())["profiles"]["bytes"]
+    metrics = {**bytes_["metrics"], **{f: {"name": n, "unit": "bytes"} for f, n in NEXT_FB.items()}}
+    add_profile(scratch_catalog, "next", {**NEXT, "metrics": metrics})
+
+    files = generate_with(specs_copy, fb_units="next")
+    rules = files["rules/gpu.rules.yaml"]
+    assert "max by (UUID, GPU_I_ID) (DCGM_FI_DEV_MEMORY_USED_BYTES)" in rules
+    assert "DCGM_FI_DEV_FB_USED" not in rules
+    fb = panel(files, "gpu-fleet", "Framebuffer used")
+    assert "DCGM_FI_DEV_MEMORY_USED_BYTES" in fb["targets"][0]["expr"]
+    assert fb["fieldConfig"]["defaults"]["unit"] == "bytes"
+    missing = files["runbooks/GPUFramebufferMetricsMissing.md"]
+    assert "`DCGM_FI_DEV_MEMORY_USED_BYTES` and `DCGM_FI_DEV_MEMORY_FREE_BYTES` present" in missing
+    # the spec's scenarios are written with tokens: promtool proves the alerts under the new names too
+    assert "DCGM_FI_DEV_MEMORY_FREE_BYTES{" in files["promtool/gpu.test.yaml"]
+    out = tmp_path / "out"
+    for path, text in files.items():
+        (out / path).parent.mkdir(parents=True, exist_ok=True)
+        (out / path).write_text(text)
+    said: list[str] = []
+    assert verify.run(out, echo=said.append), "\n".join(said)
+    # and the synthetic data speaks it
+    gpu = synth.dcgm_gpu("h", 0, "GPU-1", 1000, 3000, steps=1, profile="next")
+    assert synth.truth.one(gpu, "DCGM_FI_DEV_MEMORY_USED_BYTES").values == (1000 * 2**20,)
+
+
+def test_an_inconsistent_profile_is_refused_with_the_place(scratch_catalog):
+    add_profile(scratch_catalog, "broken", {**NEXT, "metrics": {"fb_usd": {"name": "X_USED"}}})
+    with pytest.raises(catalog.CatalogError, match=r"profiles\.broken\.metrics\.fb_usd: no such field"):
+        catalog.load()
+
+
+def test_a_misspelt_profile_is_a_spec_error_with_a_suggestion(specs_copy):
+    with pytest.raises(SpecErrors) as exc:
+        generate_with(specs_copy, fb_units="byte")
+    [err] = exc.value.errors
+    assert str(err.location).startswith(str(specs_copy / "config.yaml") + ":")
+    assert "did you mean 'bytes'?" in err.message
+
+
+# -- config.dcgm.metric_names -------------------------------------------------------------------------
+def test_a_configured_name_replaces_the_profile_name_everywhere(specs_copy):
+    """For a 4.9 name the catalog marks unconfirmed: the user names what the exporter really exports."""
+    assert catalog.load().dcgm.profile("bytes").metrics["fb_used"].unconfirmed
+    (specs_copy / "config.yaml").write_text(
+        (specs_copy / "config.yaml").read_text().replace("dcgm: ''", "dcgm: 'job=\"gpu-metrics\"'")
+    )
+    files = generate_with(specs_copy, fb_units="bytes", metric_names={"fb_used": "DCGM_FI_DEV_FB_USED_B"})
+    rules = files["rules/gpu.rules.yaml"]
+    # a configured name is a DCGM series: it carries the dcgm selector like the profile's names
+    assert 'DCGM_FI_DEV_FB_USED_B{job="gpu-metrics"}' in rules
+    assert 'DCGM_FI_DEV_FB_FREE_BYTES{job="gpu-metrics"}' in rules
+    assert "DCGM_FI_DEV_FB_USED_BYTES" not in rules
+    fb = panel(files, "gpu-fleet", "Framebuffer used")
+    assert "DCGM_FI_DEV_FB_USED_B{" in fb["targets"][0]["expr"]
+    assert fb["fieldConfig"]["defaults"]["unit"] == "bytes"  # the profile's unit stays
+    assert "DCGM_FI_DEV_FB_USED_B" in files["promtool/gpu.test.yaml"]
+
+
+def test_a_field_the_profile_cannot_name_is_a_spec_error_that_says_how_to_name_it(specs_copy):
+    signals = specs_copy / "signals.yaml"
+    doc = yaml.safe_load(signals.read_text())
+    doc["signals"]["gpu_mem_clock"] = {
+        "kind": "gauge",
+        "level": "gpu",
+        "metric": "mem_clock",  # exporter 4.9 renamed it, to a name the reference does not know
+        "record": "gpu:dcgm_mem_clock:max",
+    }
+    signals.write_text(yaml.safe_dump(doc))
+    with pytest.raises(SpecErrors) as exc:
+        generate_with(specs_copy, fb_units="bytes")
+    [err] = exc.value.errors
+    assert "signals.yaml:" in str(err.location) and "metric" in str(err.location)
+    assert "'bytes' has no name for DCGM field 'mem_clock'" in err.message
+    assert "config.dcgm.metric_names" in err.message
+    model, _ = build_with(
+        specs_copy, fb_units="bytes", metric_names={"mem_clock": "DCGM_FI_DEV_MEM_CLOCK_HZ"}
+    )
+    assert model.builder.select("mem_clock") == "DCGM_FI_DEV_MEM_CLOCK_HZ"
+
+
+def test_a_misspelt_field_in_metric_names_is_a_spec_error_with_a_suggestion(specs_copy):
+    with pytest.raises(SpecErrors) as exc:
+        generate_with(specs_copy, metric_names={"fb_usd": "X"})
+    [err] = exc.value.errors
+    assert "metric_names" in str(err.location) and "did you mean 'fb_used'?" in err.message
+
+
+# -- live: an exporter 4.9 fleet on a real Prometheus -------------------------------------------------
+@pytest.fixture(scope="module")
+def fleet_4_9(tmp_path_factory):
+    """The dashboard-test fleet (and its extras) as exporter 4.9 exposes it, the 4.9 rules loaded."""
+    import test_dashboards_integration as live  # the 4.8 version of this test: its fleet and helpers
+
+    scenario = synth.fleet()
+    extra = live._extra_series(scenario)
+    series = synth.as_profile(list(scenario) + extra, "bytes")
+    start = backfill_start(scenario.steps, scenario.step)
+    specs = tmp_path_factory.mktemp("specs") / "specs"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "specs", specs)
+    _, files = build_with(specs, fb_units="bytes")
+    rules = tmp_path_factory.mktemp("rules")
+    for path, text in files.items():
+        if re.fullmatch(r"rules/[^/]+\.rules\.yaml", path):
+            (rules / Path(path).name).write_text(text)
+    om = synth.to_openmetrics(series, start, scenario.step)
+    with LocalPrometheus(om, rule_files=sorted(rules.iterdir())) as prom:
+        yield live, prom, scenario.time_at(start, scenario.eval_step), files, series, scenario
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("board", ["vllm-serving", "gpu-fleet", "moe-deployment"])
+def test_every_panel_returns_data_on_an_exporter_4_9_fleet(fleet_4_9, board):
+    live, prom, t, files, series, _ = fleet_4_9
+    assert not {s.name for s in series} & set(only_in("mib", "bytes")), "the fleet still speaks 4.8"
+    values = live.moe_values() if board == "moe-deployment" else live.ALL
+    problems = []
+    for p in json.loads(files[f"dashboards/{board}.json"])["panels"]:
+        for target in p.get("targets", []):
+            result = prom.query(live.interpolate(target["expr"], values), t)
+            where = f"{board} / {p['title']} / {target['refId']}"
+            if not result:
+                problems.append(f"{where}: no data")
+            elif target["format"] in ("time_series", "heatmap"):
+                problems += [f"{where}: {x}" for x in live._legend_problems(target["legendFormat"], result)]
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.integration
+def test_exporter_4_9_values_arrive_in_the_panels_units(fleet_4_9):
+    """Bytes on the framebuffer panel, a 0-1 ratio on utilization, bytes/s on NVLink: the values the
+    exporter wrote, shown as they are (no rate() over the NVLink throughput)."""
+    live, prom, t, files, _, scenario = fleet_4_9
+    a0 = scenario.truth["gpus"]["a0"]
+    values = {**live.ALL, "uuid": a0["UUID"]}
+
+    def one(title: str) -> float:
+        [target] = panel(files, "gpu-fleet", title)["targets"]
+        [row] = prom.query(live.interpolate(target["expr"], values), t)
+        return float(row["value"][1])
+
+    assert one("Framebuffer used") == a0["fb_used_mib"] * 2**20
+    assert one("GPU utilization (full GPUs)") == 0.93  # the fleet runs a0 at util 0.93
+    assert one("NVLink throughput") == round(1.5e5 * 0.93) * 1e6  # synth: 150 000 MB/s at full load

@@ -45,6 +45,15 @@ class Labels:
         cfg = self.config.dcgm
         return self.dcgm.profile(cfg.fb_units).with_names(cfg.metric_names)
 
+    def unnamed_field(self, field: str) -> str | None:
+        """Why a DCGM field cannot be read under the configured profile; None when it can."""
+        if self.profile.has(field):
+            return None
+        return (
+            f"exporter profile {self.profile.name!r} has no name for DCGM field {field!r}; "
+            f"name it in config.dcgm.metric_names"
+        )
+
     @property
     def host(self) -> str:
         return self.config.dcgm.hostname_label

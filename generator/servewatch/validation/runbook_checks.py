@@ -40,6 +40,11 @@ def _problems(model: Model, name: str, rb: s.Runbook, all_alerts: dict) -> list[
         errs.append(SpecError(msg, spec.locate("runbook", name, *sub)))
 
     def metric_ok(metric: str, where: tuple, want: tuple[str, ...] = ()):
+        if model.builder.is_dcgm_field(metric):  # named by the exporter profile or by config
+            problem = model.builder.labels.unnamed_field(metric)
+            if problem:
+                err(problem, *where)
+            return
         actual = model.builder.metric_name(metric)
         problem = catalog.problem(actual)
         if problem:

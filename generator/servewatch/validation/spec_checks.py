@@ -30,13 +30,8 @@ def spec_problems(spec) -> list[SpecError]:
     for name, signal in spec.signals.items():
         for field in METRIC_FIELDS:
             metric = getattr(signal, field)
-            if metric in cat.dcgm.fields and not labels.profile.has(metric):
-                err(
-                    f"exporter profile {labels.profile.name!r} has no name for DCGM field {metric!r}; "
-                    f"name it in config.dcgm.metric_names",
-                    ("signal", name),
-                    field,
-                )
+            if metric in cat.dcgm.fields and labels.unnamed_field(metric):
+                err(labels.unnamed_field(metric), ("signal", name), field)
             elif metric and metric not in cat.dcgm.fields:
                 probe = metric + ("_bucket" if signal.kind == "quantile" else "")
                 problem = cat.problem(probe)

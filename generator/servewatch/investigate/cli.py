@@ -47,6 +47,17 @@ def add_connection_args(p) -> None:
     )
 
 
+def connect(args) -> Client:
+    """The Prometheus client for the options add_connection_args defined (credentials from the env)."""
+    return Client(
+        args.prometheus,
+        Auth.from_env(),
+        timeout=args.timeout,
+        ca_file=args.ca_file,
+        insecure=args.insecure_skip_verify,
+    )
+
+
 def add_cli(sub) -> None:
     p = sub.add_parser(
         "investigate",
@@ -156,13 +167,7 @@ def cmd_investigate(args) -> int:
         if args.alert and args.alert not in pages:
             known = ", ".join(sorted(pages))
             return _fail(f"no enabled alert named {args.alert!r} in {args.specs} (known: {known})")
-        with Client(
-            args.prometheus,
-            Auth.from_env(),
-            timeout=args.timeout,
-            ca_file=args.ca_file,
-            insecure=args.insecure_skip_verify,
-        ) as client:
+        with connect(args) as client:
             notes: list[str] = []
             invs = []
             if args.alert:

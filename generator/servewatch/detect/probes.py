@@ -1,0 +1,408 @@
+"""The probes of `servewatch detect`: one function per question, all behind one signature.
+
+A probe takes the ProbeContext (the Prometheus to ask, the config, the catalog) and returns an
+Outcome: findings, counts, and the config settings it suggests as {dotted key: value}. PROBES lists
+them in the order they run; docs/detect.md describes each. Every exporter name a probe asks about
+(framebuffer metric per profile, host label spellings, workload labels, MIG label, the vLLM liveness
+gauge, removed vLLM names) comes from the catalog, so a profile added there is detected too.
+
+Every question is an instant `count(...)` (or `count by`) query, built with promql.builders.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Callable
+
+from ..catalog import Catalog, ExporterProfile
+from ..investigate.client import Client
+from ..promql import builders as b
+
+CLUSTER_HINT = "cluster"
+SHOW_MAX = 10  # twice-scraped GPUs listed at most
+DOWN_ALERT = {"dcgm": "DCGMExporterDown", "vllm": "VLLMMetricsAbsent"}
+
+
+@dataclass
+class Finding:
+    topic: str
+    level: str  # info | warning | differs
+    message: str
+
+
+@dataclass
+class Outcome:
+    topic: str  # of the findings, unless one names another
+    findings: list[Finding] = field(default_factory=list)
+    counts: dict = field(default_factory=dict)
+    suggested: dict = field(default_factory=dict)  # dotted config key -> value
+
+    def info(self, message: str, topic: str | None = None) -> None:
+        self.findings.append(Finding(topic or self.topic, "info", message))
+
+    def warning(self, message: str, topic: str | None = None) -> None:
+        self.findings.append(Finding(topic or self.topic, "warning", message))
+
+    def differs(self, message: str, topic: str | None = None) -> None:
+        self.findings.append(Finding(topic or self.topic, "differs", message))
+
+
+def regex(names) -> str:
+    """An alternation matching exactly `names`, written for the inside of a PromQL double-quoted string."""
+    exact = (re.sub(r"([.+*?()|\[\]{}^$\\])", r"\\\1", n) for n in sorted(names))
+    return "|".join(exact).replace("\\", "\\\\").replace('"', '\\"')
+
+
+class Ask:
+    """Instant queries at one time."""
+
+    def __init__(self, client: Client, at: float | None):
+        self.client, self.at = client, at
+
+    def rows(self, expr: str) -> list[dict]:
+        return self.client.query(expr, self.at)
+
+    def count(self, expr: str) -> int:
+        """Value of a `count(...)` query; 0 when it returns nothing."""
+        rows = self.rows(expr)
+        return int(float(rows[0]["value"][1])) if rows else 0
+
+
+@dataclass(frozen=True)
+class FbName:
+    """One framebuffer-used metric name and the exporter profile that exports it."""
+
+    profile: ExporterProfile
+    name: str
+
+    @property
+    def era(self) -> str:
+        return f"{self.profile.unit('fb_used')}, exporter {self.profile.exporter}"
+
+
+class ProbeContext:
+    """What every probe reads: the Prometheus, the config, the catalog, and a few shared answers."""
+
+    def __init__(self, ask: Ask, config, catalog: Catalog, current: dict):
+        self.ask, self.config, self.catalog, self.current = ask, config, catalog, current
+        self.dcgm = catalog.dcgm
+        self.dsel = config.selectors.get("dcgm", "")
+        self.vsel = config.selectors.get("vllm", "")
+
+    @cached_property
+    def fb_names(self) -> list[FbName]:
+        """The framebuffer-used name of each profile (in catalog order), each name once."""
+        out: dict[str, FbName] = {}
+        for profile in self.dcgm.profiles.values():
+            if profile.has("fb_used"):
+                out.setdefault(profile.metric("fb_used"), FbName(profile, profile.metric("fb_used")))
+        return list(out.values())
+
+    @cached_property
+    def old_namespace_names(self) -> list[str]:
+        """FB names of exporters run with -o (1.x names): catalog renames whose replacement is one."""
+        fb = {n.name for n in self.fb_names}
+        return [old for old, r in self.catalog.renamed.items() if r.replacement in fb]
+
+    @cached_property
+    def fb_name_counts(self) -> dict[str, int]:
+        names = [n.name for n in self.fb_names] + self.old_namespace_names
+        expr = b.agg("count", ["__name__"], b.selector("", f'__name__=~"{regex(names)}"', self.dsel))
+        return {r["metric"].get("__name__", ""): int(float(r["value"][1])) for r in self.ask.rows(expr)}
+
+    @property
+    def fb_series(self) -> int:
+        """FB series under any profile's name: the series the dcgm probes look at."""
+        return sum(self.fb_name_counts.get(n.name, 0) for n in self.fb_names)
+
+    @cached_property
+    def vllm_series(self) -> int:
+        return self.ask.count(b.agg("count", [], self.vllm()))
+
+    def fb(self, *matchers: str) -> str:
+        """Every FB-used series (every profile's name) with extra matchers."""
+        names = [n.name for n in self.fb_names]
+        return b.selector("", f'__name__=~"{regex(names)}"', self.dsel, *matchers)
+
+    def vllm(self, *matchers: str) -> str:
+        return b.selector(self.catalog.vllm_liveness, self.vsel, *matchers)
+
+    def count(self, expr: str) -> int:
+        return self.ask.count(b.agg("count", [], expr))
+
+
+Run = Callable[[ProbeContext], Outcome]
+
+
+@dataclass(frozen=True)
+class Probe:
+    topic: str
+    run: Run
+    question: str
+    needs_fb_series: bool = False  # asked only where FB series exist
+
+
+# -- dcgm-exporter ------------------------------------------------------------------------------------
+def fb_units(ctx: ProbeContext) -> Outcome:
+    out = Outcome("dcgm.fb_units")
+    counts = ctx.fb_name_counts
+    per = [(n, counts.get(n.name, 0)) for n in ctx.fb_names]
+    old = sum(counts.get(name, 0) for name in ctx.old_namespace_names)
+    out.counts["dcgm"] = {f"fb_used_{n.profile.name}_series": c for n, c in per}
+    out.counts["dcgm"]["old_namespace_series"] = old
+    present = [(i, n, c) for i, (n, c) in enumerate(per) if c]
+    if len(present) > 1:
+        _, pick, _ = max(present, key=lambda x: (x[2], x[0]))  # the newer profile on a tie
+        out.suggested["dcgm.fb_units"] = pick.profile.name
+        named = " and ".join(
+            f"{c} {'series ' if k == 0 else ''}named {n.name} ({n.era})"
+            for k, (_, n, c) in enumerate(present)
+        )
+        out.warning(
+            f"mid-upgrade: {named}; the FB alerts read one name set only, so until every exporter runs "
+            f"the same version part of the fleet is covered by GPUFramebufferMetricsMissing only; "
+            f"suggesting the majority, {pick.profile.name}"
+        )
+    elif present:
+        [(_, n, c)] = present
+        out.suggested["dcgm.fb_units"] = n.profile.name
+        out.info(f"{c} series named {n.name} ({n.era})")
+    else:
+        scope = f" matching selectors.dcgm {ctx.dsel!r}" if ctx.dsel else ""
+        names = " or ".join(n.name for n in ctx.fb_names)
+        out.warning(f"no {names} series{scope}; keeping the configured fb_units")
+    if old:
+        old_names = ", ".join(name for name in ctx.old_namespace_names if counts.get(name))
+        out.warning(
+            f"{old} series named {old_names}: an exporter runs with -o/--use-old-namespace (1.x names, "
+            "labels uuid/pod_name); servewatch reads the DCGM_FI_* names, so drop -o",
+            "dcgm.names",
+        )
+    return out
+
+
+def hostname_label(ctx: ProbeContext) -> Outcome:
+    out = Outcome("dcgm.hostname_label")
+    spellings = ctx.dcgm.host_labels  # spelling -> exporter versions
+    seen = {label: ctx.count(ctx.fb(f'{label}!=""')) for label in spellings}
+    out.counts["dcgm"] = {f"hostname_label_{label}": n for label, n in seen.items()}
+    present = [label for label, n in seen.items() if n]
+    current = ctx.current["dcgm"]["hostname_label"]
+    if len(present) > 1:
+        most = max(seen.values())
+        leaders = [label for label in present if seen[label] == most]
+        pick = current if current in leaders else leaders[0]  # the configured one on a tie
+        out.suggested["dcgm.hostname_label"] = pick
+        carry = ", ".join(
+            f"{seen[label]} {'FB series ' if k == 0 else ''}carry {label} "
+            f"({'exporter ' if k == 0 else ''}{spellings[label]})"
+            for k, label in enumerate(present)
+        )
+        out.warning(
+            f"mixed spellings (mid-upgrade): {carry}; the rules carry both, the setting only picks the one "
+            f"descriptions and dashboard variables show; suggesting the majority, {pick}"
+        )
+    elif present:
+        [label] = present
+        out.suggested["dcgm.hostname_label"] = label
+        out.info(f"all {seen[label]} FB series carry {label}")
+    else:
+        out.info(
+            f"no FB series carries {' or '.join(spellings)} (exporter run with -n/--no-hostname); "
+            "keeping the configured hostname_label"
+        )
+    return out
+
+
+def workload_labels(ctx: ProbeContext) -> Outcome:
+    """exported_pod (honorLabels false) or a workload pod in `pod` (honorLabels true)."""
+    out = Outcome("dcgm.workload_labels")
+    exported_pod = ctx.dcgm.workload_labels["exported"].pod
+    pod = ctx.dcgm.workload_labels["plain"].pod
+    exported = ctx.count(ctx.fb(f'{exported_pod}!=""'))
+    with_pod = ctx.count(ctx.fb(f'{pod}!=""'))
+    # a `pod` that is no dcgm-exporter target's own pod is the workload's
+    workload_pod = ctx.count(
+        b.unless(ctx.fb(f'{pod}!=""'), b.selector("up", ctx.config.targets["dcgm"]), [pod])
+    )
+    out.counts["dcgm"] = {
+        f"{exported_pod}_series": exported,
+        f"{pod}_series": with_pod,
+        f"workload_{pod}_series": workload_pod,
+    }
+    if exported:
+        out.suggested["dcgm.workload_labels"] = "exported"
+        out.info(f"{exported} FB series carry {exported_pod} (ServiceMonitor with honorLabels false)")
+    elif workload_pod:
+        out.suggested["dcgm.workload_labels"] = "plain"
+        out.info(
+            f"{workload_pod} FB series carry a workload pod in `{pod}` and none {exported_pod} "
+            "(honorLabels true)"
+        )
+    else:
+        out.info(
+            "unknown: no FB series carries a workload pod (no pod mapping, or every GPU idle); "
+            "keeping the configured workload_labels"
+        )
+    return out
+
+
+def mig(ctx: ProbeContext) -> Outcome:
+    out = Outcome("dcgm.mig")
+    instance, uuid = ctx.dcgm.labels.mig_instance, ctx.dcgm.labels.uuid
+    n = ctx.count(ctx.fb(f'{instance}!=""'))
+    out.counts["dcgm"] = {"mig_instance_series": n}
+    if n:
+        out.info(
+            f"{n} FB series are MIG instances ({instance}); identity.dcgm must keep {instance} next to {uuid}"
+        )
+        if instance not in ctx.config.identity.dcgm:
+            out.warning(
+                f"MIG instances present but identity.dcgm lacks {instance}: instances of one GPU collide",
+                "identity.dcgm",
+            )
+    return out
+
+
+def duplicates(ctx: ProbeContext) -> Outcome:
+    """GPUs (or MIG instances) whose FB series come from more than one scrape target."""
+    out = Outcome("dcgm.duplicates")
+    gpu = [ctx.dcgm.labels.uuid, ctx.dcgm.labels.mig_instance]
+    per_target = b.agg("count", [*gpu, "job", "instance"], ctx.fb())
+    dup = b.compare(b.agg("count", gpu, per_target), ">", 1)
+    rows = ctx.ask.rows(b.agg("group", [*gpu, "job", "instance"], b.only_where(ctx.fb(), dup, gpu)))
+    twice: dict[tuple, list[str]] = {}
+    for r in rows:
+        m = r["metric"]
+        key = (m.get(gpu[0], ""), m.get(gpu[1], ""))
+        twice.setdefault(key, []).append(f"{m.get('job', '')}/{m.get('instance', '')}")
+    out.counts["dcgm"] = {"gpus_scraped_twice": len(twice)}
+    for (uuid, instance), where in sorted(twice.items())[:SHOW_MAX]:
+        what = uuid + (f" {gpu[1]} {instance}" if instance else "")
+        out.warning(
+            f"{what} is scraped by {len(where)} targets: {', '.join(sorted(where))} "
+            "(rules deduplicate; fix the scrape config to halve the series)"
+        )
+    if len(twice) > SHOW_MAX:
+        out.warning(f"... and {len(twice) - SHOW_MAX} more GPUs scraped twice")
+    return out
+
+
+# -- both sources ------------------------------------------------------------------------------------
+def targets(ctx: ProbeContext) -> Outcome:
+    """`up` series per configured target selector; a job selector suggested when none matches."""
+    out = Outcome("targets")
+    for src, probe in (("dcgm", ctx.fb()), ("vllm", ctx.vllm())):
+        selector = ctx.config.targets[src]
+        up_sel = b.selector("up", selector)
+        n_up = ctx.count(up_sel)
+        n_ok = ctx.count(b.compare(up_sel, "==", 1))
+        out.counts[src] = {"up_series": n_up, "up_series_up": n_ok}
+        jobs = sorted(r["metric"].get("job", "") for r in ctx.ask.rows(b.agg("count", ["job"], probe)))
+        topic = f"targets.{src}"
+        if n_up:
+            report = out.info if n_ok == n_up else out.warning
+            report(f"{n_up} up series match {selector!r}, {n_ok} of them up", topic)
+        elif jobs:
+            out.suggested[topic] = f'job=~"{regex([j for j in jobs if j]) or ".+"}"'
+            out.differs(
+                f"no up series match {selector!r} although {src} series come from "
+                f"job(s) {', '.join(jobs)}: {DOWN_ALERT[src]} would see nothing",
+                topic,
+            )
+        else:
+            out.warning(f"no up series match {selector!r}", topic)
+    return out
+
+
+def cluster_label(ctx: ProbeContext) -> Outcome:
+    out = Outcome("cluster_label")
+    label = ctx.config.cluster_label or CLUSTER_HINT
+    have = ctx.count(ctx.fb(f'{label}!=""')) + ctx.count(ctx.vllm(f'{label}!=""'))
+    out.counts["cluster_label_series"] = have
+    if ctx.config.cluster_label:
+        if not have and (ctx.fb_series or ctx.vllm_series):
+            out.warning(f"cluster_label is {label!r} but no FB or vLLM series carries it")
+    elif have:
+        out.suggested["cluster_label"] = CLUSTER_HINT
+        out.differs(
+            f"{have} FB/vLLM series carry a {CLUSTER_HINT!r} label but cluster_label is null: "
+            "rules would aggregate across clusters"
+        )
+    return out
+
+
+# -- vLLM -------------------------------------------------------------------------------------------
+def vllm_identity(ctx: ProbeContext) -> Outcome:
+    """Whether the liveness series carry namespace and pod (scraped through Kubernetes)."""
+    out = Outcome("identity.vllm")
+    live, running = ctx.catalog.vllm_liveness, ctx.vllm_series
+    with_k8s = ctx.count(ctx.vllm('namespace!=""', 'pod!=""')) if running else 0
+    short = live.split(":", 1)[-1]
+    out.counts["vllm"] = {f"{short}_series": running, "with_namespace_and_pod": with_k8s}
+    identity = ctx.current["identity"]
+    if not running:
+        scope = f" matching {ctx.vsel!r}" if ctx.vsel else ""
+        out.warning(
+            f"no {live} series{scope} (vLLM down, not scraped, or run with --disable-log-stats)", "vllm"
+        )
+    elif with_k8s < running and "instance" not in ctx.config.identity.vllm:
+        # job and instance take the places of namespace and pod, which keeps the shape the dashboards need
+        stand_in = {"namespace": "job", "pod": "instance"}
+        out.suggested["identity.vllm"] = [stand_in.get(x, x) for x in identity["vllm"]]
+        out.suggested["identity.model"] = [stand_in.get(x, x) for x in identity["model"]]
+        why = (
+            "none carries namespace and pod (not scraped through Kubernetes)"
+            if with_k8s == 0
+            else f"{running - with_k8s} of them lack namespace or pod"
+        )
+        out.differs(
+            f"{running} {live} series, {why}: engines of different "
+            "servers would merge; identify engines by job and instance instead"
+        )
+    else:
+        out.info(f"{running} {live} series, {with_k8s} with namespace and pod")
+    return out
+
+
+def _version(text: str) -> tuple:
+    return tuple(int(x) for x in re.findall(r"\d+", text))
+
+
+def vllm_removed_names(ctx: ProbeContext) -> Outcome:
+    """Metric names the catalog lists as removed from vLLM that a target still exposes."""
+    out = Outcome("vllm.version")
+    renamed = {old: r for old, r in ctx.catalog.renamed.items() if old.startswith("vllm:")}
+    if not renamed:
+        return out
+    pattern = "|".join(f"{regex([n])}(_bucket|_sum|_count)?" for n in sorted(renamed))
+    rows = ctx.ask.rows(b.agg("count", ["__name__"], b.selector("", f'__name__=~"{pattern}"', ctx.vsel)))
+    gone: dict[str, int] = {}
+    for r in rows:
+        rename = ctx.catalog.rename_of(r["metric"].get("__name__", ""))
+        if rename is not None:
+            gone[rename.old] = gone.get(rename.old, 0) + int(float(r["value"][1]))
+    out.counts["vllm"] = {"removed_metric_series": sum(gone.values())}
+    if gone:
+        newest = max((renamed[n].gone_in for n in gone), key=_version)
+        listed = ", ".join(f"{n} ({c} series, gone in {renamed[n].gone_in})" for n, c in sorted(gone.items()))
+        out.warning(
+            f"removed vLLM metric names still exposed: {listed}; this vLLM is older than "
+            f"{newest} and the rules (written for 0.25.0) miss it"
+        )
+    return out
+
+
+PROBES: tuple[Probe, ...] = (
+    Probe("dcgm.fb_units", fb_units, "which exporter profile's framebuffer names exist (and -o names)"),
+    Probe("dcgm.hostname_label", hostname_label, "which host label spellings FB series carry", True),
+    Probe("dcgm.workload_labels", workload_labels, "exported_pod or a workload pod in `pod`", True),
+    Probe("dcgm.mig", mig, "FB series of MIG instances", True),
+    Probe("dcgm.duplicates", duplicates, "GPUs scraped by more than one target", True),
+    Probe("targets", targets, "up series per configured target selector"),
+    Probe("identity.vllm", vllm_identity, "whether vLLM series carry namespace and pod"),
+    Probe("vllm.version", vllm_removed_names, "removed vLLM metric names still exposed"),
+    Probe("cluster_label", cluster_label, "a cluster label on FB or vLLM series"),
+)

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from servewatch import catalog, generate, verify
+from servewatch.cli import main
 from servewatch.errors import SpecErrors
 from servewatch_testkit import synth
 from servewatch_testkit.localprom import LocalPrometheus, backfill_start
@@ -297,3 +298,51 @@ def test_exporter_4_9_values_arrive_in_the_panels_units(fleet_4_9):
     assert one("Framebuffer used") == a0["fb_used_mib"] * 2**20
     assert one("GPU utilization (full GPUs)") == 0.93  # the fleet runs a0 at util 0.93
     assert one("NVLink throughput") == round(1.5e5 * 0.93) * 1e6  # synth: 150 000 MB/s at full load
+
+
+@pytest.mark.integration
+def test_detect_recognises_a_profile_added_to_the_catalog(scratch_catalog, capsys):
+    """The probes read the FB names from the catalog profiles: no code knows the new profile."""
+    add_profile(
+        scratch_catalog,
+        "next",
+        {**NEXT, "metrics": {f: {"name": n, "unit": "bytes"} for f, n in NEXT_FB.items()}},
+    )
+    tgt = synth.dcgm_target("gpu-node-n", job="dcgm")
+    series = [synth.up(tgt, 1, steps=10)]
+    series += synth.dcgm_gpu("gpu-node-n", 0, "GPU-n", 1000, 3000, steps=10, targets=[tgt], profile="next")
+    start = backfill_start(10, 30)
+    with LocalPrometheus(synth.to_openmetrics(series, start, 30)) as prom:
+        rc = main(["detect", "--prometheus", prom.url, "--at", str(start + 9 * 30), "--format", "json"])
+    res = json.loads(capsys.readouterr().out)
+    assert rc == 3 and res["config"]["dcgm"]["fb_units"] == "next"
+    assert res["counts"]["dcgm"]["fb_used_next_series"] == 1
+    assert {"field": "dcgm.fb_units", "current": "mib", "suggested": "next"} in res["differences"]
+    info = [f["message"] for f in res["findings"] if f["topic"] == "dcgm.fb_units" and f["level"] == "info"]
+    assert info == ["1 series named DCGM_FI_DEV_MEMORY_USED_BYTES (bytes, exporter 5.0+)"]
+
+
+# -- docs ---------------------------------------------------------------------------------------------
+def fields_table() -> str:
+    """The field table of docs/exporters.md, as the catalog says it should read."""
+    dcgm = catalog.load().dcgm
+    profiles = list(dcgm.profiles.values())
+    head = " | ".join(f"`{p.name}` (exporter {p.exporter})" for p in profiles)
+    lines = [f"| field | type | {head} |", "|---|---|" + "---|" * len(profiles)]
+    for name, field in dcgm.fields.items():
+        cells = []
+        for p in profiles:
+            n = p.metrics.get(name)
+            unit = f" ({n.unit})" if n and n.unit else ""
+            cells.append(
+                "—" if n is None else f"`{n.name}`{unit}" + (" *unconfirmed*" if n.unconfirmed else "")
+            )
+        kind = field.type + (", whole GPU" if field.scope == "gpu" else "")
+        lines.append(f"| `{name}` | {kind} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def test_the_docs_list_every_field_of_every_profile_and_mark_unconfirmed_names(repo):
+    doc = (repo / "docs" / "exporters.md").read_text()
+    assert fields_table() in doc
+    assert "`DCGM_FI_DEV_FB_USED_BYTES` (bytes) *unconfirmed*" in doc

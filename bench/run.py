@@ -21,7 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "generator"))
 
-from servewatch import generate, promtool, writer  # noqa: E402
+from servewatch import generate, tools, writer  # noqa: E402
 
 
 def scaled_specs(factor: int, dst: Path) -> Path:
@@ -57,7 +57,7 @@ def measure(specs: Path, runs: int = 5) -> dict:
     writer.write(out, files)
     rules = sorted((out / "rules").glob("*.rules.yaml"))
     t0 = time.perf_counter()
-    promtool.run("promtool", "check", "rules", *rules, check=True)
+    tools.run("promtool", "check", "rules", *rules, check=True)
     check_s = time.perf_counter() - t0
     shutil.rmtree(out)
     n_rules = sum(

@@ -194,11 +194,11 @@ def test_a_tampered_manifest_cannot_delete_outside_the_output(tmp_path):
 
 def test_hand_written_promtool_tests_pass(repo):
     """The edge cases in tests/promtool/ check exact recording-rule values against the committed rules."""
-    from servewatch import promtool
+    from servewatch import tools
 
     files = sorted((repo / "tests" / "promtool").glob("*.yaml"))
     assert files, "hand-written edge cases live in tests/promtool/"
-    res = promtool.run("promtool", "test", "rules", *files)
+    res = tools.run("promtool", "test", "rules", *files)
     assert res.returncode == 0, res.stdout + res.stderr
 
 

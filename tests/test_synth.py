@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from servewatch import promtool
+from servewatch import tools
 from servewatch_testkit.synth import (
     INCIDENTS,
     ITER_BUCKETS,
@@ -114,7 +114,7 @@ def test_promtool_accepts_fleet_and_every_incident(tmp_path, fl, scenarios):
     for name, series in [("fleet", fl), *sorted(scenarios.items())]:
         src, out = tmp_path / f"{name}.om", tmp_path / name
         src.write_text(to_openmetrics(series, START, 30))
-        cmd = [promtool.ensure("promtool"), "tsdb", "create-blocks-from", "openmetrics", "--quiet", src, out]
+        cmd = [tools.ensure("promtool"), "tsdb", "create-blocks-from", "openmetrics", "--quiet", src, out]
         # concurrent: the backfills are independent and promtool is mostly single-threaded
         jobs.append((name, series, out, subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)))
     for name, series, out, proc in jobs:
@@ -128,11 +128,11 @@ def test_le_labels_are_stored_as_written(tmp_path):
     src, out = tmp_path / "h.om", tmp_path / "blocks"
     src.write_text(to_openmetrics(histogram_series("h", {}, (1, 1e6, 100000), [[(3, 1)]]), START, 30))
     assert (
-        promtool.run("promtool", "tsdb", "create-blocks-from", "openmetrics", "--quiet", src, out).returncode
+        tools.run("promtool", "tsdb", "create-blocks-from", "openmetrics", "--quiet", src, out).returncode
         == 0
     )
     (out / "wal").mkdir()  # dump wants a full data dir
-    dump = promtool.run("promtool", "tsdb", "dump", out).stdout
+    dump = tools.run("promtool", "tsdb", "dump", out).stdout
     les = sorted(line.split('le="')[1].split('"')[0] for line in dump.splitlines() if "h_bucket" in line)
     assert les == ["+Inf", "1.0", "100000.0", "1e+06"]
 

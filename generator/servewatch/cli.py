@@ -6,7 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import detect, init, promtool
+from . import detect, init
+from .tools import ToolError
+from .tools import cli as tools_cli
 from .lint import cli as lint_cli
 from .investigate import cli as investigate_cli
 from .errors import ServewatchError, SpecErrors
@@ -108,7 +110,7 @@ def parser() -> argparse.ArgumentParser:
     t.set_defaults(func=cmd_test)
 
     init.add_cli(sub)
-    promtool.add_cli(sub)
+    tools_cli.add_cli(sub)
     lint_cli.add_cli(sub)
     investigate_cli.add_cli(sub)
     detect.add_cli(sub)
@@ -126,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except ServewatchError as exc:
         return _fail(f"{exc}; nothing was written" if args.command == "generate" else str(exc))
-    except promtool.ToolError as exc:
+    except ToolError as exc:
         return _fail(str(exc), 1)
     except KeyboardInterrupt:
         return 130

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import promtool
+from . import tools
 
 
 def rule_files(root: Path) -> list[Path]:
@@ -21,11 +21,11 @@ def run(root: Path, extra_tests: list[Path] = (), echo=print) -> bool:
     if not rules:
         echo("servewatch: no rule files under rules/; run `servewatch generate` first")
         return False
-    res = promtool.run("promtool", "check", "rules", "--lint=all", "--lint-fatal", *rules)
+    res = tools.run("promtool", "check", "rules", "--lint=all", "--lint-fatal", *rules)
     echo((res.stdout + res.stderr).strip())
     ok &= res.returncode == 0
     tests = test_files(root, list(extra_tests))
-    res = promtool.run("promtool", "test", "rules", *tests)
+    res = tools.run("promtool", "test", "rules", *tests)
     out = (res.stdout + res.stderr).strip()
     echo(out)
     ok &= res.returncode == 0

@@ -74,9 +74,9 @@ def backfill_start(steps: int, step: float, now: float | None = None, gap_s: flo
 
 
 def _tool(name: str) -> str:
-    from servewatch import promtool  # lazy: only needed when a server is really started
+    from servewatch import tools  # lazy: only needed when a server is really started
 
-    return str(promtool.ensure(name))
+    return str(tools.find(name))
 
 
 def _ts(t: TimeLike) -> str:

@@ -26,7 +26,7 @@ from servewatch_testkit.localprom import LocalPrometheus, backfill_start
 from servewatch.spec.schema import seconds
 from servewatch_testkit.synth import INCIDENTS, incident
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.tools("promtool", "prometheus")]
 
 REPO = Path(__file__).resolve().parents[1]
 RULE_FILES = [REPO / "rules" / "gpu.rules.yaml", REPO / "rules" / "vllm.rules.yaml"]

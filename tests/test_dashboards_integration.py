@@ -30,7 +30,7 @@ fleet_mod = importlib.import_module(
     "servewatch_testkit.synth.fleet"
 )  # the package re-exports fleet() over the module
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.tools("promtool", "prometheus")]
 
 REPO = Path(__file__).resolve().parents[1]
 NAMES = ("vllm-serving", "gpu-fleet", "moe-deployment")

@@ -28,7 +28,7 @@ from servewatch_testkit.synth import (
 )
 from servewatch_testkit.synth.scrape import Target
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.tools("promtool", "prometheus")]
 
 STEPS, STEP = 40, 30
 

@@ -70,6 +70,7 @@ def test_the_probe_table():
 
 
 @pytest.mark.integration
+@pytest.mark.tools("promtool", "prometheus")
 def test_fb_units_counts_each_profile_and_suggests_the_majority(asked):
     out = probes.fb_units(context(asked))
     # GPU 0 and the two scrapes of the MIG instance are MiB (3 series); GPU 1 is bytes (1)
@@ -86,6 +87,7 @@ def test_fb_units_counts_each_profile_and_suggests_the_majority(asked):
 
 
 @pytest.mark.integration
+@pytest.mark.tools("promtool", "prometheus")
 def test_fb_units_tie_prefers_the_newer_profile(asked):
     out = probes.fb_units(context(asked, TIE, fb_units="mib"))
     assert out.counts["dcgm"]["fb_used_mib_series"] == out.counts["dcgm"]["fb_used_bytes_series"] == 1
@@ -93,6 +95,7 @@ def test_fb_units_tie_prefers_the_newer_profile(asked):
 
 
 @pytest.mark.integration
+@pytest.mark.tools("promtool", "prometheus")
 @pytest.mark.parametrize("configured", ["Hostname", "hostname"])
 def test_hostname_label_suggests_the_majority_and_keeps_the_configured_one_on_a_tie(asked, configured):
     out = probes.hostname_label(context(asked, hostname_label=configured))
@@ -108,6 +111,7 @@ def test_hostname_label_suggests_the_majority_and_keeps_the_configured_one_on_a_
 
 
 @pytest.mark.integration
+@pytest.mark.tools("promtool", "prometheus")
 def test_mig_and_duplicate_scrapes(asked):
     ctx = context(asked)
     mig = probes.mig(ctx)
@@ -124,6 +128,7 @@ def test_mig_and_duplicate_scrapes(asked):
 
 
 @pytest.mark.integration
+@pytest.mark.tools("promtool", "prometheus")
 def test_workload_labels_unknown_when_no_pod_holds_a_gpu(asked):
     out = probes.workload_labels(context(asked))
     assert out.suggested == {} and "unknown" in out.findings[0].message

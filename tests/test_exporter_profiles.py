@@ -151,6 +151,7 @@ def add_profile(directory: Path, name: str, profile: dict) -> None:
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
 
 
+@pytest.mark.tools("promtool")
 def test_a_profile_added_to_the_catalog_drives_rules_dashboards_runbooks_and_tests(
     scratch_catalog, specs_copy, tmp_path
 ):
@@ -265,6 +266,7 @@ def fleet_4_9(tmp_path_factory):
 
 
 @pytest.mark.integration
+@pytest.mark.tools("promtool", "prometheus")
 @pytest.mark.parametrize("board", ["vllm-serving", "gpu-fleet", "moe-deployment"])
 def test_every_panel_returns_data_on_an_exporter_4_9_fleet(fleet_4_9, board):
     live, prom, t, files, series, _ = fleet_4_9
@@ -283,6 +285,7 @@ def test_every_panel_returns_data_on_an_exporter_4_9_fleet(fleet_4_9, board):
 
 
 @pytest.mark.integration
+@pytest.mark.tools("promtool", "prometheus")
 def test_exporter_4_9_values_arrive_in_the_panels_units(fleet_4_9):
     """Bytes on the framebuffer panel, a 0-1 ratio on utilization, bytes/s on NVLink: the values the
     exporter wrote, shown as they are (no rate() over the NVLink throughput)."""
@@ -301,6 +304,7 @@ def test_exporter_4_9_values_arrive_in_the_panels_units(fleet_4_9):
 
 
 @pytest.mark.integration
+@pytest.mark.tools("promtool", "prometheus")
 def test_detect_recognises_a_profile_added_to_the_catalog(scratch_catalog, capsys):
     """The probes read the FB names from the catalog profiles: no code knows the new profile."""
     add_profile(

@@ -115,6 +115,7 @@ def test_identity_labels_come_from_config(specs_copy):
         {"cluster_label: null": "cluster_label: cluster", "dcgm: ''": "dcgm: 'job=\"dcgm-exporter\"'"},
     ],
 )
+@pytest.mark.tools("promtool")
 def test_scenarios_hold_for_every_exporter_profile(specs_copy, tmp_path, profile, servewatch):
     """The default scenarios use tokens, so they prove the rules whatever the exporter layout."""
     text = (specs_copy / "config.yaml").read_text()
@@ -131,6 +132,7 @@ def test_scenarios_hold_for_every_exporter_profile(specs_copy, tmp_path, profile
         assert "DCGM_FI_DEV_FB_USED_BYTES" in rules and "DCGM_FI_DEV_FB_USED)" not in rules
 
 
+@pytest.mark.tools("promtool")
 def test_a_wrong_expectation_fails_promtool(specs_copy, tmp_path, servewatch):
     """The generated tests can fail: a stricter threshold turns a firing scenario silent."""
     _write(
@@ -192,6 +194,7 @@ def test_a_tampered_manifest_cannot_delete_outside_the_output(tmp_path):
     assert victim.read_text() == "keep"
 
 
+@pytest.mark.tools("promtool")
 def test_hand_written_promtool_tests_pass(repo):
     """The edge cases in tests/promtool/ check exact recording-rule values against the committed rules."""
     from servewatch import tools

@@ -1,6 +1,9 @@
 """`servewatch init` gives a repository of its own that generates and passes promtool as shipped."""
 
+import pytest
 
+
+@pytest.mark.tools("promtool")
 def test_init_then_generate_and_test(tmp_path, servewatch, repo):
     res = servewatch("init", tmp_path)
     assert res.returncode == 0, res.stderr

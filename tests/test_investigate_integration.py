@@ -30,7 +30,7 @@ from servewatch.runbooks import book
 from servewatch.spec.loader import load
 from servewatch_testkit.synth import Series, incidents, to_openmetrics
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.tools("promtool", "prometheus")]
 
 REPO = Path(__file__).resolve().parents[1]
 SPECS = str(REPO / "specs")

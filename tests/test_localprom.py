@@ -10,7 +10,7 @@ import pytest
 from servewatch_testkit.localprom import LocalPrometheus, PrometheusError, QueryError, backfill_start
 from servewatch_testkit.synth import Series, fleet, incident, to_openmetrics, truth, with_labels
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.tools("promtool", "prometheus")]
 
 FB_EXPR = (
     "max by (UUID, GPU_I_ID) (DCGM_FI_DEV_FB_USED) / on (UUID, GPU_I_ID) "

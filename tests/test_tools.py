@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from servewatch import tools
-from servewatch.tools import apt_sources, cache, versions
+from servewatch.tools import apt_sources, cache, relocate, versions
 from servewatch.tools import cli as tools_cli
 from servewatch.tools.table import Requirement
 
@@ -184,6 +184,20 @@ def test_a_cached_build_without_version_is_judged_by_its_package(nowhere):
         tools.ToolError, match=r"kustomize 4\.5\.7\+ds, but servewatch needs kustomize >=5\.0"
     ):
         tools.find("kustomize")
+
+
+def test_a_fixed_system_path_is_rewritten_to_a_same_length_relative_one(tmp_path):
+    tool = tools.get("alertmanager")
+    binary = tmp_path / "alertmanager"
+    binary.write_bytes(b"\0/usr/share/prometheus/alertmanager\0/usr/share/prometheus/alertmanager/ui/\0")
+    assert relocate.rewrite(tool, binary) == 2
+    new = relocate.relative_literal(tool).decode()
+    assert (
+        len(new) == len("/usr/share/prometheus/alertmanager") and os.path.normpath(new) == "alertmanager-data"
+    )
+    assert binary.read_bytes() == f"\0{new}\0{new}/ui/\0".encode()
+    with pytest.raises(tools.ToolError, match="does not read /usr/share/prometheus/alertmanager any more"):
+        relocate.rewrite(tool, binary)
 
 
 def test_install_without_apt_fails_cleanly_and_writes_no_tool(nowhere):
@@ -386,4 +400,7 @@ def test_installed_tool_runs_at_an_accepted_version(fresh_cache, monkeypatch, na
         assert found.version == package
         out = subprocess.run([found.path, HELP[name]], capture_output=True, text=True, timeout=60)
         assert name in out.stdout + out.stderr  # it runs, and it is what it claims to be
+    if tool.reads_from:  # the files Debian keeps in /usr/share came along, next to the binary
+        assert found.data_dir == root / tool.package / f"{name}-data"
+        assert (found.data_dir / "default.tmpl").is_file()
     assert os.access(found.path, os.X_OK)

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import cache, versions
+from . import cache, relocate, versions
 from .apt_sources import debian_mirror
 from .errors import ToolError
 from .table import Tool, get, package_tools
@@ -45,6 +45,8 @@ def package_ok(package: str, folder: Path) -> bool:
     """Whether a package folder holds every tool of the package, each at an accepted version."""
     for tool in package_tools(package):
         path = folder / "bin" / tool.name
+        if tool.reads_from and not (folder / relocate.data_name(tool)).is_dir():
+            return False
         try:
             found = tool_version(tool, path) if path.is_file() else None
         except ToolError:
@@ -109,11 +111,18 @@ def _unpack(deb: Path, scratch: Path, mirror: str) -> tuple[str, Path]:
     _sh(["dpkg", "-x", str(deb), str(root)], f"dpkg -x {deb.name}")
     staged = scratch / package
     (staged / "bin").mkdir(parents=True)
+    relocated = {}
     for tool in package_tools(package):
-        try:
-            (root / tool.deb_path).rename(staged / "bin" / tool.name)
-        except OSError:
-            raise ToolError(f"{deb.name} has no {tool.deb_path}; Debian moved {tool.name}.") from None
+        for inside, there in [(tool.deb_path, staged / "bin" / tool.name)] + (
+            [(tool.reads_from, staged / relocate.data_name(tool))] if tool.reads_from else []
+        ):
+            try:
+                (root / inside).rename(there)
+            except OSError:
+                raise ToolError(f"{deb.name} has no {inside}; Debian moved {tool.name}'s files.") from None
+        if tool.reads_from:
+            relocate.rewrite(tool, staged / "bin" / tool.name)
+            relocated[tool.name] = f"/{tool.reads_from} -> ./{relocate.data_name(tool)}"
     cache.write_manifest(
         staged,
         {
@@ -121,6 +130,7 @@ def _unpack(deb: Path, scratch: Path, mirror: str) -> tuple[str, Path]:
             "version": deb_version,
             "deb": deb.name,
             "mirror": mirror,
+            "relocated": relocated,
             "installed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         },
     )

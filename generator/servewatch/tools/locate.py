@@ -8,7 +8,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import cache, debian, versions
+from . import cache, debian, relocate, versions
 from .errors import ToolError, ToolNotFound
 from .table import Tool, get
 
@@ -23,6 +23,13 @@ class Found:
     @property
     def shown_version(self) -> str:
         return str(self.version) if self.version else "unknown"
+
+    @property
+    def data_dir(self) -> Path | None:
+        """The folder a relocated cache copy reads from its working directory (see relocate.py), if any."""
+        if self.source == "cache" and self.tool.reads_from:
+            return self.path.parent.parent / relocate.data_name(self.tool)
+        return None
 
 
 def install_hint(tool: Tool) -> str:

@@ -38,6 +38,7 @@ class Tool:
     version_args: tuple[str, ...]  # how the binary reports its version; () when it has no way to
     reports_version: bool = True  # False: some builds (Debian's) print no version, so none can be required
     path_names: tuple[str, ...] = ()  # names to look for on PATH (default: the tool's own name)
+    reads_from: str = ""  # a system folder the Debian build reads by a fixed path (see relocate.py)
 
     @property
     def env_var(self) -> str:
@@ -62,7 +63,8 @@ TOOLS: dict[str, Tool] = {
     for t in (
         Tool("promtool", "promtool", "usr/bin/promtool", PROMETHEUS_3_5, ("--version",)),
         Tool("prometheus", "prometheus", "usr/bin/prometheus", PROMETHEUS_3_5, ("--version",)),
-        # Debian renames the server; upstream archives (and most PATHs) call it alertmanager
+        # Debian renames the server (upstream archives and most PATHs call it alertmanager) and keeps its
+        # templates and UI out of the binary
         Tool(
             "alertmanager",
             "prometheus-alertmanager",
@@ -70,6 +72,7 @@ TOOLS: dict[str, Tool] = {
             ALERTMANAGER,
             ("--version",),
             path_names=("alertmanager", "prometheus-alertmanager"),
+            reads_from="usr/share/prometheus/alertmanager",
         ),
         Tool("amtool", "prometheus-alertmanager", "usr/bin/amtool", ALERTMANAGER, ("--version",)),
         *(

@@ -8,12 +8,11 @@ import math
 from pathlib import Path
 
 import pytest
-from prometheus_api_client.exceptions import PrometheusApiClientException
 
 from servewatch.cli import main
 from servewatch.investigate import verdict as v
 from servewatch.investigate.cli import Progress, parse_time
-from servewatch.investigate.client import Auth, Client, InvestigateError, QueryFailed
+from servewatch.investigate.client import Auth, Client, InvestigateError
 from servewatch.model import Model
 from servewatch.runbooks import book
 from servewatch.spec.loader import load
@@ -150,20 +149,6 @@ def test_auth_from_env_never_shows_secrets():
 def test_url_credentials_are_not_shown():
     c = Client("http://user:secret@127.0.0.1:9/", Auth())
     assert c.shown == "http://127.0.0.1:9" and "secret" not in c.shown
-
-
-def test_http_errors_become_sentences():
-    c = Client("http://127.0.0.1:9", Auth(token="Zx9-secret"))
-    body = b'{"status":"error","errorType":"bad_data","error":"1:5: parse error: unexpected"}'
-    err = c._http_error(PrometheusApiClientException(f"HTTP Status Code 400 ({body!r})"), "query")
-    assert isinstance(err, QueryFailed)
-    assert str(err) == "Prometheus rejected the query (HTTP 400): bad_data: 1:5: parse error: unexpected"
-    err = c._http_error(PrometheusApiClientException("HTTP Status Code 403 (b'denied')"), "query")
-    assert "HTTP 403 forbidden" in str(err) and "Zx9" not in str(err)
-    err = c._http_error(PrometheusApiClientException("HTTP Status Code 404 (b'404 page not found')"), "query")
-    assert "has no query API" in str(err)
-    err = c._http_error(PrometheusApiClientException("HTTP Status Code 500 (b'<html>oops</html>')"), "query")
-    assert str(err) == "http://127.0.0.1:9 answered HTTP 500: <html>oops</html>"
 
 
 def test_progress_on_a_terminal_rewrites_one_line():

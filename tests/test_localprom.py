@@ -7,7 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from servewatch_testkit.localprom import LocalPrometheus, PrometheusError, QueryError, backfill_start
+from servewatch.promapi import QueryRejected
+from servewatch_testkit.localprom import LocalPrometheus, backfill_start
+from servewatch_testkit.servers import ServerError
 from servewatch_testkit.synth import Series, fleet, incident, to_openmetrics, truth, with_labels
 
 pytestmark = [pytest.mark.integration, pytest.mark.tools("promtool", "prometheus")]
@@ -79,8 +81,9 @@ def test_twice_scraped_gpu_needs_dedup(served):
         f'DCGM_FI_DEV_FB_USED{{UUID="{uuid}"}} / on (UUID, GPU_I_ID) '
         f'(DCGM_FI_DEV_FB_USED{{UUID="{uuid}"}} + on (UUID, GPU_I_ID) DCGM_FI_DEV_FB_FREE{{UUID="{uuid}"}})'
     )
-    with pytest.raises(QueryError, match="many-to-many"):
+    with pytest.raises(QueryRejected, match="many-to-many") as e:
         served.prom.query(naive, served.t(served.fl.eval_step))
+    assert (e.value.status, e.value.error_type) == (422, "execution")  # from the API's JSON body
 
 
 def test_p95_equals_expected_histogram_quantile(served):
@@ -197,7 +200,7 @@ def test_lifecycle_server_and_files_are_gone_after_exit(tmp_path):
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
     assert not workdir.exists()
-    with pytest.raises(PrometheusError, match="not running"):
+    with pytest.raises(ServerError, match="not running"):
         prom.query("x")
 
 
@@ -205,11 +208,11 @@ def test_start_failure_carries_the_log_tail(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("groups:\n  - name: g\n    rules:\n      - record: r\n        expr: sum(\n")
     lp = LocalPrometheus(None, rule_files=[bad], backfill_rules=False)
-    with pytest.raises(PrometheusError, match="(?s)exited with code.*log tail.*bad.yaml"):
+    with pytest.raises(ServerError, match="(?s)exited with code.*log tail.*bad.yaml"):
         lp.start()
     assert not lp.running and not lp.workdir.exists()
 
 
 def test_bad_openmetrics_is_reported():
-    with pytest.raises(PrometheusError, match="create-blocks-from openmetrics failed"):
+    with pytest.raises(ServerError, match="create-blocks-from openmetrics failed"):
         LocalPrometheus("this is not openmetrics\n").start()

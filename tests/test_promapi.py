@@ -5,7 +5,6 @@ The same client against a real Prometheus is exercised by test_localprom.py and 
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -13,6 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from servewatch.promapi import Auth, Client, PromApiError, QueryRejected
+from servewatch_testkit.servers import free_port
 
 VECTOR = {"resultType": "vector", "result": [{"metric": {"job": "a"}, "value": [1700000000, "1"]}]}
 # query text -> (status, content type, body): what Prometheus (or a proxy) answers
@@ -147,9 +147,7 @@ def test_no_alerts_endpoint_falls_back_to_the_alerts_series(canned):
 
 
 def test_nothing_listening_is_connection_refused():
-    with socket.socket() as s:  # a port nothing listens on once closed
-        s.bind(("127.0.0.1", 0))
-        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+    url = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(PromApiError) as e:
         Client(url).query("up")
     assert str(e.value) == f"cannot reach Prometheus at {url}: connection refused"

@@ -12,6 +12,9 @@ How it is built:
   3. Prometheus is started (again) with ``rule_files`` in its config and no scrape targets, on a
      free port; ``/-/ready`` and a query over the backfilled range must answer before it is handed out.
 
+The process, port and work dir are servewatch_testkit.servers.LocalServer's; every HTTP call goes
+through servewatch.promapi, so a rejected query raises its QueryRejected (with the API's errorType).
+
 Time: blocks are loaded whatever their age, but ``--storage.tsdb.retention.time`` defaults to 15d
 (counted back from the newest data), so it is set to 100y; data must lie in the past (``now`` is
 where the live rule evaluation appends), and queries see a sample for 5 minutes after it
@@ -32,35 +35,16 @@ import json
 import math
 import os
 import re
-import shutil
-import socket
 import subprocess
-import tempfile
 import time as _time
-import urllib.error
-import urllib.parse
-import urllib.request
-import weakref
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-__all__ = ["LocalPrometheus", "PrometheusError", "QueryError", "backfill_start"]
+from servewatch.promapi import Client, PromApiError, TimeLike, timestamp
 
-TimeLike = float | int | datetime
+from .servers import LocalServer, ServerError
 
-
-class PrometheusError(RuntimeError):
-    """Prometheus or promtool failed; the message carries the tail of their output."""
-
-
-class QueryError(PrometheusError):
-    """The HTTP API rejected a query (bad PromQL, many-to-many matching, ...)."""
-
-    def __init__(self, message: str, error_type: str = "", status: int = 0):
-        super().__init__(message)
-        self.error_type = error_type
-        self.status = status
+__all__ = ["LocalPrometheus", "backfill_start"]
 
 
 def backfill_start(steps: int, step: float, now: float | None = None, gap_s: float = 3600.0) -> float:
@@ -73,18 +57,6 @@ def backfill_start(steps: int, step: float, now: float | None = None, gap_s: flo
     return hour - gap_s - (steps - 1) * step
 
 
-def _tool(name: str) -> str:
-    from servewatch import tools  # lazy: only needed when a server is really started
-
-    return str(tools.find(name))
-
-
-def _ts(t: TimeLike) -> str:
-    if isinstance(t, datetime):
-        t = t.timestamp()
-    return str(int(t)) if float(t).is_integer() else repr(float(t))
-
-
 def _seconds(duration: str) -> float:
     """Seconds of a Prometheus duration such as ``30s``, ``1m30s`` or ``2h``."""
     units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
@@ -94,41 +66,7 @@ def _seconds(duration: str) -> float:
     return sum(int(n) * units[u] for n, u in parts)
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _tail(path: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
-
-
-def _stop(proc: subprocess.Popen | None, timeout: float = 10.0) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=timeout)
-
-
-def _cleanup(state: dict) -> None:
-    """Finalizer: whatever happens to the object, the server dies and the temp dir goes."""
-    _stop(state.get("proc"))
-    log = state.get("logfile")
-    if log is not None and not log.closed:
-        log.close()
-    if state.get("tmp") and not state.get("keep"):
-        shutil.rmtree(state["tmp"], ignore_errors=True)
-
-
-class LocalPrometheus:
+class LocalPrometheus(LocalServer):
     """A throw-away Prometheus 3.5 serving backfilled data on 127.0.0.1 (use as a context manager).
 
     ``openmetrics``: OpenMetrics text (``servewatch_testkit.synth.to_openmetrics``) or None for an empty TSDB.
@@ -137,6 +75,9 @@ class LocalPrometheus:
     ``rule_eval_interval`` when ``backfill_rules`` is true. ``retention`` keeps old blocks alive.
     ``keep=True`` leaves the temp dir (data, config, prometheus.log) behind for debugging.
     """
+
+    tool = "prometheus"
+    log_name = "prometheus.log"
 
     def __init__(
         self,
@@ -153,6 +94,7 @@ class LocalPrometheus:
         ready_timeout: float = 60.0,
         keep: bool = False,
     ):
+        super().__init__(extra_args=extra_args, ready_timeout=ready_timeout, keep=keep)
         self.openmetrics = openmetrics
         self.rule_files = [Path(f).resolve() for f in rule_files]
         for f in self.rule_files:
@@ -163,81 +105,68 @@ class LocalPrometheus:
         self.rule_eval_interval = rule_eval_interval
         self.retention = retention
         self.lookback_delta = lookback_delta
-        self.extra_args = list(extra_args)
-        self.ready_timeout = ready_timeout
-        self.url = ""
-        self.timings: dict[str, float] = {}
-        self._state: dict[str, Any] = {"keep": keep}
-        self._finalizer = weakref.finalize(self, _cleanup, self._state)
+        self._loaded_rules: list[Path] = self.rule_files  # what the next serve() loads
+        self._client: Client | None = None
 
     # ------------------------------------------------------------------ paths
 
     @property
-    def workdir(self) -> Path:
-        return Path(self._state["tmp"])
-
-    @property
     def data_dir(self) -> Path:
         return self.workdir / "data"
-
-    @property
-    def log_path(self) -> Path:
-        return self.workdir / "prometheus.log"
-
-    @property
-    def pid(self) -> int | None:
-        proc = self._state.get("proc")
-        return proc.pid if proc is not None else None
-
-    @property
-    def running(self) -> bool:
-        proc = self._state.get("proc")
-        return proc is not None and proc.poll() is None
 
     def blocks(self) -> list[dict]:
         """``meta.json`` of every block in the data dir, sorted by (minTime, ulid)."""
         metas = [json.loads(p.read_text()) for p in self.data_dir.glob("*/meta.json")]
         return sorted(metas, key=lambda m: (m["minTime"], m["ulid"]))
 
-    # -------------------------------------------------------------- lifecycle
+    # ----------------------------------------------------- the server's start
 
-    def __enter__(self) -> "LocalPrometheus":
-        return self.start()
+    def prepare(self) -> None:
+        self.data_dir.mkdir()
+        if self.openmetrics is not None:
+            self.timed("backfill_openmetrics", self._backfill_openmetrics)
+        if self.rule_files and self.backfill_rules and self.blocks():
+            self.timed("backfill_rules", self._backfill_rules)
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def args(self, port: int) -> list[str]:
+        config = self._write_config(self._loaded_rules)
+        args = [
+            f"--config.file={config}",
+            f"--storage.tsdb.path={self.data_dir}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            f"--storage.tsdb.retention.time={self.retention}",
+        ]
+        if self.lookback_delta:
+            args.append(f"--query.lookback-delta={self.lookback_delta}")
+        return args
 
-    def start(self) -> "LocalPrometheus":
-        if self._state.get("tmp"):
-            raise PrometheusError("LocalPrometheus already started")
-        self._state["tmp"] = tempfile.mkdtemp(prefix="servewatch-prom-")
-        try:
-            self.data_dir.mkdir()
-            if self.openmetrics is not None:
-                self._timed("backfill_openmetrics", self._backfill_openmetrics)
-            if self.rule_files and self.backfill_rules and self.blocks():
-                self._timed("backfill_rules", self._backfill_rules)
-            self._timed("start", lambda: self._serve(self.rule_files))
-        except BaseException:
-            self.close()
-            raise
-        return self
+    def is_ready(self) -> bool:
+        if not super().is_ready():
+            return False
+        if not self.blocks():
+            return True
+        try:  # blocks are loaded before ready; make sure they answer
+            return bool(self.client.query('count({__name__=~".+"})', self._data_range()[1]))
+        except PromApiError:
+            return False
+
+    def halt(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        super().halt()
 
     def close(self) -> None:
-        """Stop the server (terminate, wait, kill) and remove the temp dir (unless ``keep``)."""
-        self._finalizer()
-        self.url = ""
-
-    def _timed(self, what: str, fn) -> None:
-        t0 = _time.monotonic()
-        fn()
-        self.timings[what] = round(_time.monotonic() - t0, 3)
+        self.halt()
+        super().close()
 
     def _promtool(self, *args: str, what: str) -> str:
-        p = subprocess.run([_tool("promtool"), *args], capture_output=True, text=True, cwd=self.workdir)
+        from servewatch import tools
+
+        p = subprocess.run([tools.find("promtool"), *args], capture_output=True, text=True, cwd=self.workdir)
         if p.returncode:
             tail = "\n".join((p.stderr.strip() + "\n" + p.stdout.strip()).strip().splitlines()[-20:])
-            raise PrometheusError(f"{what} failed (exit {p.returncode}):\n{tail}")
+            raise ServerError(f"{what} failed (exit {p.returncode}):\n{tail}")
         return p.stdout
 
     def _backfill_openmetrics(self) -> None:
@@ -261,11 +190,14 @@ class LocalPrometheus:
 
     def _backfill_rules(self) -> None:
         lo, hi = self._data_range()
-        start = _ts(self.rules_start if self.rules_start is not None else lo)
+        start = timestamp(self.rules_start if self.rules_start is not None else lo)
         # one interval past the last sample, so the last grid point also gets its evaluation
-        end = _ts(self.rules_end if self.rules_end is not None else hi + _seconds(self.rule_eval_interval))
+        end = timestamp(
+            self.rules_end if self.rules_end is not None else hi + _seconds(self.rule_eval_interval)
+        )
         out = self.workdir / "rule-blocks"
-        self._serve([])  # evaluate against the raw data only
+        self._loaded_rules = []  # evaluate against the raw data only
+        self.serve()
         try:
             self._promtool(
                 "tsdb",
@@ -281,17 +213,10 @@ class LocalPrometheus:
                 what="promtool tsdb create-blocks-from rules",
             )
         finally:
-            self._halt()
+            self.halt()
+            self._loaded_rules = self.rule_files
         for block in sorted(out.glob("*/meta.json")):
             block.parent.rename(self.data_dir / block.parent.name)
-
-    def _halt(self) -> None:
-        _stop(self._state.get("proc"))
-        self._state["proc"] = None
-        log = self._state.get("logfile")
-        if log is not None:
-            log.close()
-        self.url = ""
 
     def _write_config(self, rule_files: Iterable[Path]) -> Path:
         cfg = {
@@ -303,121 +228,31 @@ class LocalPrometheus:
         path.write_text(json.dumps(cfg, indent=2) + "\n")  # JSON is YAML
         return path
 
-    def _serve(self, rule_files: Sequence[Path]) -> None:
-        config = self._write_config(rule_files)
-        prometheus = _tool("prometheus")
-        last_error = ""
-        for _attempt in range(3):  # the free port can be taken between probing and binding
-            port = _free_port()
-            self._state["logfile"] = logfile = open(self.log_path, "a")
-            logfile.write(f"--- starting on 127.0.0.1:{port}\n")
-            logfile.flush()
-            args = [
-                prometheus,
-                f"--config.file={config}",
-                f"--storage.tsdb.path={self.data_dir}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                f"--storage.tsdb.retention.time={self.retention}",
-            ]
-            if self.lookback_delta:
-                args.append(f"--query.lookback-delta={self.lookback_delta}")
-            args += self.extra_args
-            self._state["proc"] = subprocess.Popen(
-                args, stdout=logfile, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.workdir
-            )
-            self.url = f"http://127.0.0.1:{port}"
-            try:
-                self._wait_ready()
-                return
-            except PrometheusError as e:
-                last_error = str(e)
-                self._halt()
-                if "address already in use" not in last_error:
-                    break
-        raise PrometheusError(last_error)
-
-    def _wait_ready(self) -> None:
-        deadline = _time.monotonic() + self.ready_timeout
-        proc = self._state["proc"]
-        probe = None
-        if self.blocks():
-            lo, hi = self._data_range()
-            probe = {"query": 'count({__name__=~".+"})', "time": _ts(hi)}
-        while True:
-            if proc.poll() is not None:
-                raise PrometheusError(
-                    f"prometheus exited with code {proc.returncode} during start-up; "
-                    f"log tail ({self.log_path}):\n{_tail(self.log_path)}"
-                )
-            try:
-                with urllib.request.urlopen(self.url + "/-/ready", timeout=2) as r:
-                    ready = r.status == 200
-                if ready and probe:  # blocks are loaded before ready; make sure they answer
-                    ready = bool(self._api("/api/v1/query", probe)["result"])
-                if ready:
-                    return
-            except (urllib.error.URLError, ConnectionError, OSError, QueryError):
-                pass
-            if _time.monotonic() > deadline:
-                raise PrometheusError(
-                    f"prometheus not ready after {self.ready_timeout}s; log tail ({self.log_path}):\n"
-                    f"{_tail(self.log_path)}"
-                )
-            _time.sleep(0.05)
-
     # -------------------------------------------------------------------- API
 
-    def _api(self, path: str, params: dict | list | None = None, post: bool = True) -> Any:
+    @property
+    def client(self) -> Client:
+        """servewatch.promapi's client for this server (while it runs)."""
         if not self.url:
-            raise PrometheusError("LocalPrometheus is not running")
-        body = urllib.parse.urlencode(params or {}, doseq=True)
-        if post:
-            req = urllib.request.Request(
-                self.url + path,
-                data=body.encode(),
-                headers={"Content-Type": "application/x-www-form-urlencoded"},
-            )
-        else:
-            req = urllib.request.Request(self.url + path + ("?" + body if body else ""))
-        try:
-            with urllib.request.urlopen(req, timeout=60) as r:
-                payload = json.load(r)
-        except urllib.error.HTTPError as e:
-            try:
-                payload = json.load(e)
-            except ValueError:
-                raise QueryError(f"HTTP {e.code} from {path}", status=e.code) from None
-            raise QueryError(
-                f"{payload.get('errorType', 'error')}: {payload.get('error', '')}",
-                payload.get("errorType", ""),
-                e.code,
-            ) from None
-        if payload.get("status") != "success":
-            raise QueryError(
-                f"{payload.get('errorType', 'error')}: {payload.get('error', '')}",
-                payload.get("errorType", ""),
-            )
-        return payload["data"]
+            raise ServerError("LocalPrometheus is not running")
+        if self._client is None or self._client.url != self.url:
+            self._client = Client(self.url, timeout=60)
+        return self._client
 
     def api(self, path: str, **params: Any) -> Any:
         """GET any ``/api/v1/...`` endpoint; returns its ``data``."""
-        return self._api(path, params, post=False)
+        return self.client.get(path, params)
 
     def query(self, expr: str, time: TimeLike | None = None) -> list:
         """Instant query; returns ``data.result``.
 
         A vector is ``[{metric, value: [t, "v"]}]``; a scalar is ``[t, "v"]``.
         """
-        params = {"query": expr}
-        if time is not None:
-            params["time"] = _ts(time)
-        return self._api("/api/v1/query", params)["result"]
+        return self.client.query(expr, time)
 
     def query_range(self, expr: str, start: TimeLike, end: TimeLike, step: float | str = 30) -> list:
         """Range query; returns ``data.result`` (matrix: ``[{metric, values: [[t, "v"], ...]}]``)."""
-        return self._api(
-            "/api/v1/query_range", {"query": expr, "start": _ts(start), "end": _ts(end), "step": str(step)}
-        )["result"]
+        return self.client.query_range(expr, start, end, step)
 
     def query_value(self, expr: str, time: TimeLike | None = None) -> float | None:
         """The single value of an instant query (None for an empty vector; raises if several series)."""
@@ -427,7 +262,7 @@ class LocalPrometheus:
         if not res:
             return None
         if len(res) > 1:
-            raise QueryError(f"{len(res)} series returned by {expr!r}; expected one")
+            raise ValueError(f"{len(res)} series returned by {expr!r}; expected one")
         return float(res[0]["value"][1])
 
     def query_map(
@@ -442,7 +277,7 @@ class LocalPrometheus:
             m = r["metric"]
             key = tuple(m.get(k) for k in by) if by else tuple(sorted(m.items()))
             if key in out:
-                raise QueryError(f"labels {by} do not identify the series of {expr!r}: {key} repeats")
+                raise ValueError(f"labels {by} do not identify the series of {expr!r}: {key} repeats")
             out[key] = float(r["value"][1])
         return out
 
@@ -450,13 +285,8 @@ class LocalPrometheus:
         self, match: str | Sequence[str], start: TimeLike | None = None, end: TimeLike | None = None
     ) -> list[dict]:
         """``/api/v1/series`` label sets matching the selector(s)."""
-        params: dict[str, Any] = {"match[]": [match] if isinstance(match, str) else list(match)}
-        if start is not None:
-            params["start"] = _ts(start)
-        if end is not None:
-            params["end"] = _ts(end)
-        return self._api("/api/v1/series", params)
+        return self.client.series(match, start, end)
 
     def rules(self) -> list[dict]:
         """Loaded rule groups (``/api/v1/rules``)."""
-        return self._api("/api/v1/rules", post=False)["groups"]
+        return self.client.rules()

@@ -1,0 +1,60 @@
+"""servewatch_testkit.servers: the shared start / ready / teardown harness, on real Alertmanager and
+VictoriaMetrics (the Prometheus one is test_localprom.py)."""
+
+import json
+import os
+import urllib.request
+
+import pytest
+
+from servewatch.promapi import Client
+from servewatch_testkit.alertmanager import LocalAlertmanager
+from servewatch_testkit.servers import ServerError
+from servewatch_testkit.victoriametrics import LocalVictoriaMetrics
+
+pytestmark = pytest.mark.integration
+
+
+def get(url: str) -> tuple[int, str]:
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return r.status, r.read().decode()
+
+
+def assert_gone(pid: int, workdir) -> None:
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    assert not workdir.exists()
+
+
+@pytest.mark.tools("alertmanager")
+def test_alertmanager_starts_healthy_and_is_torn_down():
+    with LocalAlertmanager() as am:
+        assert am.url.startswith("http://127.0.0.1:") and am.running
+        assert get(am.url + "/-/healthy")[0] == 200
+        status, body = get(am.url + "/api/v2/status")
+        assert status == 200 and json.loads(body)["cluster"]["status"] == "disabled"  # no gossip port
+        alert = json.dumps([{"labels": {"alertname": "ServewatchHarness"}}]).encode()
+        post = urllib.request.Request(am.url + "/api/v2/alerts", alert, {"Content-Type": "application/json"})
+        assert urllib.request.urlopen(post, timeout=10).status == 200
+        held = json.loads(get(am.url + "/api/v2/alerts")[1])
+        assert [a["labels"]["alertname"] for a in held] == ["ServewatchHarness"]
+        pid, workdir = am.pid, am.workdir
+    assert_gone(pid, workdir)
+
+
+@pytest.mark.tools("victoria-metrics")
+def test_victoria_metrics_starts_healthy_and_answers_the_query_api():
+    with LocalVictoriaMetrics() as vm:
+        assert get(vm.url + "/health") == (200, "OK")
+        with Client(vm.url) as client:  # the Prometheus HTTP layer speaks to it too
+            assert client.query("vector(42)", at=1700000000)[0]["value"] == [1700000000, "42"]
+        pid, workdir = vm.pid, vm.workdir
+    assert_gone(pid, workdir)
+
+
+@pytest.mark.tools("alertmanager")
+def test_a_server_that_cannot_start_says_why():
+    am = LocalAlertmanager("route: [not, a, route]\n")
+    with pytest.raises(ServerError, match="(?s)alertmanager exited with code 1 during start-up; log tail.*"):
+        am.start()
+    assert not am.running and not am.workdir.exists()

@@ -54,6 +54,16 @@ def cmd_check(args) -> int:
     return 0
 
 
+def cmd_init(args) -> int:
+    specs, count, fragment = init.start_repository(Path(args.dir), force=args.force)
+    print(f"servewatch: wrote {count} spec files to {specs} and {fragment}")
+    print(
+        "next: tune specs/config.yaml (or run `servewatch detect --prometheus URL`), put your thresholds in "
+        "specs/overrides.yaml, then `servewatch generate` and commit the outputs"
+    )
+    return 0
+
+
 def cmd_test(args) -> int:
     from . import verify
 
@@ -109,7 +119,13 @@ def parser() -> argparse.ArgumentParser:
     )
     t.set_defaults(func=cmd_test)
 
-    init.add_cli(sub)
+    i = sub.add_parser(
+        "init", help="copy the default specs and a make fragment into a repository of your own"
+    )
+    i.add_argument("dir", nargs="?", default=".", help="target folder (default: .)")
+    i.add_argument("--force", action="store_true", help="replace an existing specs/ and servewatch.mk")
+    i.set_defaults(func=cmd_init)
+
     tools_cli.add_cli(sub)
     lint_cli.add_cli(sub)
     investigate_cli.add_cli(sub)

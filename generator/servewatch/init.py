@@ -7,9 +7,10 @@ project's specs/) and a make fragment with the CI targets, then says what to run
 from __future__ import annotations
 
 import shutil
-import sys
 from importlib import resources
 from pathlib import Path
+
+from .errors import ServewatchError
 
 MAKE_FRAGMENT = """\
 # servewatch targets; include this file from your Makefile (`include servewatch.mk`).
@@ -44,34 +45,19 @@ def _copy_tree(src, dst: Path) -> int:
     return count
 
 
-def cmd_init(args) -> int:
-    target = Path(args.dir)
+def start_repository(target: Path, force: bool = False) -> tuple[Path, int, Path]:
+    """Write specs/ and servewatch.mk into target; returns (specs folder, spec files written, fragment).
+
+    Without force, an existing specs/ or servewatch.mk is an error and nothing is written.
+    """
     specs = target / "specs"
     fragment = target / "servewatch.mk"
     existing = [p for p in (specs, fragment) if p.exists()]
-    if existing and not args.force:
+    if existing and not force:
         names = ", ".join(str(p) for p in existing)
-        print(
-            f"servewatch: error: {names} already exist(s); nothing was written (use --force to replace)",
-            file=sys.stderr,
-        )
-        return 2
+        raise ServewatchError(f"{names} already exist(s); nothing was written (use --force to replace)")
     if specs.exists():
         shutil.rmtree(specs)
     count = _copy_tree(resources.files("servewatch") / "defaults", specs)
     fragment.write_text(MAKE_FRAGMENT)
-    print(f"servewatch: wrote {count} spec files to {specs} and {fragment}")
-    print(
-        "next: tune specs/config.yaml (or run `servewatch detect --prometheus URL`), put your thresholds in "
-        "specs/overrides.yaml, then `servewatch generate` and commit the outputs"
-    )
-    return 0
-
-
-def add_cli(sub) -> None:
-    p = sub.add_parser(
-        "init", help="copy the default specs and a make fragment into a repository of your own"
-    )
-    p.add_argument("dir", nargs="?", default=".", help="target folder (default: .)")
-    p.add_argument("--force", action="store_true", help="replace an existing specs/ and servewatch.mk")
-    p.set_defaults(func=cmd_init)
+    return specs, count, fragment

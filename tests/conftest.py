@@ -2,10 +2,12 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
-from servewatch import tools
+from servewatch import generate, tools
+from servewatch.model import Model
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -46,12 +48,61 @@ def repo() -> Path:
     return REPO
 
 
-@pytest.fixture
-def specs_copy(tmp_path) -> Path:
-    """A private copy of the default specs that a test may edit."""
-    dst = tmp_path / "specs"
+@pytest.fixture(scope="session")
+def default_build() -> tuple[Model, dict[str, str]]:
+    """The default specs built once for the session: (model, {path: text}). Read them, never change them."""
+    return generate.build(REPO / "specs")
+
+
+@pytest.fixture(scope="session")
+def default_model(default_build) -> Model:
+    return default_build[0]
+
+
+Edit = str | None | list[tuple[str, str]]
+
+
+def copy_specs(dst: Path, edits: dict[str, Edit]) -> Path:
+    """The default specs copied to dst with edits per file (a path relative to specs/):
+    a list of (old, new) replaces each old once, and old must be there; a str is the file's whole text
+    (a new file, too); None removes the file."""
     shutil.copytree(REPO / "specs", dst)
+    for name, edit in edits.items():
+        path = dst / name
+        if edit is None:
+            path.unlink()
+        elif isinstance(edit, str):
+            path.write_text(edit)
+        else:
+            text = path.read_text()
+            for old, new in edit:
+                assert old in text, f"test setup: {old!r} is not in specs/{name}"
+                text = text.replace(old, new, 1)
+            path.write_text(text)
     return dst
+
+
+@pytest.fixture(scope="session")
+def specs_with(tmp_path_factory) -> Callable[..., Path]:
+    """A fresh copy of the default specs, edited, per call: ``specs_with({"config.yaml": [(old, new)]})``.
+    Session-scoped, so module fixtures can make copies too."""
+
+    def make(edits: dict[str, Edit] | None = None) -> Path:
+        return copy_specs(tmp_path_factory.mktemp("copy") / "specs", edits or {})
+
+    return make
+
+
+def _line_of(path: Path, text: str) -> int:
+    content = path.read_text()
+    assert text in content, f"test setup: {text!r} is not in {path}"
+    return content[: content.index(text)].count("\n") + 1
+
+
+@pytest.fixture
+def line_of() -> Callable[[Path, str], int]:
+    """``line_of(path, text)``: the line of the file on which `text` first starts."""
+    return _line_of
 
 
 def run_servewatch(*args, cwd=None) -> subprocess.CompletedProcess:

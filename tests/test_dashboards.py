@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 import warnings
@@ -41,14 +40,8 @@ LABEL_VALUES_RE = re.compile(r"^label_values\((.*),\s*([a-zA-Z_][a-zA-Z0-9_]*)\)
 
 
 @pytest.fixture(scope="module")
-def built():
-    model, files = generate.build(REPO / "specs")
-    return model, files
-
-
-@pytest.fixture(scope="module")
-def files(built):
-    return built[1]
+def files(default_build):
+    return default_build[1]
 
 
 def _boards(files: dict[str, str]) -> dict[str, dict]:
@@ -58,24 +51,6 @@ def _boards(files: dict[str, str]) -> dict[str, dict]:
 @pytest.fixture(scope="module")
 def boards(files):
     return _boards(files)
-
-
-def _specs(tmp_path, file: str, *edits: tuple[str, str]) -> Path:
-    """A copy of specs/ with each (old, new) replaced once in `file`."""
-    specs = tmp_path / "specs"
-    shutil.copytree(REPO / "specs", specs)
-    path = specs / file
-    text = path.read_text()
-    for old, new in edits:
-        assert old in text, f"{old!r} not in {path}"
-        text = text.replace(old, new, 1)
-    path.write_text(text)
-    return specs
-
-
-def _generate(tmp_path, file: str, *edits: tuple[str, str]) -> dict[str, str]:
-    """Every output generated from a copy of specs/ with `edits` made to `file`."""
-    return generate.build(_specs(tmp_path, file, *edits))[1]
 
 
 def panels(board: dict) -> list[dict]:
@@ -257,8 +232,8 @@ def test_rates_use_rate_interval_and_multi_value_variables_use_regex(boards, nam
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_every_query_parses_and_names_only_known_metrics(built, boards, name):
-    model, _ = built
+def test_every_query_parses_and_names_only_known_metrics(default_build, boards, name):
+    model, _ = default_build
     cat = catalog.load()
     records = {s.record for s in model.spec.signals.values()}
     for where, expr in queries(boards[name]):
@@ -271,8 +246,8 @@ def test_every_query_parses_and_names_only_known_metrics(built, boards, name):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_queries_pass_the_house_lint(built, boards, name):
-    model, _ = built
+def test_queries_pass_the_house_lint(default_build, boards, name):
+    model, _ = default_build
     ctx = lint.LintContext(catalog.load(), records={s.record for s in model.spec.signals.values()})
     problems = [
         f"{where}: {p}" for where, expr in queries(boards[name]) for p in lint.lint(substitute(expr), ctx)
@@ -350,15 +325,15 @@ def alert_link_problems(model, boards: dict[str, dict]) -> tuple[list[str], int]
     return problems, seen
 
 
-def test_alert_dashboard_urls_land_on_existing_variables(built, boards):
-    problems, seen = alert_link_problems(built[0], boards)
+def test_alert_dashboard_urls_land_on_existing_variables(default_build, boards):
+    problems, seen = alert_link_problems(default_build[0], boards)
     assert not problems, "\n".join(problems)
     assert seen >= 4
 
 
-def test_alert_dashboard_url_with_a_label_the_variable_does_not_list_fails(tmp_path):
+def test_alert_dashboard_url_with_a_label_the_variable_does_not_list_fails(specs_with):
     """The check above, on specs whose uuid variable would receive the GPU index."""
-    model, files = generate.build(_specs(tmp_path, "alerts/gpu.yaml", ("uuid: UUID}", "uuid: gpu}")))
+    model, files = generate.build(specs_with({"alerts/gpu.yaml": [("uuid: UUID}", "uuid: gpu}")]}))
     problems, _ = alert_link_problems(model, _boards(files))
     assert problems == ["GPUFramebufferUsageHigh: var-uuid takes ['gpu'], the variable lists 'UUID'"]
 
@@ -391,8 +366,8 @@ def dashboard_links(board: dict):
                 yield f"{board['uid']} / {p['title']} / {'.'.join(map(str, path))}", value, p
 
 
-def test_links_between_dashboards_keep_variables_and_time(built, boards):
-    model, _ = built
+def test_links_between_dashboards_keep_variables_and_time(default_build, boards):
+    model, _ = default_build
     records = {r.record: r.expr for r in model.records()}
     by_uid = {b["uid"]: b for b in boards.values()}
     checked = fields = 0
@@ -446,8 +421,10 @@ def test_links_between_dashboards_keep_variables_and_time(built, boards):
         ),
     ],
 )
-def test_a_broken_link_between_dashboards_is_a_generation_error(built, boards, board, old, new, message):
-    model, _ = built
+def test_a_broken_link_between_dashboards_is_a_generation_error(
+    default_build, boards, board, old, new, message
+):
+    model, _ = default_build
     check_board_links(model, boards)
     broken = {**boards, board: json.loads(json.dumps(boards[board]).replace(old, new))}
     assert broken[board] != boards[board]
@@ -544,8 +521,8 @@ def test_no_import_placeholders_outside_the_import_variant(files):
             assert "${DS_" not in text and "__inputs" not in text, path
 
 
-def test_provisioning_files(files, built):
-    model, _ = built
+def test_provisioning_files(files, default_build):
+    model, _ = default_build
     provider = yaml.safe_load(files["dashboards/provisioning/dashboards.yaml"])
     p = provider["providers"][0]
     assert provider["apiVersion"] == 1 and p["type"] == "file" and p["folder"] == "Serving"
@@ -587,35 +564,33 @@ def _build_error(specs: Path) -> list[str]:
     return [str(e) for e in exc.value.errors]
 
 
-def test_spec_errors_name_file_line_and_field(tmp_path):
-    specs = _specs(
-        tmp_path,
-        "dashboards.yaml",
-        ("    title: vLLM serving\n", "    titel: vLLM serving\n"),
-        ("price_per_gpu_hour: 2.5", "price_per_gpu_hour: -1"),
-        ("panels: {sm_active: true,", "panels: {sm_activ: true,"),
-        ("  moe-deployment:\n", "  moe-deploymnt:\n"),
+def test_spec_errors_name_file_line_and_field(specs_with, line_of):
+    specs = specs_with(
+        {
+            "dashboards.yaml": [
+                ("    title: vLLM serving\n", "    titel: vLLM serving\n"),
+                ("price_per_gpu_hour: 2.5", "price_per_gpu_hour: -1"),
+                ("panels: {sm_active: true,", "panels: {sm_activ: true,"),
+                ("  moe-deployment:\n", "  moe-deploymnt:\n"),
+            ]
+        }
     )
     path = specs / "dashboards.yaml"
-    lines = path.read_text().splitlines()
-    line_of = lambda needle: next(i for i, text in enumerate(lines, 1) if needle in text)
     errors = _build_error(specs)
     file = path.as_posix()
+    at = lambda text: f"{file}:{line_of(path, text)}"
     expected = [
-        (f"{file}:{line_of('titel:')}: dashboards.vllm-serving.titel", "did you mean 'title'"),
-        (
-            f"{file}:{line_of('price_per_gpu_hour')}: dashboards.defaults.cost.price_per_gpu_hour",
-            "greater than 0",
-        ),
-        (f"{file}:{line_of('sm_activ:')}: dashboards.gpu-fleet.panels.sm_activ", "did you mean 'sm_active'"),
-        (f"{file}:{line_of('moe-deploymnt:')}: dashboards.moe-deploymnt", "did you mean 'moe-deployment'"),
+        (f"{at('titel:')}: dashboards.vllm-serving.titel", "did you mean 'title'"),
+        (f"{at('price_per_gpu_hour')}: dashboards.defaults.cost.price_per_gpu_hour", "greater than 0"),
+        (f"{at('sm_activ:')}: dashboards.gpu-fleet.panels.sm_activ", "did you mean 'sm_active'"),
+        (f"{at('moe-deploymnt:')}: dashboards.moe-deploymnt", "did you mean 'moe-deployment'"),
     ]
     for where, words in expected:
         assert any(e.startswith(where) and words in e for e in errors), (where, errors)
 
 
-def test_cli_reports_dashboard_spec_errors_without_writing(tmp_path):
-    specs = _specs(tmp_path, "dashboards.yaml", ("refresh: 30s", "refresh: soon"))
+def test_cli_reports_dashboard_spec_errors_without_writing(specs_with, tmp_path):
+    specs = specs_with({"dashboards.yaml": [("refresh: 30s", "refresh: soon")]})
     out = tmp_path / "out"
     res = subprocess.run(
         [sys.executable, "-m", "servewatch", "generate", "--specs", str(specs), "--out", str(out)],
@@ -628,13 +603,13 @@ def test_cli_reports_dashboard_spec_errors_without_writing(tmp_path):
     assert not (out / "dashboards").exists()
 
 
-def test_alert_linking_to_a_missing_variable_is_an_error(tmp_path):
-    errors = _build_error(_specs(tmp_path, "alerts/gpu.yaml", ("vars: {host: ", "vars: {node: ")))
+def test_alert_linking_to_a_missing_variable_is_an_error(specs_with):
+    errors = _build_error(specs_with({"alerts/gpu.yaml": [("vars: {host: ", "vars: {node: ")]}))
     assert any("gpu.yaml" in e and "has no variable 'node'" in e for e in errors), errors
 
 
-def test_identity_the_dashboards_cannot_use_is_reported_at_its_config_line(tmp_path):
-    specs = _specs(tmp_path, "config.yaml", ("dcgm: [UUID, GPU_I_ID]", "dcgm: [UUID, gpu, GPU_I_ID]"))
+def test_identity_the_dashboards_cannot_use_is_reported_at_its_config_line(specs_with):
+    specs = specs_with({"config.yaml": [("dcgm: [UUID, GPU_I_ID]", "dcgm: [UUID, gpu, GPU_I_ID]")]})
     path = specs / "config.yaml"
     line = next(i for i, text in enumerate(path.read_text().splitlines(), 1) if text.strip() == "identity:")
     errors = _build_error(specs)
@@ -643,8 +618,10 @@ def test_identity_the_dashboards_cannot_use_is_reported_at_its_config_line(tmp_p
     ), errors
 
 
-def test_optional_panels_switch_off_without_renumbering(tmp_path, boards):
-    files = _generate(tmp_path, "dashboards.yaml", ("panels: {cost: true,", "panels: {cost: false,"))
+def test_optional_panels_switch_off_without_renumbering(specs_with, boards):
+    files = generate.build(
+        specs_with({"dashboards.yaml": [("panels: {cost: true,", "panels: {cost: false,")]})
+    )[1]
     board = _boards(files)["vllm-serving"]
     before = {p["title"]: p["id"] for p in boards["vllm-serving"]["panels"]}
     after = {p["title"]: p["id"] for p in board["panels"]}
@@ -652,16 +629,20 @@ def test_optional_panels_switch_off_without_renumbering(tmp_path, boards):
     assert all(before[t] == i for t, i in after.items())
 
 
-def test_titles_price_folder_and_gpus_per_engine_are_tunable(tmp_path):
-    files = _generate(
-        tmp_path,
-        "dashboards.yaml",
-        ("title: GPU fleet (DCGM)", "title: Fleet GPUs"),
-        ("price_per_gpu_hour: 2.5", "price_per_gpu_hour: 4.25"),
-        ("currency: USD", "currency: EUR"),
-        ("gpus_per_engine: null", "gpus_per_engine: 8"),
-        ("folder: Serving", "folder: LLM"),
-    )
+def test_titles_price_folder_and_gpus_per_engine_are_tunable(specs_with):
+    files = generate.build(
+        specs_with(
+            {
+                "dashboards.yaml": [
+                    ("title: GPU fleet (DCGM)", "title: Fleet GPUs"),
+                    ("price_per_gpu_hour: 2.5", "price_per_gpu_hour: 4.25"),
+                    ("currency: USD", "currency: EUR"),
+                    ("gpus_per_engine: null", "gpus_per_engine: 8"),
+                    ("folder: Serving", "folder: LLM"),
+                ]
+            }
+        )
+    )[1]
     boards = _boards(files)
     assert boards["gpu-fleet"]["title"] == "Fleet GPUs"
     cost = next(
@@ -677,8 +658,10 @@ def test_titles_price_folder_and_gpus_per_engine_are_tunable(tmp_path):
     ] == {"grafana_folder": "LLM"}
 
 
-def test_cluster_label_adds_a_variable_and_filters_every_selector(tmp_path):
-    files = _generate(tmp_path, "config.yaml", ("cluster_label: null", "cluster_label: cluster"))
+def test_cluster_label_adds_a_variable_and_filters_every_selector(specs_with):
+    files = generate.build(specs_with({"config.yaml": [("cluster_label: null", "cluster_label: cluster")]}))[
+        1
+    ]
     for board in _boards(files).values():
         names = [v["name"] for v in board["templating"]["list"]]
         assert names[:2] == ["datasource", "cluster"], names
@@ -690,9 +673,11 @@ def test_cluster_label_adds_a_variable_and_filters_every_selector(tmp_path):
                 assert "cluster" in labels, f"{where}: {sel.name} is not filtered by cluster"
 
 
-def test_kube_pod_labels_join_is_off_by_default_and_widens_the_deployment(tmp_path, boards):
+def test_kube_pod_labels_join_is_off_by_default_and_widens_the_deployment(specs_with, boards):
     assert "kube_pod_labels" not in json.dumps(boards)
-    files = _generate(tmp_path, "dashboards.yaml", ("      enabled: false\n", "      enabled: true\n"))
+    files = generate.build(
+        specs_with({"dashboards.yaml": [("      enabled: false\n", "      enabled: true\n")]})
+    )[1]
     moe = _boards(files)["moe-deployment"]
     expr = next(p for p in moe["panels"] if p["title"] == "Framebuffer used per GPU")["targets"][0]["expr"]
     assert 'kube_pod_labels{label_leaderworkerset_sigs_k8s_io_name!=""' in expr
@@ -700,8 +685,10 @@ def test_kube_pod_labels_join_is_off_by_default_and_widens_the_deployment(tmp_pa
     pp.parse(substitute(expr))
 
 
-def test_bytes_exporter_profile_switches_units(tmp_path):
-    fleet = _boards(_generate(tmp_path, "config.yaml", ("fb_units: mib", "fb_units: bytes")))["gpu-fleet"]
+def test_bytes_exporter_profile_switches_units(specs_with):
+    fleet = _boards(generate.build(specs_with({"config.yaml": [("fb_units: mib", "fb_units: bytes")]}))[1])[
+        "gpu-fleet"
+    ]
     fb = next(p for p in fleet["panels"] if p["title"] == "Framebuffer used")
     assert fb["fieldConfig"]["defaults"]["unit"] == "bytes"
     assert "DCGM_FI_DEV_FB_USED_BYTES" in fb["targets"][0]["expr"]

@@ -236,7 +236,7 @@ def test_unreachable_server_exits_1_with_one_line(capsys):
     )
 
 
-def test_suggested_config_generates(plain_prom, capsys, specs_copy):
+def test_suggested_config_generates(plain_prom, capsys, repo, specs_with):
     """What detect suggests must be a config servewatch accepts, dashboards included."""
     import yaml
 
@@ -244,9 +244,8 @@ def test_suggested_config_generates(plain_prom, capsys, specs_copy):
 
     prom, at = plain_prom
     _, res, _ = detect(capsys, prom.url, at)
-    path = specs_copy / "config.yaml"
-    current = yaml.safe_load(path.read_text())["config"]
-    path.write_text(yaml.safe_dump({"config": {**current, **res["config"]}}))
-    model, files = generate.build(specs_copy)
+    current = yaml.safe_load((repo / "specs" / "config.yaml").read_text())["config"]
+    suggested = yaml.safe_dump({"config": {**current, **res["config"]}})
+    model, files = generate.build(specs_with({"config.yaml": suggested}))
     assert model.config.identity.vllm == ("job", "instance", "model_name", "engine")
     assert "dashboards/vllm-serving.json" in files

@@ -18,17 +18,21 @@ from servewatch_testkit import synth
 from servewatch_testkit.localprom import LocalPrometheus, backfill_start
 
 
-def build_with(specs, **dcgm):
-    """Model and generated files with `config.dcgm` changed in a private copy of the specs."""
-    path = specs / "config.yaml"
-    doc = yaml.safe_load(path.read_text())
-    doc["config"]["dcgm"] = {**doc["config"]["dcgm"], **dcgm}
-    path.write_text(yaml.safe_dump(doc))
-    return generate.build(specs)
+SPECS = Path(__file__).resolve().parents[1] / "specs"
 
 
-def generate_with(specs, **dcgm) -> dict[str, str]:
-    return build_with(specs, **dcgm)[1]
+def build_with(specs_with, edits: dict | None = None, config: dict | None = None, **dcgm):
+    """Model and generated files from a copy of the default specs with `config.dcgm` changed by `dcgm`,
+    other `config` keys replaced, and other files edited (specs_with's `edits`)."""
+    doc = yaml.safe_load((SPECS / "config.yaml").read_text())
+    doc["config"] = {**doc["config"], **(config or {}), "dcgm": {**doc["config"]["dcgm"], **dcgm}}
+    return generate.build(specs_with({"config.yaml": yaml.safe_dump(doc), **(edits or {})}))
+
+
+def generate_with(
+    specs_with, edits: dict | None = None, config: dict | None = None, **dcgm
+) -> dict[str, str]:
+    return build_with(specs_with, edits, config, **dcgm)[1]
 
 
 def panel(files: dict[str, str], board: str, title: str) -> dict:
@@ -37,10 +41,10 @@ def panel(files: dict[str, str], board: str, title: str) -> dict:
 
 
 @pytest.mark.parametrize(("profile", "unit"), [("mib", "MBs"), ("bytes", "Bps")])
-def test_nvlink_throughput_is_read_as_the_rate_it_already_is(specs_copy, profile, unit):
+def test_nvlink_throughput_is_read_as_the_rate_it_already_is(specs_with, profile, unit):
     """DCGM's NVLink field is a throughput (MB/s up to exporter 4.8, bytes/s in 4.9), though the
     exporter's CSV types it counter: rate() over it would chart the change of a speed."""
-    files = generate_with(specs_copy, fb_units=profile)
+    files = generate_with(specs_with, fb_units=profile)
     nvlink = panel(files, "gpu-fleet", "NVLink throughput")
     [target] = nvlink["targets"]
     name = catalog.load().dcgm.profile(profile).metric("nvlink_throughput")
@@ -83,7 +87,7 @@ def stray_names(files: dict[str, str], wrong: dict[str, str], prose: bool = True
     return problems
 
 
-def test_the_4_9_profile_leaves_no_pre_4_9_name_in_rules_dashboards_or_runbooks(specs_copy):
+def test_the_4_9_profile_leaves_no_pre_4_9_name_in_rules_dashboards_or_runbooks(specs_with):
     old = only_in("mib", "bytes")
     # the fields the issue names: FB, utilization, power, temperature, XID, NVLink, profiling
     for name in (
@@ -97,7 +101,7 @@ def test_the_4_9_profile_leaves_no_pre_4_9_name_in_rules_dashboards_or_runbooks(
         "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
     ):
         assert name in old
-    files = generate_with(specs_copy, fb_units="bytes")
+    files = generate_with(specs_with, fb_units="bytes")
     assert stray_names(files, old) == []
     fleet = files["dashboards/gpu-fleet.json"]
     for name in ("DCGM_FI_DEV_GPU_UTIL_RATIO", "DCGM_FI_DEV_BOARD_POWER_WATTS", "DCGM_FI_DEV_XID_ERROR"):
@@ -153,13 +157,13 @@ def add_profile(directory: Path, name: str, profile: dict) -> None:
 
 @pytest.mark.tools("promtool")
 def test_a_profile_added_to_the_catalog_drives_rules_dashboards_runbooks_and_tests(
-    scratch_catalog, specs_copy, tmp_path
+    scratch_catalog, specs_with, tmp_path
 ):
     bytes_ = yaml.safe_load((scratch_catalog / "dcgm.yaml").read_text())["profiles"]["bytes"]
     metrics = {**bytes_["metrics"], **{f: {"name": n, "unit": "bytes"} for f, n in NEXT_FB.items()}}
     add_profile(scratch_catalog, "next", {**NEXT, "metrics": metrics})
 
-    files = generate_with(specs_copy, fb_units="next")
+    files = generate_with(specs_with, fb_units="next")
     rules = files["rules/gpu.rules.yaml"]
     assert "max by (UUID, GPU_I_ID) (DCGM_FI_DEV_MEMORY_USED_BYTES)" in rules
     assert "DCGM_FI_DEV_FB_USED" not in rules
@@ -187,22 +191,21 @@ def test_an_inconsistent_profile_is_refused_with_the_place(scratch_catalog):
         catalog.load()
 
 
-def test_a_misspelt_profile_is_a_spec_error_with_a_suggestion(specs_copy):
+def test_a_misspelt_profile_is_a_spec_error_with_a_suggestion(specs_with):
     with pytest.raises(SpecErrors) as exc:
-        generate_with(specs_copy, fb_units="byte")
+        generate_with(specs_with, fb_units="byte")
     [err] = exc.value.errors
-    assert str(err.location).startswith(str(specs_copy / "config.yaml") + ":")
+    assert re.match(r".*/specs/config\.yaml:\d+: ", str(err.location) + ": ")
     assert "did you mean 'bytes'?" in err.message
 
 
 # -- config.dcgm.metric_names -------------------------------------------------------------------------
-def test_a_configured_name_replaces_the_profile_name_everywhere(specs_copy):
+def test_a_configured_name_replaces_the_profile_name_everywhere(specs_with):
     """For a 4.9 name the catalog marks unconfirmed: the user names what the exporter really exports."""
     assert catalog.load().dcgm.profile("bytes").metrics["fb_used"].unconfirmed
-    (specs_copy / "config.yaml").write_text(
-        (specs_copy / "config.yaml").read_text().replace("dcgm: ''", "dcgm: 'job=\"gpu-metrics\"'")
-    )
-    files = generate_with(specs_copy, fb_units="bytes", metric_names={"fb_used": "DCGM_FI_DEV_FB_USED_B"})
+    selectors = {"dcgm": 'job="gpu-metrics"', "vllm": ""}
+    names = {"fb_used": "DCGM_FI_DEV_FB_USED_B"}
+    files = generate_with(specs_with, config={"selectors": selectors}, fb_units="bytes", metric_names=names)
     rules = files["rules/gpu.rules.yaml"]
     # a configured name is a DCGM series: it carries the dcgm selector like the profile's names
     assert 'DCGM_FI_DEV_FB_USED_B{job="gpu-metrics"}' in rules
@@ -214,38 +217,37 @@ def test_a_configured_name_replaces_the_profile_name_everywhere(specs_copy):
     assert "DCGM_FI_DEV_FB_USED_B" in files["promtool/gpu.test.yaml"]
 
 
-def test_a_field_the_profile_cannot_name_is_a_spec_error_that_says_how_to_name_it(specs_copy):
-    signals = specs_copy / "signals.yaml"
-    doc = yaml.safe_load(signals.read_text())
+def test_a_field_the_profile_cannot_name_is_a_spec_error_that_says_how_to_name_it(specs_with):
+    doc = yaml.safe_load((SPECS / "signals.yaml").read_text())
     doc["signals"]["gpu_mem_clock"] = {
         "kind": "gauge",
         "level": "gpu",
         "metric": "mem_clock",  # exporter 4.9 renamed it, to a name the reference does not know
         "record": "gpu:dcgm_mem_clock:max",
     }
-    signals.write_text(yaml.safe_dump(doc))
+    signals = {"signals.yaml": yaml.safe_dump(doc)}
     with pytest.raises(SpecErrors) as exc:
-        generate_with(specs_copy, fb_units="bytes")
+        generate_with(specs_with, signals, fb_units="bytes")
     [err] = exc.value.errors
     assert "signals.yaml:" in str(err.location) and "metric" in str(err.location)
     assert "'bytes' has no name for DCGM field 'mem_clock'" in err.message
     assert "config.dcgm.metric_names" in err.message
     model, _ = build_with(
-        specs_copy, fb_units="bytes", metric_names={"mem_clock": "DCGM_FI_DEV_MEM_CLOCK_HZ"}
+        specs_with, signals, fb_units="bytes", metric_names={"mem_clock": "DCGM_FI_DEV_MEM_CLOCK_HZ"}
     )
     assert model.builder.select("mem_clock") == "DCGM_FI_DEV_MEM_CLOCK_HZ"
 
 
-def test_a_misspelt_field_in_metric_names_is_a_spec_error_with_a_suggestion(specs_copy):
+def test_a_misspelt_field_in_metric_names_is_a_spec_error_with_a_suggestion(specs_with):
     with pytest.raises(SpecErrors) as exc:
-        generate_with(specs_copy, metric_names={"fb_usd": "X"})
+        generate_with(specs_with, metric_names={"fb_usd": "X"})
     [err] = exc.value.errors
     assert "metric_names" in str(err.location) and "did you mean 'fb_used'?" in err.message
 
 
 # -- live: an exporter 4.9 fleet on a real Prometheus -------------------------------------------------
 @pytest.fixture(scope="module")
-def fleet_4_9(tmp_path_factory):
+def fleet_4_9(tmp_path_factory, specs_with):
     """The dashboard-test fleet (and its extras) as exporter 4.9 exposes it, the 4.9 rules loaded."""
     import test_dashboards_integration as live  # the 4.8 version of this test: its fleet and helpers
 
@@ -253,9 +255,7 @@ def fleet_4_9(tmp_path_factory):
     extra = live._extra_series(scenario)
     series = synth.as_profile(list(scenario) + extra, "bytes")
     start = backfill_start(scenario.steps, scenario.step)
-    specs = tmp_path_factory.mktemp("specs") / "specs"
-    shutil.copytree(Path(__file__).resolve().parents[1] / "specs", specs)
-    _, files = build_with(specs, fb_units="bytes")
+    _, files = build_with(specs_with, fb_units="bytes")
     rules = tmp_path_factory.mktemp("rules")
     for path, text in files.items():
         if re.fullmatch(r"rules/[^/]+\.rules\.yaml", path):

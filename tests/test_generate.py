@@ -8,10 +8,6 @@ import yaml
 from servewatch import generate
 
 
-def _write(specs, name, text):
-    (specs / name).write_text(text)
-
-
 def test_same_input_same_bytes(repo):
     _, first = generate.build(repo / "specs")
     _, second = generate.build(repo / "specs")
@@ -24,35 +20,34 @@ def test_committed_outputs_are_up_to_date(repo, servewatch):
     assert res.returncode == 0, res.stdout + res.stderr
 
 
-def test_check_reports_a_hand_edit_and_a_stale_file(specs_copy, tmp_path, servewatch):
+def test_check_reports_a_hand_edit_and_a_stale_file(repo, specs_with, tmp_path, servewatch):
     out = tmp_path / "out"
     # a family that exists now and is dropped later leaves generated files behind
-    gpu = specs_copy / "alerts" / "gpu.yaml"
     group = "  - name: dcgm-exporter\n    family: "
-    gpu.write_text(gpu.read_text().replace(group + "gpu", group + "exporter"))
-    assert servewatch("generate", "--specs", specs_copy, "--out", out).returncode == 0
+    before = specs_with({"alerts/gpu.yaml": [(group + "gpu", group + "exporter")]})
+    assert servewatch("generate", "--specs", before, "--out", out).returncode == 0
     assert (out / "rules" / "exporter.rules.yaml").is_file()
-    gpu.write_text(gpu.read_text().replace("family: exporter", "family: gpu"))
+    specs = repo / "specs"
     rules = out / "rules" / "gpu.rules.yaml"
     rules.write_text(rules.read_text().replace("> 0.95", "> 0.9"))
-    res = servewatch("generate", "--check", "--specs", specs_copy, "--out", out)
+    res = servewatch("generate", "--check", "--specs", specs, "--out", out)
     assert res.returncode == 1
     assert "-    expr: gpu:dcgm_fb_used:ratio > 0.9" in res.stdout
     assert "+    expr: gpu:dcgm_fb_used:ratio > 0.95" in res.stdout
     assert "stale (no longer generated): rules/exporter.rules.yaml" in res.stdout
     # generate repairs both
-    assert servewatch("generate", "--specs", specs_copy, "--out", out).returncode == 0
+    assert servewatch("generate", "--specs", specs, "--out", out).returncode == 0
     assert not (out / "rules" / "exporter.rules.yaml").exists()
-    assert servewatch("generate", "--check", "--specs", specs_copy, "--out", out).returncode == 0
+    assert servewatch("generate", "--check", "--specs", specs, "--out", out).returncode == 0
 
 
-def test_hand_written_files_beside_generated_ones_are_never_removed(specs_copy, tmp_path, servewatch):
-    out = tmp_path / "out"
-    assert servewatch("generate", "--specs", specs_copy, "--out", out).returncode == 0
+def test_hand_written_files_beside_generated_ones_are_never_removed(repo, tmp_path, servewatch):
+    out, specs = tmp_path / "out", repo / "specs"
+    assert servewatch("generate", "--specs", specs, "--out", out).returncode == 0
     mine = out / "rules" / "team.rules.yaml"
     mine.write_text("groups: []\n")
-    assert servewatch("generate", "--specs", specs_copy, "--out", out).returncode == 0
-    assert servewatch("generate", "--check", "--specs", specs_copy, "--out", out).returncode == 0
+    assert servewatch("generate", "--specs", specs, "--out", out).returncode == 0
+    assert servewatch("generate", "--check", "--specs", specs, "--out", out).returncode == 0
     assert mine.read_text() == "groups: []\n"
 
 
@@ -61,11 +56,8 @@ def _rules(files, family):
     return {r.get("alert") or r.get("record"): r for g in groups for r in g["rules"]}
 
 
-def test_overrides_change_threshold_for_severity_labels_and_disable(specs_copy):
-    _write(
-        specs_copy,
-        "overrides.yaml",
-        """
+def test_overrides_change_threshold_for_severity_labels_and_disable(specs_with):
+    overrides = """
 overrides:
   alerts:
     GPUFramebufferUsageHigh:
@@ -73,9 +65,8 @@ overrides:
     VLLMRequestsWaitingHigh: {enabled: false}
   groups:
     vllm-latency: {enabled: false}
-""",
-    )
-    _, files = generate.build(specs_copy)
+"""
+    _, files = generate.build(specs_with({"overrides.yaml": overrides}))
     gpu = _rules(files, "gpu")["GPUFramebufferUsageHigh"]
     assert gpu["expr"] == "gpu:dcgm_fb_used:ratio > 0.97"
     assert gpu["for"] == "15m" and gpu["keep_firing_for"] == "5m"
@@ -90,12 +81,12 @@ overrides:
     )
 
 
-def test_identity_labels_come_from_config(specs_copy):
-    text = (specs_copy / "config.yaml").read_text()
-    text = text.replace("cluster_label: null", "cluster_label: k8s_cluster")
-    text = text.replace("workload_labels: exported", "workload_labels: plain")
-    _write(specs_copy, "config.yaml", text)
-    _, files = generate.build(specs_copy)
+def test_identity_labels_come_from_config(specs_with):
+    edits = [
+        ("cluster_label: null", "cluster_label: k8s_cluster"),
+        ("workload_labels: exported", "workload_labels: plain"),
+    ]
+    _, files = generate.build(specs_with({"config.yaml": edits}))
     record = _rules(files, "gpu")["gpu:dcgm_fb_used:ratio"]["expr"]
     assert "max by (k8s_cluster, UUID, GPU_I_ID) (DCGM_FI_DEV_FB_USED)" in record
     assert "modelName, namespace, pod)" in record and "exported_pod" not in record
@@ -116,39 +107,33 @@ def test_identity_labels_come_from_config(specs_copy):
     ],
 )
 @pytest.mark.tools("promtool")
-def test_scenarios_hold_for_every_exporter_profile(specs_copy, tmp_path, profile, servewatch):
+def test_scenarios_hold_for_every_exporter_profile(specs_with, tmp_path, profile, servewatch):
     """The default scenarios use tokens, so they prove the rules whatever the exporter layout."""
-    text = (specs_copy / "config.yaml").read_text()
-    for old, new in profile.items():
-        assert old in text
-        text = text.replace(old, new)
-    _write(specs_copy, "config.yaml", text)
+    specs = specs_with({"config.yaml": list(profile.items())})
     out = tmp_path / "out"
-    assert servewatch("generate", "--specs", specs_copy, "--out", out).returncode == 0
+    assert servewatch("generate", "--specs", specs, "--out", out).returncode == 0
     res = servewatch("test", "--out", out, "--extra", tmp_path / "none")
     assert res.returncode == 0, res.stdout + res.stderr
     rules = (out / "rules" / "gpu.rules.yaml").read_text()
-    if "fb_units: bytes" in text:
+    if "fb_units: bytes" in (specs / "config.yaml").read_text():
         assert "DCGM_FI_DEV_FB_USED_BYTES" in rules and "DCGM_FI_DEV_FB_USED)" not in rules
 
 
 @pytest.mark.tools("promtool")
-def test_a_wrong_expectation_fails_promtool(specs_copy, tmp_path, servewatch):
+def test_a_wrong_expectation_fails_promtool(specs_with, tmp_path, servewatch):
     """The generated tests can fail: a stricter threshold turns a firing scenario silent."""
-    _write(
-        specs_copy,
-        "overrides.yaml",
-        "overrides:\n  alerts:\n    GPUFramebufferUsageHigh: {threshold: 0.99}\n",
+    specs = specs_with(
+        {"overrides.yaml": "overrides:\n  alerts:\n    GPUFramebufferUsageHigh: {threshold: 0.99}\n"}
     )
     out = tmp_path / "out"
-    assert servewatch("generate", "--specs", specs_copy, "--out", out).returncode == 0
+    assert servewatch("generate", "--specs", specs, "--out", out).returncode == 0
     res = servewatch("test", "--out", out, "--extra", tmp_path / "none")
     assert res.returncode == 1
     assert "full GPU next to an empty one on the same host" in res.stdout
 
 
-def test_every_alert_has_firing_and_silent_promtool_cases(repo):
-    model, files = generate.build(repo / "specs")
+def test_every_alert_has_firing_and_silent_promtool_cases(default_build):
+    model, files = default_build
     cases = {}
     for path, text in files.items():
         if path.startswith("promtool/"):
@@ -160,8 +145,8 @@ def test_every_alert_has_firing_and_silent_promtool_cases(repo):
     assert {a.alert: {"firing", "silent"} for a in model.alerts()} == cases
 
 
-def test_alerts_carry_identity_runbook_and_dashboard(repo):
-    model, _ = generate.build(repo / "specs")
+def test_alerts_carry_identity_runbook_and_dashboard(default_model):
+    model = default_model
     for alert in model.alerts():
         ann = alert.annotations
         assert ann["summary"].endswith(".") and "{{" not in ann["summary"]
@@ -205,9 +190,9 @@ def test_hand_written_promtool_tests_pass(repo):
     assert res.returncode == 0, res.stdout + res.stderr
 
 
-def test_rule_outputs_fit_the_rulers(repo):
+def test_rule_outputs_fit_the_rulers(default_build):
     """Mimir rejects groups over 20 rules by default; the operator rejects objects over 512 KiB."""
-    _, files = generate.build(repo / "specs")
+    _, files = default_build
     for path, text in files.items():
         if path.startswith("rules/"):
             data = yaml.safe_load(text)

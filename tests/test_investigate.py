@@ -13,17 +13,14 @@ from servewatch.cli import main
 from servewatch.investigate import verdict as v
 from servewatch.investigate.cli import Progress, parse_time
 from servewatch.investigate.client import Auth, Client, InvestigateError
-from servewatch.model import Model
 from servewatch.runbooks import book
-from servewatch.spec.loader import load
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def pages():
-    model = Model(load(REPO / "specs"))
-    return {p.name: p for p in book.pages(model)}
+def pages(default_model):
+    return {p.name: p for p in book.pages(default_model)}
 
 
 def rows(*values, label="engine"):

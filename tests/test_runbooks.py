@@ -25,18 +25,12 @@ REPO = Path(__file__).resolve().parents[1]
 PROMQL_BLOCK = re.compile(r"```promql\n(.*?)\n```", re.S)
 
 
-@pytest.fixture(scope="module")
-def built():
-    model, files = generate.build(REPO / "specs")
-    return model, files
-
-
 def _pages(files):
     return {p: t for p, t in files.items() if p.startswith("runbooks/") and p != "runbooks/README.md"}
 
 
-def test_every_alert_has_a_written_page(built):
-    model, files = built
+def test_every_alert_has_a_written_page(default_build):
+    model, files = default_build
     names = {a.alert for a in model.alerts()}
     assert set(_pages(files)) == {f"runbooks/{n}.md" for n in names}
     index = files["runbooks/README.md"]
@@ -46,8 +40,8 @@ def test_every_alert_has_a_written_page(built):
     assert set(model.spec.runbooks) == names, "the shipped specs write a runbook for every alert"
 
 
-def test_pages_have_the_sections_on_call_needs(built):
-    model, files = built
+def test_pages_have_the_sections_on_call_needs(default_build):
+    model, files = default_build
     for path, text in _pages(files).items():
         anchors = links.anchors(text)
         for section in (
@@ -65,8 +59,8 @@ def test_pages_have_the_sections_on_call_needs(built):
         assert "servewatch investigate" in text
 
 
-def test_each_step_has_an_anchor_and_a_query(built):
-    model, files = built
+def test_each_step_has_an_anchor_and_a_query(default_build):
+    model, files = default_build
     for page in book.pages(model):
         text = files[links.page_path(page.name)]
         anchors = links.anchors(text)
@@ -75,8 +69,8 @@ def test_each_step_has_an_anchor_and_a_query(built):
             assert f"```promql\n{ps.expr}\n```" in text
 
 
-def test_every_runbook_url_resolves_to_a_page(built):
-    model, files = built
+def test_every_runbook_url_resolves_to_a_page(default_build):
+    model, files = default_build
     rules = [yaml.safe_load(files[p]) for p in files if p.startswith("rules/") and p.endswith(".rules.yaml")]
     urls = [
         r["annotations"]["runbook_url"]
@@ -100,20 +94,17 @@ def test_every_runbook_url_resolves_to_a_page(built):
         "https://example.com/runbooks/{alert}.md#{alert_lower}",
     ],
 )
-def test_runbook_url_with_anchor_resolves(specs_copy, pattern):
-    cfg = specs_copy / "config.yaml"
-    text = cfg.read_text()
-    text = re.sub(r"runbook_url: .*", f"runbook_url: {pattern}", text)
-    cfg.write_text(text)
-    model, files = generate.build(specs_copy)
+def test_runbook_url_with_anchor_resolves(repo, specs_with, pattern):
+    [url] = re.findall(r"runbook_url: .*", (repo / "specs" / "config.yaml").read_text())
+    model, files = generate.build(specs_with({"config.yaml": [(url, f"runbook_url: {pattern}")]}))
     for a in model.alerts():
         rel, anchor, problem = links.resolve(a.annotations["runbook_url"], files)
         assert problem is None, problem
         assert anchor
 
 
-def test_runbook_url_to_a_missing_anchor_is_reported(built):
-    _, files = built
+def test_runbook_url_to_a_missing_anchor_is_reported(default_build):
+    _, files = default_build
     _, _, problem = links.resolve("https://x/runbooks/VLLMKVCacheUsageHigh.md#no-such-step", files)
     assert "no anchor #no-such-step" in problem
     _, _, problem = links.resolve("https://x/runbooks/NoSuchAlert.md", files)
@@ -133,8 +124,8 @@ def _names_in(expr) -> list[tuple[str, bool]]:
     return out
 
 
-def test_every_query_on_every_page_parses_and_names_known_series(built):
-    model, files = built
+def test_every_query_on_every_page_parses_and_names_known_series(default_build):
+    model, files = default_build
     cat = catalog_mod.load()
     records = {r.record for r in model.records()}
     known = set(cat.metrics) | records
@@ -158,9 +149,9 @@ def test_every_query_on_every_page_parses_and_names_known_series(built):
     assert seen_queries > 60
 
 
-def test_every_page_query_passes_the_house_lint(built):
+def test_every_page_query_passes_the_house_lint(default_build):
     """Explicit matching, guarded division, counters under rate(), le kept, windows >= 4x scrape."""
-    model, files = built
+    model, files = default_build
     ctx = lint.LintContext(catalog_mod.load(), {r.record for r in model.records()})
     for path, text in _pages(files).items():
         for q in PROMQL_BLOCK.findall(text):
@@ -170,9 +161,9 @@ def test_every_page_query_passes_the_house_lint(built):
             assert not problems, f"{path}: {problems}\n{q}"
 
 
-def test_queries_use_the_alert_signals_expressions(built):
+def test_queries_use_the_alert_signals_expressions(default_build):
     """The first step of a signal alert's page is exactly the expression its recording rule records."""
-    model, _ = built
+    model, _ = default_build
     recorded = {(r.record, r.labels.get("quantile")): r.expr for r in model.records()}
     for page in book.pages(model):
         spec = page.alert.spec
@@ -183,8 +174,8 @@ def test_queries_use_the_alert_signals_expressions(built):
         assert recorded[(sig.record, q)] in [ps.expr for ps in page.steps], page.name
 
 
-def test_thresholds_default_to_the_alert_and_follow_overrides(specs_copy):
-    model = Model(load(specs_copy))
+def test_thresholds_default_to_the_alert_and_follow_overrides(default_model, specs_with):
+    model = default_model
     page = next(p for p in book.pages(model) if p.name == "VLLMTimeToFirstTokenP95High")
     assert page.step("ttft").limits.unhealthy == 2
     assert page.step("queue-time").limits.unhealthy == 1.0
@@ -192,11 +183,11 @@ def test_thresholds_default_to_the_alert_and_follow_overrides(specs_copy):
     kv = next(p for p in book.pages(model) if p.name == "VLLMKVCacheUsageHigh").step("kv-usage")
     assert (kv.limits.suspicious, kv.limits.unhealthy, kv.limits.op) == (0.85, 0.95, ">")
 
-    (specs_copy / "overrides.yaml").write_text(
+    overrides = (
         "overrides:\n  alerts:\n    VLLMTimeToFirstTokenP95High: "
         "{threshold: 4}\n    VLLMKVCacheUsageHigh: {threshold: 0.9}\n"
     )
-    model = Model(load(specs_copy))
+    model = Model(load(specs_with({"overrides.yaml": overrides})))
     pages = {p.name: p for p in book.pages(model)}
     assert pages["VLLMTimeToFirstTokenP95High"].step("queue-time").limits.unhealthy == 2.0
     assert pages["VLLMEndToEndLatencyP95High"].step("ttft").limits.unhealthy == 4
@@ -205,12 +196,10 @@ def test_thresholds_default_to_the_alert_and_follow_overrides(specs_copy):
     assert "above 2.00 s (0.5 x VLLMTimeToFirstTokenP95High's threshold 4)" in text
 
 
-def test_alert_without_runbook_gets_a_default_page(specs_copy):
-    rb = specs_copy / "runbooks.yaml"
-    data = yaml.safe_load(rb.read_text())
+def test_alert_without_runbook_gets_a_default_page(repo, specs_with):
+    data = yaml.safe_load((repo / "specs" / "runbooks.yaml").read_text())
     del data["runbooks"]["VLLMRequestErrorRateHigh"]
-    rb.write_text(yaml.safe_dump(data, sort_keys=False))
-    model = Model(load(specs_copy))
+    model = Model(load(specs_with({"runbooks.yaml": yaml.safe_dump(data, sort_keys=False)})))
     files = render_runbooks.render(model)
     page = files["runbooks/VLLMRequestErrorRateHigh.md"]
     assert "No runbook for this alert is written" in page
@@ -221,11 +210,9 @@ def test_alert_without_runbook_gets_a_default_page(specs_copy):
     )
 
 
-def test_disabled_alert_has_no_page(specs_copy):
-    (specs_copy / "overrides.yaml").write_text(
-        "overrides:\n  alerts:\n    VLLMPreemptionsHigh: {enabled: false}\n"
-    )
-    files = render_runbooks.render(Model(load(specs_copy)))
+def test_disabled_alert_has_no_page(specs_with):
+    disabled = "overrides:\n  alerts:\n    VLLMPreemptionsHigh: {enabled: false}\n"
+    files = render_runbooks.render(Model(load(specs_with({"overrides.yaml": disabled}))))
     assert "runbooks/VLLMPreemptionsHigh.md" not in files
     assert "VLLMPreemptionsHigh" not in files["runbooks/README.md"]
 
@@ -233,15 +220,11 @@ def test_disabled_alert_has_no_page(specs_copy):
 # -- spec mistakes ------------------------------------------------------------------------------------
 
 
-def _edit_and_load(specs_copy, old: str, new: str):
-    rb = specs_copy / "runbooks.yaml"
-    text = rb.read_text()
-    assert old in text, old
-    rb.write_text(text.replace(old, new, 1))
-    line = text[: text.index(old)].count("\n") + 1
+def _edit_and_load(specs_with, line_of, old: str, new: str):
+    specs = specs_with({"runbooks.yaml": [(old, new)]})
     with pytest.raises(SpecErrors) as exc:
-        validate(load(specs_copy))
-    return [str(e) for e in exc.value.errors], line
+        validate(load(specs))
+    return [str(e) for e in exc.value.errors], line_of(REPO / "specs" / "runbooks.yaml", old)
 
 
 @pytest.mark.parametrize(
@@ -303,8 +286,8 @@ def _edit_and_load(specs_copy, old: str, new: str):
         ),
     ],
 )
-def test_spec_mistakes_name_file_line_and_field(specs_copy, old, new, field, message):
-    errors, line = _edit_and_load(specs_copy, old, new)
+def test_spec_mistakes_name_file_line_and_field(specs_with, line_of, old, new, field, message):
+    errors, line = _edit_and_load(specs_with, line_of, old, new)
     # a step shared by several pages (a YAML alias) is reported once per page, all at its one definition
     assert len({(e.split(": ")[0], e.rsplit(": ", 1)[-1]) for e in errors}) == 1, errors
     err = errors[0]
@@ -313,10 +296,9 @@ def test_spec_mistakes_name_file_line_and_field(specs_copy, old, new, field, mes
     assert abs(got - line) <= 12, (got, line, err)
 
 
-def test_cli_reports_runbook_mistakes_without_traceback(specs_copy, servewatch, tmp_path):
-    rb = specs_copy / "runbooks.yaml"
-    rb.write_text(rb.read_text().replace("kind: trend", "kind: trnd", 1))
-    p = servewatch("generate", "--specs", specs_copy, "--out", tmp_path)
+def test_cli_reports_runbook_mistakes_without_traceback(specs_with, servewatch, tmp_path):
+    specs = specs_with({"runbooks.yaml": [("kind: trend", "kind: trnd")]})
+    p = servewatch("generate", "--specs", specs, "--out", tmp_path)
     assert p.returncode == 2
     assert "Traceback" not in p.stderr
     assert re.search(
@@ -330,8 +312,8 @@ def test_cli_reports_runbook_mistakes_without_traceback(specs_copy, servewatch, 
 # -- scoped queries -----------------------------------------------------------------------------------
 
 
-def test_filters_go_into_selectors_only_where_the_label_exists():
-    model = Model(load(REPO / "specs"))
+def test_filters_go_into_selectors_only_where_the_label_exists(default_model):
+    model = default_model
     sb = ScopedBuilder(model.config, [parse_filter("namespace=llm"), parse_filter("model_name=~deepseek.*")])
     assert (
         sb.select("vllm:kv_cache_usage_perc")
@@ -347,8 +329,8 @@ def test_filters_go_into_selectors_only_where_the_label_exists():
     assert gpu.select("fb_free") == 'DCGM_FI_DEV_FB_FREE{UUID="GPU-1", exported_namespace="llm"}'
 
 
-def test_scoped_pages_parse(built):
-    model, _ = built
+def test_scoped_pages_parse(default_build):
+    model, _ = default_build
     sb = ScopedBuilder(model.config, [parse_filter('namespace="a\\"b"'), parse_filter("pod!=x")])
     for page in book.pages(model, builder=sb):
         for ps in page.steps:
@@ -402,32 +384,32 @@ def test_parse_filter_rejects(bad):
     ],
     ids=["uid-typo", "variable-typo"],
 )
-def test_runbook_dashboard_links_must_exist(specs_copy, servewatch, tmp_path, old, new, field, message):
+def test_runbook_dashboard_links_must_exist(
+    specs_with, line_of, servewatch, tmp_path, old, new, field, message
+):
     """A runbook's dashboard link names a generated dashboard and only variables it has: a typo in the uid
     or a variable is a spec error at generate time, with file, line and field, and nothing is written."""
-    rb = specs_copy / "runbooks.yaml"
-    text = rb.read_text()
-    assert text.count(old) == 1, old
-    rb.write_text(text.replace(old, new))
-    line = text[: text.index(old)].count("\n") + 1
+    assert (REPO / "specs" / "runbooks.yaml").read_text().count(old) == 1, old
+    specs = specs_with({"runbooks.yaml": [(old, new)]})
+    line = line_of(REPO / "specs" / "runbooks.yaml", old)
     with pytest.raises(SpecErrors) as exc:
-        validate(load(specs_copy))
+        validate(load(specs))
     errors = [str(e) for e in exc.value.errors]
     assert len(errors) == 1, errors
     assert re.fullmatch(rf".*runbooks\.yaml:{line}: {re.escape(field)}: {re.escape(message)}.*", errors[0]), (
         errors[0]
     )
 
-    p = servewatch("generate", "--specs", specs_copy, "--out", tmp_path)
+    p = servewatch("generate", "--specs", specs, "--out", tmp_path)
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert f"runbooks.yaml:{line}: {field}: " in p.stderr, p.stderr
     assert not (tmp_path / "runbooks").exists()
 
 
-def test_shipped_runbook_dashboard_links_land_on_generated_boards(built):
+def test_shipped_runbook_dashboard_links_land_on_generated_boards(default_build):
     from servewatch.render.dashboards import build
 
-    model, _ = built
+    model, _ = default_build
     boards = {b["uid"]: {v["name"] for v in b["templating"]["list"]} for b in build(model).values()}
     links = [(name, d) for name, rb in model.spec.runbooks.items() for d in rb.dashboards]
     assert links
@@ -603,8 +585,8 @@ def check_directions(model, files) -> list[str]:
     return problems
 
 
-def test_pages_give_the_investigation_directions_of_issue_4(built):
-    model, files = built
+def test_pages_give_the_investigation_directions_of_issue_4(default_build):
+    model, files = default_build
     assert set(DIRECTIONS) == {a.alert for a in model.alerts()} - {
         "VLLMPreemptionsHigh",
         "VLLMRequestErrorRateHigh",
@@ -643,11 +625,7 @@ def test_pages_give_the_investigation_directions_of_issue_4(built):
     ],
     ids=["ttft-excludes-queueing", "ttft-step-wording", "kv-refusals", "itl-no-waiting-step", "fb-total"],
 )
-def test_the_directions_check_catches_a_wrong_page(specs_copy, old, new, problem):
-    rb = specs_copy / "runbooks.yaml"
-    text = rb.read_text()
-    assert text.count(old) >= 1, old
-    rb.write_text(text.replace(old, new))
-    model = Model(load(specs_copy))
+def test_the_directions_check_catches_a_wrong_page(specs_with, old, new, problem):
+    model = Model(load(specs_with({"runbooks.yaml": [(old, new)]})))
     problems = check_directions(model, render_runbooks.render(model))
     assert any(p.startswith(problem) for p in problems), problems

@@ -9,16 +9,6 @@ from servewatch.spec.loader import load
 from servewatch.validation import validate
 
 
-def _replace(path, old, new):
-    text = path.read_text()
-    assert old in text, f"test setup: {old!r} not in {path}"
-    path.write_text(text.replace(old, new, 1))
-
-
-def _line_of(path, needle):
-    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if needle in line)
-
-
 def _errors(specs):
     with pytest.raises(SpecErrors) as info:
         validate(load(specs))
@@ -30,95 +20,78 @@ def test_default_specs_load(repo):
     assert len([a for g in spec.groups for a in g.alerts]) == 12
 
 
-def test_renamed_metric_names_the_replacement(specs_copy):
-    f = specs_copy / "signals.yaml"
-    _replace(f, "metric: vllm:kv_cache_usage_perc", "metric: vllm:gpu_cache_usage_perc")
-    line = _line_of(f, "vllm:gpu_cache_usage_perc")
-    [msg] = _errors(specs_copy)
+def test_renamed_metric_names_the_replacement(specs_with, line_of):
+    specs = specs_with(
+        {"signals.yaml": [("metric: vllm:kv_cache_usage_perc", "metric: vllm:gpu_cache_usage_perc")]}
+    )
+    line = line_of(specs / "signals.yaml", "vllm:gpu_cache_usage_perc")
+    [msg] = _errors(specs)
     assert f"signals.yaml:{line}: signals.engine_kv_cache_usage.metric" in msg
     assert "vllm:kv_cache_usage_perc" in msg and "0.12.0" in msg
 
 
-def test_unknown_metric_suggests_a_close_name(specs_copy):
-    _replace(
-        specs_copy / "signals.yaml", "metric: vllm:num_requests_waiting", "metric: vllm:num_request_waiting"
-    )
-    [msg] = _errors(specs_copy)
+def test_unknown_metric_suggests_a_close_name(specs_with):
+    typo = ("metric: vllm:num_requests_waiting", "metric: vllm:num_request_waiting")
+    [msg] = _errors(specs_with({"signals.yaml": [typo]}))
     assert "did you mean 'vllm:num_requests_waiting'" in msg
 
 
-def test_typo_in_alert_field_names_file_line_and_field(specs_copy):
-    f = specs_copy / "alerts" / "vllm.yaml"
-    _replace(f, "        threshold: 50\n", "        treshold: 50\n")
-    line = _line_of(f, "treshold")
-    msgs = _errors(specs_copy)
+def test_typo_in_alert_field_names_file_line_and_field(specs_with, line_of):
+    specs = specs_with({"alerts/vllm.yaml": [("        threshold: 50\n", "        treshold: 50\n")]})
+    line = line_of(specs / "alerts" / "vllm.yaml", "treshold")
+    msgs = _errors(specs)
     expected = (
         f"vllm.yaml:{line}: groups[0].alerts[1].treshold: unknown field 'treshold'; did you mean 'threshold'?"
     )
     assert any(expected in m for m in msgs), msgs
 
 
-def test_bad_duration(specs_copy):
-    f = specs_copy / "alerts" / "gpu.yaml"
-    _replace(f, "for: 5m", "for: 5 minutes")
-    line = _line_of(f, "5 minutes")
-    msgs = _errors(specs_copy)
+def test_bad_duration(specs_with, line_of):
+    specs = specs_with({"alerts/gpu.yaml": [("for: 5m", "for: 5 minutes")]})
+    line = line_of(specs / "alerts" / "gpu.yaml", "5 minutes")
+    msgs = _errors(specs)
     assert any(
         f"gpu.yaml:{line}: groups[0].alerts[0].for" in m and "not a Prometheus duration" in m for m in msgs
     ), msgs
 
 
-def test_yaml_syntax_error_has_a_line(specs_copy):
-    (specs_copy / "overrides.yaml").write_text(
-        "overrides:\n  alerts: {GPUFramebufferUsageHigh: {threshold: 0.9}\n"
-    )
-    [msg] = _errors(specs_copy)
+def test_yaml_syntax_error_has_a_line(specs_with):
+    broken = "overrides:\n  alerts: {GPUFramebufferUsageHigh: {threshold: 0.9}\n"
+    [msg] = _errors(specs_with({"overrides.yaml": broken}))
     assert "overrides.yaml:" in msg and "not valid YAML" in msg
 
 
-def test_override_of_unknown_alert_suggests(specs_copy):
-    (specs_copy / "overrides.yaml").write_text(
-        "overrides:\n  alerts:\n    GPUFramebufferUsageHi: {threshold: 0.9}\n"
-    )
-    [msg] = _errors(specs_copy)
+def test_override_of_unknown_alert_suggests(specs_with):
+    typo = "overrides:\n  alerts:\n    GPUFramebufferUsageHi: {threshold: 0.9}\n"
+    [msg] = _errors(specs_with({"overrides.yaml": typo}))
     assert "overrides.yaml:3" in msg and "did you mean 'GPUFramebufferUsageHigh'" in msg
 
 
-def test_alert_without_scenarios_is_refused(specs_copy):
-    f = specs_copy / "alerts" / "vllm.yaml"
-    text = f.read_text().replace("alert: VLLMRequestsWaitingHigh", "alert: VLLMRequestsWaitingVeryHigh", 1)
-    f.write_text(text)
-    msgs = _errors(specs_copy)
+def test_alert_without_scenarios_is_refused(specs_with):
+    renamed = ("alert: VLLMRequestsWaitingHigh", "alert: VLLMRequestsWaitingVeryHigh")
+    msgs = _errors(specs_with({"alerts/vllm.yaml": [renamed]}))
     assert any("VLLMRequestsWaitingVeryHigh has no firing and no silent scenario" in m for m in msgs), msgs
 
 
-def test_template_outside_the_subset(specs_copy):
-    _replace(
-        specs_copy / "alerts" / "vllm.yaml",
-        "{{ $value | humanize }} requests",
-        '{{ $value | printf "%.0f" }} requests',
-    )
-    msgs = _errors(specs_copy)
+def test_template_outside_the_subset(specs_with):
+    printf = ("{{ $value | humanize }} requests", '{{ $value | printf "%.0f" }} requests')
+    msgs = _errors(specs_with({"alerts/vllm.yaml": [printf]}))
     assert any("outside the supported subset" in m for m in msgs), msgs
 
 
-def test_rate_window_shorter_than_four_scrapes(specs_copy):
-    _replace(specs_copy / "config.yaml", "rate_window: 5m", "rate_window: 1m")
-    [msg] = _errors(specs_copy)
+def test_rate_window_shorter_than_four_scrapes(specs_with):
+    [msg] = _errors(specs_with({"config.yaml": [("rate_window: 5m", "rate_window: 1m")]}))
     assert "config.yaml:" in msg and "4 x scrape_interval" in msg
 
 
-def test_rate_on_a_gauge_is_refused(specs_copy):
-    _replace(
-        specs_copy / "signals.yaml", "metric: vllm:num_preemptions_total", "metric: vllm:num_requests_running"
-    )
-    [msg] = _errors(specs_copy)
+def test_rate_on_a_gauge_is_refused(specs_with):
+    gauge = ("metric: vllm:num_preemptions_total", "metric: vllm:num_requests_running")
+    [msg] = _errors(specs_with({"signals.yaml": [gauge]}))
     assert "is a gauge; rate() needs a counter" in msg
 
 
-def test_duplicate_alert_across_files(specs_copy):
-    (specs_copy / "extra.yaml").write_text(
-        textwrap.dedent("""\
+def test_duplicate_alert_across_files(specs_with):
+    extra = textwrap.dedent("""\
         groups:
           - name: extra
             family: extra
@@ -128,45 +101,39 @@ def test_duplicate_alert_across_files(specs_copy):
                 summary: Twice.
                 description: twice
     """)
-    )
-    msgs = _errors(specs_copy)
+    msgs = _errors(specs_with({"extra.yaml": extra}))
     assert any("extra.yaml:5" in m and "defined twice" in m and "gpu.yaml" in m for m in msgs), msgs
 
 
-def test_jsonnet_spec_is_accepted(specs_copy):
-    (specs_copy / "lib.libsonnet").write_text("{ threshold: 0.9 }")
-    (specs_copy / "overrides.yaml").unlink()
-    (specs_copy / "tuning.jsonnet").write_text(
+def test_jsonnet_spec_is_accepted(specs_with):
+    tuning = (
         "local lib = import 'lib.libsonnet';\n"
         "{ overrides: { alerts: { GPUFramebufferUsageHigh: { threshold: lib.threshold } } } }\n"
     )
-    spec = load(specs_copy)
+    edits = {"lib.libsonnet": "{ threshold: 0.9 }", "overrides.yaml": None, "tuning.jsonnet": tuning}
+    spec = load(specs_with(edits))
     assert spec.overrides.alerts["GPUFramebufferUsageHigh"].threshold == 0.9
 
 
-def test_jsonnet_import_outside_specs_is_refused(specs_copy, tmp_path):
-    (tmp_path / "secret.libsonnet").write_text("{ a: 1 }")
-    (specs_copy / "evil.jsonnet").write_text(
-        "local s = import '../secret.libsonnet';\n{ overrides: { alerts: s } }\n"
-    )
-    [msg] = _errors(specs_copy)
+def test_jsonnet_import_outside_specs_is_refused(specs_with):
+    evil = "local s = import '../secret.libsonnet';\n{ overrides: { alerts: s } }\n"
+    specs = specs_with({"evil.jsonnet": evil})
+    (specs.parent / "secret.libsonnet").write_text("{ a: 1 }")  # there to be read, were it allowed
+    [msg] = _errors(specs)
     assert "evil.jsonnet" in msg and "leaves the specs folder" in msg
 
 
-def test_yaml_tags_cannot_run_code(specs_copy):
-    (specs_copy / "evil.yaml").write_text("overrides: !!python/object/apply:os.system ['true']\n")
-    [msg] = _errors(specs_copy)
+def test_yaml_tags_cannot_run_code(specs_with):
+    [msg] = _errors(specs_with({"evil.yaml": "overrides: !!python/object/apply:os.system ['true']\n"}))
     assert "evil.yaml:1" in msg and "not valid YAML" in msg
 
 
-def test_cli_error_is_one_clear_message_and_nothing_is_written(specs_copy, tmp_path, servewatch):
+def test_cli_error_is_one_clear_message_and_nothing_is_written(repo, specs_with, tmp_path, servewatch):
     out = tmp_path / "out"
-    assert servewatch("generate", "--specs", specs_copy, "--out", out).returncode == 0
+    assert servewatch("generate", "--specs", repo / "specs", "--out", out).returncode == 0
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    _replace(
-        specs_copy / "signals.yaml", "metric: vllm:kv_cache_usage_perc", "metric: vllm:gpu_cache_usage_perc"
-    )
-    res = servewatch("generate", "--specs", specs_copy, "--out", out)
+    renamed = ("metric: vllm:kv_cache_usage_perc", "metric: vllm:gpu_cache_usage_perc")
+    res = servewatch("generate", "--specs", specs_with({"signals.yaml": [renamed]}), "--out", out)
     assert res.returncode == 2
     assert "Traceback" not in res.stderr
     assert res.stderr.splitlines()[0].startswith("servewatch: error: ") and "signals.yaml:" in res.stderr
@@ -175,10 +142,8 @@ def test_cli_error_is_one_clear_message_and_nothing_is_written(specs_copy, tmp_p
     assert after == before
 
 
-def test_firing_expectation_without_the_value_its_description_shows(specs_copy):
-    f = specs_copy / "scenarios" / "vllm.yaml"
-    _replace(f, "            value: 0.97\n", "")
-    msgs = _errors(specs_copy)
+def test_firing_expectation_without_the_value_its_description_shows(specs_with):
+    msgs = _errors(specs_with({"scenarios/vllm.yaml": [("            value: 0.97\n", "")]}))
     assert any("scenarios[0].expect[1].firing[0]" in m and "shows $value" in m for m in msgs), msgs
 
 
@@ -261,13 +226,14 @@ TARGETS_DOWN_STEP = "`config.targets.dcgm` at all.\n        query: {kind: absenc
         "runbook-query-kind",
     ],
 )
-def test_misspelt_key_or_value_at_depth_names_the_right_one(specs_copy, file, old, new, where, message):
-    path = specs_copy / file
-    text = path.read_text()
-    assert text.count(old) == 1, f"test setup: {old!r} is not once in {path}"
-    path.write_text(text.replace(old, new))
+def test_misspelt_key_or_value_at_depth_names_the_right_one(
+    repo, specs_with, line_of, file, old, new, where, message
+):
+    assert (repo / "specs" / file).read_text().count(old) == 1, f"test setup: {old!r} is not once in {file}"
+    specs = specs_with({file: [(old, new)]})
+    path = specs / file
     first_change = next(i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b)
-    line = text[: text.index(old) + first_change].count("\n") + 1
+    line = line_of(path, new) + old[:first_change].count("\n")
     expected = f"{path.as_posix()}:{line}: {where}: {message}"
-    msgs = _errors(specs_copy)
+    msgs = _errors(specs)
     assert any(m.startswith(expected) for m in msgs), (expected, msgs)

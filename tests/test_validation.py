@@ -32,13 +32,13 @@ def _empty_dir(tmp_path):
     return work
 
 
-def test_check_says_what_it_checked_and_writes_nothing(specs_copy, tmp_path, servewatch):
+def test_check_says_what_it_checked_and_writes_nothing(repo, tmp_path, servewatch):
     work = _empty_dir(tmp_path)
-    res = servewatch("check", "--specs", specs_copy, cwd=work)  # --out defaults to the cwd
+    res = servewatch("check", "--specs", repo / "specs", cwd=work)  # --out defaults to the cwd
     assert res.returncode == 0, res.stderr
     assert not any(work.iterdir())
 
-    spec = load(specs_copy)
+    spec = load(repo / "specs")
     alerts = [a for g in spec.groups for a in g.alerts]
     m = re.search(
         r"(\d+) alerts, \d+ recording rules, (\d+) scenarios, (\d+) dashboards, (\d+) runbooks "
@@ -56,31 +56,26 @@ def test_check_says_what_it_checked_and_writes_nothing(specs_copy, tmp_path, ser
     assert int(m.group(6)) > least
 
 
-def _edit(path, old: str, new: str) -> int:
-    """Replace `old` (once in the file) by `new`; the line it is on."""
-    text = path.read_text()
-    assert text.count(old) == 1, f"test setup: {old!r} is not once in {path}"
-    path.write_text(text.replace(old, new))
-    return text[: text.index(old)].count("\n") + 1
-
-
-def test_check_reports_dashboards_and_runbooks_problems_without_writing(specs_copy, tmp_path, servewatch):
-    dash_line = _edit(specs_copy / "dashboards.yaml", "refresh: 30s", "refresh: soon")
+def test_check_reports_dashboards_and_runbooks_problems_without_writing(
+    specs_with, line_of, tmp_path, servewatch
+):
+    bad_refresh = ("refresh: 30s", "refresh: soon")
     # a runbook link to a dashboard variable that does not exist: found only on the dashboards as built
-    rb_line = _edit(
-        specs_copy / "runbooks.yaml",
+    bad_link = (
         'vars: {host: "[[host]]", uuid: UUID}}',
         'vars: {host: "[[host]]", uuid: UUID, nmspace: namespace}}',
     )
+    specs = specs_with({"dashboards.yaml": [bad_refresh], "runbooks.yaml": [bad_link]})
+    dash_line = line_of(specs / "dashboards.yaml", bad_refresh[1])
+    rb_line = line_of(specs / "runbooks.yaml", bad_link[1])
     work = _empty_dir(tmp_path)
-    res = servewatch("check", "--specs", specs_copy, cwd=work)
+    res = servewatch("check", "--specs", specs, cwd=work)
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert f"dashboards.yaml:{dash_line}: dashboards.defaults.refresh: " in res.stderr, res.stderr
     assert not any(work.iterdir())
 
     # with the settings fixed, the link between a runbook and a dashboard is checked too
-    _edit(specs_copy / "dashboards.yaml", "refresh: soon", "refresh: 30s")
-    res = servewatch("check", "--specs", specs_copy, cwd=work)
+    res = servewatch("check", "--specs", specs_with({"runbooks.yaml": [bad_link]}), cwd=work)
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert (
         f"runbooks.yaml:{rb_line}: runbooks.GPUFramebufferMetricsMissing.dashboards[0].vars.nmspace: "

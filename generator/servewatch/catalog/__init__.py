@@ -33,6 +33,8 @@ class Metric:
     unit: str | None = None
     buckets: tuple[float, ...] | None = None
     optional: bool = False
+    saturation: bool = False  # the fullest engine/GPU fails first: never average it away
+    buckets_per_deployment: bool = False  # bucket bounds depend on the deployment (max_model_len)
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,8 @@ def _load_source(raw: dict, source: str) -> tuple[dict[str, Metric], dict[str, R
             unit=facts.get("unit"),
             buckets=tuple(buckets) if isinstance(buckets, list) else None,
             optional=bool(facts.get("optional", False)),
+            saturation=bool(facts.get("saturation", False)),
+            buckets_per_deployment=isinstance(buckets, str),
         )
     renamed = {
         old: Rename(old=old, replacement=r.get("replacement"), gone_in=str(r.get("gone_in")))
@@ -119,6 +123,20 @@ def load_dcgm_facts(raw: dict) -> DcgmFacts:
 def profile_metrics(facts: DcgmFacts) -> dict[str, Metric]:
     """Each name a profile gives a field, as a catalog metric (one name is one field: see DcgmFacts)."""
     out = {}
+    # what the exporter itself puts on every GPU series, in any version (lint reads them)
+    plain = facts.workload_labels["plain"]
+    series_labels = tuple(
+        dict.fromkeys(
+            [
+                *facts.labels.all(),
+                *facts.host_labels,
+                *facts.driver_labels(),
+                plain.namespace,
+                plain.pod,
+                plain.container,
+            ]
+        )
+    )
     for profile in facts.profiles.values():
         for field_name, named in profile.metrics.items():
             f = facts.field(field_name)
@@ -126,9 +144,10 @@ def profile_metrics(facts: DcgmFacts) -> dict[str, Metric]:
                 name=named.name,
                 source="dcgm",
                 type=f.type,
-                labels=f.extra_labels,
+                labels=series_labels + f.extra_labels,
                 unit=named.unit,
                 optional=f.optional,
+                saturation=f.saturation,
             )
     return out
 

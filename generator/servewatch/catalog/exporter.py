@@ -66,6 +66,7 @@ class DcgmField(_Fact):
     scope: Literal["instance", "gpu"] = "instance"  # gpu: repeated on each MIG instance of the GPU
     optional: bool = False
     extra_labels: tuple[str, ...] = ()
+    saturation: bool = False  # the fullest GPU fails first: never average it away (servewatch lint)
     exposed_as: Literal["gauge", "counter"] | None = None  # the counters CSV's type, where it differs
     note: str = ""
 

@@ -35,7 +35,7 @@ check: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check generator tests bench
 	$(BIN)/ruff format --check generator tests bench
-	$(BIN)/servewatch lint
+	$(BIN)/servewatch lint rules dashboards
 
 # lint runs first (it is listed before tools). Every test runs: a missing binary is installed, never skipped.
 test: lint tools

@@ -1,5 +1,11 @@
-"""`servewatch lint`: PromQL checks against the vLLM and DCGM catalogs.
+"""`servewatch lint`: rules, dashboards and PromQL checked against the vLLM and DCGM catalogs.
 
-engine.py   the checks (rule in -> problems out) and the walk over promql-parser's AST
-cli.py      reading rule files and expressions, printing findings, exit codes
+checks/      one module per check behind one interface (checks/__init__.py), documented in docs/lint.md
+inputs/      files -> rules and dashboards, recognised by content, with lines and JSON paths
+subjects.py  what checks read: Query, Rule, Dashboard
+facts.py     the catalogs, recording rules and series identity;  flow.py  labels;  units.py  units
+variables.py Grafana variables in queries;  references.py  where a dashboard uses them
+runner.py    checks over inputs, suppressions;  settings.py  .servewatch-lint.yaml
+report.py    text / json / junit / github;  cli.py  the command and its exit codes
+engine.py    one expression in, problems out (for code that holds a string)
 """

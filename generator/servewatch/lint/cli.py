@@ -1,75 +1,152 @@
-"""`servewatch lint`: run the PromQL checks over rule files or single expressions."""
+"""`servewatch lint`: check rule files, dashboards and expressions; exit codes a CI can gate on.
+
+Exit codes: 0 nothing at or above --fail-on; 1 findings at or above --fail-on; 2 a usage mistake
+or an input that cannot be read as a rule file or a dashboard (docs/lint.md).
+"""
 
 from __future__ import annotations
 
+import difflib
 import sys
 from pathlib import Path
 
-import yaml
-
 from .. import catalog
-from .engine import CHECKS, LintContext, lint
-from ..spec.schema import seconds
+from ..errors import SpecErrors
+from . import report, runner, settings
+from .checks import ALL
+from .facts import LintContext, RecordDef
+from .findings import Severity
+from .inputs import discover
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+DEFAULT_GLOB = "rules/*.rules.yaml"
 
 
-def rule_exprs(path: Path) -> list[tuple[str, str]]:
-    """(rule name, expr) from a plain rule file or a PrometheusRule manifest."""
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise SystemExit(f"servewatch: error: cannot read {path}: {exc}") from None
-    groups = (data.get("spec") or data).get("groups") or []
-    return [
-        (r.get("record") or r.get("alert") or "?", r.get("expr", ""))
-        for g in groups
-        for r in g.get("rules", [])
-    ]
+def _seconds(duration: str) -> float:
+    import promql_parser as pp
+
+    return pp.parse_duration(duration).total_seconds()
 
 
-def context_for(specs: Path | None) -> LintContext:
+def build_context(specs: str | None, scrape_interval: str | None) -> LintContext:
+    """The catalogs, plus the specs' recording rules and scrape interval when a specs folder exists."""
     ctx = LintContext(catalog.load())
-    if specs and specs.is_dir():
+    interval = None
+    if specs and Path(specs).is_dir():
+        from ..model import Model
         from ..spec.loader import load
 
-        spec = load(specs)
-        ctx.records = {s.record for s in spec.signals.values()}
-        ctx.min_range_s = 4 * seconds(spec.config.scrape_interval)
+        spec = load(Path(specs))
+        for record in Model(spec).records():
+            ctx.add_record(RecordDef(record.record, record.expr, tuple(sorted(record.labels.items()))))
+        interval = _seconds(spec.config.scrape_interval)
+    if scrape_interval:
+        interval = _seconds(scrape_interval)
+    if interval:
+        ctx.scrape_interval_s, ctx.min_range_s = interval, 4 * interval
     return ctx
 
 
+def _check_ids(values: list[str] | None) -> list[str]:
+    return [v for value in values or [] for v in value.replace(",", " ").split()]
+
+
+def _unknown_ids(ids: list[str]) -> list[str]:
+    out = []
+    for check in ids:
+        if check not in ALL:
+            close = difflib.get_close_matches(check, sorted(ALL), n=1)
+            out.append(f"unknown check {check!r}" + (f"; did you mean {close[0]!r}?" if close else ""))
+    return out
+
+
+def _error(message: str) -> int:
+    print(f"servewatch: error: {message}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def _settings(path: str | None) -> settings.Settings:
+    if path:
+        return settings.load(Path(path), set(ALL))
+    default = Path(settings.DEFAULT_FILE)
+    return settings.load(default, set(ALL)) if default.is_file() else settings.Settings()
+
+
+def list_checks() -> str:
+    width = max(map(len, ALL))
+    return "\n".join(
+        f"{c.id:<{width}}  {str(c.severity):<7}  {c.scope:<9}  {c.summary}" for c in ALL.values()
+    )
+
+
 def cmd_lint(args) -> int:
-    ctx = context_for(Path(args.specs) if args.specs else None)
-    disable = set(args.disable or [])
-    unknown = disable - set(CHECKS)
-    if unknown:
-        print(
-            f"servewatch: error: unknown check(s) {', '.join(sorted(unknown))}; known: {', '.join(CHECKS)}",
-            file=sys.stderr,
-        )
-        return 2
-    items: list[tuple[str, str]] = [("--expr", e) for e in args.expr or []]
-    paths = [Path(p) for p in args.files] or ([] if items else sorted(Path("rules").glob("*.rules.yaml")))
-    for path in paths:
-        items.extend((f"{path}: {name}", expr) for name, expr in rule_exprs(path))
-    count = 0
-    for where, expr in items:
-        for problem in lint(expr, ctx, disable):
-            print(f"{where}: {problem}")
-            count += 1
-    print(f"servewatch: {len(items)} expressions checked, {count} problem(s)", file=sys.stderr)
-    return 1 if count else 0
+    if args.list_checks:
+        print(list_checks())
+        return EXIT_CLEAN
+    enable, disable = _check_ids(args.enable), _check_ids(args.disable)
+    if unknown := _unknown_ids(enable + disable):
+        return _error("; ".join(unknown) + " (servewatch lint --list-checks)")
+    try:
+        chosen = runner.select(enable, disable, _settings(args.config))
+    except SpecErrors as exc:
+        for e in exc.errors:
+            print(f"servewatch: error: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    exprs = args.expr or []
+    given = args.paths or ([] if exprs else sorted(str(p) for p in Path(".").glob(DEFAULT_GLOB)))
+    files, missing = discover(given)
+    ctx = build_context(args.specs, args.scrape_interval)
+    result = runner.run(files, exprs, ctx, chosen)
+    for path in missing:
+        result.findings.insert(0, runner_missing(path))
+    fail_on = Severity.parse(args.fail_on)
+    sys.stdout.write(report.RENDER[args.format](result, fail_on))
+    counts = report.summary_counts(result)
+    print(
+        f"servewatch lint: {counts['files']} files, {counts['rules']} rules, "
+        f"{counts['dashboards']} dashboards, {counts['queries']} queries: "
+        f"{counts['error']} errors, {counts['warning']} warnings, "
+        f"{counts['info']} info (failing at {fail_on} or worse)",
+        file=sys.stderr,
+    )
+    if result.input_errors:
+        return EXIT_ERROR
+    return EXIT_FINDINGS if any(f.severity >= fail_on for f in result.findings) else EXIT_CLEAN
+
+
+def runner_missing(path: str):
+    from .findings import Finding, Location
+
+    return Finding(Location(path), runner.INPUT_CHECK, Severity.ERROR, "no such file or folder")
 
 
 def add_cli(sub) -> None:
     p = sub.add_parser(
-        "lint", help="check PromQL in rule files (default: rules/*.rules.yaml) against the catalogs"
+        "lint",
+        help="check rule files, Grafana dashboards and PromQL against the vLLM/DCGM catalogs",
+        description="Lint Prometheus rules (plain, PrometheusRule, Mimir), Grafana dashboards (any "
+        "delivery form) and expressions. Exit codes: 0 clean, 1 findings at or above --fail-on, "
+        "2 usage error or unreadable input. Checks: docs/lint.md.",
     )
-    p.add_argument("files", nargs="*", help="rule files (plain or PrometheusRule)")
-    p.add_argument("--expr", action="append", help="an expression to check (repeatable)")
+    p.add_argument("paths", nargs="*", help=f"files or folders (default: {DEFAULT_GLOB})")
+    p.add_argument("--expr", action="append", metavar="PROMQL", help="an expression to check (repeatable)")
     p.add_argument(
         "--specs",
         default="specs",
-        help="specs folder for recording-rule names and scrape interval ('' to skip)",
+        help="specs folder for recording rules and the scrape interval ('' to skip; default: specs)",
     )
-    p.add_argument("--disable", action="append", metavar="CHECK", help=f"skip a check: {', '.join(CHECKS)}")
+    p.add_argument("--scrape-interval", metavar="DURATION", help="scrape interval for rate-window/absent-for")
+    p.add_argument("--format", choices=report.FORMATS, default="text", help="output format (default: text)")
+    p.add_argument(
+        "--fail-on",
+        choices=[str(s) for s in Severity],
+        default="warning",
+        help="exit 1 on findings of this severity or worse (default: warning)",
+    )
+    p.add_argument("--disable", action="append", metavar="CHECK", help="skip checks (repeatable, comma list)")
+    p.add_argument("--enable", action="append", metavar="CHECK", help="run only these checks (repeatable)")
+    p.add_argument(
+        "--config", metavar="FILE", help=f"lint settings (default: ./{settings.DEFAULT_FILE} if present)"
+    )
+    p.add_argument("--list-checks", action="store_true", help="list the checks and exit")
     p.set_defaults(func=cmd_lint)

@@ -1,0 +1,31 @@
+"""explicit-matching: a binary operation between two vectors names its matching labels.
+
+Implicit matching uses every label: it breaks as soon as one side carries a label the other lacks
+(a new exporter label, exported_pod, a recording rule's static label). `or` is exempt: it joins
+alternatives that differ in labels on purpose.
+"""
+
+from __future__ import annotations
+
+from .. import tree
+from ..findings import Severity
+from . import Check
+
+
+def run(query, ctx):
+    for node, _ in tree.walk(query.ast):
+        if tree.is_vector_match(node) and tree.op(node) != "or" and tree.matching(node) is None:
+            yield CHECK.problem(
+                f"`{str(node.op)}` between two vectors without on(...) or ignoring(...): "
+                f"`{tree.short(node, 60)}`",
+                f"name the labels that identify a series on both sides: `{str(node.op)} on (...)`",
+            )
+
+
+CHECK = Check(
+    id="explicit-matching",
+    severity=Severity.WARNING,
+    summary="Binary operations between two vectors say on(...) or ignoring(...).",
+    scope="query",
+    run=run,
+)

@@ -1,0 +1,33 @@
+"""quantile-le: histogram_quantile() over an aggregation keeps `le`, or it has no buckets to read."""
+
+from __future__ import annotations
+
+import promql_parser as pp
+
+from .. import tree
+from ..findings import Severity
+from . import Check
+
+
+def run(query, ctx):
+    for node, _ in tree.walk(query.ast):
+        if tree.func(node) != "histogram_quantile" or len(node.args) < 2:
+            continue
+        arg = tree.strip(node.args[1])
+        if isinstance(arg, pp.AggregateExpr) and tree.op(arg) not in ("topk", "bottomk"):
+            grouping = tree.agg_labels(arg)
+            by, labels = grouping if grouping else ("by", [])
+            if (by == "by") != ("le" in labels):
+                yield CHECK.problem(
+                    f"histogram_quantile() over `{tree.op(arg)} {by} ({', '.join(labels)})`, which drops le",
+                    "keep le in the aggregation: sum by (le, ...) (rate(..._bucket[5m]))",
+                )
+
+
+CHECK = Check(
+    id="quantile-le",
+    severity=Severity.ERROR,
+    summary="histogram_quantile() over an aggregation keeps le.",
+    scope="query",
+    run=run,
+)

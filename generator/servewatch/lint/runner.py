@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
+import promql_parser as pp
+
 from . import inputs
 from .checks import ALL, Check
 from .facts import LintContext, RecordDef
@@ -64,6 +66,16 @@ def query_problems(query: Query, ctx: LintContext, checks: dict[str, Check]) -> 
     return out
 
 
+def shown_as_written(problem: Problem, query: Query) -> Problem:
+    """The problem with Grafana's windows back in place of their stand-ins ([1h1s] -> [$__interval])."""
+    message, fix = problem.message, problem.fix
+    for window, written in query.windows.items():
+        shown = pp.display_duration(window)
+        message = message.replace(shown, written)
+        fix = fix.replace(shown, written) if fix else fix
+    return Problem(problem.check, message, fix, problem.at)
+
+
 def _scoped(checks: dict[str, Check], scope: str) -> list[Check]:
     return [c for c in checks.values() if c.scope == scope]
 
@@ -96,7 +108,7 @@ class Run:
     def query(self, query: Query, disabled: Iterable[str] = ()) -> None:
         self.result.queries += 1
         for problem in query_problems(query, self.ctx, self.selection.checks):
-            self.report(problem, query.location, set(disabled) | query.disabled)
+            self.report(shown_as_written(problem, query), query.location, set(disabled) | query.disabled)
 
     def rule(self, rule: Rule) -> None:
         self.result.rules += 1
@@ -143,5 +155,5 @@ def run(files: list[str], exprs: list[str], ctx: LintContext, selection: Selecti
             run.dashboard(dashboard)
     for i, expr in enumerate(exprs):
         run.query(parse_query(expr, Location("--expr", i + 1, None, "expression"), "expr"))
-    run.result.findings.sort(key=Finding.sort_key)
+    run.result.findings = sorted(set(run.result.findings), key=Finding.sort_key)
     return run.result

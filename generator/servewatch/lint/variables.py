@@ -1,11 +1,11 @@
 """Grafana variables in PromQL: find them, and replace them so promql-parser can read the query.
 
 promql-parser type-checks, so a placeholder must fit where the variable stands: a duration inside
-`[...]` or after `offset`, a label name inside `by (...)`/`on (...)`, any text inside quotes, and a
+`[...]` or after `offset`, a label name inside `by (...)`/`on (...)` (the variable's name), and a
 number or a name elsewhere (`topk($n, ...)`, `> $threshold`, `$metric{...}`), which is why a bare
-variable yields two candidate texts. Every duration variable becomes a distinct sentinel window,
-so a check can tell `[$__rate_interval]` from `[$__interval]` and from a literal `[5m]` after
-parsing (`Substitution.windows`).
+variable yields two candidate texts; inside quotes a variable stays as written. Every duration
+variable becomes a distinct sentinel window, so a check can tell `[$__rate_interval]` from
+`[$__interval]` and from a literal `[5m]` after parsing (`Substitution.windows`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from datetime import timedelta
 VAR_RE = re.compile(r"\$\{([A-Za-z_]\w*)(?:[.:][^}]*)?\}|\$([A-Za-z_]\w*)|\[\[([A-Za-z_]\w*)(?::\w+)?\]\]")
 LABEL_LIST_RE = re.compile(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^()]*$")
 OFFSET_RE = re.compile(r"\boffset\s*-?\s*$")
-SENTINEL_BASE_MS = 3_600_000  # windows are 1h + n ms: nobody writes [3600001ms]
+SENTINEL_BASE_S = 3600  # windows are 1h + n s ([1h1s], [1h2s], ...): no query writes those
 # Grafana's numeric macros (milliseconds, seconds, epoch) stand where a number does
 NUMBER_PLACEHOLDER = "1"
 NAME_PLACEHOLDER = "x"
@@ -83,10 +83,12 @@ def substitute(expr: str, values: dict[str, str] | None = None) -> Substitution:
         ctx = _context(expr, m.start(), m.end(), mask[m.start()])
         token = m.group(0)
         if ctx == "duration":
-            window = windows.setdefault(token, timedelta(milliseconds=SENTINEL_BASE_MS + len(windows) + 1))
-            pieces.append(("text", f"{int(window.total_seconds() * 1000)}ms"))
-        elif ctx in ("string", "label"):
-            pieces.append(("text", NAME_PLACEHOLDER))
+            window = windows.setdefault(token, timedelta(seconds=SENTINEL_BASE_S + len(windows) + 1))
+            pieces.append(("text", f"{int(window.total_seconds())}s"))
+        elif ctx == "string":
+            pieces.append(("text", token))  # a string may hold `$var` as it is
+        elif ctx == "label":
+            pieces.append(("text", name))
         elif name in values:
             pieces.append(("text", values[name]))
         elif name.startswith("__"):

@@ -43,7 +43,8 @@ def scan(text: str, shift: int, known: set[str]) -> Suppressions:
         m = COMMENT_RE.search(line)
         if not m:
             continue
-        ids = {t for t in re.split(r"[\s,]+", m.group(2).strip()) if t}
+        listed = re.split(r"--|\(", m.group(2), maxsplit=1)[0]
+        ids = {t for t in re.split(r"[\s,]+", listed.strip()) if t}
         for unknown in sorted(ids - known):
             out.problems.append((i, f"unknown check {unknown!r} in a servewatch-lint comment"))
         ids &= known

@@ -119,13 +119,18 @@ def _configmap(doc: Doc, data: dict, file: str, known: set[str]) -> Contents:
     for key, text in values.items():
         if not isinstance(text, str):
             continue
+        meant = str(key).endswith((".json", ".yaml", ".yml"))  # other keys may hold anything
         try:
             inner_docs = embedded(doc, ("data", key), text)
         except Unreadable as exc:
-            out.problems.append((exc.line, f"ConfigMap key {key}: {exc}"))
+            if meant:
+                out.problems.append((exc.line, f"ConfigMap key {key}: {exc}"))
             continue
         for inner in inner_docs:
-            out.extend(recognise(inner, file, known))
+            found = recognise(inner, file, known)
+            if not meant:
+                found.problems = []
+            out.extend(found)
     if not (out.rules or out.dashboards or out.problems):
         out.problems.append((doc.line_of(()), f"ConfigMap {_name(data)} holds no dashboard and no rule file"))
     return out

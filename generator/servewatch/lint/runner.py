@@ -55,7 +55,7 @@ def select(
 
 
 def query_problems(query: Query, ctx: LintContext, checks: dict[str, Check]) -> list[Problem]:
-    """Every problem of one query, from the query checks that read queries of its origin."""
+    """Every problem of one query (each once), from the query checks that read queries of its origin."""
     out = []
     for check in checks.values():
         if check.scope != "query" or query.origin not in check.origins:
@@ -63,7 +63,7 @@ def query_problems(query: Query, ctx: LintContext, checks: dict[str, Check]) -> 
         if query.ast is None and check.id != "syntax":
             continue
         out.extend(check.run(query, ctx))
-    return out
+    return list(dict.fromkeys(out))
 
 
 def shown_as_written(problem: Problem, query: Query) -> Problem:

@@ -97,6 +97,18 @@ class Dashboard:
     def at(self, path: tuple, where: str = "") -> Location:
         return Location(self.file, self.line_of(path), format_path(self.prefix + path), where)
 
+    def in_panel(self, pq: PanelQuery, path: tuple = ()) -> Location:
+        """Where something of a query's panel is (its unit, its calcs), named after the panel."""
+        return self.at(pq.panel_path + path, panel_where(pq.panel))
+
+    def shown_queries(self, panel_types: set[str] | None = None) -> Iterator[PanelQuery]:
+        """Parsed queries of targets that are not hidden, of panels of the given types."""
+        for pq in self.queries:
+            if pq.query.ast is None or pq.target.get("hide"):
+                continue
+            if panel_types is None or pq.panel.get("type") in panel_types:
+                yield pq
+
     def panels(self) -> Iterator[tuple[dict, tuple]]:
         """Every panel with its path: top level, inside rows (collapsed or schema < 16 `rows`)."""
         for i, panel in enumerate(self.data.get("panels") or []):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..findings import Severity
 from . import Check
-from .duplicate_rule import first_seen, where
+from .duplicate_rule import repeats
 
 
 def _normalized(rule) -> str:
@@ -18,15 +18,14 @@ def key(rule) -> tuple:
     return (rule.form, rule.kind, _normalized(rule), tuple(sorted(rule.labels.items())))
 
 
+def _describe(rule, first, where: str) -> str | None:
+    if rule.name == first.name:
+        return None  # same name: duplicate-rule reports it
+    return f"{rule.kind} {rule.name} has the same expression and labels as {first.name} ({where})"
+
+
 def run(rules, ctx):
-    for rule, first in first_seen(rules, key):
-        if rule.name != first.name:  # same name: duplicate-rule reports it
-            yield CHECK.problem(
-                f"{rule.kind} {rule.name} has the same expression and labels as {first.name} "
-                f"({where(first)})",
-                "keep one of them",
-                at=rule.location,
-            )
+    yield from repeats(CHECK, rules, key, _describe, "keep one of them")
 
 
 CHECK = Check(

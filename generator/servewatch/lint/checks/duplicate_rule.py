@@ -16,28 +16,27 @@ def identity(rule) -> tuple:
     return (rule.form, rule.kind, rule.name, tuple(sorted(rule.labels.items())))
 
 
-def first_seen(rules, key):
-    """(rule, earlier rule with the same key) for every repeat."""
+def repeats(check, rules, key, describe, fix: str):
+    """A problem at every rule whose key an earlier rule has; describe(rule, first, where_first)."""
     seen = {}
     for rule in rules:
-        k = key(rule)
-        if k in seen:
-            yield rule, seen[k]
-        else:
-            seen[k] = rule
-
-
-def where(rule) -> str:
-    return f"{rule.location.file}:{rule.location.line}"
+        first = seen.setdefault(key(rule), rule)
+        if first is not rule and (
+            message := describe(rule, first, f"{first.location.file}:{first.location.line}")
+        ):
+            yield check.problem(message, fix, at=rule.location)
 
 
 def run(rules, ctx):
-    for rule, first in first_seen(rules, identity):
-        yield CHECK.problem(
-            f"{rule.kind} {rule.name} is defined again with the same labels (first at {where(first)})",
-            "remove one, or tell them apart with a label",
-            at=rule.location,
-        )
+    yield from repeats(
+        CHECK,
+        rules,
+        identity,
+        lambda rule, first, where: (
+            f"{rule.kind} {rule.name} is defined again with the same labels (first at {where})"
+        ),
+        "remove one, or tell them apart with a label",
+    )
 
 
 CHECK = Check(

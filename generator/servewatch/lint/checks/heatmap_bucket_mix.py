@@ -14,15 +14,13 @@ from .bucket_layout_mix import mixed_layouts
 
 
 def run(dashboard, ctx):
-    for pq in dashboard.queries:
-        if pq.panel.get("type") != "heatmap" or pq.query.ast is None:
-            continue
+    for pq in dashboard.shown_queries({"heatmap"}):
         if names := mixed_layouts(pq.query.ast, ctx):
             yield CHECK.problem(
                 f"{panel_where(pq.panel)} adds up {', '.join(names)} across models, whose buckets follow "
                 "each deployment's max_model_len",
                 "keep model_name in the aggregation (sum by (le, model_name)) or select one model",
-                at=dashboard.at(pq.panel_path + ("targets",), panel_where(pq.panel)),
+                at=dashboard.in_panel(pq, ("targets",)),
             )
 
 

@@ -60,12 +60,8 @@ def _problems(node, ctx):
 
 
 def run(query, ctx):
-    seen = set()
     for node, _ in tree.walk(query.ast):
-        for problem in _problems(node, ctx):
-            if problem is not None and problem.message not in seen:
-                seen.add(problem.message)
-                yield problem
+        yield from (p for p in _problems(node, ctx) if p is not None)
 
 
 CHECK = Check(

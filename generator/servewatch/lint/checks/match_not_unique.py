@@ -76,13 +76,9 @@ def _problems(node, ctx):
 
 
 def run(query, ctx):
-    seen = set()
     for node, _ in tree.walk(query.ast):
         if tree.is_vector_match(node):
-            for problem in _problems(node, ctx):
-                if problem.message not in seen:
-                    seen.add(problem.message)
-                    yield problem
+            yield from _problems(node, ctx)
 
 
 CHECK = Check(

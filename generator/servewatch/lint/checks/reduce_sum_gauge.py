@@ -49,14 +49,14 @@ def _sums(panel: dict) -> tuple | None:
 
 
 def run(dashboard, ctx):
-    for pq in dashboard.queries:
-        if pq.panel.get("type") not in REDUCING_PANELS or pq.query.ast is None or pq.target.get("instant"):
-            continue
+    for pq in dashboard.shown_queries(REDUCING_PANELS):
+        if pq.target.get("instant"):
+            continue  # one sample: nothing is added up
         if (where_set := _sums(pq.panel)) and (what := level(pq.query.ast, ctx)):
             yield CHECK.problem(
                 f"{panel_where(pq.panel)} adds up every sample of {what} over the time range (calc 'sum')",
                 "reduce with lastNotNull, max or mean; for a total show increase(...[$__range]), lastNotNull",
-                at=dashboard.at(pq.panel_path + where_set, panel_where(pq.panel)),
+                at=dashboard.in_panel(pq, where_set),
             )
 
 

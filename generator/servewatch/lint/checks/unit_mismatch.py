@@ -35,9 +35,7 @@ def panel_unit(panel: dict, ref_id: str | None) -> tuple[str | None, tuple]:
 
 
 def run(dashboard, ctx):
-    for pq in dashboard.queries:
-        if pq.query.ast is None or pq.target.get("hide"):
-            continue
+    for pq in dashboard.shown_queries():
         shown, where_set = panel_unit(pq.panel, pq.target.get("refId"))
         values = unit_of(pq.query.ast, ctx)
         if wrong := mismatch(values, shown):
@@ -45,7 +43,7 @@ def run(dashboard, ctx):
             yield CHECK.problem(
                 f"{panel_where(pq.panel)} shows {what} with unit {shown!r}",
                 f"set the unit to {right!r}",
-                at=dashboard.at(pq.panel_path + where_set, panel_where(pq.panel)),
+                at=dashboard.in_panel(pq, where_set),
             )
 
 

@@ -47,14 +47,14 @@ def _refs(dashboard) -> Iterator[tuple[object, tuple, str]]:
             yield ann.get("datasource"), ("annotations", "list", i, "datasource"), "annotation"
 
 
+FIX = 'add a datasource variable and use {"type": "prometheus", "uid": "${datasource}"}'
+
+
 def run(dashboard, ctx):
-    for ref, path, where in _refs(dashboard):
-        if what := hardcoded(ref):
-            yield CHECK.problem(
-                f"{where} uses the data source by {what}, which exists only in the Grafana it came from",
-                'add a datasource variable and use {"type": "prometheus", "uid": "${datasource}"}',
-                at=dashboard.at(path, where),
-            )
+    found = [(hardcoded(ref), path, where) for ref, path, where in _refs(dashboard)]
+    for what, path, where in (f for f in found if f[0]):
+        message = f"{where} uses the data source by {what}, which exists only in the Grafana it came from"
+        yield CHECK.problem(message, FIX, at=dashboard.at(path, where))
 
 
 CHECK = Check(

@@ -37,13 +37,11 @@ def panel_unit(panel: dict, ref_id: str | None) -> tuple[str | None, tuple]:
 def run(dashboard, ctx):
     for pq in dashboard.shown_queries():
         shown, where_set = panel_unit(pq.panel, pq.target.get("refId"))
-        values = unit_of(pq.query.ast, ctx)
-        if wrong := mismatch(values, shown):
-            what, right = wrong
+        wrong = mismatch(unit_of(pq.query.ast, ctx), shown)
+        if wrong is not None:
+            message = f"{panel_where(pq.panel)} shows {wrong[0]} with unit {shown!r}"
             yield CHECK.problem(
-                f"{panel_where(pq.panel)} shows {what} with unit {shown!r}",
-                f"set the unit to {right!r}",
-                at=dashboard.in_panel(pq, where_set),
+                message, f"set the unit to {wrong[1]!r}", at=dashboard.in_panel(pq, where_set)
             )
 
 

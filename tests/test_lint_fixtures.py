@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from servewatch import catalog
+from servewatch import catalog, tools
 from servewatch.lint import runner
 from servewatch.lint.checks import ALL
 from servewatch.lint.facts import LintContext
@@ -96,14 +96,10 @@ def test_the_vllm_example_dashboard_no_longer_passes_silently(servewatch):
     assert "use vllm:kv_cache_usage_perc" in res.stdout
 
 
+@pytest.mark.tools("promtool")
 def test_rule_fixtures_are_real_rule_files():
     """promtool accepts every rule fixture but the syntax one: lint finds what promtool cannot."""
-    from servewatch import promtool
-
-    try:
-        binary = promtool.find("promtool")
-    except promtool.ToolError as exc:
-        pytest.skip(str(exc))
+    binary = tools.find("promtool")
     for path in sorted(p for d in CHECK_DIRS for p in d.glob("*.yaml")):
         res = subprocess.run([binary, "check", "rules", str(path)], capture_output=True, text=True)
         expected_ok = path.parent.name != "syntax" or path.stem.startswith("good")

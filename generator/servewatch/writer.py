@@ -44,27 +44,32 @@ def with_manifest(files: dict[str, str]) -> dict[str, str]:
     return {**files, MANIFEST: manifest_text(files)}
 
 
+def replace(path: Path, text: str) -> bool:
+    """Write one file by temp + rename, so a reader never sees half of it; False when it was already so."""
+    data = text.encode("utf-8")
+    if path.is_file() and path.read_bytes() == data:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return True
+
+
 def write(root: Path, files: dict[str, str]) -> tuple[list[str], list[str]]:
     """Write changed files and delete stale ones; returns (written, removed)."""
     removed = stale(root, files)
     files = with_manifest(files)
     written = []
     for rel, text in sorted(files.items()):
-        path = root / rel
-        data = text.encode("utf-8")
-        if path.is_file() and path.read_bytes() == data:
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        written.append(rel)
+        if replace(root / rel, text):
+            written.append(rel)
     for rel in removed:
         (root / rel).unlink()
     return written, removed

@@ -1,6 +1,10 @@
 """`servewatch init` gives a repository of its own that generates and passes promtool as shipped."""
 
+import json
+
+import jsonschema
 import pytest
+import yaml
 
 
 @pytest.mark.tools("promtool")
@@ -29,3 +33,27 @@ def test_init_never_overwrites_without_force(tmp_path, servewatch):
     assert (tmp_path / "specs" / "mine.yaml").exists() and not (tmp_path / "servewatch.mk").exists()
     assert servewatch("init", tmp_path, "--force").returncode == 0
     assert not (tmp_path / "specs" / "mine.yaml").exists() and (tmp_path / "specs" / "config.yaml").exists()
+
+
+def test_init_points_every_yaml_spec_at_the_schema_beside_it(tmp_path, servewatch):
+    """An editor with the YAML language server validates each spec the user opens: the first line names
+    the schema by a path relative to the file, and the schema there is the one this servewatch makes."""
+    assert servewatch("init", tmp_path).returncode == 0
+    specs = tmp_path / "specs"
+    schema = specs / "servewatch.schema.json"
+    assert schema.read_text() == servewatch("schema").stdout
+    validator = jsonschema.Draft202012Validator(json.loads(schema.read_text()))
+    files = sorted(specs.rglob("*.yaml"))
+    assert any(f.parent != specs for f in files)  # subfolders need ../
+    for f in files:
+        first, rest = f.read_text().split("\n", 1)
+        assert first.startswith("# yaml-language-server: $schema="), f
+        assert (f.parent / first.split("=", 1)[1]).resolve() == schema.resolve(), f
+        assert list(validator.iter_errors(yaml.safe_load(rest))) == [], f
+    # generating in the new repository keeps that schema, and the drift check covers it
+    assert servewatch("generate", cwd=tmp_path).returncode == 0
+    schema.write_text(
+        schema.read_text().replace('"additionalProperties": false', '"additionalProperties": true')
+    )
+    res = servewatch("generate", "--check", cwd=tmp_path)
+    assert res.returncode == 1 and "specs/servewatch.schema.json" in res.stdout

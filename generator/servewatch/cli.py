@@ -22,8 +22,8 @@ def _fail(message: str, code: int = 2) -> int:
 def cmd_generate(args) -> int:
     from . import generate, writer
 
-    _, files = generate.build(Path(args.specs))
     root = Path(args.out)
+    _, files = generate.build(Path(args.specs), root)
     if args.check:
         problems = writer.check(root, files)
         if problems:
@@ -61,6 +61,18 @@ def cmd_init(args) -> int:
         "next: tune specs/config.yaml (or run `servewatch detect --prometheus URL`), put your thresholds in "
         "specs/overrides.yaml, then `servewatch generate` and commit the outputs"
     )
+    return 0
+
+
+def cmd_schema(args) -> int:
+    from . import writer
+    from .render import spec_schema
+
+    if not args.out:
+        sys.stdout.write(spec_schema.text())
+        return 0
+    writer.replace(Path(args.out), spec_schema.text())
+    print(f"servewatch: wrote the spec schema to {args.out}", file=sys.stderr)
     return 0
 
 
@@ -125,6 +137,14 @@ def parser() -> argparse.ArgumentParser:
     i.add_argument("dir", nargs="?", default=".", help="target folder (default: .)")
     i.add_argument("--force", action="store_true", help="replace an existing specs/ and servewatch.mk")
     i.set_defaults(func=cmd_init)
+
+    s = sub.add_parser(
+        "schema", help="print the JSON Schema of a spec file (editors validate specs against it)"
+    )
+    s.add_argument(
+        "--out", metavar="FILE", help="write it to FILE instead (e.g. specs/servewatch.schema.json)"
+    )
+    s.set_defaults(func=cmd_schema)
 
     tools_cli.add_cli(sub)
     lint_cli.add_cli(sub)

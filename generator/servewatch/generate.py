@@ -5,26 +5,35 @@ from __future__ import annotations
 from pathlib import Path
 
 from .model import Model
-from .render import dashboards, rules, unit_tests
+from .render import dashboards, rules, spec_schema, unit_tests
 from .render import runbooks as runbook_pages
 from .spec.loader import load
 from .validation import Validated, validate
 
 
-def build(specs: Path) -> tuple[Model, dict[str, str]]:
+def build(specs: Path, out: Path | None = None) -> tuple[Model, dict[str, str]]:
+    """The model and every output, paths relative to `out` (default: the folder that holds the specs,
+    the layout `servewatch init` makes)."""
+    specs = Path(specs)
     validated = validate(load(specs))
-    return validated.model, render(validated)
+    files = render(validated)
+    return validated.model, _merge([files, spec_schema.render(specs, specs.parent if out is None else out)])
 
 
 def render(validated: Validated) -> dict[str, str]:
     """Every output; each renderer formats its part of what the validation stage built."""
     model = validated.model
-    parts = (
-        rules.render(model),
-        unit_tests.render(model),
-        runbook_pages.render(model),
-        dashboards.render(model, validated.dashboards),
+    return _merge(
+        [
+            rules.render(model),
+            unit_tests.render(model),
+            runbook_pages.render(model),
+            dashboards.render(model, validated.dashboards),
+        ]
     )
+
+
+def _merge(parts: list[dict[str, str]]) -> dict[str, str]:
     files: dict[str, str] = {}
     for part in parts:
         for path, text in part.items():

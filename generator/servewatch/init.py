@@ -1,7 +1,9 @@
 """`servewatch init`: start a repository of your own from the default specs.
 
 Copies the default specs (shipped in the package as `servewatch/defaults`, the same files as this
-project's specs/) and a make fragment with the CI targets, then says what to run next.
+project's specs/) and a make fragment with the CI targets, then says what to run next. Each YAML spec
+starts with a `yaml-language-server` line pointing at the spec schema written beside them, so an
+editor validates the specs as they are typed.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from importlib import resources
 from pathlib import Path
 
 from .errors import ServewatchError
+from .render import spec_schema
 
 MAKE_FRAGMENT = """\
 # servewatch targets; include this file from your Makefile (`include servewatch.mk`).
@@ -32,14 +35,25 @@ servewatch-test: servewatch-check
 """
 
 
-def _copy_tree(src, dst: Path) -> int:
+def _with_modeline(data: bytes, path: Path, specs: Path) -> bytes:
+    """A YAML spec with the schema line on top, unless it already names a schema."""
+    if data.startswith(spec_schema.MODELINE.encode()):
+        return data
+    return spec_schema.modeline(path, specs).encode() + b"\n" + data
+
+
+def _copy_tree(src, dst: Path, specs: Path) -> int:
     """Copy a resources Traversable tree; returns the number of files."""
     count = 0
     dst.mkdir(parents=True, exist_ok=True)
     for item in sorted(src.iterdir(), key=lambda t: t.name):
         if item.is_dir():
-            count += _copy_tree(item, dst / item.name)
-        elif item.name.endswith((".yaml", ".yml", ".jsonnet", ".libsonnet")):
+            count += _copy_tree(item, dst / item.name, specs)
+        elif item.name.endswith((".yaml", ".yml")):
+            path = dst / item.name
+            path.write_bytes(_with_modeline(item.read_bytes(), path, specs))
+            count += 1
+        elif item.name.endswith((".jsonnet", ".libsonnet")):
             (dst / item.name).write_bytes(item.read_bytes())
             count += 1
     return count
@@ -58,6 +72,7 @@ def start_repository(target: Path, force: bool = False) -> tuple[Path, int, Path
         raise ServewatchError(f"{names} already exist(s); nothing was written (use --force to replace)")
     if specs.exists():
         shutil.rmtree(specs)
-    count = _copy_tree(resources.files("servewatch") / "defaults", specs)
+    count = _copy_tree(resources.files("servewatch") / "defaults", specs, specs)
+    (specs / spec_schema.FILE_NAME).write_text(spec_schema.text(), encoding="utf-8")
     fragment.write_text(MAKE_FRAGMENT)
     return specs, count, fragment

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .model import Model
-from .render import dashboards, rules, spec_schema, unit_tests
+from .render import dashboards, ecosystem, rules, spec_schema, unit_tests
 from .render import runbooks as runbook_pages
 from .spec.loader import load
 from .validation import Validated, validate
@@ -23,7 +23,7 @@ def build(specs: Path, out: Path | None = None) -> tuple[Model, dict[str, str]]:
 def render(validated: Validated) -> dict[str, str]:
     """Every output; each renderer formats its part of what the validation stage built."""
     model = validated.model
-    return _merge(
+    files = _merge(
         [
             rules.render(model),
             unit_tests.render(model),
@@ -31,6 +31,8 @@ def render(validated: Validated) -> dict[str, str]:
             dashboards.render(model, validated.dashboards),
         ]
     )
+    # the deployment tools' views of the files above (kustomize, Helm, jsonnet-bundler)
+    return _merge([files, ecosystem.render(files)])
 
 
 def _merge(parts: list[dict[str, str]]) -> dict[str, str]:

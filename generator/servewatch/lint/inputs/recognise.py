@@ -1,11 +1,12 @@
 """What a document is, by its content: rule groups or a Grafana dashboard, in each delivery form.
 
-Read: plain rule files, PrometheusRule, Mimir/Thanos namespace files (`namespace:` + `groups:`);
+Read: plain rule files, PrometheusRule, Mimir/Thanos namespace files (`namespace:` + `groups:`),
+kube-prometheus-stack values (`additionalPrometheusRulesMap`);
 dashboards as classic JSON, the import form (`__inputs`), the HTTP API's `{"dashboard": ...}`,
 a ConfigMap (sidecar), a GrafanaDashboard (Grafana Operator, `json` or `gzipJson`), a Grafana
 app-platform v1 resource; a Kubernetes `List` of any of these. Recognised and skipped (nothing to
-lint): Grafana provisioning files and promtool test files. Anything else is an error that names
-what was expected.
+lint): Grafana provisioning files, promtool test files and kustomizations. Anything else is an
+error that names what was expected.
 """
 
 from __future__ import annotations
@@ -79,6 +80,10 @@ def recognise(doc: Doc, file: str, known: set[str]) -> Contents:
             out.add_dashboard(doc, ("spec",), file, "resource")
         else:
             out.problems.append((doc.line_of(("spec",)), f"{api} dashboards (schema v2) are not supported"))
+    elif isinstance(data.get("additionalPrometheusRulesMap"), dict):
+        out.extend(_helm_values(doc, data["additionalPrometheusRulesMap"], file, known))
+    elif api.startswith("kustomize.config.k8s.io/") and kind in ("Kustomization", "Component"):
+        out.skipped.append(f"kustomize {kind}")
     elif is_rule_groups(data.get("groups")) and "namespace" in data:
         out.add_rules(
             doc, ("groups",), file, "mimir", f"Mimir/Thanos rules (namespace {data['namespace']})", known
@@ -95,6 +100,20 @@ def recognise(doc: Doc, file: str, known: set[str]) -> Contents:
         out.skipped.append("Grafana provisioning file")
     else:
         out.problems.append((doc.line_of(()), _unrecognised(data)))
+    return out
+
+
+def _helm_values(doc: Doc, rule_map: dict, file: str, known: set[str]) -> Contents:
+    """kube-prometheus-stack's additionalPrometheusRulesMap: one PrometheusRule's groups per key."""
+    out = Contents()
+    for key, entry in rule_map.items():
+        path = ("additionalPrometheusRulesMap", key, "groups")
+        if isinstance(entry, dict) and is_rule_groups(entry.get("groups")):
+            out.add_rules(doc, path, file, "helm", f"kube-prometheus-stack rules {key}", known)
+        else:
+            out.problems.append(
+                (doc.line_of(path[:2]), f"additionalPrometheusRulesMap.{key}: no rule groups")
+            )
     return out
 
 

@@ -69,7 +69,8 @@ def _seconds(duration: str) -> float:
 class LocalPrometheus(LocalServer):
     """A throw-away Prometheus 3.5 serving backfilled data on 127.0.0.1 (use as a context manager).
 
-    ``openmetrics``: OpenMetrics text (``servewatch_testkit.synth.to_openmetrics``) or None for an empty TSDB.
+    ``openmetrics``: OpenMetrics text (``servewatch_testkit.synth.to_openmetrics``), the path of an
+    OpenMetrics file (left in place; for data too large to hold as a string), or None for an empty TSDB.
     ``rule_files``: rule files loaded by the server; their recording rules are also backfilled over
     ``[rules_start, rules_end]`` (default: the data's first and last sample) every
     ``rule_eval_interval`` when ``backfill_rules`` is true. ``retention`` keeps old blocks alive.
@@ -81,7 +82,7 @@ class LocalPrometheus(LocalServer):
 
     def __init__(
         self,
-        openmetrics: str | None = None,
+        openmetrics: str | os.PathLike | None = None,
         *,
         rule_files: Sequence[str | os.PathLike] = (),
         backfill_rules: bool = True,
@@ -170,8 +171,10 @@ class LocalPrometheus(LocalServer):
         return p.stdout
 
     def _backfill_openmetrics(self) -> None:
-        src = self.workdir / "input.om"
-        src.write_text(self.openmetrics)
+        given = isinstance(self.openmetrics, os.PathLike)
+        src = Path(self.openmetrics) if given else self.workdir / "input.om"
+        if not given:
+            src.write_text(self.openmetrics)
         self._promtool(
             "tsdb",
             "create-blocks-from",
@@ -181,7 +184,8 @@ class LocalPrometheus(LocalServer):
             str(self.data_dir),
             what="promtool tsdb create-blocks-from openmetrics",
         )
-        src.unlink()  # can be tens of MB; the blocks hold the data now
+        if not given:
+            src.unlink()  # can be tens of MB; the blocks hold the data now
 
     def _data_range(self) -> tuple[float, float]:
         metas = self.blocks()

@@ -1,0 +1,260 @@
+"""``make bench-fleet``: servewatch's rules and dashboards measured on a synthetic fleet in a real
+Prometheus 3.5, at several fleet sizes, next to vLLM's and NVIDIA's dashboards.
+
+Per size: the fleet (``servewatch_testkit.synth.scaled_fleet``) is streamed to an OpenMetrics file,
+backfilled with ``promtool tsdb create-blocks-from openmetrics`` and the generated recording rules
+with ``create-blocks-from rules`` (``LocalPrometheus``). Once Prometheus has merged those blocks,
+its query statistics give: one evaluation of every rule group at the last sample; a refresh of
+every dashboard over the hour (default view, and one model selected); the anchor dashboards with
+the same model; the quantities both show. Last, ``servewatch generate`` is timed for the default
+specs and N deployments. Writes ``<out>/<label>.json`` and, through ``bench/report.py``,
+``<label>.md`` and ``<label>.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "generator"))
+
+from servewatch import tools  # noqa: E402
+from servewatch_testkit.localprom import LocalPrometheus, backfill_start  # noqa: E402
+from servewatch_testkit.synth.scaled_fleet import FleetShape, write_fleet  # noqa: E402
+
+from . import anchors, dashboard_cost, generation_cost, machine, report, rule_cost  # noqa: E402
+from .dashboard_cost import Window  # noqa: E402
+from .promstats import Runner  # noqa: E402
+
+SCRAPE_S = 30  # the fleet's scrape interval and the data source's timeInterval (dashboards/provisioning)
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got {text!r}") from None
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench.fleet", description=__doc__.split("\n\n")[0])
+    p.add_argument("--gpus", type=_ints, default=(512, 1024, 2048, 4096), help="fleet sizes in GPUs")
+    p.add_argument("--engines", type=_ints, help="vLLM engines per size (default: one per 8 GPUs)")
+    p.add_argument("--models", type=int, default=8)
+    p.add_argument("--engines-per-pod", type=int, default=2, help="data-parallel engines per pod")
+    p.add_argument("--gpus-per-engine", type=int, default=4, help="tensor-parallel GPUs per engine")
+    p.add_argument("--mig-share", type=float, default=0.125, help="share of hosts in MIG mode")
+    p.add_argument("--minutes", type=int, default=60, help="data length (30 s scrape)")
+    p.add_argument("--repeats", type=int, default=5, help="measured runs per query (median)")
+    p.add_argument("--warmup", type=int, default=1, help="unmeasured runs per query first")
+    p.add_argument("--model", help="the model selected where one is (default: the first offered)")
+    p.add_argument("--deployments", type=_ints, default=(1, 100), help="spec scales for generation time")
+    p.add_argument("--label", default=datetime.date.today().isoformat(), help="results file name")
+    p.add_argument("--out", type=Path, default=REPO / "bench" / "results")
+    p.add_argument("--workdir", type=Path, help="where the OpenMetrics text and the TSDB go (default: tmp)")
+    p.add_argument("--note", default="", help="free text stored with the results (e.g. the machine's load)")
+    args = p.parse_args(argv)
+    if args.engines and len(args.engines) != len(args.gpus):
+        p.error("--engines needs one value per --gpus value")
+    return args
+
+
+def shape_for(args: argparse.Namespace, i: int) -> FleetShape:
+    return FleetShape.sized(
+        args.gpus[i],
+        args.engines[i] if args.engines else None,
+        models=args.models,
+        engines_per_pod=args.engines_per_pod,
+        gpus_per_engine=args.gpus_per_engine,
+        mig_share=args.mig_share,
+        minutes=args.minutes,
+        step=SCRAPE_S,
+    )
+
+
+def overlapping(blocks: list[dict]) -> bool:
+    """Whether any two TSDB blocks (``meta.json`` dicts) share time; maxTime is exclusive."""
+    spans = sorted((b["minTime"], b["maxTime"]) for b in blocks)
+    return any(later[0] < earlier[1] for earlier, later in zip(spans, spans[1:], strict=False))
+
+
+def wait_compacted(prom: LocalPrometheus, timeout_s: float = 1800) -> float:
+    """Wait until Prometheus has merged the backfilled blocks; returns the seconds waited.
+
+    The data block and one block per backfilled recording rule overlap in time. Prometheus merges
+    them (vertical compaction) about a minute after it starts; measured before that, every query
+    reads many blocks, and measured during it, the compaction competes for the CPU. A Prometheus
+    that has been running holds compacted blocks, so that is the state to measure.
+    """
+    t0 = time.monotonic()
+    while overlapping(prom.blocks()):
+        if time.monotonic() - t0 > timeout_s:
+            raise SystemExit(f"Prometheus did not compact the backfilled blocks within {timeout_s:.0f} s")
+        time.sleep(2)
+    time.sleep(2)  # the obsolete blocks' deletion follows the compaction
+    return round(time.monotonic() - t0, 1)
+
+
+def pick_model(prom: LocalPrometheus, wanted: str | None, at: float) -> tuple[str, str]:
+    """The model to select (and its namespace): ``wanted``, else the first in name order."""
+    rows = prom.query("group by (namespace, model_name) (vllm:num_requests_running)", at)
+    models = sorted((r["metric"]["model_name"], r["metric"]["namespace"]) for r in rows)
+    if not models:
+        raise SystemExit("no vllm:num_requests_running in the data: cannot pick a model")
+    for name, ns in models:
+        if wanted in (None, name):
+            return name, ns
+    raise SystemExit(f"model {wanted!r} not in the fleet; it has: {', '.join(m for m, _ in models)}")
+
+
+def compare(anchor_views: dict, one_model: dict) -> list[dict]:
+    """Samples touched per quantity: the anchor's panel vs servewatch's, one model selected."""
+    rows = []
+    for q in anchors.QUANTITIES:
+        a = dashboard_cost.panel_cost(anchor_views[q.anchor[0]], q.anchor[1])
+        for uid, title in q.servewatch:
+            s = dashboard_cost.panel_cost(one_model[uid], title) if uid in one_model else None
+            row = {"quantity": q.name, "kind": q.kind, "anchor": f"{q.anchor[0]}: {q.anchor[1]}"}
+            row["servewatch"] = f"{uid}: {title}"
+            if a is None or s is None:
+                row["error"] = "panel not found"
+            else:
+                row.update(anchor_samples=a.samples, servewatch_samples=s.samples)
+                row.update(
+                    anchor_eval_ms=round(a.eval_s * 1000, 3), servewatch_eval_ms=round(s.eval_s * 1000, 3)
+                )
+                row["ratio"] = round(a.samples / s.samples, 3) if s.samples else None
+            rows.append(row)
+    return rows
+
+
+def run_size(args: argparse.Namespace, shape: FleetShape, groups: list[dict]) -> dict:
+    start = backfill_start(shape.steps, shape.step)
+    end = start + (shape.steps - 1) * shape.step
+    window = Window(end - args.minutes * 60, end, SCRAPE_S, SCRAPE_S)
+    result: dict = {"shape": shape.summary(), "load_before": machine.load()}
+    with tempfile.TemporaryDirectory(prefix="bench-fleet-", dir=args.workdir) as tmp:
+        om = Path(tmp) / "fleet.om"
+        t0 = time.perf_counter()
+        written = write_fleet(shape, om, start)
+        result["openmetrics"] = {
+            **dataclasses.asdict(written),
+            "write_s": round(time.perf_counter() - t0, 1),
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10,  # so far, this process
+        }
+        _log(
+            f"{shape.gpus} GPUs: {written.series} series, {written.samples} samples, {written.bytes:,} bytes"
+        )
+        rule_files = sorted((REPO / "rules").glob("*.rules.yaml"))
+        with LocalPrometheus(om, rule_files=rule_files, ready_timeout=1800) as prom:
+            om.unlink()
+            waited = wait_compacted(prom)
+            result["tsdb"] = {**prom.timings, "compaction_wait_s": waited, "blocks": len(prom.blocks())}
+            _log(f"backfilled: {result['tsdb']}")
+            runner = Runner(prom, args.repeats, args.warmup)
+            cpu = _CpuMeter(prom.pid, args.warmup + args.repeats)
+            result["rules"] = cpu.add(rule_cost.measure(runner, groups, end), to="total")
+            _log(f"rules: {result['rules']['total']}")
+            model, namespace = pick_model(prom, args.model, end)
+            result["model"] = {"model_name": model, "namespace": namespace}
+            boards = [json.loads(p.read_text()) for p in sorted((REPO / "dashboards").glob("*.json"))]
+            result["dashboards"] = {
+                d["uid"]: cpu.add(dashboard_cost.refresh(prom, runner, d, window), to="all_panels")
+                for d in boards
+            }
+            one_model = {
+                d["uid"]: cpu.add(
+                    dashboard_cost.refresh(
+                        prom, runner, d, window, pick={"model": model}, prefer={"namespace": namespace}
+                    ),
+                    to="all_panels",
+                )
+                if _has_variable(d, "model")
+                else result["dashboards"][d["uid"]]  # nothing to select: the same queries
+                for d in boards
+            }
+            result["dashboards_one_model"] = one_model
+            result["anchors"] = {
+                d["uid"]: cpu.add(
+                    dashboard_cost.refresh(prom, runner, d, window, pick={"model_name": model}),
+                    to="all_panels",
+                )
+                for d in (anchors.vllm_example(), anchors.dcgm_exporter())
+            }
+            result["quantities"] = compare(result["anchors"], one_model)
+            _log(
+                f"dashboards: { {u: v['default_view']['samples'] for u, v in result['dashboards'].items()} }"
+            )
+    result["load_after"] = machine.load()
+    return result
+
+
+class _CpuMeter:
+    """Prometheus' CPU time per run of a measurement (warm-up and measured runs alike): unlike the
+    eval times, it does not grow when other processes compete for the cores."""
+
+    def __init__(self, pid: int, runs: int):
+        self.pid, self.runs = pid, runs
+        self.mark = machine.cpu_seconds(pid)
+
+    def add(self, result: dict, to: str) -> dict:
+        now = machine.cpu_seconds(self.pid)
+        result[to]["cpu_ms"] = round((now - self.mark) / self.runs * 1000, 1)
+        self.mark = now
+        return result
+
+
+def _has_variable(dashboard: dict, name: str) -> bool:
+    return any(v.get("name") == name for v in dashboard.get("templating", {}).get("list", []))
+
+
+def _log(msg: str) -> None:
+    print(f"[bench-fleet {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        shapes = [shape_for(args, i) for i in range(len(args.gpus))]
+    except ValueError as e:
+        raise SystemExit(f"bench-fleet: {e}") from None
+    groups = rule_cost.rule_groups(REPO / "rules")
+    results = {
+        "label": args.label,
+        "note": args.note,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": machine.describe(str(tools.ensure("prometheus")), str(tools.ensure("promtool"))),
+        "settings": {
+            "repeats": args.repeats,
+            "warmup": args.warmup,
+            "scrape_s": SCRAPE_S,
+            "window_s": args.minutes * 60,
+            "step_s": SCRAPE_S,
+            "rate_interval": Window(0, 1, SCRAPE_S, SCRAPE_S).macros()["__rate_interval"],
+            "rule_interval_s": 30,
+        },
+        "sizes": [],
+    }
+    for shape in shapes:
+        results["sizes"].append(run_size(args, shape, groups))
+    _log("generation time")
+    results["generation"] = generation_cost.run(REPO / "specs", args.deployments, args.repeats)
+    results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"{args.label}.json"
+    path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    report.write(results, args.out / f"{args.label}.md", args.out / f"{args.label}.png")
+    _log(f"wrote {path} and its .md and .png")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,372 @@
+"""Results JSON -> Markdown tables and a PNG chart of cost vs fleet size.
+
+``python -m bench.report bench/results/<label>.json`` redraws both from a results file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+RULE_INTERVAL_MS = 30_000
+RULE_TARGET_SHARE = 0.02  # issue 8: the whole rule set within 2% of its interval at 4,096 GPUs
+HISTOGRAM_TARGET = 10.0  # issue 8: histogram-derived quantities touch >= 10x fewer samples
+
+
+def growth_exponent(xs: list[float], ys: list[float]) -> float | None:
+    """``b`` of the least-squares fit ``y = a * x**b`` (1 = linear); None with fewer than two points."""
+    pts = [(math.log(x), math.log(y)) for x, y in zip(xs, ys, strict=True) if x > 0 and y > 0]
+    if len(pts) < 2:
+        return None
+    mx = sum(p[0] for p in pts) / len(pts)
+    my = sum(p[1] for p in pts) / len(pts)
+    var = sum((p[0] - mx) ** 2 for p in pts)
+    return None if var == 0 else sum((p[0] - mx) * (p[1] - my) for p in pts) / var
+
+
+def _fmt_int(n: int) -> str:
+    return f"{n:,}"
+
+
+def _cell(samples: int, eval_ms: float) -> str:
+    return f"{_fmt_int(samples)} / {eval_ms:,.1f} ms"
+
+
+def _view_cell(result: dict) -> str:
+    """Samples and eval time of the default view, and Prometheus' CPU per refresh when measured."""
+    view, cpu = result["default_view"], result["all_panels"].get("cpu_ms")
+    return _cell(view["samples"], view["eval_ms"]) + ("" if cpu is None else f" (CPU {cpu:,.0f} ms)")
+
+
+def _board(uid: str, result: dict) -> str:
+    view = result["default_view"]
+    return f"{uid} ({view['panels']} panels, {view['queries']} queries)"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + [
+        "| " + " | ".join(r) + " |" for r in rows
+    ]
+
+
+def quantity_target(kind: str, ratio: float | None) -> tuple[str, str]:
+    """(target, verdict) of one quantity row: histograms >= 10x fewer, gauges no more than the anchor."""
+    if ratio is None:
+        return "-", "no data"
+    if kind == "histogram":
+        return f">= {HISTOGRAM_TARGET:g}x", "met" if ratio >= HISTOGRAM_TARGET else f"missed ({ratio:.2f}x)"
+    if kind == "gauge":
+        return "read once (>= 1x)", "met" if ratio >= 0.999 else f"missed ({ratio:.2f}x)"
+    return "none set", f"{ratio:.2f}x"
+
+
+def render(results: dict) -> str:
+    sizes = results["sizes"]
+    gpus = [s["shape"]["gpus"] for s in sizes]
+    head = [f"{g:,} GPUs" for g in gpus]
+    m, st = results["machine"], results["settings"]
+    out = [
+        f"# Fleet benchmark `{results['label']}`",
+        "",
+        f"{m['cpu']}, {m['cores']} cores, {m['ram_gib']} GiB RAM, {m['os']} (kernel {m['kernel']}), "
+        f"Python {m['python']}; {m['prometheus']}; {m['promtool']}.",
+        f"Started {results['started']}, finished {results['finished']}. {results.get('note', '')}".strip(),
+        "",
+        f"Queries: median of {st['repeats']} runs after {st['warmup']} warm-up; eval time = Prometheus' "
+        f"`evalTotalTime`, samples = `totalQueryableSamples`. Dashboards: range queries over the last "
+        f"{st['window_s'] // 60} min at a {st['step_s']} s step, `$__rate_interval` = {st['rate_interval']}.",
+        "",
+        "## Fleets",
+        "",
+    ]
+    rows = []
+    for s in sizes:
+        sh, om, db = s["shape"], s["openmetrics"], s["tsdb"]
+        rows.append(
+            [
+                _fmt_int(sh["gpus"]),
+                _fmt_int(sh["hosts"]),
+                _fmt_int(sh["mig_instances"]),
+                f"{sh['engines']} ({sh['pods']} pods, {sh['models']} models)",
+                _fmt_int(om["series"]),
+                _fmt_int(om["samples"]),
+                f"{om['bytes'] / 2**30:.2f} GiB in {om['write_s']} s"
+                + (f", {om['peak_rss_mib']} MiB peak RSS" if "peak_rss_mib" in om else ""),
+                f"{db.get('backfill_openmetrics', 0):.0f} s",
+                f"{db.get('backfill_rules', 0):.0f} s",
+                f"{s['load_before'][0]} -> {s['load_after'][0]}",
+            ]
+        )
+    out += _table(
+        [
+            "GPUs",
+            "hosts",
+            "MIG instances",
+            "engines",
+            "series",
+            "samples",
+            "OpenMetrics",
+            "backfill",
+            "rule backfill",
+            "load (1 min)",
+        ],
+        rows,
+    )
+
+    out += ["", "## Rule groups: one evaluation at the last sample (samples touched / eval time)", ""]
+    groups = [g["name"] for g in sizes[0]["rules"]["groups"]]
+    rows = []
+    for i, name in enumerate(groups):
+        rows.append(
+            [name]
+            + [_cell(s["rules"]["groups"][i]["samples"], s["rules"]["groups"][i]["eval_ms"]) for s in sizes]
+        )
+    totals = [s["rules"]["total"] for s in sizes]
+    rows.append(["**total**"] + [f"**{_cell(t['samples'], t['eval_ms'])}**" for t in totals])
+    rows.append(["share of the 30 s interval"] + [f"{t['eval_ms'] / RULE_INTERVAL_MS:.2%}" for t in totals])
+    if all("cpu_ms" in t for t in totals):
+        rows.append(["Prometheus CPU per evaluation"] + [f"{t['cpu_ms']:,.0f} ms" for t in totals])
+    rows.append(
+        ["growth (eval time) vs previous size", "-"]
+        + [f"x{b['eval_ms'] / a['eval_ms']:.2f}" for a, b in zip(totals, totals[1:], strict=False)]
+    )
+    out += _table(["group"] + head, rows)
+    b_eval = growth_exponent(gpus, [t["eval_ms"] for t in totals])
+    b_samples = growth_exponent(gpus, [t["samples"] for t in totals])
+    if b_eval is not None:
+        law = f"eval time b = {b_eval:.2f}, samples b = {b_samples:.2f}"
+        if all("cpu_ms" in t for t in totals):
+            law += f", Prometheus CPU b = {growth_exponent(gpus, [t['cpu_ms'] for t in totals]):.2f}"
+        out += ["", f"Growth law (least squares, cost = a * GPUs^b): {law}."]
+
+    out += ["", "## Dashboards: a full refresh (samples touched / summed eval time of its queries)", ""]
+    rows = []
+    for uid in sizes[0]["dashboards"]:
+        for view, key in (("default view", "dashboards"), ("one model selected", "dashboards_one_model")):
+            d = [s[key][uid] for s in sizes]
+            rows.append([_board(uid, d[0]), view] + [_view_cell(x) for x in d])
+    for uid in sizes[0]["anchors"]:
+        d = [s["anchors"][uid] for s in sizes]
+        view = "one model selected" if "vllm" in uid else "All (its default)"
+        rows.append([_board(uid, d[0]), view] + [_view_cell(x) for x in d])
+    out += _table(["dashboard", "view"] + head, rows)
+
+    last = sizes[-1]
+    out += [
+        "",
+        f"## Per quantity at {last['shape']['gpus']:,} GPUs, one model selected "
+        f"(`{last['model']['model_name']}`)",
+        "",
+    ]
+    rows = []
+    for q in last["quantities"]:
+        if "error" in q:
+            rows.append(
+                [q["quantity"], q["kind"], q["anchor"], q["servewatch"], "-", "-", "-", "-", q["error"]]
+            )
+            continue
+        target, verdict = quantity_target(q["kind"], q["ratio"])
+        ratio = "-" if q["ratio"] is None else f"{q['ratio']:.2f}x"
+        rows.append(
+            [
+                q["quantity"],
+                q["kind"],
+                q["anchor"],
+                q["servewatch"],
+                _fmt_int(q["anchor_samples"]),
+                _fmt_int(q["servewatch_samples"]),
+                ratio,
+                target,
+                verdict,
+            ]
+        )
+    out += _table(
+        [
+            "quantity",
+            "kind",
+            "anchor panel",
+            "servewatch panel",
+            "anchor samples",
+            "servewatch samples",
+            "anchor / servewatch",
+            "target",
+            "verdict",
+        ],
+        rows,
+    )
+
+    out += ["", "Anchor / servewatch samples per quantity at every size (one model selected):", ""]
+    rows = []
+    for i, q in enumerate(last["quantities"]):
+        ratios = [s["quantities"][i].get("ratio") for s in sizes]
+        panel = q["servewatch"].split(": ", 1)[-1]
+        rows.append([q["quantity"], panel] + ["-" if r is None else f"{r:,.2f}x" for r in ratios])
+    out += _table(["quantity", "servewatch panel"] + head, rows)
+
+    out += ["", f"## Every panel at {last['shape']['gpus']:,} GPUs, default view (samples / eval time)", ""]
+    rows = []
+    for uid, d in last["dashboards"].items():
+        for p in d["panels"]:
+            closed = " (collapsed)" if p["collapsed"] else ""
+            rows.append(
+                [uid, p["row"] + closed, p["title"], str(p["queries"]), _cell(p["samples"], p["eval_ms"])]
+            )
+    out += _table(["dashboard", "row", "panel", "queries", "cost"], rows)
+
+    out += ["", "## Generation time of all artefacts (`generate.build`, in-process)", ""]
+    again = results.get("generation_measured")
+    if again:
+        out += [f"Measured again at {again['at']} (load {again['load'][0][0]} -> {again['load'][1][0]}).", ""]
+    out += generation_table(results["generation"])
+    out += ["", "## Targets (issue 8)", "", *targets(results)]
+    return "\n".join(out) + "\n"
+
+
+def generation_table(generation: list[dict]) -> list[str]:
+    rows = [
+        [
+            str(g["deployments"]),
+            _fmt_int(g["rules"]),
+            _fmt_int(g["files"]),
+            f"{g['bytes'] / 2**20:.1f} MiB",
+            f"{g['median_ms']:,.0f} ms"
+            + (f" (CPU {g['cpu_median_ms']:,.0f} ms)" if "cpu_median_ms" in g else ""),
+            f"{g['peak_python_mib']} MiB",
+        ]
+        for g in generation
+    ]
+    return _table(["deployments", "rules", "files", "output", "median", "peak Python heap"], rows)
+
+
+def targets(results: dict) -> list[str]:
+    """One line per target of issue 8, with how far the measurement is from it."""
+    last = results["sizes"][-1]
+    gpus = last["shape"]["gpus"]
+    total = last["rules"]["total"]["eval_ms"]
+    budget = RULE_INTERVAL_MS * RULE_TARGET_SHARE
+    cpu = last["rules"]["total"].get("cpu_ms")
+    lines = [
+        f"- Rule set <= {RULE_TARGET_SHARE:.0%} of 30 s ({budget:.0f} ms) at {gpus:,} GPUs: {total:,.0f} ms "
+        f"({total / RULE_INTERVAL_MS:.2%})"
+        + ("" if cpu is None else f", Prometheus CPU {cpu:,.0f} ms ({cpu / RULE_INTERVAL_MS:.2%})")
+        + ": "
+        + ("met." if total <= budget else f"missed, {total / budget:.1f}x over budget.")
+    ]
+    for kind, label in (
+        ("histogram", "Histogram-derived quantities >= 10x fewer samples"),
+        ("gauge", "Gauges read once"),
+    ):
+        rows = [q for q in last["quantities"] if q["kind"] == kind and "error" not in q]
+        met = [q for q in rows if quantity_target(kind, q["ratio"])[1] == "met"]
+        lines.append(
+            f"- {label}: {len(met)} of {len(rows)} met"
+            + (
+                ""
+                if len(met) == len(rows)
+                else ": " + ", ".join(f"{q['quantity']} {q['ratio']}x" for q in rows if q not in met)
+            )
+            + "."
+        )
+    example = last["anchors"].get("anchor-vllm-example")
+    for key, view in (("dashboards", "All selected, its default"), ("dashboards_one_model", "one model")):
+        serving = last[key].get("servewatch-vllm-serving")
+        if not (serving and example):
+            continue
+        s, e = serving["default_view"], example["default_view"]
+        verdict = "met" if s["samples"] < e["samples"] else f"missed, {s['samples'] / e['samples']:.1f}x more"
+        lines.append(
+            f"- vLLM dashboard view ({s['panels']} panels, {view}) touches fewer samples than vLLM's "
+            f"example ({e['panels']} panels, one model): {_fmt_int(s['samples'])} vs "
+            f"{_fmt_int(e['samples'])}: {verdict}."
+        )
+    return lines
+
+
+def _costs(view: dict, whole: dict) -> tuple[int, float, float | None]:
+    return view["samples"], view["eval_ms"], whole.get("cpu_ms")
+
+
+def chart(results: dict, png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = results["sizes"]
+    gpus = [s["shape"]["gpus"] for s in sizes]
+    fig, axes = plt.subplots(1, 3, figsize=(17, 7))
+    ax = axes[0]
+    for i, g in enumerate(sizes[0]["rules"]["groups"]):
+        ax.plot(gpus, [s["rules"]["groups"][i]["eval_ms"] for s in sizes], marker="o", label=g["name"])
+    ax.plot(
+        gpus,
+        [s["rules"]["total"]["eval_ms"] for s in sizes],
+        marker="s",
+        color="black",
+        lw=2,
+        label="all groups",
+    )
+    if all("cpu_ms" in s["rules"]["total"] for s in sizes):
+        cpu = [s["rules"]["total"]["cpu_ms"] for s in sizes]
+        ax.plot(gpus, cpu, marker="s", color="black", ls=":", label="all groups, Prometheus CPU")
+    ax.axhline(RULE_INTERVAL_MS * RULE_TARGET_SHARE, color="red", ls="--", label="target: 2% of 30 s")
+    ax.set_title("Rule evaluation time (one evaluation)")
+    ax.set_ylabel("ms")
+    # name -> per size: (samples, eval ms, Prometheus CPU ms or None)
+    series = {"rule set (one evaluation)": [_costs(s["rules"]["total"], s["rules"]["total"]) for s in sizes]}
+    for uid in sizes[0]["dashboards"]:
+        name = f"{uid.replace('servewatch-', '')} default view"
+        series[name] = [
+            _costs(s["dashboards"][uid]["default_view"], s["dashboards"][uid]["all_panels"]) for s in sizes
+        ]
+    one = [s["dashboards_one_model"]["servewatch-vllm-serving"] for s in sizes]
+    series["vllm-serving, one model"] = [_costs(d["default_view"], d["all_panels"]) for d in one]
+    for uid in sizes[0]["anchors"]:
+        name = uid.replace("anchor-", "anchor: ")
+        series[name] = [
+            _costs(s["anchors"][uid]["default_view"], s["anchors"][uid]["all_panels"]) for s in sizes
+        ]
+    with_cpu = all(c[2] is not None for vals in series.values() for c in vals)
+    for ax, i, title in (
+        (axes[1], 0, "Samples touched (dashboards: 1 h refresh)"),
+        (axes[2], 2, "Prometheus CPU per refresh / evaluation")
+        if with_cpu
+        else (axes[2], 1, "Eval time (sum)"),
+    ):
+        for name, vals in series.items():
+            style = "--" if name.startswith("anchor") else "-"
+            ax.plot(gpus, [v[i] for v in vals], marker="o", ls=style, label=name)
+        ax.set_title(title)
+        ax.set_ylabel("samples" if i == 0 else "ms")
+    for ax in axes:
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks(gpus, [f"{g:,}" for g in gpus])
+        ax.set_xlabel("GPUs (engines = GPUs / 8)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2)
+    fig.suptitle(f"servewatch on a synthetic fleet, Prometheus 3.5 ({results['label']})")
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+
+
+def write(results: dict, md: Path, png: Path) -> None:
+    md.write_text(render(results))
+    chart(results, png)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m bench.report bench/results/<label>.json", file=sys.stderr)
+        return 2
+    path = Path(argv[0])
+    results = json.loads(path.read_text())
+    write(results, path.with_suffix(".md"), path.with_suffix(".png"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,214 @@
+"""The logic of the fleet benchmark (bench/): what Grafana would send, and how query statistics are read."""
+
+import json
+
+import pytest
+
+from bench import anchors, grafana, report
+from bench.promstats import Cost, Runner, median, total
+
+# --------------------------------------------------------------------------- Grafana variables
+
+
+def test_all_uses_all_value_unescaped():
+    var = {"name": "model", "multi": True, "includeAll": True, "allValue": ".*"}
+    assert grafana.format_selection(var, ["a", "b"], is_all=True) == ".*"
+
+
+def test_all_without_all_value_is_the_alternation_of_every_option():
+    var = {"name": "instance", "multi": True, "includeAll": True}
+    assert grafana.format_selection(var, ["10.0.0.1:9400", "10.0.0.2:9400"], is_all=True) == (
+        r"(10\\.0\\.0\\.1:9400|10\\.0\\.0\\.2:9400)"
+    )
+
+
+def test_one_value_of_a_multi_variable_is_regex_escaped_for_a_promql_string():
+    var = {"name": "model", "multi": True, "includeAll": True, "allValue": ".*"}
+    value = grafana.format_selection(var, ["mistralai/Mixtral-8x7B-Instruct-v0.1"], is_all=False)
+    assert value == r"mistralai/Mixtral-8x7B-Instruct-v0\\.1"
+    # inside a PromQL string the doubled backslash reads as one: a regex matching the literal dot
+    expr = grafana.interpolate('x{model_name=~"$model"}', {"model": value})
+    assert expr == r'x{model_name=~"mistralai/Mixtral-8x7B-Instruct-v0\\.1"}'
+
+
+def test_single_select_variable_is_not_regex_escaped():
+    var = {"name": "model_name", "multi": False, "includeAll": False}
+    assert grafana.format_selection(var, ["Qwen/Qwen3-30B-A3B.v1"], is_all=False) == "Qwen/Qwen3-30B-A3B.v1"
+    assert grafana.plain_escape("it's") == "it\\\\'s"
+
+
+def test_regex_escape_doubles_backslashes_for_the_string():
+    assert grafana.regex_escape("a\\b(c)") == "a\\\\\\\\b\\\\(c\\\\)"
+
+
+def test_interpolate_fills_every_syntax_and_leaves_label_replace_groups():
+    expr = (
+        'label_replace(x{a=~"$a", b="${b}", c="${c:regex}", d="[[d]]"}[$__rate_interval], '
+        '"p", "$1", "q", "(.*)")'
+    )
+    out = grafana.interpolate(expr, {"a": "1", "b": "2", "c": "3", "d": "4", "__rate_interval": "2m"})
+    assert out == 'label_replace(x{a=~"1", b="2", c="3", d="4"}[2m], "p", "$1", "q", "(.*)")'
+
+
+def test_interpolate_names_an_unknown_variable():
+    with pytest.raises(ValueError, match="cluster"):
+        grafana.interpolate('x{cluster=~"$cluster"}', {})
+
+
+def test_rate_interval_and_durations():
+    assert grafana.rate_interval(30, 30) == 120  # 1 h range, 30 s timeInterval: 4 x scrape wins
+    assert grafana.rate_interval(300, 30) == 330  # zoomed out: interval + scrape
+    assert [grafana.duration(s) for s in (120, 90, 3600, 330)] == ["2m", "90s", "1h", "330s"]
+    with pytest.raises(ValueError):
+        grafana.duration(0)
+
+
+def test_label_values_query_forms():
+    assert grafana.label_values_query({"query": "label_values(model_name)"}) == (None, "model_name")
+    selector = 'vllm:num_requests_running{namespace=~"$namespace"}'
+    var = {"query": {"query": f"label_values({selector}, model_name)"}}
+    assert grafana.label_values_query(var) == (selector, "model_name")
+    with pytest.raises(ValueError, match="label_values"):
+        grafana.label_values_query({"name": "x", "query": "query_result(up)"})
+
+
+def test_choose_keeps_all_then_pick_then_prefer_then_first():
+    all_var = {"name": "namespace", "includeAll": True, "current": {"value": ["$__all"]}}
+    assert grafana.choose(all_var, ["a", "b"], {}) == (["a", "b"], True)
+    assert grafana.choose(all_var, ["a", "b"], {"namespace": "b"}) == (["b"], False)
+    single = {"name": "namespace", "current": {}}
+    assert grafana.choose(single, ["a", "b"], {}) == (["a"], False)
+    assert grafana.choose(single, ["a", "b"], {}, prefer={"namespace": "b"}) == (["b"], False)
+    assert grafana.choose(single, ["a", "b"], {}, prefer={"namespace": "gone"}) == (["a"], False)
+    with pytest.raises(ValueError, match="offers no value"):
+        grafana.choose(single, [], {})
+
+
+def test_sort_options():
+    assert grafana.sort_options({"sort": 1}, ["b", "a", "C"]) == ["C", "a", "b"]
+    assert grafana.sort_options({"sort": 3}, ["10", "9", "1"]) == ["1", "9", "10"]
+    assert grafana.sort_options({}, ["b", "a"]) == ["b", "a"]
+
+
+def test_default_view_skips_panels_of_collapsed_rows():
+    board = {
+        "panels": [
+            {"type": "stat", "title": "top", "targets": [{"expr": "up"}]},
+            {"type": "row", "title": "open", "collapsed": False, "panels": []},
+            {"type": "timeseries", "title": "shown", "targets": [{"expr": "a"}, {"expr": "b", "hide": True}]},
+            {"type": "text", "title": "no query"},
+            {
+                "type": "row",
+                "title": "closed",
+                "collapsed": True,
+                "panels": [{"type": "table", "title": "hidden", "targets": [{"expr": "c", "instant": True}]}],
+            },
+        ]
+    }
+    every = grafana.panels(board)
+    assert [(p.title, p.row, p.collapsed) for p in every] == [
+        ("top", "", False),
+        ("shown", "open", False),
+        ("hidden", "closed", True),
+    ]
+    assert [t.expr for t in every[1].targets] == ["a"]  # hidden targets are not sent
+    assert every[2].targets[0].instant
+    assert [p.title for p in grafana.default_view(board)] == ["top", "shown"]
+
+
+def test_every_generated_dashboard_query_interpolates(repo):
+    """Each committed dashboard's queries resolve with its variables set and the macros filled."""
+    for path in sorted((repo / "dashboards").glob("*.json")):
+        board = json.loads(path.read_text())
+        values = {v["name"]: "x" for v in board["templating"]["list"]}
+        values.update(__rate_interval="2m", __interval="30s", __range="1h")
+        for panel in grafana.panels(board):
+            for target in panel.targets:
+                assert "$" not in grafana.interpolate(target.expr, values).replace("$1", ""), panel.title
+
+
+def test_anchor_dashboards_match_their_reference_counts():
+    """vllm-metrics.md section 6.1: 12 panels, 27 queries; dcgm.md section 3: 8 panels."""
+    vllm = grafana.panels(anchors.vllm_example())
+    assert (len(vllm), sum(len(p.targets) for p in vllm)) == (12, 27)
+    assert len(grafana.panels(anchors.dcgm_exporter())) == 8
+    titles = {
+        (d["uid"], p.title)
+        for d in (anchors.vllm_example(), anchors.dcgm_exporter())
+        for p in grafana.panels(d)
+    }
+    assert all(q.anchor in titles for q in anchors.QUANTITIES)
+
+
+# --------------------------------------------------------------------------- query statistics
+
+STATS = {
+    "timings": {"evalTotalTime": 0.0125, "execTotalTime": 0.013},
+    "samples": {"totalQueryableSamples": 1150, "peakSamples": 126},
+}
+
+
+def test_cost_from_stats():
+    assert Cost.from_stats(STATS) == Cost(1150, 126, 0.0125)
+    assert Cost.from_stats(STATS).as_dict() == {"samples": 1150, "peak_samples": 126, "eval_ms": 12.5}
+
+
+def test_missing_stats_is_a_clear_error():
+    with pytest.raises(ValueError, match="stats=all"):
+        Cost.from_stats(None)
+    with pytest.raises(ValueError, match="stats=all"):
+        Cost.from_stats({"timings": {}})
+
+
+def test_median_of_runs_and_total():
+    runs = [Cost(10, 5, 0.3), Cost(10, 6, 0.1), Cost(10, 5, 0.2)]
+    assert median(runs) == Cost(10, 6, 0.2)
+    assert total([Cost(1, 4, 0.5), Cost(2, 3, 0.25)]) == Cost(3, 4, 0.75)
+    with pytest.raises(ValueError, match="changed"):
+        median([Cost(10, 1, 0.1), Cost(11, 1, 0.1)])
+
+
+def test_runner_discards_warmup_and_sends_stats_all():
+    calls = []
+
+    class Api:
+        def api(self, path, **params):
+            calls.append((path, params))
+            eval_s = [9.0, 0.3, 0.1, 0.2][len(calls) - 1]  # the warm-up run is slow
+            return {"stats": {**STATS, "timings": {"evalTotalTime": eval_s}}}
+
+    cost = Runner(Api(), repeats=3, warmup=1).range("up", 0, 3600, 30)
+    assert cost == Cost(1150, 126, 0.2)
+    assert calls[0] == (
+        "/api/v1/query_range",
+        {"stats": "all", "query": "up", "start": "0", "end": "3600", "step": "30"},
+    )
+
+
+# --------------------------------------------------------------------------- report
+
+
+def test_growth_exponent():
+    assert report.growth_exponent([512, 1024, 2048], [10, 20, 40]) == pytest.approx(1.0)
+    assert report.growth_exponent([1, 2, 4], [1, 4, 16]) == pytest.approx(2.0)
+    assert report.growth_exponent([512], [3]) is None
+
+
+def test_quantity_targets():
+    assert report.quantity_target("histogram", 450.0) == (">= 10x", "met")
+    assert report.quantity_target("histogram", 1.0)[1] == "missed (1.00x)"
+    assert report.quantity_target("gauge", 1.0)[1] == "met"
+    assert report.quantity_target("counter", 1.0)[0] == "none set"
+
+
+def test_overlapping_blocks():
+    from bench.fleet import overlapping
+
+    assert overlapping([{"minTime": 0, "maxTime": 100}, {"minTime": 50, "maxTime": 60}])
+    assert overlapping(
+        [{"minTime": 0, "maxTime": 100}, {"minTime": 5, "maxTime": 6}, {"minTime": 200, "maxTime": 300}]
+    )
+    assert not overlapping(
+        [{"minTime": 100, "maxTime": 200}, {"minTime": 0, "maxTime": 100}]
+    )  # maxTime exclusive
+    assert not overlapping([])

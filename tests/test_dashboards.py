@@ -139,6 +139,35 @@ def test_flow_wraps_rows_and_never_leaves_the_grid():
         flow([Panel("stat", "too wide", (), w=25)])
 
 
+def test_a_collapsed_row_takes_one_line_and_nests_its_panels():
+    from servewatch.grafana import Dashboard, Panel, Row
+
+    items = [
+        Row("open"),
+        Panel("stat", "a", (), w=24, h=4),
+        Row("closed", collapsed=True),
+        Panel("stat", "b", (), w=12, h=6),
+        Panel("stat", "c", (), w=12, h=6),
+        Panel("stat", "d", (), w=12, h=2),
+        Row("closed too", collapsed=True),
+        Panel("stat", "e", (), w=24, h=3),
+    ]
+    pos = {item.title: p for item, p in flow(items)}
+    assert pos["closed"] == GridPos(0, 5, 24, 1)
+    # its panels sit below it as they will when it opens; the next row comes right under it
+    assert [pos[t] for t in "bcd"] == [GridPos(0, 6, 12, 6), GridPos(12, 6, 12, 6), GridPos(0, 12, 12, 2)]
+    assert pos["closed too"] == GridPos(0, 6, 24, 1) and pos["e"] == GridPos(0, 7, 24, 3)
+
+    board = Dashboard(uid="u", title="t")
+    for item in items:
+        board.add(item)
+    top = board.panels()
+    assert [p["title"] for p in top] == ["open", "a", "closed", "closed too"]
+    assert [p["collapsed"] for p in top if p["type"] == "row"] == [False, True, True]
+    assert [p["title"] for p in top[2]["panels"]] == ["b", "c", "d"] and top[1].get("panels") is None
+    assert [p["title"] for p in top[3]["panels"]] == ["e"]
+
+
 # ---------------------------------------------------------------------------------------------
 # structure
 # ---------------------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 Each class turns into a plain dict with `to_dict()`; nothing here knows about vLLM or DCGM. The
 output follows the model Grafana 11/12 saves: object datasource references (always the
 `datasource` template variable), `fieldConfig.defaults` + `overrides`, per-panel `options`, query
-variables with a string `label_values(...)` query, and rows as `type: row` panels.
+variables with a string `label_values(...)` or `query_result(...)` query, and rows as `type: row`
+panels; a collapsed row holds its panels in its own `panels` list.
 """
 
 from __future__ import annotations
@@ -121,6 +122,8 @@ class Panel:
     custom: dict = field(default_factory=dict)
     overrides: tuple[dict, ...] = ()
     transformations: tuple[dict, ...] = ()
+    repeat: str | None = None  # one copy of the panel per value of this variable, side by side
+    max_per_row: int = 3
     id: int | None = None  # assigned by Dashboard.add
 
     def field_defaults(self) -> dict:
@@ -201,6 +204,8 @@ class Panel:
         }
         if self.transformations:
             out["transformations"] = list(self.transformations)
+        if self.repeat:
+            out.update({"maxPerRow": self.max_per_row, "repeat": self.repeat, "repeatDirection": "h"})
         return out
 
 
@@ -287,20 +292,22 @@ def default_options(kind: str) -> dict:
 
 @dataclass
 class Row:
-    """A row header: always starts a new line at full width; the panels after it belong to it."""
+    """A row header: always starts a new line at full width; the panels after it belong to it.
+    A collapsed row shows only its header until opened, and its panels query nothing until then."""
 
     full_width: ClassVar[bool] = True
     title: str
+    collapsed: bool = False
     id: int | None = None
     w: int = 24
     h: int = 1
 
-    def to_dict(self, pos: GridPos) -> dict:
+    def to_dict(self, pos: GridPos, panels: list[dict] | None = None) -> dict:
         return {
-            "collapsed": False,
+            "collapsed": self.collapsed,
             "gridPos": pos.to_dict(),
             "id": self.id,
-            "panels": [],
+            "panels": list(panels or []),
             "title": self.title,
             "type": "row",
         }
@@ -319,6 +326,7 @@ class Variable:
     current: tuple[str, str] | None = None  # (text, value)
     description: str = ""
     hide: int = 0  # 0 shown, 2 hidden
+    regex: str = ""  # keeps the values (or datasource names) it matches; a capture group extracts
 
     def to_dict(self) -> dict:
         out: dict[str, Any] = {
@@ -333,7 +341,7 @@ class Variable:
             "type": self.kind,
         }
         if self.kind == "datasource":
-            out.update({"query": "prometheus", "refresh": 1, "regex": ""})
+            out.update({"query": "prometheus", "refresh": 1, "regex": self.regex})
         elif self.kind == "query":
             out.update(
                 {
@@ -341,7 +349,7 @@ class Variable:
                     "definition": self.query,
                     "query": self.query,
                     "refresh": 2,
-                    "regex": "",
+                    "regex": self.regex,
                     "sort": 1,
                 }
             )
@@ -423,13 +431,27 @@ class Dashboard:
             self.items.append(item)
         return item
 
-    def row(self, title: str) -> Row:
-        return self.add(Row(title))  # type: ignore[return-value]
+    def row(self, title: str, collapsed: bool = False) -> Row:
+        return self.add(Row(title, collapsed))  # type: ignore[return-value]
+
+    def panels(self) -> list[dict]:
+        """The panels in Grafana's order: a collapsed row carries the panels under it."""
+        out: list[dict] = []
+        open_row: dict | None = None  # the collapsed row the panels go into
+        for item, pos in flow(self.items):
+            if isinstance(item, Row):
+                out.append(item.to_dict(pos))
+                open_row = out[-1] if item.collapsed else None
+            elif open_row is not None:
+                open_row["panels"].append(item.to_dict(pos))
+            else:
+                out.append(item.to_dict(pos))
+        return out
 
     def to_dict(self) -> dict:
         if len(self.uid) > 40:
             raise ValueError(f"dashboard uid {self.uid!r} is longer than Grafana's 40 characters")
-        panels = [item.to_dict(pos) for item, pos in flow(self.items)]
+        panels = self.panels()
         return {
             "annotations": {"list": [dict(BUILTIN_ANNOTATION)] + [a.to_dict() for a in self.annotations]},
             "description": self.description,

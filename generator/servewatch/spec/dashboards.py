@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import ClassVar
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, create_model, field_validator
 
 from .schema import Strict, _duration, _label
 
@@ -66,6 +66,8 @@ class Datasource(Strict):
     name: str = "Prometheus"
     uid: str = "prometheus"
     url: str = "http://prometheus-operated.monitoring.svc:9090"
+    # the `datasource` variable lists only the Prometheus datasources whose name matches (e.g. /^prod-/)
+    regex: str = ""
 
     _u = field_validator("uid")(classmethod(lambda cls, v: _uid(v)))
 
@@ -144,6 +146,30 @@ class KubePodLabels(Strict):
     _l = field_validator("group_label")(classmethod(lambda cls, v: _label(v)))
 
 
+# The optional panels of each dashboard, declared once: the key under `panels:` and what it shows.
+# A dashboard module marks each such panel with `optional=<key>`; the board frame switches it.
+OPTIONAL_PANELS: dict[str, dict[str, str]] = {
+    "vllm-serving": {
+        "cost": "cost per 1M output tokens (overview stat and time series)",
+        "per_engine_latency": "time to first token and inter-token latency p95 per engine",
+        "length_heatmaps": "prompt and generation length heatmaps, one per model",
+        "iteration_heatmap": "tokens per engine step (the batch size) heatmap",
+        "prefix_cache": "prefix cache hit ratio",
+        "spec_decode": "speculative decoding acceptance",
+    },
+    "gpu-fleet": {
+        "sm_active": "SM active (a profiling field the counters CSV may leave out)",
+        "nvlink": "NVLink throughput",
+        "pcie": "PCIe throughput",
+        "xid": "GPUs with an XID error (stat and table)",
+    },
+    "moe-deployment": {
+        "alerts": "alerts firing for the deployment (stat and table)",
+        "tokens_per_rank": "generated tokens per rank (and its imbalance)",
+    },
+}
+
+
 class Panels(Strict):
     """Which optional panels a dashboard shows; each is on unless switched off."""
 
@@ -151,24 +177,14 @@ class Panels(Strict):
     lists_keys: ClassVar[bool] = True
 
 
-class VllmServingPanels(Panels):
-    cost: bool = True
-    per_engine_latency: bool = True
-    length_heatmaps: bool = True
-    prefix_cache: bool = True
-    spec_decode: bool = True
+def _panels(board: str, model_name: str) -> type[Panels]:
+    fields = {key: (bool, Field(True, description=what)) for key, what in OPTIONAL_PANELS[board].items()}
+    return create_model(model_name, __base__=Panels, **fields)
 
 
-class GpuFleetPanels(Panels):
-    sm_active: bool = True
-    nvlink: bool = True
-    pcie: bool = True
-    xid: bool = True
-
-
-class MoeDeploymentPanels(Panels):
-    alerts: bool = True
-    tokens_per_rank: bool = True
+VllmServingPanels = _panels("vllm-serving", "VllmServingPanels")
+GpuFleetPanels = _panels("gpu-fleet", "GpuFleetPanels")
+MoeDeploymentPanels = _panels("moe-deployment", "MoeDeploymentPanels")
 
 
 class BoardSettings(Strict):

@@ -37,6 +37,7 @@ DS_REF = {"type": "prometheus", "uid": "${datasource}"}
 MACROS = {"$__rate_interval": "5m", "$__interval": "1m", "$__range": "1h", "${__range}": "1h"}
 VAR_RE = re.compile(r"\$\{(\w+)(?:[:.][^}]*)?\}|\$(\w+)|\[\[(\w+)\]\]")
 LABEL_VALUES_RE = re.compile(r"^label_values\((.*),\s*([a-zA-Z_][a-zA-Z0-9_]*)\)$", re.S)
+QUERY_RESULT_RE = re.compile(r"^query_result\((.*)\)$", re.S)
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +54,13 @@ def boards(files):
     return _boards(files)
 
 
+def all_panels(board: dict) -> list[dict]:
+    """Every panel and row, the panels of collapsed rows included."""
+    return [q for p in board["panels"] for q in [p, *p.get("panels", [])]]
+
+
 def panels(board: dict) -> list[dict]:
-    return [p for p in board["panels"] if p["type"] != "row"]
+    return [p for p in all_panels(board) if p["type"] != "row"]
 
 
 def queries(board: dict):
@@ -67,8 +73,10 @@ def queries(board: dict):
             yield f"{board['uid']} / annotation {a['name']}", a["expr"]
     for v in board["templating"]["list"]:
         if v["type"] == "query":
-            m = LABEL_VALUES_RE.match(v["query"])
-            assert m, f"variable {v['name']}: {v['query']!r} is not label_values(selector, label)"
+            m = LABEL_VALUES_RE.match(v["query"]) or QUERY_RESULT_RE.match(v["query"])
+            assert m, (
+                f"variable {v['name']}: {v['query']!r} is not label_values(selector, label) or query_result"
+            )
             yield f"{board['uid']} / variable {v['name']}", m.group(1)
 
 
@@ -192,17 +200,16 @@ def test_outputs_are_deterministic(files):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_panel_ids_and_ref_ids_are_unique(boards, name):
-    ids = [p["id"] for p in boards[name]["panels"]]
+    ids = [p["id"] for p in all_panels(boards[name])]
     assert len(ids) == len(set(ids)) and all(isinstance(i, int) and i > 0 for i in ids)
     for p in panels(boards[name]):
         refs = [t["refId"] for t in p["targets"]]
         assert refs and len(refs) == len(set(refs)), p["title"]
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_grid_is_24_columns_without_overlap(boards, name):
+def _check_grid(items: list[dict]) -> None:
     placed = []
-    for p in boards[name]["panels"]:
+    for p in items:
         gp = p["gridPos"]
         assert 0 <= gp["x"] and gp["w"] >= 1 and gp["x"] + gp["w"] <= 24 and gp["h"] >= 1 and gp["y"] >= 0, p[
             "title"
@@ -213,6 +220,16 @@ def test_grid_is_24_columns_without_overlap(boards, name):
         clash = [t for t, other in placed if other.overlaps(pos)]
         assert not clash, f"{p['title']} overlaps {clash}"
         placed.append((p["title"], pos))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_grid_is_24_columns_without_overlap(boards, name):
+    """The first screen (open rows and their panels), and each collapsed row's panels as opened."""
+    _check_grid(boards[name]["panels"])
+    for row in boards[name]["panels"]:
+        if row["type"] == "row" and row["collapsed"]:
+            _check_grid(row["panels"])
+            assert all(p["gridPos"]["y"] > row["gridPos"]["y"] for p in row["panels"]), row["title"]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -316,13 +333,20 @@ def test_gpu_units_are_mebibytes_and_legends_name_host_and_gpu(boards):
                 ]
 
 
-def variable_labels(board: dict) -> dict[str, str]:
-    """variable name -> the label its label_values(..., LABEL) query lists: the label it filters on."""
+def variable_labels(board: dict) -> dict[str, set[str]]:
+    """variable name -> the labels it lists values of (label_values(..., LABEL), or the labels a
+    query_result variable's regex captures the value of): the labels it filters on."""
     out = {}
     for v in board["templating"]["list"]:
-        m = LABEL_VALUES_RE.match(v.get("query") or "") if v["type"] == "query" else None
+        if v["type"] != "query":
+            continue
+        m = LABEL_VALUES_RE.match(v["query"])
         if m:
-            out[v["name"]] = m.group(2)
+            out[v["name"]] = {m.group(2)}
+        elif QUERY_RESULT_RE.match(v["query"]):
+            captured = re.fullmatch(r'/(?:\(\?:)?([\w|]+)\)?="\(\[\^"\]\+\)"/', v["regex"])
+            assert captured, f"variable {v['name']}: regex {v['regex']!r} captures no label value"
+            out[v["name"]] = set(captured.group(1).split("|"))
     return out
 
 
@@ -346,10 +370,9 @@ def alert_link_problems(model, boards: dict[str, dict]) -> tuple[list[str], int]
             used = re.findall(r"\$labels\.(\w+)", value)
             if var not in names:
                 problems.append(f"{alert.alert}: no variable {var!r}: {url}")
-            elif not used or set(used) != {filters.get(var)}:
-                problems.append(
-                    f"{alert.alert}: var-{var} takes {used}, the variable lists {filters.get(var)!r}"
-                )
+            elif not used or not set(used) <= filters.get(var, set()):
+                listed = sorted(filters.get(var, ()))
+                problems.append(f"{alert.alert}: var-{var} takes {used}, the variable lists {listed}")
             seen += 1
     return problems, seen
 
@@ -364,10 +387,11 @@ def test_alert_dashboard_url_with_a_label_the_variable_does_not_list_fails(specs
     """The check above, on specs whose uuid variable would receive the GPU index."""
     model, files = generate.build(specs_with({"alerts/gpu.yaml": [("uuid: UUID}", "uuid: gpu}")]}))
     problems, _ = alert_link_problems(model, _boards(files))
-    assert problems == ["GPUFramebufferUsageHigh: var-uuid takes ['gpu'], the variable lists 'UUID'"]
+    assert problems == ["GPUFramebufferUsageHigh: var-uuid takes ['gpu'], the variable lists ['UUID']"]
 
 
-FIELD_LABEL_RE = re.compile(r"\$\{__field\.labels\.([^}]+)\}")
+# a series label (time series) or a column (table: an instant query's labels are its columns)
+FIELD_LABEL_RE = re.compile(r"\$\{__(?:field\.labels|data\.fields)\.([^}]+)\}")
 LABEL_LIST_RE = re.compile(r"\b(?:by|on|group_left|group_right)\s*\(([^)]*)\)")
 
 
@@ -389,7 +413,7 @@ def dashboard_links(board: dict):
     for link in board["links"]:
         if link.get("url"):
             yield f"{board['uid']} link {link['title']}", link["url"], None
-    for p in board["panels"]:
+    for p in panels(board):
         for path, value in walk_json(p):
             if path and path[-1] == "url" and value:
                 yield f"{board['uid']} / {p['title']} / {'.'.join(map(str, path))}", value, p
@@ -442,6 +466,12 @@ def test_links_between_dashboards_keep_variables_and_time(default_build, boards)
         ),
         ("vllm-serving", "${__field.labels.model_name}", "${__field.labels.model}", "reads label 'model'"),
         ("gpu-fleet", "var-namespace=", "var-exported_namespace=", "has no variable 'exported_namespace'"),
+        (
+            "gpu-fleet",
+            "${__data.fields.exported_namespace}",
+            "${__data.fields.exported_ns}",
+            "reads label 'exported_ns', which the panel's series do not carry",
+        ),
         (
             "gpu-fleet",
             "/d/servewatch-vllm-serving/",
@@ -647,17 +677,6 @@ def test_identity_the_dashboards_cannot_use_is_reported_at_its_config_line(specs
     ), errors
 
 
-def test_optional_panels_switch_off_without_renumbering(specs_with, boards):
-    files = generate.build(
-        specs_with({"dashboards.yaml": [("panels: {cost: true,", "panels: {cost: false,")]})
-    )[1]
-    board = _boards(files)["vllm-serving"]
-    before = {p["title"]: p["id"] for p in boards["vllm-serving"]["panels"]}
-    after = {p["title"]: p["id"] for p in board["panels"]}
-    assert "Cost per 1M output tokens" in before and "Cost per 1M output tokens" not in after
-    assert all(before[t] == i for t, i in after.items())
-
-
 def test_titles_price_folder_and_gpus_per_engine_are_tunable(specs_with):
     files = generate.build(
         specs_with(
@@ -676,7 +695,7 @@ def test_titles_price_folder_and_gpus_per_engine_are_tunable(specs_with):
     assert boards["gpu-fleet"]["title"] == "Fleet GPUs"
     cost = next(
         p
-        for p in boards["vllm-serving"]["panels"]
+        for p in panels(boards["vllm-serving"])
         if p["title"] == "Cost per 1M output tokens" and p["type"] == "timeseries"
     )
     expr = cost["targets"][0]["expr"]
@@ -708,7 +727,7 @@ def test_kube_pod_labels_join_is_off_by_default_and_widens_the_deployment(specs_
         specs_with({"dashboards.yaml": [("      enabled: false\n", "      enabled: true\n")]})
     )[1]
     moe = _boards(files)["moe-deployment"]
-    expr = next(p for p in moe["panels"] if p["title"] == "Framebuffer used per GPU")["targets"][0]["expr"]
+    expr = next(p for p in panels(moe) if p["title"] == "Framebuffer used per GPU")["targets"][0]["expr"]
     assert 'kube_pod_labels{label_leaderworkerset_sigs_k8s_io_name!=""' in expr
     assert "on (namespace, label_leaderworkerset_sigs_k8s_io_name)" in expr
     pp.parse(substitute(expr))
@@ -718,6 +737,6 @@ def test_bytes_exporter_profile_switches_units(specs_with):
     fleet = _boards(generate.build(specs_with({"config.yaml": [("fb_units: mib", "fb_units: bytes")]}))[1])[
         "gpu-fleet"
     ]
-    fb = next(p for p in fleet["panels"] if p["title"] == "Framebuffer used")
+    fb = next(p for p in panels(fleet) if p["title"] == "Framebuffer used")
     assert fb["fieldConfig"]["defaults"]["unit"] == "bytes"
     assert "DCGM_FI_DEV_FB_USED_BYTES" in fb["targets"][0]["expr"]

@@ -1,14 +1,17 @@
-"""Every dashboard query on a real Prometheus 3.5 holding the synthetic fleet and the recording rules.
+"""Every dashboard query on a real Prometheus 3.5 holding synthetic fleets and the recording rules.
 
-The fleet (servewatch_testkit.synth.fleet) has three hosts, full GPUs and MIG instances, one GPU scraped by
-two jobs, two exporter versions (Hostname / hostname), two models with data-parallel engines and a
-pod restart. This test adds a little on top: a model that generates no tokens on a GPU with an XID,
-and the ALERTS series Prometheus would have written while two alerts fired for the DeepSeek
-deployment (and two for others), so the alert panels have something to show.
+Two kinds of data, each backfilled into its own Prometheus:
 
-Each panel target and each variable query is evaluated at the fleet's last step with the variables
-set like a user would; each must return data carrying the labels its legend names. A few panels
-are checked against the exact values the synthetic data implies.
+* the busy fleet (servewatch_testkit.synth.fleet: three hosts, full GPUs and MIG instances, one GPU
+  scraped by two jobs, two exporter versions (Hostname / hostname), two models with data-parallel
+  engines and a pod restart) as it is: busy, and nothing wrong with it. Every panel target must return
+  data carrying the labels its legend names, except the problem lists, which must be empty and say so;
+* the same fleet with troubles on top: a model that generates no tokens on a GPU with an XID, and the
+  ALERTS series Prometheus would have written while alerts fired, so the problem lists have rows. A few
+  panels are checked against the exact values the synthetic data implies;
+
+Queries are evaluated at each scenario's last step with the variables set as a user (or an alert's
+link) would set them; a panel repeated per model is evaluated once per model.
 """
 
 from __future__ import annotations
@@ -17,11 +20,12 @@ import importlib
 import json
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from servewatch import generate
+from servewatch.model import Model
 from servewatch_testkit import synth
 from servewatch_testkit.localprom import LocalPrometheus, backfill_start
 from servewatch_testkit.synth import truth
@@ -39,11 +43,23 @@ WINDOW_S = 300.0
 RANGE = "6h"
 IDLE_NS, IDLE_POD, IDLE_MODEL, IDLE_HOST = "batch", "idle-llm-6d5f7c9b8-q2w4e", "acme/idle-7b", "gpu-node-d"
 XID_CODE = 79
-VAR_RE = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)")
+VAR_RE = re.compile(r"\$\{(\w+)(?::(\w+))?\}|\$(\w+)")
 LABEL_VALUES_RE = re.compile(r"^label_values\((.*),\s*([a-zA-Z_][a-zA-Z0-9_]*)\)$", re.S)
+QUERY_RESULT_RE = re.compile(r"^query_result\((.*)\)$", re.S)
 LEGEND_RE = re.compile(r"\{\{\s*(\w+)\s*\}\}")
 ALTERNATIVES = ({"Hostname", "hostname"},)  # either spelling names the host
 MIG_ONLY = {"GPU_I_PROFILE", "GPU_I_ID"}  # absent on full GPUs
+# The tables that list what is wrong (reviewed by eye): empty on a healthy fleet, and saying so.
+PROBLEM_LISTS = {
+    "vllm-serving": {"vLLM targets down or without metrics", "vLLM metrics the alerts read, missing"},
+    "gpu-fleet": {
+        "dcgm-exporter targets down",
+        "GPUs or exporters without both framebuffer fields",
+        "Last XID per GPU",
+    },
+    "moe-deployment": {"Alerts firing for this deployment"},
+}
+SERVING_MODELS = (fleet_mod.DEEPSEEK, fleet_mod.MIXTRAL)  # the fleet's models with traffic
 
 
 def grafana_regex(value: str) -> str:
@@ -53,16 +69,30 @@ def grafana_regex(value: str) -> str:
 
 
 def interpolate(expr: str, values: dict[str, str]) -> str:
+    """Grafana's macros and variables; `${x:raw}` takes the value as it is (`values["x:raw"]`)."""
     expr = expr.replace("$__rate_interval", WINDOW).replace("$__interval", "1m").replace("$__range", RANGE)
 
     def sub(m):
-        name = m.group(1) or m.group(2)
+        name, fmt = m.group(1) or m.group(3), m.group(2)
         if name.isdigit():
             return m.group(0)
-        assert name in values, f"no value for ${name} in {expr[:80]}"
-        return values[name]
+        key = f"{name}:{fmt}" if fmt else name
+        assert key in values, f"no value for ${key} in {expr[:80]}"
+        return values[key]
 
     return VAR_RE.sub(sub, expr)
+
+
+def all_panels(board: dict) -> list[dict]:
+    """Every panel (not rows), those of collapsed rows included."""
+    return [q for p in board["panels"] for q in [p, *p.get("panels", [])] if q["type"] != "row"]
+
+
+def copies(panel: dict, values: dict[str, str], models=SERVING_MODELS) -> list[dict[str, str]]:
+    """The variable values of each copy Grafana draws of a panel: one per model when it repeats."""
+    if panel.get("repeat") != "model":
+        return [values]
+    return [{**values, "model": grafana_regex(m), "model:raw": m} for m in models]
 
 
 def _extra_series(scenario) -> list:
@@ -126,30 +156,46 @@ def _extra_series(scenario) -> list:
     return out
 
 
-@pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    scenario = synth.fleet()
-    extra = _extra_series(scenario)
-    start = backfill_start(scenario.steps, scenario.step)
-    openmetrics = synth.to_openmetrics(list(scenario) + extra, start, scenario.step)
-    model, files = generate.build(REPO / "specs")
-    rules_dir = tmp_path_factory.mktemp("rules")
-    rule_files = []
+@dataclass
+class Env:
+    prom: LocalPrometheus
+    t: float
+    scenario: object
+    extra: list
+    boards: dict[str, dict]
+    model: Model
+
+
+def _rule_files(files: dict[str, str], folder: Path) -> list[Path]:
+    out = []
     for path, text in sorted(files.items()):
         if re.fullmatch(r"rules/[^/]+\.rules\.yaml", path):
-            rule_files.append(rules_dir / Path(path).name)
-            rule_files[-1].write_text(text)
-    assert rule_files
+            out.append(folder / Path(path).name)
+            out[-1].write_text(text)
+    assert out
+    return out
+
+
+def _serve(scenario, extra: list, default_build, folder: Path):
+    model, files = default_build
+    start = backfill_start(scenario.steps, scenario.step)
+    openmetrics = synth.to_openmetrics(list(scenario) + extra, start, scenario.step)
     boards = {n: json.loads(files[f"dashboards/{n}.json"]) for n in NAMES}
-    with LocalPrometheus(openmetrics, rule_files=rule_files) as prom:
-        yield {
-            "prom": prom,
-            "t": scenario.time_at(start, scenario.eval_step),
-            "scenario": scenario,
-            "extra": extra,
-            "boards": boards,
-            "model": model,
-        }
+    with LocalPrometheus(openmetrics, rule_files=_rule_files(files, folder)) as prom:
+        yield Env(prom, scenario.time_at(start, scenario.eval_step), scenario, extra, boards, model)
+
+
+@pytest.fixture(scope="module")
+def busy(tmp_path_factory, default_build):
+    """The fleet as it is: busy, nothing wrong."""
+    yield from _serve(synth.fleet(), [], default_build, tmp_path_factory.mktemp("rules"))
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory, default_build):
+    """The fleet with troubles on top (see _extra_series)."""
+    scenario = synth.fleet()
+    yield from _serve(scenario, _extra_series(scenario), default_build, tmp_path_factory.mktemp("rules"))
 
 
 ALL = {
@@ -168,11 +214,11 @@ def moe_values() -> dict[str, str]:
 
 
 def run(env, expr: str, values: dict[str, str]) -> list[dict]:
-    return env["prom"].query(interpolate(expr, values), env["t"])
+    return env.prom.query(interpolate(expr, values), env.t)
 
 
 def panel(env, board: str, title: str) -> dict:
-    return next(p for p in env["boards"][board]["panels"] if p["title"] == title and p["type"] != "row")
+    return next(p for p in all_panels(env.boards[board]) if p["title"] == title)
 
 
 def by_title(env, board: str, title: str, values: dict[str, str], ref: int = 0) -> list[dict]:
@@ -198,42 +244,62 @@ def _legend_problems(legend: str, result: list[dict]) -> list[str]:
     return problems
 
 
+def panel_problems(query, board: dict, values: dict[str, str], problem_lists: set[str] | None) -> list[str]:
+    """Every target of every panel (each copy of a repeated one), run with `query(expr)`: it returns
+    data with the labels its legend names. A problem list (by title) must instead be empty and say
+    so; with `problem_lists` None, problem lists are not checked."""
+    problems = []
+    for p in all_panels(board):
+        listing = p["type"] == "table" and p["fieldConfig"]["defaults"].get("noValue")
+        for copy in copies(p, values):
+            for t in p["targets"]:
+                result = query(interpolate(t["expr"], copy))
+                where = f"{board['uid']} / {p['title']} / {t['refId']}"
+                if problem_lists is not None and p["title"] in problem_lists:
+                    if result or not listing:
+                        problems.append(f"{where}: a problem list, {len(result)} rows, says {listing!r}")
+                elif not result:
+                    if problem_lists is None and listing:
+                        continue  # a table that may be empty, and says what that means
+                    problems.append(f"{where}: no data ({copy.get('model:raw', 'every model')})")
+                elif t["format"] in ("time_series", "heatmap"):
+                    problems += [f"{where}: {x}" for x in _legend_problems(t["legendFormat"], result)]
+    return problems
+
+
 # ---------------------------------------------------------------------------------------------
-# every query returns data with its legend's labels
+# a busy, healthy fleet: every panel shows data, problem lists are empty and say so
 # ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", NAMES)
-def test_every_panel_query_returns_data_with_its_legend_labels(env, name):
+def test_on_a_busy_healthy_fleet_every_panel_shows_data(busy, name):
     values = moe_values() if name == "moe-deployment" else ALL
-    problems = []
-    for p in env["boards"][name]["panels"]:
-        if p["type"] == "row":
-            continue
-        for t in p["targets"]:
-            result = run(env, t["expr"], values)
-            where = f"{name} / {p['title']} / {t['refId']}"
-            if not result:
-                problems.append(f"{where}: no data")
-                continue
-            if t["format"] == "time_series" or t["format"] == "heatmap":
-                problems += [f"{where}: {x}" for x in _legend_problems(t["legendFormat"], result)]
+    lists = {
+        p["title"]
+        for p in all_panels(busy.boards[name])
+        if p["type"] == "table" and p["fieldConfig"]["defaults"].get("noValue")
+    }
+    assert PROBLEM_LISTS[name] <= lists
+    problems = panel_problems(
+        lambda e: busy.prom.query(e, busy.t), busy.boards[name], values, PROBLEM_LISTS[name]
+    )
     assert not problems, "\n".join(problems)
 
 
-FIELD_LABEL_RE = re.compile(r"\$\{__field\.labels\.([^}]+)\}")
+FIELD_LABEL_RE = re.compile(r"\$\{__(?:field\.labels|data\.fields)\.([^}]+)\}")
 WORKLOAD = {"exported_namespace", "exported_pod", "exported_container"}  # dcgm-exporter's, on held GPUs only
 
 
 def _field_labels(panel: dict) -> set[str]:
-    """Labels the panel's links and data links fill dashboard variables from."""
+    """Labels (or table columns) the panel's links fill dashboard variables from."""
     return set(FIELD_LABEL_RE.findall(json.dumps({k: v for k, v in panel.items() if k != "targets"})))
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_link_field_label_is_on_the_panels_series(env, name):
-    """A link that fills a variable from ${__field.labels.L} gets a value on every series the panel shows."""
+    """A link that fills a variable from a series label or a table column gets a value on every row."""
     values = moe_values() if name == "moe-deployment" else ALL
     problems, checked = [], 0
-    for p in env["boards"][name]["panels"]:
+    for p in all_panels(env.boards[name]):
         wanted = _field_labels(p)
         for t in p.get("targets", []) if wanted else []:
             result = run(env, t["expr"], values)
@@ -256,49 +322,91 @@ def test_every_link_field_label_is_on_the_panels_series(env, name):
 @pytest.mark.parametrize("name", NAMES)
 def test_every_annotation_query_runs(env, name):
     values = moe_values() if name == "moe-deployment" else ALL
-    for a in env["boards"][name]["annotations"]["list"]:
+    for a in env.boards[name]["annotations"]["list"]:
         if a.get("expr"):
             result = run(env, a["expr"], values)
             assert result and all(r["metric"]["alertstate"] == "firing" for r in result), a["name"]
 
 
+def variable_values(env, variable: dict, values: dict[str, str]) -> set[str]:
+    """What Grafana lists: label_values(selector, label) through the series API over the time range,
+    query_result(expr) as the text of an instant query's series, through the variable's regex."""
+    lv = LABEL_VALUES_RE.match(variable["query"])
+    if lv:
+        selector, label = lv.groups()
+        return set(
+            env.prom.api(
+                f"/api/v1/label/{label}/values",
+                **{
+                    "match[]": interpolate(selector, values),
+                    "start": str(env.t - 6 * 3600),
+                    "end": str(env.t),
+                },
+            )
+        )
+    expr = QUERY_RESULT_RE.match(variable["query"]).group(1)
+    regex = re.compile(variable["regex"].strip("/"))
+    out = set()
+    for series in env.prom.query(interpolate(expr, values), env.t):
+        text = "{" + ",".join(f'{k}="{v}"' for k, v in sorted(series["metric"].items())) + "}"
+        out |= {m.group(1) for m in regex.finditer(text)}
+    return out
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_every_variable_query_lists_values(env, name):
-    """label_values(selector, label) as Grafana sends it: /api/v1/label/<label>/values?match[]=..."""
-    prom, t = env["prom"], env["t"]
     values = moe_values() if name == "moe-deployment" else ALL
     listed = {}
-    for v in env["boards"][name]["templating"]["list"]:
+    for v in env.boards[name]["templating"]["list"]:
         if v["type"] != "query":
             continue
-        selector, label = LABEL_VALUES_RE.match(v["query"]).groups()
-        got = prom.api(
-            f"/api/v1/label/{label}/values",
-            **{"match[]": interpolate(selector, values), "start": str(t - 6 * 3600), "end": str(t)},
-        )
-        assert got, f"{name} variable {v['name']}: {v['query']} lists nothing"
-        listed[v["name"]] = set(got)
-    sc = env["scenario"].truth
+        listed[v["name"]] = variable_values(env, v, values)
+        assert listed[v["name"]], f"{name} variable {v['name']}: {v['query']} lists nothing"
+    sc = env.scenario.truth
     if name == "vllm-serving":
         assert {fleet_mod.NS, IDLE_NS} <= listed["namespace"]
         assert {fleet_mod.DEEPSEEK, fleet_mod.MIXTRAL, IDLE_MODEL} <= listed["model"]
         assert {sc["restart"]["old_pod"], sc["restart"]["new_pod"]} <= listed["pod"]  # in the 6 h range
         assert listed["engine"] == {"0", "1"}
     elif name == "gpu-fleet":
-        assert {"gpu-node-a", "gpu-node-b", IDLE_HOST} <= listed["host"]
-        assert {g["UUID"] for g in sc["gpus"].values() if g["host"] != "gpu-node-c"} <= listed["uuid"]
+        # gpu-node-c's exporter spells the label `hostname`: listed all the same
+        assert {"gpu-node-a", "gpu-node-b", "gpu-node-c", IDLE_HOST} == listed["host"]
+        assert {g["UUID"] for g in sc["gpus"].values()} <= listed["uuid"]
         assert {fleet_mod.NS, "rag", IDLE_NS} == listed["namespace"]
+        only_c = variable_values(env, _variable(env, name, "uuid"), {**values, "host": "gpu-node-c"})
+        assert only_c == {g["UUID"] for g in sc["gpus"].values() if g["host"] == "gpu-node-c"}
     else:
         assert {fleet_mod.NS, IDLE_NS} <= listed["namespace"]
         # asked with namespace=llm-serving: that namespace's deployments only
         assert listed["model"] == {fleet_mod.DEEPSEEK, fleet_mod.MIXTRAL}
 
 
+def _variable(env, board: str, name: str) -> dict:
+    return next(v for v in env.boards[board]["templating"]["list"] if v["name"] == name)
+
+
+def test_the_host_variable_narrows_every_gpu_panel_under_either_spelling(env):
+    """gpu-node-c spells its host label `hostname`, the config says `Hostname`: selecting it still
+    narrows every GPU panel to its GPUs."""
+    gpus = env.scenario.truth["gpus"]
+    on_c = {g["UUID"] for g in gpus.values() if g["host"] == "gpu-node-c"}
+    ratio = by_title(
+        env, "gpu-fleet", "Framebuffer used per GPU / MIG instance", {**ALL, "host": "gpu-node-c"}
+    )
+    assert {r["metric"]["UUID"] for r in ratio} == on_c
+    temp = by_title(env, "gpu-fleet", "GPU temperature", {**ALL, "host": "gpu-node-c"})
+    assert {r["metric"]["UUID"] for r in temp} == on_c
+    a_only = by_title(env, "gpu-fleet", "GPU temperature", {**ALL, "host": "gpu-node-a"})
+    assert {r["metric"]["UUID"] for r in a_only} == {
+        g["UUID"] for g in gpus.values() if g["host"] == "gpu-node-a"
+    }
+
+
 # ---------------------------------------------------------------------------------------------
 # exact values
 # ---------------------------------------------------------------------------------------------
 def test_framebuffer_ratio_of_a_known_gpu_and_mig_instance(env):
-    gpus = env["scenario"].truth["gpus"]
+    gpus = env.scenario.truth["gpus"]
     title = "Framebuffer used per GPU / MIG instance"
     a0 = by_title(env, "gpu-fleet", title, {**ALL, "uuid": gpus["a0"]["UUID"]})
     assert math.isclose(value(a0), gpus["a0"]["fb_ratio"], rel_tol=1e-12)
@@ -314,7 +422,7 @@ def test_framebuffer_ratio_of_a_known_gpu_and_mig_instance(env):
 
 
 def test_fleet_counts_each_gpu_once_and_sums_power_per_physical_gpu(env):
-    gpus = env["scenario"].truth["gpus"]
+    gpus = env.scenario.truth["gpus"]
     assert (
         value(by_title(env, "gpu-fleet", "GPUs and MIG instances", ALL)) == len(gpus) + 1
     )  # + the idle model's GPU
@@ -324,9 +432,9 @@ def test_fleet_counts_each_gpu_once_and_sums_power_per_physical_gpu(env):
         rel_tol=1e-12,
     )
     power: dict[str, float] = {}
-    for s in list(env["scenario"]) + env["extra"]:
+    for s in list(env.scenario) + env.extra:
         if s.name == "DCGM_FI_DEV_POWER_USAGE":
-            power[dict(s.labels)["UUID"]] = truth.instant(s, env["scenario"].eval_step)
+            power[dict(s.labels)["UUID"]] = truth.instant(s, env.scenario.eval_step)
     assert math.isclose(
         value(by_title(env, "gpu-fleet", "Power draw", ALL)), sum(power.values()), rel_tol=1e-9
     )
@@ -337,33 +445,33 @@ def test_fleet_counts_each_gpu_once_and_sums_power_per_physical_gpu(env):
 
 
 def test_time_to_first_token_p95_of_a_known_engine(env):
-    eng = env["scenario"].truth["engines"]["a0"]
+    eng = env.scenario.truth["engines"]["a0"]
     values = {**ALL, "pod": grafana_regex(eng["pod"]), "engine": eng["engine"]}
     p95 = by_title(env, "vllm-serving", "Time to first token p95 per engine", values)
-    assert math.isclose(value(p95), env["scenario"].truth["ttft_p95_a0"], rel_tol=1e-9)
+    assert math.isclose(value(p95), env.scenario.truth["ttft_p95_a0"], rel_tol=1e-9)
     # 40 requests a step: 34 TTFTs at or below 0.5 s, the 6 long prompts (0.9 s) in (0.75, 1.0]: rank 38
-    assert env["scenario"].truth["ttft_p95_a0"] == pytest.approx(0.75 + 0.25 * 4 / 6)
+    assert env.scenario.truth["ttft_p95_a0"] == pytest.approx(0.75 + 0.25 * 4 / 6)
     idle = {**ALL, "pod": grafana_regex(eng["pod"]), "engine": "1"}  # no requests: no quantile, not NaN
     assert by_title(env, "vllm-serving", "Time to first token p95 per engine", idle) == []
 
 
 def _generation_rate(env, model_name: str) -> float:
     total = 0.0
-    for s in env["scenario"].select("vllm:generation_tokens_total", model_name=model_name):
-        r = truth.rate(s, env["scenario"].eval_step, WINDOW_S, env["scenario"].step)
+    for s in env.scenario.select("vllm:generation_tokens_total", model_name=model_name):
+        r = truth.rate(s, env.scenario.eval_step, WINDOW_S, env.scenario.step)
         total += r or 0.0
     return total
 
 
 def test_cost_per_million_output_tokens_from_the_configured_price(env):
-    cost = env["model"].spec.dashboards.defaults.cost.price_per_gpu_hour
+    cost = env.model.spec.dashboards.defaults.cost.price_per_gpu_hour
     result = {
         r["metric"]["model_name"]: float(r["value"][1])
         for r in by_title(env, "vllm-serving", "Cost per 1M output tokens", ALL)
     }
-    gpus = env["scenario"].truth["gpus"]
+    gpus = env.scenario.truth["gpus"]
     held = lambda pods: sum(1 for g in gpus.values() if g["pod"] in pods)  # noqa: E731
-    models = env["scenario"].truth["models"]
+    models = env.scenario.truth["models"]
     for model_name in (fleet_mod.DEEPSEEK, fleet_mod.MIXTRAL):
         n = held(models[model_name]["pods"])
         expected = n * cost / 3600 / _generation_rate(env, model_name) * 1e6
@@ -374,14 +482,14 @@ def test_cost_per_million_output_tokens_from_the_configured_price(env):
 
 
 def test_moe_deployment_joins_its_gpus_and_measures_imbalance(env):
-    gpus = env["scenario"].truth["gpus"]
+    gpus = env.scenario.truth["gpus"]
     values = moe_values()
     held = by_title(env, "moe-deployment", "Framebuffer used per GPU", values)
     want = {g["UUID"] for k, g in gpus.items() if k in ("a0", "a1", "b0", "b1")}
     assert {r["metric"]["UUID"] for r in held} == want and len(held) == 4
     assert {r["metric"]["exported_pod"] for r in held} == {
         fleet_mod.POD_A,
-        env["scenario"].truth["restart"]["new_pod"],
+        env.scenario.truth["restart"]["new_pod"],
     }
     fullest = max(gpus[k]["fb_ratio"] for k in ("a0", "a1", "b0", "b1"))
     assert math.isclose(
@@ -395,7 +503,7 @@ def test_moe_deployment_joins_its_gpus_and_measures_imbalance(env):
     least_free = min(gpus[k]["fb_free_mib"] for k in ("a0", "a1", "b0", "b1"))
     assert value(by_title(env, "moe-deployment", "Least free framebuffer", values)) == least_free
     # KV cache usage of engines a0 (hot), a1 (idle), b0, b1 of the restarted pod at the last step
-    sc, engines = env["scenario"], env["scenario"].truth["engines"]
+    sc, engines = env.scenario, env.scenario.truth["engines"]
     kv = [
         truth.instant(s, sc.eval_step)
         for k in ("a0", "a1", "b0", "b1")

@@ -37,7 +37,8 @@ def generate_with(
 
 def panel(files: dict[str, str], board: str, title: str) -> dict:
     panels = json.loads(files[f"dashboards/{board}.json"])["panels"]
-    return next(p for p in panels if p["title"] == title and p["type"] != "row")
+    nested = [q for p in panels for q in [p, *p.get("panels", [])]]  # collapsed rows carry their panels
+    return next(p for p in nested if p["title"] == title and p["type"] != "row")
 
 
 @pytest.mark.parametrize(("profile", "unit"), [("mib", "MBs"), ("bytes", "Bps")])
@@ -272,15 +273,8 @@ def test_every_panel_returns_data_on_an_exporter_4_9_fleet(fleet_4_9, board):
     live, prom, t, files, series, _ = fleet_4_9
     assert not {s.name for s in series} & set(only_in("mib", "bytes")), "the fleet still speaks 4.8"
     values = live.moe_values() if board == "moe-deployment" else live.ALL
-    problems = []
-    for p in json.loads(files[f"dashboards/{board}.json"])["panels"]:
-        for target in p.get("targets", []):
-            result = prom.query(live.interpolate(target["expr"], values), t)
-            where = f"{board} / {p['title']} / {target['refId']}"
-            if not result:
-                problems.append(f"{where}: no data")
-            elif target["format"] in ("time_series", "heatmap"):
-                problems += [f"{where}: {x}" for x in live._legend_problems(target["legendFormat"], result)]
+    dashboard = json.loads(files[f"dashboards/{board}.json"])
+    problems = live.panel_problems(lambda expr: prom.query(expr, t), dashboard, values, problem_lists=None)
     assert not problems, "\n".join(problems)
 
 

@@ -1,7 +1,9 @@
 """Links that land on a dashboard, checked against the dashboards as built: an alert's dashboard_url,
 a runbook's `dashboards:` entry, and every link a dashboard or a panel carries to another dashboard.
 A link must name a generated dashboard and only variables it has; a link that fills a variable from
-a field label must read a label the panel's series carry (or the variable is empty: no data).
+a field label (`${__field.labels.X}`, a time series) or a table column (`${__data.fields.X}`: an instant
+query's labels are its columns) must read a label the panel's series carry (or the variable is empty:
+no data).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from ..promql import labels as promql_labels
 
 BOARD_URL_RE = re.compile(r"^/d/([^/?]+)(?:/[^?]*)?(?:\?(.*))?$")
 VAR_PARAM_RE = re.compile(r"(?:^|&)var-([^=&]+)=([^&]*)")
-FIELD_LABEL_RE = re.compile(r"\$\{__field\.labels\.([^}]+)\}")
+FIELD_LABEL_RE = re.compile(r"\$\{__(field\.labels|data\.fields)\.([^}]+)\}")
 LEGEND_RE = re.compile(r"\{\{\s*(\w+)\s*\}\}")
 
 
@@ -155,9 +157,9 @@ def board_link_problems(
                 problems.append(
                     f"{where}: {uid} has no variable {name!r}; it has {', '.join(sorted(variables[uid]))}"
                 )
-            for label in FIELD_LABEL_RE.findall(value):
+            for kind, label in FIELD_LABEL_RE.findall(value):
                 if fields is None:
-                    problems.append(f"{where}: var-{name} reads ${{__field.labels.{label}}} outside a panel")
+                    problems.append(f"{where}: var-{name} reads ${{__{kind}.{label}}} outside a panel")
                 elif label not in fields:
                     problems.append(
                         f"{where}: var-{name} reads label {label!r}, which the panel's series do not "

@@ -1,18 +1,19 @@
 """Grafana dashboards from the model: vLLM serving, GPU fleet (DCGM) and MoE deployment.
 
-Every query comes from the same SignalBuilder and PromQL builders as the rules. A panel that shows
-what an alert watches reads that alert's recording rule, so on-call sees exactly what fired; other
-panels compute their signal live with `$__rate_interval`. Template variables reach the queries
-through the builder's selectors, so they apply to every raw series a panel reads.
+Every query comes from the same SignalBuilder and PromQL builders as the rules. A panel asks its
+Selection for what it shows: a recording rule where one exists (so on-call sees exactly what an alert
+saw), computed live over `$__rate_interval` otherwise. Template variables reach the queries through
+the selection's matchers, so they apply to every series a panel reads.
 
-  context.py        label roles from config; the context and query helpers all dashboards share
-  board.py          the frame each dashboard builder starts from
-  panels.py         time series, stat, table and threshold shorthands
+  context.py        label roles from config; variable matchers, alerts, legends, variables, links
+  selection.py      what a group of panels reads: the one place each quantity is read from
+  board.py          the frame each dashboard builder fills (optional panels, descriptions, alert views)
+  panels.py         time series, stat, table (problem list), heatmap and threshold shorthands
   vllm_serving.py   gpu_fleet.py   moe_deployment.py      one module per dashboard
   delivery.py       classic JSON, import variant, provisioning, ConfigMap, GrafanaDashboard
 
-The validation stage (servewatch/validation/) builds the dashboards once with `build` and checks
-their links; `render` only delivers what was built.
+The validation stage (servewatch/validation/) builds the dashboards once with `build_with_views` and
+checks their links; `render` only delivers what was built.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ __all__ = [
     "Roles",
     "VllmServing",
     "build",
+    "build_with_views",
     "import_variant",
     "k8s_name",
     "kubernetes",
@@ -58,10 +60,21 @@ __all__ = [
 ]
 
 
+def build_with_views(model: Model) -> tuple[dict[str, dict], dict[str, dict[str, int]]]:
+    """(name -> classic dashboard dict, dashboard uid -> {alert: the id of the panel that shows it})."""
+    ctx = DashboardContext(model, model.spec.dashboards)
+    boards, views = {}, {}
+    for cls in BUILDERS:
+        builder = cls(ctx)
+        board = builder.build()
+        boards[cls.name] = board.to_dict()
+        views[board.uid] = dict(builder.alert_panels)
+    return boards, views
+
+
 def build(model: Model) -> dict[str, dict]:
     """name -> classic dashboard dict, from the model and its `dashboards:` settings."""
-    ctx = DashboardContext(model, model.spec.dashboards)
-    return {cls.name: cls(ctx).build().to_dict() for cls in BUILDERS}
+    return build_with_views(model)[0]
 
 
 def render(model: Model, boards: dict[str, dict]) -> dict[str, str]:

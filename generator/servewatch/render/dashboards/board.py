@@ -1,11 +1,19 @@
-"""The frame each dashboard builder shares: its name in the settings, the context, which optional
-panels it shows, and the empty dashboard (variables, links, annotations) it starts from."""
+"""The frame each dashboard builder fills: its name in the settings, the context, the board being
+built, and how a panel goes on it. Adding a panel switches it by its optional key (declared once, in
+spec/dashboards.py OPTIONAL_PANELS), completes its description with what it reads and the runbooks
+of the alerts it shows, and remembers the alerts it is the view of (their dashboard_url opens it)."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Iterable
 
-from ... import grafana as g
+import promql_parser as pp
+
+from ... import grafana
+from ...lint import tree
+from ...lint.engine import substitute_macros
+from ...model import AlertRule
+from ...spec.dashboards import OPTIONAL_PANELS
 from .context import DashboardContext
 
 
@@ -14,19 +22,75 @@ class BoardBuilder:
 
     def __init__(self, ctx: DashboardContext):
         self.ctx = ctx
+        self.alert_panels: dict[str, int] = {}  # alert -> the panel its dashboard_url opens
+        self.board: grafana.Dashboard | None = None
 
-    def shows(self, panel: str) -> bool:
-        """Whether an optional panel is switched on in the settings."""
-        return self.ctx.settings.shows(self.name, panel)
-
-    def variables(self) -> list[g.Variable]:
+    # -- what each dashboard module writes --------------------------------------------------------
+    def description(self) -> str:
         raise NotImplementedError
 
-    def build(self) -> g.Dashboard:
+    def variables(self) -> list[grafana.Variable]:
         raise NotImplementedError
 
-    def start(self, description: str, annotations: list[g.Annotation]) -> g.Dashboard:
-        d = self.ctx.new_dashboard(self.name, description)
-        d.variables = self.variables()
-        d.annotations = annotations
-        return d
+    def annotations(self) -> list[grafana.Annotation]:
+        raise NotImplementedError
+
+    def fill(self) -> None:
+        """Add the rows and panels, top to bottom."""
+        raise NotImplementedError
+
+    # -- the frame ----------------------------------------------------------------------------------
+    def build(self) -> grafana.Dashboard:
+        self.board = self.ctx.new_dashboard(self.name, self.description())
+        self.board.variables = self.variables()
+        self.board.annotations = self.annotations()
+        self.fill()
+        return self.board
+
+    def row(self, title: str, collapsed: bool = True) -> None:
+        """A new row; every row but the overview starts collapsed, so its panels query nothing until
+        opened."""
+        self.board.row(title, collapsed)
+
+    def shows(self, optional: str) -> bool:
+        """Whether an optional panel (declared in OPTIONAL_PANELS) is switched on in the settings."""
+        if optional not in OPTIONAL_PANELS[self.name]:
+            raise KeyError(f"{self.name} declares no optional panel {optional!r} (spec/dashboards.py)")
+        return self.ctx.settings.shows(self.name, optional)
+
+    def add(
+        self, panel: grafana.Panel, optional: str | None = None, alert_view: Iterable[AlertRule] = ()
+    ) -> None:
+        """Put `panel` on the board (hidden, its id kept, when its optional key is off); it becomes
+        the panel the dashboard_url of each `alert_view` alert opens."""
+        alert_view = list(alert_view)
+        panel.description = describe(self.ctx, panel, alert_view)
+        shown = optional is None or self.shows(optional)
+        self.board.add(panel, show=shown)
+        if shown:
+            for alert in alert_view:
+                self.alert_panels.setdefault(alert.alert, panel.id)
+
+
+def series_read(panel: grafana.Panel) -> list[str]:
+    """The metric and recording rule names a panel's queries select, in order, once each."""
+    names: dict[str, None] = {}
+    for target in panel.targets:
+        for sel in tree.selectors(pp.parse(substitute_macros(target.expr))):
+            names.setdefault(sel.name, None)
+    return list(names)
+
+
+def describe(ctx: DashboardContext, panel: grafana.Panel, alert_view: list[AlertRule]) -> str:
+    """The panel's own words (what it shows, what to do), then what it reads and the runbooks of the
+    alerts on what it shows."""
+    names = series_read(panel)
+    records = {s.record for s in ctx.model.spec.signals.values()}
+    reads = ", ".join(f"`{n}` (recording rule)" if n in records else f"`{n}`" for n in names)
+    alerts = {a.alert: a for a in alert_view}
+    for alert in ctx.alerts:
+        sig = ctx.model.signal(alert.spec.signal) if alert.spec.signal else None
+        if sig and (sig.record in names or (sig.kind == "quantile" and f"{sig.metric}_bucket" in names)):
+            alerts.setdefault(alert.alert, alert)
+    runbooks = " ".join(f"[Runbook: {a.alert}]({a.annotations['runbook_url']})" for a in alerts.values())
+    return " ".join(x for x in (panel.description, f"Reads {reads}.", runbooks) if x)

@@ -1,24 +1,25 @@
-"""What the three dashboards share: the label roles taken from config, and the context with its
-query helpers (identities, signals, joins between vLLM pods and the GPUs they hold, legends) and
-the pieces every dashboard starts from (variables, links, firing-alert annotations)."""
+"""What the dashboards share: the label roles taken from config, the variable matchers each group of
+panels is narrowed by, the alerts (thresholds, runbooks), legends, and the pieces every dashboard
+starts from (variables, links, firing-alert annotations). What a panel reads is asked of a
+Selection (selection.py), made here from the variable matchers."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
-from ... import grafana as g
+from ... import grafana
 from ...errors import SpecError, SpecErrors
+from ...model import AlertRule, Model
+from ...promql import builders as promql
+from ...promql import labels as promql_labels
 from ...spec.dashboards import Settings
-from ...model import Model
-from ...promql import builders as b
-from ...signals import SignalBuilder
-from ...spec.schema import Signal
-
-WINDOW = "$__rate_interval"
+from .selection import Selection
 
 # vLLM's own labels (not configuration); dcgm-exporter's come from the catalog (catalog/dcgm.yaml).
 VLLM_MODEL, VLLM_ENGINE = "model_name", "engine"
+# A repeated panel's one model: `raw` keeps the name as it is inside an exact `=` matcher.
+ONE_MODEL = '"${model:raw}"'
 
 # Catalog units -> Grafana units. Grafana's `mbytes` is MiB (1024^2); `decmbytes` would be MB.
 UNITS = {
@@ -36,6 +37,9 @@ UNITS = {
 }
 # The axis a bounded unit spans.
 RANGES = {"percent": (0, 100), "ratio": (0, 1)}
+# Grafana's per-second units for what vLLM counts: requests (finished, preempted) and tokens.
+REQUESTS_PER_SECOND = "reqps"
+TOKENS_PER_SECOND = "count:tok/s"  # Grafana's custom count unit: SI-scaled, "1.2K tok/s"
 
 
 def slug(title: str) -> str:
@@ -54,7 +58,7 @@ class Roles:
     namespace: str  # vLLM target namespace (scrape label)
     pod: str  # vLLM target pod (scrape label)
     host: str  # dcgm-exporter host label (config.dcgm.hostname_label)
-    host_others: tuple[str, ...]  # the other spellings, in legends so mixed exporter versions name the host
+    host_others: tuple[str, ...]  # the other spellings: in legends and the host filter, for mixed fleets
     uuid: str  # the GPU part of the DCGM identity
     wl_namespace: str  # namespace of the pod holding a GPU, as DCGM labels it
     wl_pod: str
@@ -63,6 +67,11 @@ class Roles:
     mig_profile: str
     model: str = VLLM_MODEL
     engine: str = VLLM_ENGINE
+
+    @property
+    def host_spellings(self) -> tuple[str, ...]:
+        """Every host label, the configured one first."""
+        return (self.host, *self.host_others)
 
     @classmethod
     def of(cls, model: Model) -> "Roles":
@@ -106,90 +115,94 @@ class Roles:
 
 
 class DashboardContext:
-    """What all three dashboards share: the model, the settings, label roles and query helpers."""
+    """What all dashboards share: the model, the settings, label roles, variable matchers, alerts."""
 
     def __init__(self, model: Model, settings: Settings):
         self.model = model
         self.settings = settings
-        self.r = Roles.of(model)
-        self.labels = model.builder.labels
+        self.roles = Roles.of(model)
         self.alerts = model.alerts()
-        self.alerted = {a.spec.signal for a in self.alerts if a.spec.signal}
         self.recorded = {r.signal for r in model.records()}
+        self.record_labels = promql_labels.record_labels(model.records())
 
-    # -- identities and filters ----------------------------------------------------------------
-    def ident(self, level: str) -> list[str]:
-        return self.labels.identity(level)
-
-    @property
-    def cl(self) -> list[str]:
-        return [self.r.cluster] if self.r.cluster else []
+    # -- identities --------------------------------------------------------------------------------
+    def identity(self, level: str) -> list[str]:
+        """The labels of one GPU, engine or model; none for everything the variables select."""
+        return [] if level == "all" else self.model.builder.labels.identity(level)
 
     @property
-    def pod_ident(self) -> list[str]:
-        return self.cl + [self.r.namespace, self.r.pod]
+    def cluster_labels(self) -> list[str]:
+        return [self.roles.cluster] if self.roles.cluster else []
 
     @property
-    def physical_gpu(self) -> list[str]:
-        """One physical GPU: GPU-scoped fields repeat on each of its MIG instances."""
-        return [x for x in self.ident("gpu") if x != self.r.mig_id]
+    def pod_identity(self) -> list[str]:
+        return self.cluster_labels + [self.roles.namespace, self.roles.pod]
 
+    # -- what the variables select ---------------------------------------------------------------
     @property
     def cluster_filter(self) -> list[str]:
-        return [var_matcher(self.r.cluster, "cluster")] if self.r.cluster else []
+        return [var_matcher(self.roles.cluster, "cluster")] if self.roles.cluster else []
 
     @property
     def namespace_filters(self) -> list[str]:
         """vLLM series of the selected cluster and namespace."""
-        return self.cluster_filter + [var_matcher(self.r.namespace, "namespace")]
+        return self.cluster_filter + [var_matcher(self.roles.namespace, "namespace")]
 
     @property
     def model_filters(self) -> list[str]:
         """vLLM series of the selected cluster, namespace and model."""
-        return self.namespace_filters + [var_matcher(self.r.model, "model")]
+        return self.namespace_filters + [var_matcher(self.roles.model, "model")]
+
+    @property
+    def engine_filters(self) -> list[str]:
+        """vLLM series of the selected models, narrowed to the selected pods and engines."""
+        return self.model_filters + [
+            var_matcher(self.roles.pod, "pod"),
+            var_matcher(self.roles.engine, "engine"),
+        ]
+
+    @property
+    def one_model_filters(self) -> list[str]:
+        """One model exactly: a panel repeated per model sees one value of $model in each copy."""
+        return self.namespace_filters + [f"{self.roles.model}={ONE_MODEL}"]
 
     @property
     def workload_filters(self) -> list[str]:
         """DCGM series of GPUs held by pods in the selected cluster and namespace."""
-        return self.cluster_filter + [var_matcher(self.r.wl_namespace, "namespace")]
+        return self.cluster_filter + [var_matcher(self.roles.wl_namespace, "namespace")]
 
-    # -- builders and signals ----------------------------------------------------------------
-    def builder(self, vllm: list[str] = (), dcgm: list[str] = ()) -> SignalBuilder:
-        """A SignalBuilder whose selectors also carry the dashboard's variable matchers."""
-        cfg = self.model.config
-        sel = dict(cfg.selectors)
-        for source, extra in (("vllm", vllm), ("dcgm", dcgm)):
-            sel[source] = ", ".join(x for x in [sel.get(source, ""), *extra] if x)
-        return SignalBuilder(cfg.model_copy(update={"selectors": sel}), self.model.builder.catalog)
+    def selection(self, vllm: list[str] = (), dcgm: list[str] = (), host: bool = False) -> Selection:
+        """What a group of panels reads, narrowed by these matchers (and by $host under every host
+        spelling when `host`)."""
+        return Selection(self, list(vllm), list(dcgm), self.roles.host_spellings if host else ())
 
-    def signal(self, name: str) -> Signal:
-        return self.model.signal(name)
+    # -- alerts -------------------------------------------------------------------------------------
+    def alerts_of(self, signal: str) -> list[AlertRule]:
+        return [a for a in self.alerts if a.spec.signal == signal]
 
-    def uses_record(self, name: str) -> bool:
-        return name in self.alerted and name in self.recorded
-
-    def show(self, name: str, bld: SignalBuilder, filters: list[str], quantile: float | None = None) -> str:
-        """A signal as a panel shows it: its recording rule when an alert watches it, else live."""
-        sig = self.signal(name)
-        if self.uses_record(name):
-            q = [f'quantile="{quantile:g}"'] if quantile is not None else []
-            return b.selector(sig.record, *q, *filters)
-        return bld.expr(sig, window=WINDOW, quantile=quantile)
-
-    @staticmethod
-    def live(kind: str, level: str, metric: str, by: tuple[str, ...] = ()) -> Signal:
-        """A signal only a dashboard shows (not recorded)."""
-        return Signal(kind=kind, level=level, metric=metric, by=by, record="dashboard:live:expr")
-
-    def rate(self, bld: SignalBuilder, metric: str, level: str, by: tuple[str, ...] = ()) -> str:
-        return bld.expr(self.live("rate", level, metric, by), window=WINDOW)
+    def absence_alerts(self, source: str, *kinds: str) -> list[AlertRule]:
+        """The 'never silently blind' alerts of a source, of these kinds."""
+        return [
+            a
+            for a in self.alerts
+            if a.spec.absence and a.spec.absence.source == source and a.spec.absence.kind in kinds
+        ]
 
     def threshold(self, signal: str, quantile: float | None = None) -> float | None:
-        for a in self.alerts:
-            if a.spec.signal == signal and (quantile is None or a.spec.quantile == quantile):
+        """The resolved threshold (overrides applied) of the alert on this signal (and quantile)."""
+        for a in self.alerts_of(signal):
+            if quantile is None or a.spec.quantile == quantile:
                 return a.spec.threshold
         return None
 
+    def alert_names(self, uid: str) -> str:
+        names = sorted({a.alert for a in self.alerts if a.spec.dashboard and a.spec.dashboard.uid == uid})
+        return "|".join(names)
+
+    def firing(self, *matchers: str) -> str:
+        return promql.selector("ALERTS", 'alertstate="firing"', *matchers)
+
+    # -- units ----------------------------------------------------------------------------------------
     def unit(self, metric: str, default: str = "short") -> str:
         """The Grafana unit of a DCGM field (in the configured profile) or catalog metric."""
         return UNITS.get(self.model.builder.unit(metric) or "", default)
@@ -199,94 +212,53 @@ class DashboardContext:
         bounds = RANGES.get(self.model.builder.unit(metric) or "")
         return {"min": bounds[0], "max": bounds[1]} if bounds else {}
 
+    def metric(self, name: str) -> str:
+        """The metric name a DCGM field has in the configured profile (any other name as it is)."""
+        return self.model.builder.metric_name(name)
+
     @property
     def liveness(self) -> str:
         """The vLLM gauge every running engine exports (catalog/vllm.yaml)."""
         return self.model.builder.liveness
 
-    def metric(self, name: str) -> str:
-        """The metric name a panel description should quote for a DCGM field."""
-        return self.model.builder.metric_name(name)
+    # -- legends ------------------------------------------------------------------------------------
+    def model_legend(self, suffix: str = "") -> str:
+        roles = self.roles
+        return f"{{{{{roles.namespace}}}}}/{{{{{roles.model}}}}}" + (f" {suffix}" if suffix else "")
 
-    def alert_names(self, uid: str) -> str:
-        names = sorted(a.alert for a in self.alerts if a.spec.dashboard and a.spec.dashboard.uid == uid)
-        return "|".join(names)
-
-    # -- joins ---------------------------------------------------------------------------------
-    def pods_of_models(self, bld: SignalBuilder) -> str:
-        """(cluster, namespace, pod, model_name) of every pod serving a model, from vLLM's own series;
-        with the kube_pod_labels join (a moe-deployment setting), also every other pod of the same
-        leader/worker group."""
-        r = self.r
-        direct = b.agg("group", self.pod_ident + [r.model], bld.select(self.liveness))
-        kube = self.settings.board("moe-deployment").kube_pod_labels
-        if kube is None or not kube.enabled:
-            return direct
-        group = kube.group_label
-        kpl = b.selector("kube_pod_labels", f'{group}!=""', *self.namespace_filters)
-        group_ident = self.cl + [r.namespace, group]
-        groups = b.agg(
-            "group", group_ident + [r.model], b.with_context(kpl, direct, self.pod_ident, [r.model])
+    def engine_legend(self, suffix: str = "") -> str:
+        return f"{{{{{self.roles.pod}}}}} engine {{{{{self.roles.engine}}}}}" + (
+            f" {suffix}" if suffix else ""
         )
-        members = b.agg(
-            "group", self.pod_ident + [r.model], b.with_context(kpl, groups, group_ident, [r.model])
-        )
-        return b.any_of(direct, members)
 
-    def as_workload(self, pods: str) -> str:
-        """vLLM pod labels renamed to the names DCGM gives the pod holding a GPU."""
-        r = self.r
-        return b.copy_label(b.copy_label(pods, r.namespace, r.wl_namespace), r.pod, r.wl_pod)
-
-    def gpus_held(self, gpu_expr: str, pods: str) -> str:
-        """The per-GPU series of `gpu_expr` whose GPU is held by one of `pods`."""
-        return b.only_where(gpu_expr, self.as_workload(pods), self.cl + [self.r.wl_namespace, self.r.wl_pod])
+    def gpu_legend(self, physical: bool = False) -> str:
+        roles = self.roles
+        mig = "" if physical else f" {{{{{roles.mig_profile}}}}} {{{{{roles.mig_id}}}}}"
+        hosts = "".join(f"{{{{{h}}}}}" for h in roles.host_spellings)
+        return f"{hosts} GPU {{{{{roles.gpu_index}}}}}{mig}"
 
     def whole_gpu(self, field: str) -> bool:
         """Whether a DCGM field describes the whole GPU (repeated on each of its MIG instances)."""
         return self.model.builder.catalog.dcgm.field(field).scope == "gpu"
 
-    def per_gpu(self, bld: SignalBuilder, field: str, extra: list[str] = ()) -> str:
-        """One series per GPU (a whole-GPU field) or MIG instance with the labels its legend names."""
-        return b.dedup(bld.select(field), self.gpu_by(self.whole_gpu(field)) + list(extra))
-
-    def gpu_by(self, physical: bool = False) -> list[str]:
-        """Identity plus the labels a GPU legend names (every host spelling: absent ones cost nothing)."""
-        r = self.r
-        ident = self.physical_gpu if physical else self.ident("gpu")
-        context = [r.host, *r.host_others, r.gpu_index] + ([] if physical else [r.mig_profile])
-        return ident + [c for c in context if c not in ident]
-
-    # -- legends -------------------------------------------------------------------------------
-    def gpu_legend(self, physical: bool = False) -> str:
-        r = self.r
-        mig = "" if physical else f" {{{{{r.mig_profile}}}}} {{{{{r.mig_id}}}}}"
-        hosts = "".join(f"{{{{{h}}}}}" for h in (r.host, *r.host_others))
-        return f"{hosts} GPU {{{{{r.gpu_index}}}}}{mig}"
-
     def field_legend(self, field: str) -> str:
         return self.gpu_legend(physical=self.whole_gpu(field))
 
-    def gpu_target(self, bld: SignalBuilder, field: str, legend_suffix: str = "") -> g.Target:
-        """A DCGM field per GPU or MIG instance, with the legend that names it."""
-        return g.Target(self.per_gpu(bld, field), self.field_legend(field) + legend_suffix)
-
-    def engine_legend(self) -> str:
-        return f"{{{{{self.r.pod}}}}} engine {{{{{self.r.engine}}}}}"
-
-    # -- shared pieces -----------------------------------------------------------------------------
-    def datasource_var(self) -> g.Variable:
+    # -- variables, links, annotations ----------------------------------------------------------------
+    def datasource_variable(self) -> grafana.Variable:
         ds = self.settings.defaults.datasource
-        return g.Variable(g.DS_VAR, "Data source", kind="datasource", current=(ds.name, ds.uid))
+        return grafana.Variable(
+            grafana.DS_VAR, "Data source", kind="datasource", current=(ds.name, ds.uid), regex=ds.regex
+        )
 
-    def cluster_var(self, metric_selector: str) -> list[g.Variable]:
-        if not self.r.cluster:
+    def cluster_variable(self, metric_selector: str) -> list[grafana.Variable]:
+        if not self.roles.cluster:
             return []
         return [
-            g.Variable(
+            grafana.Variable(
                 "cluster",
                 "Cluster",
-                query=f"label_values({metric_selector}, {self.r.cluster})",
+                query=f"label_values({metric_selector}, {self.roles.cluster})",
                 multi=True,
                 include_all=True,
             )
@@ -294,62 +266,62 @@ class DashboardContext:
 
     def label_values(self, metric: str, label: str, *matchers: str) -> str:
         """A variable query: the values of `label` on `metric`, narrowed by the variables before it."""
-        return f"label_values({self.builder().select(metric, *matchers)}, {label})"
+        return f"label_values({self.selection().select(metric, *matchers)}, {label})"
 
-    def deployment_vars(self, model_label: str, multi: bool) -> list[g.Variable]:
+    def deployment_variables(self, model_label: str, multi: bool) -> list[grafana.Variable]:
         """datasource, cluster, namespace and model, read from vLLM's liveness series."""
-        r, live = self.r, self.liveness
+        roles, live = self.roles, self.liveness
         return [
-            self.datasource_var(),
-            *self.cluster_var(self.builder().select(live)),
-            g.Variable(
+            self.datasource_variable(),
+            *self.cluster_variable(self.selection().select(live)),
+            grafana.Variable(
                 "namespace",
                 "Namespace",
-                query=self.label_values(live, r.namespace, *self.cluster_filter),
+                query=self.label_values(live, roles.namespace, *self.cluster_filter),
                 multi=multi,
                 include_all=multi,
             ),
-            g.Variable(
+            grafana.Variable(
                 "model",
                 model_label,
-                query=self.label_values(live, r.model, *self.namespace_filters),
+                query=self.label_values(live, roles.model, *self.namespace_filters),
                 multi=multi,
                 include_all=multi,
             ),
         ]
 
-    def links(self) -> list[g.Link]:
+    def links(self) -> list[grafana.Link]:
         tag = self.settings.defaults.tags[0]
-        return [g.Link("servewatch dashboards", kind="dashboards", tags=(tag,), as_dropdown=False)]
+        return [grafana.Link("servewatch dashboards", kind="dashboards", tags=(tag,), as_dropdown=False)]
 
     def board_url(self, name: str, params: dict[str, str]) -> str:
+        """A link to another dashboard: its variables from `params`, and the datasource, cluster and
+        time range of this one."""
         board = self.settings.board(name)
-        query = "&".join([f"var-{k}={v}" for k, v in params.items()] + ["${__url_time_range}"])
+        kept = ["${datasource:queryparam}"] + (["${cluster:queryparam}"] if self.roles.cluster else [])
+        query = "&".join([f"var-{k}={v}" for k, v in params.items()] + kept + ["${__url_time_range}"])
         return f"/d/{board.uid}/{slug(board.title)}?{query}"
-
-    def firing(self, *matchers: str) -> str:
-        return b.selector("ALERTS", 'alertstate="firing"', *matchers)
 
     def firing_annotation(
         self, title: str, boards: tuple[str, ...], filters: list[str]
-    ) -> list[g.Annotation]:
+    ) -> list[grafana.Annotation]:
         """Firing alerts that link to any of `boards`, drawn on the time series panels."""
         names = "|".join(x for x in (self.alert_names(self.settings.board(n).uid) for n in boards) if x)
         if not names:
             return []
-        return [g.Annotation(title, self.firing(f'alertname=~"{names}"', *filters), tags="severity")]
+        return [grafana.Annotation(title, self.firing(f'alertname=~"{names}"', *filters), tags="severity")]
 
-    def new_dashboard(self, name: str, description: str) -> g.Dashboard:
-        s = self.settings
-        board, t = s.board(name), s.time(name)
-        return g.Dashboard(
+    def new_dashboard(self, name: str, description: str) -> grafana.Dashboard:
+        settings = self.settings
+        board, time = settings.board(name), settings.time(name)
+        return grafana.Dashboard(
             uid=board.uid,
             title=board.title,
             description=description,
-            tags=tuple(s.defaults.tags),
-            refresh=s.refresh(name),
-            time_from=t.from_,
-            time_to=t.to,
-            timezone=s.defaults.timezone,
+            tags=tuple(settings.defaults.tags),
+            refresh=settings.refresh(name),
+            time_from=time.from_,
+            time_to=time.to,
+            timezone=settings.defaults.timezone,
             links=self.links(),
         )

@@ -38,7 +38,8 @@ def import_variant(dashboard: dict, ds_label: str) -> dict:
     for var in out["templating"]["list"]:
         if var["type"] == "datasource":
             var["current"] = {"selected": False, "text": "${DS_PROMETHEUS}", "value": "${DS_PROMETHEUS}"}
-    panel_types = sorted({p["type"] for p in dashboard["panels"] if p["type"] != "row"})
+    panels = [q for p in dashboard["panels"] for q in [p, *p.get("panels", [])]]  # collapsed rows' too
+    panel_types = sorted({p["type"] for p in panels if p["type"] != "row"})
     out["__inputs"] = [
         {
             "description": "The Prometheus that scrapes vLLM and "

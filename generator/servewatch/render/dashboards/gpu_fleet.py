@@ -1,12 +1,26 @@
-"""GPU fleet: every GPU and MIG instance dcgm-exporter reports."""
+"""GPU fleet: every GPU and MIG instance dcgm-exporter reports.
+
+The host variable lists and filters hosts under every spelling of the host label, so a fleet in the
+middle of the exporter upgrade that renamed `Hostname` to `hostname` is seen whole.
+"""
 
 from __future__ import annotations
 
-from ... import grafana as g
-from ...promql import builders as b
+from ... import grafana
+from ...promql import builders as promql
 from .board import BoardBuilder
 from .context import DashboardContext, var_matcher
-from .panels import instant_table, over, pct_steps, stat, table, ts
+from .panels import bargauge, filling, instant_table, problem_list, problems, stat, table, timeseries
+
+ABSENCE_TITLES = {  # the dcgm-exporter 'never silently blind' alerts' kinds: title, what an empty list means
+    "target_down": ("dcgm-exporter targets down", "None: every dcgm-exporter target answers its scrape."),
+    "partner_missing": (
+        "GPUs or exporters without both framebuffer fields",
+        "None: every GPU exports both framebuffer fields.",
+    ),
+    "metrics_absent": ("dcgm-exporter targets without metrics", "None: every dcgm-exporter target exports."),
+    "inputs_missing": ("dcgm-exporter metrics the alerts read, missing", "None: every input is exported."),
+}
 
 
 class GpuFleet(BoardBuilder):
@@ -14,250 +28,321 @@ class GpuFleet(BoardBuilder):
 
     def __init__(self, ctx: DashboardContext):
         super().__init__(ctx)
-        c, r = ctx, ctx.r
-        self.filters = c.cluster_filter + [
-            var_matcher(r.host, "host"),
-            var_matcher(r.uuid, "uuid"),
-            var_matcher(r.wl_namespace, "namespace"),
+        roles = ctx.roles
+        filters = ctx.cluster_filter + [
+            var_matcher(roles.uuid, "uuid"),
+            var_matcher(roles.wl_namespace, "namespace"),
         ]
-        self.gb = c.builder(dcgm=self.filters)
+        self.gpus = ctx.selection(dcgm=filters, host=True)
+        self.everything = ctx.selection(vllm=ctx.cluster_filter, dcgm=ctx.cluster_filter)
+        self.hosts = ctx.selection(dcgm=ctx.cluster_filter, host=True)
 
-    def variables(self) -> list[g.Variable]:
-        c, r = self.ctx, self.ctx.r
-        host = var_matcher(r.host, "host")
+    def description(self) -> str:
+        return (
+            "dcgm-exporter GPUs and MIG instances: framebuffer (matched and guarded per GPU / MIG "
+            "instance), utilization, clocks, power, temperature, errors and interconnect. The overview "
+            "reads the alert's recording rule; open a row for more."
+        )
+
+    def variables(self) -> list[grafana.Variable]:
+        ctx, roles = self.ctx, self.ctx.roles
+        fb_used = ctx.selection().select("fb_used", *ctx.cluster_filter)
+        spellings = "|".join(roles.host_spellings)
         return [
-            c.datasource_var(),
-            *c.cluster_var(c.builder().select("fb_used")),
-            g.Variable(
+            ctx.datasource_variable(),
+            *ctx.cluster_variable(ctx.selection().select("fb_used")),
+            grafana.Variable(
                 "host",
                 "Host",
-                query=c.label_values("fb_used", r.host, *c.cluster_filter),
+                query=f"query_result({promql.agg('count', list(roles.host_spellings), fb_used)})",
+                regex=f'/(?:{spellings})="([^"]+)"/',
                 multi=True,
                 include_all=True,
+                description="Hosts under every spelling of the host label: "
+                f"{', '.join(roles.host_spellings)}.",
             ),
-            g.Variable(
+            grafana.Variable(
                 "uuid",
                 "GPU (UUID)",
-                query=c.label_values("fb_used", r.uuid, *c.cluster_filter, host),
+                query=f"query_result({promql.agg('count', [roles.uuid], self.hosts.select('fb_used'))})",
+                regex=f'/{roles.uuid}="([^"]+)"/',
                 multi=True,
                 include_all=True,
             ),
-            g.Variable(
+            grafana.Variable(
                 "namespace",
                 "Workload namespace",
-                query=c.label_values("fb_used", r.wl_namespace, *c.cluster_filter, host),
+                query=ctx.label_values("fb_used", roles.wl_namespace, *ctx.cluster_filter),
                 multi=True,
                 include_all=True,
                 description="Namespace of the pod holding the GPU; All includes idle GPUs.",
             ),
         ]
 
-    def fb_ratio(self) -> str:
-        """The alert's ratio per GPU; it carries both host spellings, so legends need no join."""
-        return self.ctx.show("gpu_fb_used_ratio", self.gb, self.filters)
+    def annotations(self) -> list[grafana.Annotation]:
+        return self.ctx.firing_annotation("Firing GPU alerts", (self.name,), self.ctx.cluster_filter)
 
-    def build(self) -> g.Dashboard:
-        c, r = self.ctx, self.ctx.r
-        d = self.start(
-            "dcgm-exporter GPUs and MIG instances: framebuffer (matched and guarded per "
-            "GPU / MIG instance), utilization, power, temperature, errors and interconnect.",
-            c.firing_annotation("Firing GPU alerts", (self.name,), c.cluster_filter),
-        )
-        fb_ratio, fb_thr = self.fb_ratio(), c.threshold("gpu_fb_used_ratio")
-        legend = c.gpu_legend()
-        fb_unit = c.unit("fb_used")
-        serving_link = g.Link(
-            "vLLM serving in this namespace",
-            c.board_url("vllm-serving", {"namespace": f"${{__field.labels.{r.wl_namespace}}}"}),
-        )
+    def fill(self) -> None:
+        self.overview()
+        self.targets()
+        self.framebuffer()
+        self.utilization()
+        self.power_and_temperature()
+        self.errors_and_interconnect()
 
-        d.row("Fleet")
-        d.add(
+    # -- queries ---------------------------------------------------------------------------------------
+    def framebuffer_ratio(self) -> str:
+        """The alert's ratio per GPU; the rule carries both host spellings, so legends need no join."""
+        return self.gpus.signal("gpu_fb_used_ratio")
+
+    def xid_errors(self) -> str:
+        """GPUs whose last XID is not 0, with the code and its meaning."""
+        extra = self.ctx.model.builder.catalog.dcgm.field("xid").extra_labels
+        return f"{self.gpus.per_gpu('xid', extra=list(extra))} != 0"
+
+    def gpu_field(self, field: str, suffix: str = "") -> grafana.Target:
+        return grafana.Target(self.gpus.per_gpu(field), self.ctx.field_legend(field) + suffix)
+
+    # -- rows ------------------------------------------------------------------------------------------
+    def overview(self) -> None:
+        ctx = self.ctx
+        fb_threshold = ctx.threshold("gpu_fb_used_ratio")
+        self.row("Fleet", collapsed=False)
+        self.add(
             stat(
                 "GPUs and MIG instances",
-                g.Target(b.agg("count", [], fb_ratio)),
-                w=6,
-                description="GPUs and MIG instances with a framebuffer ratio (both FB fields present).",
+                grafana.Target(f"count({self.framebuffer_ratio()}) or vector(0)"),
+                w=4,
+                description="GPUs and MIG instances with a framebuffer ratio (both FB fields present). "
+                "Fewer than you own: open the dcgm-exporter targets row.",
             )
         )
-        d.add(
+        self.add(
             stat(
                 "Fullest GPU framebuffer",
-                g.Target(b.agg("max", [], fb_ratio)),
+                grafana.Target(promql.agg("max", [], self.framebuffer_ratio())),
                 unit="percentunit",
-                w=6,
                 min=0,
                 max=1,
-                steps=pct_steps(fb_thr),
-                description="Framebuffer used ratio of the fullest GPU (alert view).",
+                steps=filling(fb_threshold),
+                description="Framebuffer used ratio of the fullest GPU or MIG instance (alert view). When "
+                "red, open Framebuffer to see which GPU and who holds it.",
             )
         )
-        xid = c.per_gpu(self.gb, "xid", extra=list(c.model.builder.catalog.dcgm.field("xid").extra_labels))
-        d.add(
+        self.add(
             stat(
                 "GPUs with an XID error",
-                g.Target(b.agg("count", [], f"{xid} != 0")),
-                w=6,
-                no_value="0",
-                steps=over(1),
-                description="GPUs whose last reported XID is not 0 (cleared by a driver reload).",
+                grafana.Target(f"count({self.xid_errors()}) or vector(0)"),
+                steps=problems(),
+                description="GPUs whose last reported XID is not 0 (cleared by a driver reload). Not 0: "
+                "open Errors and interconnect for the code and its meaning.",
             ),
-            show=self.shows("xid"),
+            optional="xid",
         )
-        power = c.per_gpu(self.gb, "power")
-        d.add(
+        self.add(
             stat(
                 "Power draw",
-                g.Target(b.agg("sum", [], power)),
-                unit=c.unit("power"),
-                w=6,
-                description="Sum over physical GPUs (MIG instances repeat their GPU's power, counted once).",
+                grafana.Target(promql.agg("sum", [], self.gpus.per_gpu("power"))),
+                unit=ctx.unit("power"),
+                description="Board power of every selected GPU, each physical GPU counted once (MIG "
+                "instances repeat their GPU's power). A drop with steady load: throttling.",
+            )
+        )
+        self.add(
+            stat(
+                "Hottest GPU",
+                grafana.Target(promql.agg("max", [], self.gpus.per_gpu("gpu_temp"))),
+                unit=ctx.unit("gpu_temp"),
+                description="Temperature of the hottest selected GPU. Hot GPUs slow their clocks: compare "
+                "with the SM clock in Utilization.",
+            )
+        )
+        self.add(
+            stat(
+                "dcgm-exporter targets up",
+                grafana.Target(self.everything.targets_up("dcgm")),
+                description="dcgm-exporter scrape targets that answer their scrape. Fewer than your GPU "
+                "nodes: open the dcgm-exporter targets row.",
             )
         )
 
-        d.row("Framebuffer")
-        d.add(
-            ts(
+    def targets(self) -> None:
+        self.row("dcgm-exporter targets: the alerts' own conditions (host, GPU and namespace do not apply)")
+        for alert in self.ctx.absence_alerts("dcgm", *ABSENCE_TITLES):
+            title, empty = ABSENCE_TITLES[alert.spec.absence.kind]
+            self.add(
+                problem_list(
+                    title,
+                    self.everything.absence(alert),
+                    empty,
+                    w=12,
+                    description=f"What {alert.alert} fires on, now. {alert.spec.summary}",
+                ),
+                alert_view=[alert],
+            )
+
+    def framebuffer(self) -> None:
+        ctx, roles = self.ctx, self.ctx.roles
+        fb_threshold = ctx.threshold("gpu_fb_used_ratio")
+        ratio, legend = self.framebuffer_ratio(), ctx.gpu_legend()
+        self.row("Framebuffer")
+        self.add(
+            timeseries(
                 "Framebuffer used per GPU / MIG instance",
-                g.Target(fb_ratio, legend),
+                grafana.Target(ratio, legend),
                 unit="percentunit",
                 min=0,
                 max=1,
-                steps=pct_steps(fb_thr),
-                show_thresholds=True,
+                steps=filling(fb_threshold),
                 w=16,
-                description="FB_USED / (FB_USED + FB_FREE) per GPU or "
-                "MIG instance, matched on the GPU identity; "
-                "no value where the denominator is 0 (alert view).",
-            )
+                description="FB_USED / (FB_USED + FB_FREE) per GPU or MIG instance, matched on the GPU "
+                "identity; no value where the denominator is 0. Above the line, see the runbook.",
+            ),
+            alert_view=ctx.alerts_of("gpu_fb_used_ratio"),
         )
-        d.add(
-            g.Panel(
-                "bargauge",
+        self.add(
+            bargauge(
                 "Fullest GPUs now",
-                (g.Target(f"topk(10, {fb_ratio})", legend, instant=True),),
+                grafana.Target(f"topk(10, {ratio})", legend, instant=True),
                 unit="percentunit",
                 min=0,
                 max=1,
-                steps=pct_steps(fb_thr),
+                steps=filling(fb_threshold),
                 w=8,
-                options={"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False}},
-                description="The ten fullest GPUs / MIG instances.",
+                description="The ten fullest GPUs and MIG instances at the end of the time range. The table "
+                "next to it says which pod holds each.",
             )
         )
-        d.add(
+        serving = grafana.Link(
+            "vLLM serving in this namespace",
+            ctx.board_url("vllm-serving", {"namespace": f"${{__data.fields.{roles.wl_namespace}}}"}),
+        )
+        self.add(
             table(
                 "Who holds the fullest GPUs",
-                instant_table(f"topk(10, {fb_ratio})"),
+                instant_table(f"topk(10, {ratio})"),
                 value_unit="percentunit",
+                steps=filling(fb_threshold),
                 w=12,
-                links=(serving_link,),
-                description="Host, GPU, MIG instance and the pod holding it.",
+                links=(serving,),
+                no_value="No GPU reports both framebuffer fields.",
+                description="Host, GPU, MIG instance and the pod holding each of the ten fullest. The link "
+                "opens vLLM serving in that pod's namespace.",
             )
         )
-        d.add(
-            ts(
+        self.add(
+            timeseries(
                 "Framebuffer used",
-                c.gpu_target(self.gb, "fb_used"),
-                unit=fb_unit,
+                self.gpu_field("fb_used"),
+                unit=ctx.unit("fb_used"),
                 w=12,
-                description="Framebuffer used (MiB before exporter 4.9, bytes after).",
+                description=f"Framebuffer used in the exporter's unit ({ctx.model.builder.unit('fb_used')}). "
+                "vLLM preallocates, so a jump means a pod (re)started or another process took memory.",
             )
         )
 
-        d.row("Utilization")
-        d.add(
-            ts(
+    def utilization(self) -> None:
+        ctx = self.ctx
+        self.row("Utilization and clocks")
+        for field, title, what, optional in (
+            (
+                "gpu_util",
                 "GPU utilization (full GPUs)",
-                c.gpu_target(self.gb, "gpu_util"),
-                unit=c.unit("gpu_util"),
-                **c.value_range("gpu_util"),
-                w=8,
-                description=f"{c.metric('gpu_util')} is not reported for "
-                "MIG instances; see graphics engine active.",
-            )
-        )
-        d.add(
-            ts(
+                "Time the GPU was busy; not reported for MIG instances (see graphics engine active).",
+                None,
+            ),
+            (
+                "gr_engine_active",
                 "Graphics engine active",
-                c.gpu_target(self.gb, "gr_engine_active"),
-                unit=c.unit("gr_engine_active"),
-                **c.value_range("gr_engine_active"),
-                w=8,
-                description="Fraction of time the graphics engine was busy; works on MIG.",
-            )
-        )
-        d.add(
-            ts(
+                "Fraction of time the graphics engine was busy; works on MIG.",
+                None,
+            ),
+            (
+                "sm_active",
                 "SM active",
-                c.gpu_target(self.gb, "sm_active"),
-                unit=c.unit("sm_active"),
-                **c.value_range("sm_active"),
-                w=8,
-                description=f"Optional profiling field; needs {c.metric('sm_active')} in the counters CSV.",
+                "Fraction of time an SM had work; a profiling field the counters CSV must list.",
+                "sm_active",
             ),
-            show=self.shows("sm_active"),
-        )
-        d.add(
-            ts(
-                "Tensor pipe active",
-                c.gpu_target(self.gb, "tensor_active"),
-                unit=c.unit("tensor_active"),
-                **c.value_range("tensor_active"),
-                w=12,
+            ("tensor_active", "Tensor pipe active", "Fraction of cycles the tensor cores were busy.", None),
+            ("dram_active", "DRAM active", "Memory bandwidth busy fraction (not capacity).", None),
+            (
+                "sm_clock",
+                "SM clock",
+                "SM clock of each physical GPU; it falls when the GPU throttles (power or heat).",
+                None,
+            ),
+        ):
+            self.add(
+                timeseries(
+                    title,
+                    self.gpu_field(field),
+                    unit=ctx.unit(field),
+                    **ctx.value_range(field),
+                    w=8,
+                    description=f"{what} Low while vLLM has work waiting: the engine, not the GPU, is the "
+                    "bottleneck.",
+                ),
+                optional=optional,
             )
-        )
-        d.add(
-            ts(
-                "DRAM active",
-                c.gpu_target(self.gb, "dram_active"),
-                unit=c.unit("dram_active"),
-                **c.value_range("dram_active"),
-                w=12,
-                description="Memory bandwidth busy fraction (not capacity).",
-            )
-        )
 
-        d.row("Power and temperature")
-        d.add(ts("Power", g.Target(power, c.field_legend("power")), unit=c.unit("power"), w=12))
-        d.add(
-            ts(
+    def power_and_temperature(self) -> None:
+        ctx = self.ctx
+        self.row("Power and temperature")
+        self.add(
+            timeseries(
+                "Power",
+                self.gpu_field("power"),
+                unit=ctx.unit("power"),
+                w=12,
+                description="Board power of each physical GPU. Flat at the limit while the SM clock falls: "
+                "the GPU is power capped.",
+            )
+        )
+        self.add(
+            timeseries(
                 "GPU temperature",
-                c.gpu_target(self.gb, "gpu_temp"),
-                unit=c.unit("gpu_temp"),
+                self.gpu_field("gpu_temp"),
+                unit=ctx.unit("gpu_temp"),
                 w=12,
+                description="Temperature of each physical GPU. One GPU much hotter than its neighbours: "
+                "check the node's cooling before it throttles.",
             )
         )
 
-        d.row("Errors and interconnect")
-        d.add(
-            table(
+    def errors_and_interconnect(self) -> None:
+        ctx = self.ctx
+        self.row("Errors and interconnect")
+        self.add(
+            problem_list(
                 "Last XID per GPU",
-                instant_table(f"{xid} != 0"),
+                self.xid_errors(),
+                "None: no GPU reported an XID error since its driver loaded.",
                 w=8,
-                description="The value is the last XID the GPU reported; err_msg explains it.",
+                description="The value is the last XID the GPU reported; err_msg explains it. XID 79 (fallen "
+                "off the bus) or 48 (double-bit ECC) need the node drained.",
             ),
-            show=self.shows("xid"),
+            optional="xid",
         )
-        d.add(
-            ts(
+        self.add(
+            timeseries(
                 "NVLink throughput",
-                c.gpu_target(self.gb, "nvlink_throughput"),
-                unit=c.unit("nvlink_throughput"),
+                self.gpu_field("nvlink_throughput"),
+                unit=ctx.unit("nvlink_throughput"),
                 w=8,
-                description=f"{c.metric('nvlink_throughput')}: NVLink throughput of all lanes, already a "
-                "rate: the exporter's CSV types it counter, but DCGM reports the data moved per second.",
+                description=f"{ctx.metric('nvlink_throughput')}: NVLink throughput of all lanes, already a "
+                "rate (the exporter's CSV types it counter, but DCGM reports data moved per second).",
             ),
-            show=self.shows("nvlink"),
+            optional="nvlink",
         )
-        d.add(
-            ts(
+        self.add(
+            timeseries(
                 "PCIe throughput",
-                c.gpu_target(self.gb, "pcie_tx", " tx"),
-                c.gpu_target(self.gb, "pcie_rx", " rx"),
-                unit=c.unit("pcie_tx"),
+                self.gpu_field("pcie_tx", " tx"),
+                self.gpu_field("pcie_rx", " rx"),
+                unit=ctx.unit("pcie_tx"),
                 w=8,
+                description="Bytes per second over PCIe each way. High during weight loading; high while "
+                "serving means host offload or CPU-GPU copies.",
             ),
-            show=self.shows("pcie"),
+            optional="pcie",
         )
-        return d

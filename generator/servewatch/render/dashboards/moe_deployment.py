@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ... import grafana as g
-from ...promql import builders as b
+from ... import grafana
+from ...promql import builders as promql
 from .board import BoardBuilder
-from .context import DashboardContext
-from .panels import GREEN, RED, instant_table, over, pct_steps, stat, table, ts
+from .context import TOKENS_PER_SECOND, DashboardContext
+from .panels import GREEN, RED, above, bargauge, filling, problem_list, problems, stat, timeseries
 
 
 class MoeDeployment(BoardBuilder):
@@ -14,201 +14,254 @@ class MoeDeployment(BoardBuilder):
 
     def __init__(self, ctx: DashboardContext):
         super().__init__(ctx)
-        c = ctx
-        self.filters = c.model_filters
-        self.vb = c.builder(vllm=self.filters)
-        self.gb = c.builder(dcgm=c.workload_filters)
-        self.pods = c.pods_of_models(self.vb)
-        self.model_ident = c.ident("model")
+        self.deployment = ctx.selection(vllm=ctx.model_filters, dcgm=ctx.workload_filters)
+        self.pods = self.deployment.pods_of_models()
 
-    def variables(self) -> list[g.Variable]:
-        return self.ctx.deployment_vars("Model (deployment)", multi=False)
-
-    def gpu_ratio(self) -> str:
-        """The alert's ratio per GPU the deployment holds, with both host spellings (gpu_context)."""
-        c = self.ctx
-        return c.gpus_held(c.show("gpu_fb_used_ratio", self.gb, c.workload_filters), self.pods)
-
-    def engine(self, name: str) -> str:
-        return self.ctx.show(name, self.vb, self.filters)
-
-    def imbalance(self, expr: str, by: list[str]) -> str:
-        return b.guarded_div(b.agg("max", by, expr), b.agg("avg", by, expr), by)
-
-    def firing_alerts(self) -> str:
-        c = self.ctx
-        of_model = c.firing(*self.filters)
-        of_pods = b.only_where(c.firing(*c.cluster_filter), self.pods, c.pod_ident)
-        of_gpus = c.gpus_held(c.firing(*c.cluster_filter), self.pods)
-        return b.any_of(of_model, of_pods, of_gpus)
-
-    def build(self) -> g.Dashboard:
-        c, r = self.ctx, self.ctx.r
-        kube = c.settings.board(self.name).kube_pod_labels
+    def description(self) -> str:
+        kube = self.ctx.settings.board(self.name).kube_pod_labels
         join = (
             f"and, through kube_pod_labels, every pod with the same {kube.group_label} "
             if kube.enabled
             else ""
         )
-        d = self.start(
-            "One deployment (namespace + model): its vLLM engines and the GPUs its pods hold, "
-            f"matched on namespace/pod {join}via dcgm-exporter's workload labels.",
-            c.firing_annotation("Firing alerts", ("vllm-serving", "gpu-fleet"), self.filters),
-        )
-        fb_thr, kv_thr = c.threshold("gpu_fb_used_ratio"), c.threshold("engine_kv_cache_usage")
-        gpu_ratio = self.gpu_ratio()
-        gpu_legend = f"{{{{{r.wl_pod}}}}} {c.gpu_legend()}"
-        el = c.engine_legend()
-        fleet_link = g.Link(
-            "GPU fleet view of this GPU", c.board_url("gpu-fleet", {"uuid": f"${{__field.labels.{r.uuid}}}"})
+        return (
+            "One deployment (namespace + model): its vLLM engines and the GPUs its pods hold, matched on "
+            f"namespace/pod {join}via dcgm-exporter's workload labels. Expert-parallel ranks wait for the "
+            "slowest: the fullest GPU and engine are what fail first."
         )
 
-        d.row("Deployment")
-        d.add(
+    def variables(self) -> list[grafana.Variable]:
+        return self.ctx.deployment_variables("Model (deployment)", multi=False)
+
+    def annotations(self) -> list[grafana.Annotation]:
+        return self.ctx.firing_annotation(
+            "Firing alerts", ("vllm-serving", "gpu-fleet"), self.ctx.model_filters
+        )
+
+    def fill(self) -> None:
+        self.overview()
+        self.imbalance_across_ranks()
+        self.per_rank()
+        self.alerts()
+
+    # -- queries ---------------------------------------------------------------------------------------
+    def framebuffer_ratio(self) -> str:
+        """The alert's ratio of each GPU the deployment holds (the rule carries both host spellings)."""
+        return self.deployment.gpus_held(self.deployment.signal("gpu_fb_used_ratio"), self.pods)
+
+    def least_free_framebuffer(self) -> str:
+        roles = self.ctx.roles
+        free = self.deployment.per_gpu("fb_free", extra=[roles.wl_namespace, roles.wl_pod])
+        return promql.agg("min", [], self.deployment.gpus_held(free, self.pods))
+
+    def engine(self, signal: str) -> str:
+        return self.deployment.signal(signal)
+
+    def imbalance(self, expr: str, by: list[str]) -> str:
+        """Fullest / average across the ranks: 1 when even."""
+        return promql.guarded_div(promql.agg("max", by, expr), promql.agg("avg", by, expr), by)
+
+    def firing_alerts(self) -> str:
+        """vLLM alerts of the model or its pods, and GPU alerts of the GPUs its pods hold."""
+        ctx, selection = self.ctx, self.deployment
+        of_model = ctx.firing(*ctx.model_filters)
+        of_pods = promql.only_where(ctx.firing(*ctx.cluster_filter), self.pods, ctx.pod_identity)
+        of_gpus = selection.gpus_held(ctx.firing(*ctx.cluster_filter), self.pods)
+        return promql.any_of(of_model, of_pods, of_gpus)
+
+    # -- rows ------------------------------------------------------------------------------------------
+    def overview(self) -> None:
+        ctx = self.ctx
+        fb_threshold, kv_threshold = (
+            ctx.threshold("gpu_fb_used_ratio"),
+            ctx.threshold("engine_kv_cache_usage"),
+        )
+        fullest = promql.agg("max", [], self.framebuffer_ratio())
+        self.row("Deployment", collapsed=False)
+        self.add(
             stat(
                 "Fullest GPU framebuffer",
-                g.Target(b.agg("max", [], gpu_ratio)),
+                grafana.Target(fullest),
                 unit="percentunit",
                 min=0,
                 max=1,
-                steps=pct_steps(fb_thr),
-                description="Framebuffer used ratio of the fullest GPU the deployment holds.",
+                steps=filling(fb_threshold),
+                description="Framebuffer used ratio of the fullest GPU the deployment holds. When red, open "
+                "Per rank: which rank's GPU, and is its KV cache full too?",
             )
         )
-        headroom = g.thresholds((None, RED), (round(1 - fb_thr, 4), GREEN)) if fb_thr is not None else ()
-        d.add(
+        headroom = (
+            grafana.thresholds((None, RED), (round(1 - fb_threshold, 4), GREEN))
+            if fb_threshold is not None
+            else ()
+        )
+        self.add(
             stat(
                 "Headroom on the fullest GPU",
-                g.Target(f"1 - {b.agg('max', [], gpu_ratio)}"),
+                grafana.Target(f"1 - {fullest}"),
                 unit="percentunit",
                 min=0,
                 max=1,
                 steps=headroom,
-                description="What is left on the fullest rank's GPU: it runs out first.",
+                description="What is left on the fullest rank's GPU: it runs out first. Red below what the "
+                "framebuffer alert allows.",
             )
         )
-        free = c.gpus_held(c.per_gpu(self.gb, "fb_free", extra=[r.wl_namespace, r.wl_pod]), self.pods)
-        d.add(
+        self.add(
             stat(
                 "Least free framebuffer",
-                g.Target(b.agg("min", [], free)),
-                unit=c.unit("fb_free"),
-                description="Free framebuffer on the deployment's GPU with the least of it.",
+                grafana.Target(self.least_free_framebuffer()),
+                unit=ctx.unit("fb_free"),
+                description="Free framebuffer on the deployment's GPU with the least of it. Near 0: a "
+                "longer context or a bigger batch will not fit there.",
             )
         )
-        d.add(
+        self.add(
             stat(
                 "Fullest engine KV cache",
-                g.Target(b.agg("max", [], self.engine("engine_kv_cache_usage"))),
+                grafana.Target(promql.agg("max", [], self.engine("engine_kv_cache_usage"))),
                 unit="percentunit",
                 min=0,
                 max=1,
-                steps=pct_steps(kv_thr),
+                steps=filling(kv_threshold),
+                description="KV cache usage of the deployment's fullest engine (rank). When red, that rank "
+                "preempts first: open Per rank.",
             )
         )
-        d.add(stat("Waiting requests", g.Target(b.agg("sum", [], self.engine("engine_requests_waiting")))))
-        d.add(
+        self.add(
+            stat(
+                "Longest queue (one engine)",
+                grafana.Target(promql.agg("max", [], self.engine("engine_requests_waiting"))),
+                steps=above(ctx.threshold("engine_requests_waiting")),
+                description="Requests waiting on the deployment's engine with the longest queue. When red, "
+                "compare the ranks' queues in Per rank.",
+            )
+        )
+        self.add(
             stat(
                 "Firing alerts",
-                g.Target(b.agg("count", [], self.firing_alerts())),
-                no_value="0",
-                steps=over(1),
+                grafana.Target(f"count({self.firing_alerts()}) or vector(0)"),
+                steps=problems(),
+                description="Alerts firing for the model, its pods or the GPUs they hold. Not 0: the Alerts "
+                "row lists them.",
             ),
-            show=self.shows("alerts"),
+            optional="alerts",
         )
 
-        d.row("Imbalance across ranks (fullest / average; 1 = even)")
+    def imbalance_across_ranks(self) -> None:
+        model = self.ctx.identity("model")
+        self.row("Imbalance across ranks (fullest / average; 1 = even)")
         targets = [
-            g.Target(self.imbalance(gpu_ratio, []), "GPU framebuffer"),
-            g.Target(self.imbalance(self.engine("engine_kv_cache_usage"), self.model_ident), "KV cache"),
-            g.Target(
-                self.imbalance(self.engine("engine_requests_running"), self.model_ident), "running requests"
-            ),
+            grafana.Target(self.imbalance(self.framebuffer_ratio(), []), "GPU framebuffer"),
+            grafana.Target(self.imbalance(self.engine("engine_kv_cache_usage"), model), "KV cache"),
+            grafana.Target(self.imbalance(self.engine("engine_requests_running"), model), "running requests"),
         ]
         if self.shows("tokens_per_rank"):
             targets.append(
-                g.Target(
-                    self.imbalance(self.engine("engine_generation_tokens_rate"), self.model_ident),
-                    "generated tokens/s",
+                grafana.Target(
+                    self.imbalance(self.engine("engine_generation_tokens_rate"), model), "generated tokens/s"
                 )
             )
-        d.add(
-            ts(
+        self.add(
+            timeseries(
                 "Imbalance (max / avg across ranks)",
                 *targets,
                 unit="none",
                 decimals=2,
                 w=24,
-                description="Expert-parallel MoE ranks wait for the "
-                "slowest; a ratio well above 1 means one rank "
-                "carries more load or memory than the others.",
+                description="Expert-parallel MoE ranks wait for the slowest; a ratio well above 1 means one "
+                "rank carries more load or memory than the others: check expert placement and routing.",
             )
         )
 
-        d.row("Per rank")
-        d.add(
-            ts(
+    def per_rank(self) -> None:
+        ctx, roles = self.ctx, self.ctx.roles
+        fb_threshold, kv_threshold = (
+            ctx.threshold("gpu_fb_used_ratio"),
+            ctx.threshold("engine_kv_cache_usage"),
+        )
+        ratio = self.framebuffer_ratio()
+        gpu = f"{{{{{roles.wl_pod}}}}} {ctx.gpu_legend()}"
+        engine = ctx.engine_legend()
+        fleet_view = grafana.Link(
+            "GPU fleet view of this GPU",
+            ctx.board_url("gpu-fleet", {"uuid": f"${{__field.labels.{roles.uuid}}}"}),
+        )
+        self.row("Per rank")
+        self.add(
+            timeseries(
                 "Framebuffer used per GPU",
-                g.Target(gpu_ratio, gpu_legend),
+                grafana.Target(ratio, gpu),
                 unit="percentunit",
                 min=0,
                 max=1,
-                steps=pct_steps(fb_thr),
-                show_thresholds=True,
+                steps=filling(fb_threshold),
                 w=16,
-                links=(fleet_link,),
+                links=(fleet_view,),
+                description="Framebuffer used ratio of each GPU the deployment's pods hold. One GPU above "
+                "its siblings: that rank holds more; the link opens the GPU in the fleet view.",
             )
         )
-        d.add(
-            g.Panel(
-                "bargauge",
+        self.add(
+            bargauge(
                 "Fullest GPUs now",
-                (g.Target(f"sort_desc({gpu_ratio})", gpu_legend, instant=True),),
+                grafana.Target(f"sort_desc({ratio})", gpu, instant=True),
                 unit="percentunit",
                 min=0,
                 max=1,
-                steps=pct_steps(fb_thr),
+                steps=filling(fb_threshold),
                 w=8,
+                description="The deployment's GPUs, fullest first, at the end of the time range. The top one "
+                "runs out first.",
             )
         )
-        d.add(
-            ts(
+        self.add(
+            timeseries(
                 "KV cache usage per engine",
-                g.Target(self.engine("engine_kv_cache_usage"), el),
+                grafana.Target(self.engine("engine_kv_cache_usage"), engine),
                 unit="percentunit",
                 min=0,
                 max=1,
-                steps=pct_steps(kv_thr),
-                show_thresholds=True,
+                steps=filling(kv_threshold),
                 w=8,
+                description="KV cache usage of each rank. One rank far above the others: uneven routing; "
+                "all of them high: the deployment needs KV cache room.",
             )
         )
-        d.add(
-            ts(
+        self.add(
+            timeseries(
                 "Queue per engine",
-                g.Target(self.engine("engine_requests_waiting"), el + " waiting"),
-                g.Target(self.engine("engine_requests_running"), el + " running"),
+                grafana.Target(self.engine("engine_requests_waiting"), ctx.engine_legend("waiting")),
+                grafana.Target(self.engine("engine_requests_running"), ctx.engine_legend("running")),
+                steps=above(ctx.threshold("engine_requests_waiting")),
                 w=8,
+                description="Requests waiting and running on each rank; the line is the waiting alert's "
+                "threshold. Waiting on one rank only: that rank is slow.",
             )
         )
-        d.add(
-            ts(
+        self.add(
+            timeseries(
                 "Generated tokens per second per engine",
-                g.Target(self.engine("engine_generation_tokens_rate"), el),
+                grafana.Target(self.engine("engine_generation_tokens_rate"), engine),
+                unit=TOKENS_PER_SECOND,
                 w=8,
+                description="Output tokens per second of each rank. A rank at 0 while the others work is "
+                "idle or wedged.",
             ),
-            show=self.shows("tokens_per_rank"),
+            optional="tokens_per_rank",
         )
 
-        d.row("Alerts")
-        d.add(
-            table(
+    def alerts(self) -> None:
+        self.row("Alerts")
+        self.add(
+            problem_list(
                 "Alerts firing for this deployment",
-                instant_table(self.firing_alerts()),
+                self.firing_alerts(),
+                "None: no alert fires for this model, its pods or their GPUs.",
                 w=24,
                 hide=("Value", "alertstate"),
-                description="vLLM alerts of the model or its pods, and GPU alerts of the GPUs its pods hold.",
+                description="vLLM alerts of the model or its pods, and GPU alerts of the GPUs its pods hold. "
+                "Each alert's runbook_url says what to do.",
             ),
-            show=self.shows("alerts"),
+            optional="alerts",
         )
-        return d

@@ -1,35 +1,65 @@
-"""Panel shorthands the dashboards are written with: time series, stat, table, threshold steps."""
+"""Panel shorthands the dashboards are written with: time series, stat, tables (problem lists among
+them), heatmap, bar gauge, and the threshold steps, always from an alert's resolved threshold."""
 
 from __future__ import annotations
 
-from ... import grafana as g
+from ... import grafana
 
 GREEN, ORANGE, RED = "green", "orange", "red"
 
 
-def pct_steps(threshold: float | None) -> tuple[g.Threshold, ...]:
+def above(threshold: float | None) -> tuple[grafana.Threshold, ...]:
+    """Red from the alert's threshold on; all green when no alert watches it."""
+    return (
+        grafana.thresholds((None, GREEN))
+        if threshold is None
+        else grafana.thresholds((None, GREEN), (threshold, RED))
+    )
+
+
+def filling(threshold: float | None) -> tuple[grafana.Threshold, ...]:
+    """A saturation: orange from 90% of the alert's threshold, red from the threshold."""
     if threshold is None:
-        return g.thresholds((None, GREEN))
-    return g.thresholds((None, GREEN), (round(threshold * 0.9, 4), ORANGE), (threshold, RED))
+        return grafana.thresholds((None, GREEN))
+    return grafana.thresholds((None, GREEN), (round(threshold * 0.9, 4), ORANGE), (threshold, RED))
 
 
-def over(threshold: float | None) -> tuple[g.Threshold, ...]:
-    return g.thresholds((None, GREEN)) if threshold is None else g.thresholds((None, GREEN), (threshold, RED))
+def problems() -> tuple[grafana.Threshold, ...]:
+    """A count of things that are wrong: red from the first one."""
+    return grafana.thresholds((None, GREEN), (1, RED))
 
 
-def ts(title: str, *targets: g.Target, **kw) -> g.Panel:
-    return g.Panel("timeseries", title, tuple(targets), **kw)
+def timeseries(title: str, *targets: grafana.Target, **kw) -> grafana.Panel:
+    """A time series; threshold steps, when given, are drawn as lines."""
+    kw.setdefault("show_thresholds", len(kw.get("steps", ())) > 1)
+    return grafana.Panel("timeseries", title, tuple(targets), **kw)
 
 
-def stat(title: str, *targets: g.Target, **kw) -> g.Panel:
+def stat(title: str, *targets: grafana.Target, **kw) -> grafana.Panel:
     kw.setdefault("w", 4)
     kw.setdefault("h", 4)
-    return g.Panel("stat", title, tuple(targets), **kw)
+    return grafana.Panel("stat", title, tuple(targets), **kw)
+
+
+def bargauge(title: str, target: grafana.Target, **kw) -> grafana.Panel:
+    kw.setdefault("options", {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False}})
+    return grafana.Panel("bargauge", title, (target,), **kw)
+
+
+def heatmap(title: str, target: grafana.Target, **kw) -> grafana.Panel:
+    """Bucket rates as Grafana's heatmap wants them: one series per `le`, already cumulative."""
+    kw.setdefault("options", {"yAxis": {"axisPlacement": "left", "unit": "short"}})
+    return grafana.Panel("heatmap", title, (target,), **kw)
+
+
+def instant_table(expr: str) -> grafana.Target:
+    return grafana.Target(expr, instant=True, format="table")
 
 
 def table(
-    title: str, *targets: g.Target, value_unit: str = "short", hide: tuple[str, ...] = (), **kw
-) -> g.Panel:
+    title: str, *targets: grafana.Target, value_unit: str = "short", hide: tuple[str, ...] = (), **kw
+) -> grafana.Panel:
+    """Labels as columns; the Value column coloured by the panel's threshold steps."""
     excluded = {name: True for name in ("Time", "__name__", *hide)}
     kw.setdefault(
         "transformations",
@@ -58,8 +88,10 @@ def table(
         ),
     )
     kw.setdefault("options", {"sortBy": [{"desc": True, "displayName": "Value"}]})
-    return g.Panel("table", title, tuple(targets), **kw)
+    return grafana.Panel("table", title, tuple(targets), **kw)
 
 
-def instant_table(expr: str) -> g.Target:
-    return g.Target(expr, instant=True, format="table")
+def problem_list(title: str, expr: str, empty: str, **kw) -> grafana.Panel:
+    """A table of what is wrong now; `empty` is what it says when nothing is."""
+    kw.setdefault("steps", problems())
+    return table(title, instant_table(expr), no_value=empty, **kw)

@@ -1,12 +1,37 @@
-"""vLLM serving: per model, drillable to pod and engine (the data-parallel rank)."""
+"""vLLM serving: per model, drillable to pod and engine (the data-parallel rank).
+
+The first screen is the overview: one value per stat, the worst (or the total) of the selected models,
+read from the alerts' recording rules. Every other row opens on demand. Rows per model say that the
+pod and engine variables do not apply to them; the per-engine and request-shape rows honour them.
+"""
 
 from __future__ import annotations
 
-from ... import grafana as g
-from ...promql import builders as b
+from ... import grafana
+from ...promql import builders as promql
 from .board import BoardBuilder
-from .context import WINDOW, DashboardContext, var_matcher
-from .panels import over, pct_steps, stat, ts
+from .context import REQUESTS_PER_SECOND, TOKENS_PER_SECOND, DashboardContext, var_matcher
+from .panels import above, filling, heatmap, problem_list, stat, timeseries
+
+QUANTILES = (0.5, 0.9, 0.95, 0.99)
+LATENCIES = (  # signal, metric, title
+    ("model_ttft", "vllm:time_to_first_token_seconds", "Time to first token"),
+    ("model_itl", "vllm:inter_token_latency_seconds", "Inter-token latency"),
+    ("model_e2e_latency", "vllm:e2e_request_latency_seconds", "End-to-end latency"),
+)
+TPOT = "vllm:request_time_per_output_token_seconds"
+PHASES = (  # where a request's time goes: phase, histogram
+    ("queue", "vllm:request_queue_time_seconds"),
+    ("prefill", "vllm:request_prefill_time_seconds"),
+    ("decode", "vllm:request_decode_time_seconds"),
+)
+PROMPT_TOKENS, GENERATION_TOKENS = "vllm:request_prompt_tokens", "vllm:request_generation_tokens"
+ITERATION_TOKENS = "vllm:iteration_tokens_total"
+PER_MODEL = "pod and engine do not apply"
+
+
+def percentile(q: float) -> str:
+    return f"p{q * 100:g}"
 
 
 class VllmServing(BoardBuilder):
@@ -14,343 +39,496 @@ class VllmServing(BoardBuilder):
 
     def __init__(self, ctx: DashboardContext):
         super().__init__(ctx)
-        c, r = ctx, ctx.r
-        self.model_filters = c.model_filters
-        self.engine_filters = self.model_filters + [
-            var_matcher(r.pod, "pod"),
-            var_matcher(r.engine, "engine"),
-        ]
-        self.mb = c.builder(vllm=self.model_filters)  # model level: what the alerts see
-        self.eb = c.builder(vllm=self.engine_filters)  # narrowed by pod and engine too
-        self.gb = c.builder(dcgm=c.workload_filters)
-        self.model_ident = c.ident("model")
-        self.engine_ident = c.ident("engine")
+        # what the alerts see: every engine of the selected models
+        self.models = ctx.selection(vllm=ctx.model_filters, dcgm=ctx.workload_filters)
+        self.engines = ctx.selection(vllm=ctx.engine_filters)
+        # a panel repeated per model: one model in each copy, all its engines or the selected ones
+        pods_and_engines = ctx.engine_filters[len(ctx.model_filters) :]
+        self.one_model = ctx.selection(vllm=ctx.one_model_filters)
+        self.one_model_engines = ctx.selection(vllm=ctx.one_model_filters + pods_and_engines)
+        # the alerts' own conditions, in the selected clusters
+        self.everything = ctx.selection(vllm=ctx.cluster_filter, dcgm=ctx.cluster_filter)
 
-    def filters(self, name: str) -> list[str]:
-        return self.engine_filters if self.ctx.signal(name).level == "engine" else self.model_filters
+    def description(self) -> str:
+        return (
+            "vLLM serving per model, drillable to pod and engine (data-parallel rank). The overview "
+            "shows the worst of the selected models from the alerts' recording rules; open a row for "
+            "more. An alert's link opens the panel that shows it."
+        )
 
-    def show(self, name: str, bld=None, quantile: float | None = None) -> str:
-        return self.ctx.show(name, bld or self.eb, self.filters(name), quantile)
-
-    def per_model(self, expr: str, by: tuple[str, ...] = ()) -> str:
-        return b.agg("sum", self.model_ident + list(by), expr)
-
-    # -- pieces ------------------------------------------------------------------------------------
-    def variables(self) -> list[g.Variable]:
-        c, r = self.ctx, self.ctx.r
+    def variables(self) -> list[grafana.Variable]:
+        ctx, roles = self.ctx, self.ctx.roles
         return [
-            *c.deployment_vars("Model", multi=True),
-            g.Variable(
+            *ctx.deployment_variables("Model", multi=True),
+            grafana.Variable(
                 "pod",
                 "Pod",
-                query=c.label_values(c.liveness, r.pod, *c.model_filters),
+                query=ctx.label_values(ctx.liveness, roles.pod, *ctx.model_filters),
                 multi=True,
                 include_all=True,
             ),
-            g.Variable(
+            grafana.Variable(
                 "engine",
                 "Engine (DP rank)",
-                query=c.label_values(c.liveness, r.engine, *c.model_filters, var_matcher(r.pod, "pod")),
+                query=ctx.label_values(
+                    ctx.liveness, roles.engine, *ctx.model_filters, var_matcher(roles.pod, "pod")
+                ),
                 multi=True,
                 include_all=True,
             ),
         ]
 
-    def model_legend(self, suffix: str = "") -> str:
-        r = self.ctx.r
-        return f"{{{{{r.namespace}}}}}/{{{{{r.model}}}}}" + (f" {suffix}" if suffix else "")
+    def annotations(self) -> list[grafana.Annotation]:
+        return self.ctx.firing_annotation("Firing vLLM alerts", (self.name,), self.ctx.model_filters)
 
-    def quantile_targets(self, name: str) -> list[g.Target]:
-        c = self.ctx
-        sig = c.signal(name)
-        if c.uses_record(name):
-            return [g.Target(b.selector(sig.record, *self.model_filters), self.model_legend("p{{quantile}}"))]
-        return [g.Target(self.show(name, self.mb, q), self.model_legend(f"p{q:g}")) for q in sig.quantiles]
+    def fill(self) -> None:
+        self.overview()
+        self.targets()
+        self.traffic()
+        self.latency()
+        self.per_engine()
+        self.request_shape()
+        self.caches_and_cost()
 
-    def rate_ratio(self, part: str, whole: str) -> str:
-        """rate(part) / rate(whole) per model; no value while `whole` does not move."""
-        c = self.ctx
-        return b.guarded_div(
-            c.rate(self.eb, part, "model"), c.rate(self.eb, whole, "model"), self.model_ident
+    # -- queries -------------------------------------------------------------------------------------
+    def per_model(self, expr: str, *by: str) -> str:
+        return promql.agg("sum", self.ctx.identity("model") + list(by), expr)
+
+    def worst(self, signal: str, quantile: float | None = None) -> str:
+        return promql.agg("max", [], self.models.signal(signal, quantile))
+
+    def total(self, expr: str) -> str:
+        return promql.agg("sum", [], expr)
+
+    def generated_tokens_per_model(self) -> str:
+        return self.models.rate("vllm:generation_tokens_total", "model")
+
+    def cost_per_million_tokens(self) -> str:
+        """GPUs held x price per GPU-hour / generated tokens per second x 1e6, per model; no value
+        (not infinity) while a model generates nothing."""
+        price = repr(float(self.ctx.settings.defaults.cost.price_per_gpu_hour))
+        gpus = self.models.gpus_per_model()
+        return promql.guarded_div(
+            f"({gpus}\n* {price} / 3600 * 1e6)", self.generated_tokens_per_model(), self.ctx.identity("model")
         )
 
-    def mean_time(self, metric: str) -> str:
-        return self.rate_ratio(f"{metric}_sum", f"{metric}_count")
+    def length_distribution(self, metric: str) -> str:
+        """One model's bucket rates, shown only while its engines share one bucket layout."""
+        selection = self.one_model_engines
+        return promql.only_where(selection.bucket_rates(metric, "all"), selection.one_layout(metric), [])
 
-    def share(self, title: str, part: str, whole: str, description: str) -> g.Panel:
-        """A per-model ratio of two counters, from 0 to 1."""
-        return ts(
-            title,
-            g.Target(self.rate_ratio(part, whole), self.model_legend()),
-            unit="percentunit",
-            min=0,
-            max=1,
-            w=8,
-            description=description,
-        )
-
-    def cost_per_million(self) -> str:
-        c, r = self.ctx, self.ctx.r
-        cost = c.settings.defaults.cost
-        if cost.gpus_per_engine:
-            engines = b.dedup(self.mb.select(c.liveness), self.engine_ident)
-            gpus = f"{b.agg('count', self.model_ident, engines)} * {cost.gpus_per_engine}"
-        else:
-            per_gpu = b.dedup(self.gb.select("fb_used"), c.ident("gpu") + [r.wl_namespace, r.wl_pod])
-            held = b.copy_label(b.copy_label(per_gpu, r.wl_namespace, r.namespace), r.wl_pod, r.pod)
-            gpus = b.agg(
-                "count",
-                self.model_ident,
-                b.with_context(held, c.pods_of_models(self.mb), c.pod_ident, [r.model]),
+    def quantile_lines(self, metric: str, signal: str | None) -> list[grafana.Target]:
+        """p50, p90, p95 and p99 per model (the recording rule where it records that quantile), and
+        the mean."""
+        ctx = self.ctx
+        lines = [
+            grafana.Target(
+                self.models.signal(signal, q) if signal else self.models.quantile(metric, q, "model"),
+                ctx.model_legend(percentile(q)),
             )
-        tokens = self.per_model(self.show("engine_generation_tokens_rate", self.mb))
-        price = repr(float(cost.price_per_gpu_hour))
-        return b.guarded_div(f"({gpus}\n* {price} / 3600 * 1e6)", tokens, self.model_ident)
+            for q in QUANTILES
+        ]
+        return lines + [grafana.Target(self.models.mean(metric, "model"), ctx.model_legend("mean"))]
 
-    def heatmap(self, title: str, metric: str, description: str) -> g.Panel:
-        rates = b.dedup(b.rate(self.eb.select(f"{metric}_bucket"), WINDOW), self.engine_ident + ["le"])
-        return g.Panel(
-            "heatmap",
-            title,
-            (g.Target(b.agg("sum", ["le"], rates), "{{le}}", format="heatmap"),),
-            description=description,
-            unit="short",
-            options={"yAxis": {"axisPlacement": "left", "unit": "short"}},
+    # -- rows ----------------------------------------------------------------------------------------
+    def overview(self) -> None:
+        ctx, cost = self.ctx, self.ctx.settings.defaults.cost
+        self.row(f"Overview: the worst of the selected models ({PER_MODEL})", collapsed=False)
+        self.add(
+            stat(
+                "Requests per second",
+                grafana.Target(self.total(self.models.signal("model_requests_rate"))),
+                unit=REQUESTS_PER_SECOND,
+                description="Requests finished per second (every finished_reason), all selected models. "
+                "If it drops to 0 while clients send traffic, open the vLLM targets row.",
+            )
+        )
+        self.add(
+            stat(
+                "Generated tokens per second",
+                grafana.Target(self.total(self.generated_tokens_per_model())),
+                unit=TOKENS_PER_SECOND,
+                description="Output tokens generated per second, all selected models. A fall with steady "
+                "requests means shorter answers or slower decode: compare inter-token latency.",
+            )
+        )
+        self.add(
+            stat(
+                "Aborted or failed requests",
+                grafana.Target(self.worst("model_request_error_ratio")),
+                unit="percentunit",
+                steps=above(ctx.threshold("model_request_error_ratio")),
+                description="Share of finished requests that ended in abort or error, worst model. When "
+                "red, open Traffic per model to see which model and whether clients abort.",
+            )
+        )
+        for signal, _, title in LATENCIES:
+            self.add(
+                stat(
+                    f"{title} p95",
+                    grafana.Target(self.worst(signal, 0.95)),
+                    unit="s",
+                    steps=above(ctx.threshold(signal, 0.95)),
+                    description=f"{ctx.model.signal(signal).help} Worst model of the selection. When red, "
+                    "open Latency per model.",
+                )
+            )
+        self.add(
+            stat(
+                "Fullest KV cache",
+                grafana.Target(self.worst("engine_kv_cache_usage")),
+                unit="percentunit",
+                min=0,
+                max=1,
+                steps=filling(ctx.threshold("engine_kv_cache_usage")),
+                description="KV cache usage of the fullest engine: the first one to preempt. Never an "
+                "average. When red, open Per engine to find the rank.",
+            )
+        )
+        self.add(
+            stat(
+                "Longest queue (one engine)",
+                grafana.Target(self.worst("engine_requests_waiting")),
+                steps=above(ctx.threshold("engine_requests_waiting")),
+                description="Requests waiting on the engine with the longest queue. When red, open Per "
+                "engine: one busy rank or all of them?",
+            )
+        )
+        self.add(
+            stat(
+                "Preemptions, busiest engine",
+                grafana.Target(self.worst("engine_preemptions_rate")),
+                unit=REQUESTS_PER_SECOND,
+                steps=above(ctx.threshold("engine_preemptions_rate")),
+                description="Requests preempted per second for lack of KV cache on the engine that "
+                "preempts most; each is recomputed. When red, check its KV cache.",
+            )
+        )
+        self.add(
+            stat(
+                "Running requests",
+                grafana.Target(self.total(self.models.signal("engine_requests_running"))),
+                description="Requests in the running batches of every selected engine. Compare with the "
+                "queue: work piling up in front of a full batch needs more replicas.",
+            )
+        )
+        self.add(
+            stat(
+                "Cost per 1M output tokens, most expensive model",
+                grafana.Target(promql.agg("max", [], self.cost_per_million_tokens())),
+                unit=cost.unit,
+                decimals=2,
+                description=f"The most expensive selected model: {cost.price_per_gpu_hour:g} {cost.currency} "
+                "per GPU-hour x GPUs held / generated tokens per second x 1e6. Empty while nothing is "
+                "generated; high with low traffic means idle GPUs.",
+            ),
+            optional="cost",
+        )
+        self.add(
+            stat(
+                "vLLM targets up",
+                grafana.Target(
+                    self.everything.targets_up("vllm", var_matcher(ctx.roles.namespace, "namespace"))
+                ),
+                description="vLLM scrape targets in the selected namespaces that answer their scrape. "
+                "Fewer than the replicas you run: open the vLLM targets row.",
+            )
         )
 
-    # -- the dashboard -----------------------------------------------------------------------------
-    def build(self) -> g.Dashboard:
-        c, s = self.ctx, self.ctx.settings
-        ml, el = self.model_legend, c.engine_legend()
-        kv_thr = c.threshold("engine_kv_cache_usage")
-        d = self.start(
-            "vLLM serving per model, drillable to pod and engine (data-parallel rank). "
-            "Panels marked 'alert view' read the same recording rules as the alerts.",
-            c.firing_annotation("Firing vLLM alerts", (self.name,), self.model_filters),
+    def targets(self) -> None:
+        self.row("vLLM targets: the alerts' own conditions (namespace, model, " + PER_MODEL + ")")
+        for alert in self.ctx.absence_alerts("vllm", "metrics_absent", "target_down", "inputs_missing"):
+            title, empty = {
+                "metrics_absent": (
+                    "vLLM targets down or without metrics",
+                    "None: every vLLM target is up and exports vllm: metrics.",
+                ),
+                "target_down": ("vLLM targets down", "None: every vLLM target answers its scrape."),
+                "inputs_missing": (
+                    "vLLM metrics the alerts read, missing",
+                    "None: every vLLM target exports every metric the alerts read.",
+                ),
+            }[alert.spec.absence.kind]
+            self.add(
+                problem_list(
+                    title,
+                    self.everything.absence(alert),
+                    empty,
+                    w=12,
+                    description=f"What {alert.alert} fires on, now. {alert.spec.summary}",
+                ),
+                alert_view=[alert],
+            )
+
+    def traffic(self) -> None:
+        ctx = self.ctx
+        self.row(f"Traffic per model ({PER_MODEL})")
+        self.add(
+            timeseries(
+                "Finished requests by reason",
+                grafana.Target(
+                    self.models.signal("model_requests_rate"), ctx.model_legend("{{finished_reason}}")
+                ),
+                unit=REQUESTS_PER_SECOND,
+                stack=True,
+                description="Requests finished per second by finished_reason (stop, length, abort, error, "
+                "repetition). A growing abort band means clients give up: check latency.",
+            )
         )
-        moe_link = g.Link(
+        self.add(
+            timeseries(
+                "Aborted or failed requests per model",
+                grafana.Target(self.models.signal("model_request_error_ratio"), ctx.model_legend()),
+                unit="percentunit",
+                min=0,
+                steps=above(ctx.threshold("model_request_error_ratio")),
+                description="Share of each model's finished requests that ended in abort or error. Above "
+                "the line, see the runbook: client aborts (timeouts) or engine errors.",
+            ),
+            alert_view=ctx.alerts_of("model_request_error_ratio"),
+        )
+        self.add(
+            timeseries(
+                "Running and waiting requests",
+                grafana.Target(
+                    self.per_model(self.models.signal("engine_requests_running")), ctx.model_legend("running")
+                ),
+                grafana.Target(
+                    self.per_model(self.models.signal("engine_requests_waiting")), ctx.model_legend("waiting")
+                ),
+                description="Requests in the running batches and in the queues, summed over each model's "
+                "engines. A queue that keeps growing means the model needs more replicas.",
+            )
+        )
+        self.add(
+            timeseries(
+                "Waiting requests by reason",
+                grafana.Target(
+                    self.models.total("vllm:num_requests_waiting_by_reason", "model", ["reason"]),
+                    ctx.model_legend("{{reason}}"),
+                ),
+                stack=True,
+                description="Why requests wait: capacity (no KV cache or batch room) or deferred (held back "
+                "by the scheduler). Capacity waits call for more KV cache or replicas.",
+            )
+        )
+        self.add(
+            timeseries(
+                "Token throughput",
+                grafana.Target(
+                    self.models.rate("vllm:prompt_tokens_total", "model"), ctx.model_legend("prompt")
+                ),
+                grafana.Target(self.generated_tokens_per_model(), ctx.model_legend("generation")),
+                unit=TOKENS_PER_SECOND,
+                description="Prompt tokens (prefill, cached ones included) and generated tokens per second "
+                "per model. Prompt tokens up with flat requests: longer prompts, slower prefill.",
+            )
+        )
+
+    def latency(self) -> None:
+        ctx = self.ctx
+        self.row(f"Latency per model: p50, p90, p95, p99 and mean ({PER_MODEL})")
+        for signal, metric, title in LATENCIES:
+            self.add(
+                timeseries(
+                    title,
+                    *self.quantile_lines(metric, signal),
+                    unit="s",
+                    w=8,
+                    steps=above(ctx.threshold(signal, 0.95)),
+                    description=f"{ctx.model.signal(signal).help} The line is the p95 alert's threshold; "
+                    "above it, compare queue, prefill and decode below.",
+                ),
+                alert_view=ctx.alerts_of(signal),
+            )
+        self.add(
+            timeseries(
+                "Time per output token (TPOT)",
+                *self.quantile_lines(TPOT, None),
+                unit="s",
+                w=8,
+                description="Decode time / (generated tokens - 1) per finished request: what one user "
+                "sees per token. High with normal inter-token latency: long pauses inside requests.",
+            )
+        )
+        self.add(
+            timeseries(
+                "Queue, prefill and decode p95",
+                *(
+                    grafana.Target(
+                        self.models.quantile(metric, 0.95, "model"), ctx.model_legend(f"{phase} p95")
+                    )
+                    for phase, metric in PHASES
+                ),
+                unit="s",
+                w=8,
+                description="Where slow requests spend their time. Queue up: not enough capacity; prefill "
+                "up: longer prompts; decode up: busy batches or longer answers.",
+            )
+        )
+        self.add(
+            timeseries(
+                "Where request time goes (mean): $model",
+                *(grafana.Target(self.one_model.mean(metric, "all"), phase) for phase, metric in PHASES),
+                unit="s",
+                stack=True,
+                w=8,
+                repeat="model",
+                description="Mean seconds a finished request of this model spends queued, in prefill and in "
+                "decode, stacked (one panel per model). The tallest band is where to look.",
+            )
+        )
+
+    def per_engine(self) -> None:
+        ctx, roles = self.ctx, self.ctx.roles
+        engine = ctx.engine_legend()
+        self.row("Per engine: the data-parallel ranks (pod and engine apply)")
+        moe_view = grafana.Link(
             "MoE deployment view",
-            c.board_url(
+            ctx.board_url(
                 "moe-deployment",
                 {
-                    "namespace": f"${{__field.labels.{c.r.namespace}}}",
-                    "model": f"${{__field.labels.{c.r.model}}}",
+                    "namespace": f"${{__field.labels.{roles.namespace}}}",
+                    "model": f"${{__field.labels.{roles.model}}}",
                 },
             ),
         )
-
-        d.row("Overview (alert view: worst of the selected models)")
-        d.add(
-            stat(
-                "Requests per second",
-                g.Target(b.agg("sum", [], self.show("model_requests_rate")), "requests/s"),
-                unit="reqps",
-                description="Finished requests per second (every finished_reason) of the selection.",
-            )
-        )
-        err_thr = c.threshold("model_request_error_ratio")
-        d.add(
-            stat(
-                "Aborted or failed requests",
-                g.Target(b.agg("max", [], self.show("model_request_error_ratio", self.mb))),
-                unit="percentunit",
-                steps=over(err_thr),
-                no_value="0",
-                description="Share of finished requests with finished_reason abort or error (alert view).",
-            )
-        )
-        for name, title in (
-            ("model_ttft", "Time to first token p95"),
-            ("model_itl", "Inter-token latency p95"),
-        ):
-            thr = c.threshold(name, 0.95)
-            d.add(
-                stat(
-                    title,
-                    g.Target(b.agg("max", [], self.show(name, self.mb, 0.95))),
-                    unit="s",
-                    steps=over(thr),
-                    description=f"{c.signal(name).help} Worst model of the selection (alert view).",
-                )
-            )
-        d.add(
-            stat(
-                "Fullest KV cache",
-                g.Target(b.agg("max", [], self.show("engine_kv_cache_usage"))),
-                unit="percentunit",
-                steps=pct_steps(kv_thr),
-                min=0,
-                max=1,
-                description="KV cache usage of the fullest engine (alert view): the first one to preempt.",
-            )
-        )
-        cost = s.defaults.cost
-        d.add(
-            stat(
-                "Cost per 1M output tokens",
-                g.Target(self.cost_per_million(), ml()),
-                unit=cost.unit,
-                decimals=2,
-                description=f"{cost.price_per_gpu_hour:g} {cost.currency} "
-                "per GPU-hour x GPUs held / generated "
-                "tokens per second x 1e6. Empty when no tokens were generated.",
-            ),
-            show=self.shows("cost"),
-        )
-
-        d.row("Traffic")
-        d.add(
-            ts(
-                "Finished requests by reason",
-                g.Target(self.show("model_requests_rate"), ml("{{finished_reason}}")),
-                unit="reqps",
-                stack=True,
-                description="Requests finished per second by finished_reason "
-                "(stop, length, abort, error, repetition).",
-            )
-        )
-        d.add(
-            ts(
-                "Running and waiting requests",
-                g.Target(self.per_model(self.show("engine_requests_running")), ml("running")),
-                g.Target(self.per_model(self.show("engine_requests_waiting")), ml("waiting")),
-                description="Requests in the running batch and in the "
-                "queue, summed over the engines of each model.",
-            )
-        )
-        waiting = b.dedup(
-            self.eb.select("vllm:num_requests_waiting_by_reason"), self.engine_ident + ["reason"]
-        )
-        d.add(
-            ts(
-                "Waiting requests by reason",
-                g.Target(self.per_model(waiting, ("reason",)), ml("{{reason}}")),
-                stack=True,
-                description="capacity: no KV cache or batch room; deferred: held back by the scheduler.",
-            )
-        )
-        d.add(
-            ts(
-                "Token throughput",
-                g.Target(self.per_model(self.show("engine_prompt_tokens_rate")), ml("prompt")),
-                g.Target(self.per_model(self.show("engine_generation_tokens_rate")), ml("generation")),
-                unit="short",
-                description="Prompt (prefill, cached included) and generated tokens per second.",
-            )
-        )
-
-        d.row("Latency (alert view: recording rules per model)")
-        for name, title in (
-            ("model_ttft", "Time to first token"),
-            ("model_itl", "Inter-token latency"),
-            ("model_e2e_latency", "End-to-end latency"),
-        ):
-            d.add(ts(title, *self.quantile_targets(name), unit="s", w=8, description=c.signal(name).help))
-        d.add(
-            ts(
-                "Where request time goes (mean)",
-                g.Target(self.mean_time("vllm:request_queue_time_seconds"), ml("queue")),
-                g.Target(self.mean_time("vllm:request_prefill_time_seconds"), ml("prefill")),
-                g.Target(self.mean_time("vllm:request_decode_time_seconds"), ml("decode")),
-                unit="s",
-                stack=True,
-                w=24,
-                description="Mean time per finished request in the queue, in prefill and in decode.",
-            )
-        )
-
-        d.row("Per engine (narrow with the pod and engine variables)")
-        d.add(
-            ts(
+        self.add(
+            timeseries(
                 "KV cache usage per engine",
-                g.Target(self.show("engine_kv_cache_usage"), el),
+                grafana.Target(self.engines.signal("engine_kv_cache_usage"), engine),
                 unit="percentunit",
                 min=0,
                 max=1,
-                steps=pct_steps(kv_thr),
-                show_thresholds=True,
+                steps=filling(ctx.threshold("engine_kv_cache_usage")),
                 w=8,
-                links=(moe_link,),
-                description="Never averaged across engines: the fullest data-parallel rank preempts first.",
-            )
+                links=(moe_view,),
+                description="KV cache usage of each engine, never averaged: the fullest rank preempts first. "
+                "Above the line, see the runbook; the link opens the deployment's MoE view.",
+            ),
+            alert_view=ctx.alerts_of("engine_kv_cache_usage"),
         )
-        d.add(
-            ts(
+        self.add(
+            timeseries(
                 "Preemptions per engine",
-                g.Target(self.show("engine_preemptions_rate"), el),
+                grafana.Target(self.engines.signal("engine_preemptions_rate"), engine),
+                unit=REQUESTS_PER_SECOND,
+                steps=above(ctx.threshold("engine_preemptions_rate")),
                 w=8,
-                steps=over(c.threshold("engine_preemptions_rate")),
-                show_thresholds=True,
-                description="Requests preempted per second for lack of KV cache; each is recomputed.",
-            )
+                description="Requests preempted per second for lack of KV cache; each one is recomputed. "
+                "Above the line, that engine needs KV cache room.",
+            ),
+            alert_view=ctx.alerts_of("engine_preemptions_rate"),
         )
-        d.add(
-            ts(
+        self.add(
+            timeseries(
                 "Waiting requests per engine",
-                g.Target(self.show("engine_requests_waiting"), el),
+                grafana.Target(self.engines.signal("engine_requests_waiting"), engine),
+                steps=above(ctx.threshold("engine_requests_waiting")),
                 w=8,
-                steps=over(c.threshold("engine_requests_waiting")),
-                show_thresholds=True,
-            )
+                description="Requests queued in front of each engine. One engine above the line: an uneven "
+                "router or a slow rank; all of them: too little capacity.",
+            ),
+            alert_view=ctx.alerts_of("engine_requests_waiting"),
         )
-        d.add(
-            ts(
+        self.add(
+            timeseries(
                 "Generated tokens per second per engine",
-                g.Target(self.show("engine_generation_tokens_rate"), el),
+                grafana.Target(self.engines.signal("engine_generation_tokens_rate"), engine),
+                unit=TOKENS_PER_SECOND,
                 w=8,
+                description="Output tokens per second of each engine. An engine at 0 while its siblings "
+                "work is idle or wedged: check its requests and its pod.",
             )
         )
-        for metric, title in (
-            ("vllm:time_to_first_token_seconds", "Time to first token p95 per engine"),
-            ("vllm:inter_token_latency_seconds", "Inter-token latency p95 per engine"),
-        ):
-            expr = self.eb.histogram_quantile(metric, 0.95, WINDOW, "engine")
-            d.add(ts(title, g.Target(expr, el), unit="s", w=8), show=self.shows("per_engine_latency"))
+        for signal, metric, title in LATENCIES[:2]:
+            self.add(
+                timeseries(
+                    f"{title} p95 per engine",
+                    grafana.Target(self.engines.quantile(metric, 0.95, "engine"), engine),
+                    unit="s",
+                    steps=above(ctx.threshold(signal, 0.95)),
+                    w=8,
+                    description=f"{ctx.model.signal(signal).help} Per engine, so one slow rank stands out; "
+                    "the line is the per-model alert's threshold.",
+                ),
+                optional="per_engine_latency",
+            )
 
-        d.row("Requests and caches")
-        d.add(
-            self.heatmap(
-                "Prompt length", "vllm:request_prompt_tokens", "Prompt tokens per finished request."
+    def request_shape(self) -> None:
+        self.row("Request shape: raw histograms, one model per panel (pod and engine apply)")
+        for metric, title, what in (
+            (PROMPT_TOKENS, "Prompt length", "Prompt tokens"),
+            (GENERATION_TOKENS, "Generation length", "Generated tokens"),
+        ):
+            self.add(
+                heatmap(
+                    f"{title}: $model",
+                    grafana.Target(self.length_distribution(metric), "{{le}}", format="heatmap"),
+                    w=12,
+                    repeat="model",
+                    max_per_row=2,
+                    no_value="No finished requests, or this model's engines have different buckets "
+                    "(max_model_len): narrow the namespace or pod.",
+                    description=f"{what} per finished request, one panel per model: token buckets follow "
+                    "each deployment's max_model_len, so models are never added together.",
+                ),
+                optional="length_heatmaps",
+            )
+        self.add(
+            heatmap(
+                "Tokens per engine step (batch size)",
+                grafana.Target(
+                    self.engines.bucket_rates(ITERATION_TOKENS, "all"), "{{le}}", format="heatmap"
+                ),
+                w=12,
+                description="Prompt and generated tokens each engine step computed. Small steps under load: "
+                "the scheduler cannot fill batches (KV cache or max_num_seqs).",
             ),
-            show=self.shows("length_heatmaps"),
+            optional="iteration_heatmap",
         )
-        d.add(
-            self.heatmap(
-                "Generation length",
-                "vllm:request_generation_tokens",
-                "Generated tokens per finished request.",
-            ),
-            show=self.shows("length_heatmaps"),
-        )
-        d.add(
-            self.share(
+
+    def caches_and_cost(self) -> None:
+        ctx, cost = self.ctx, self.ctx.settings.defaults.cost
+        self.row(f"Caches and cost per model ({PER_MODEL})")
+        for (part, whole), title, optional, what in (
+            (
+                ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"),
                 "Prefix cache hit ratio",
-                "vllm:prefix_cache_hits_total",
-                "vllm:prefix_cache_queries_total",
-                "Cached prompt tokens / queried prompt tokens. Empty while nothing is queried.",
+                "prefix_cache",
+                "Cached prompt tokens / queried prompt tokens. Falling hits mean more prefill work: check "
+                "prompt templates and KV cache pressure.",
             ),
-            show=self.shows("prefix_cache"),
-        )
-        d.add(
-            self.share(
+            (
+                ("vllm:spec_decode_num_accepted_tokens_total", "vllm:spec_decode_num_draft_tokens_total"),
                 "Speculative decoding acceptance",
-                "vllm:spec_decode_num_accepted_tokens_total",
-                "vllm:spec_decode_num_draft_tokens_total",
-                "Accepted / proposed draft tokens. Only models served with --speculative-config have data.",
+                "spec_decode",
+                "Accepted / proposed draft tokens; only models served with --speculative-config have data. "
+                "Low acceptance wastes compute: tune or drop the draft model.",
             ),
-            show=self.shows("spec_decode"),
-        )
-        d.add(
-            ts(
+        ):
+            self.add(
+                timeseries(
+                    title,
+                    grafana.Target(self.models.share(part, whole, "model"), ctx.model_legend()),
+                    unit="percentunit",
+                    min=0,
+                    max=1,
+                    w=8,
+                    description=what,
+                ),
+                optional=optional,
+            )
+        self.add(
+            timeseries(
                 "Cost per 1M output tokens",
-                g.Target(self.cost_per_million(), ml()),
+                grafana.Target(self.cost_per_million_tokens(), ctx.model_legend()),
                 unit=cost.unit,
                 decimals=2,
                 w=8,
-                description=f"{cost.price_per_gpu_hour:g} {cost.currency} "
-                "per GPU-hour x GPUs held by the model's pods / "
-                "generated tokens per second x 1e6. Empty, not infinite, when no tokens were generated.",
+                description=f"{cost.price_per_gpu_hour:g} {cost.currency} per GPU-hour x GPUs held by the "
+                "model's pods / generated tokens per second x 1e6. Empty, not infinite, while nothing is "
+                "generated; a rise with steady GPUs means less traffic.",
             ),
-            show=self.shows("cost"),
+            optional="cost",
         )
-        return d

@@ -1,0 +1,274 @@
+"""What a group of panels reads, narrowed by the dashboard's variables, and the one place each
+quantity is read from.
+
+A panel never writes PromQL for a quantity itself: it asks its Selection for a signal, a rate, a
+histogram's bucket rates, a quantile, a mean or a share. Each of those methods reads a recording rule
+where one records that quantity for every series the selection narrows to, and computes it live over
+`$__rate_interval` otherwise; so a panel moves to a new recording rule by changing one method here.
+
+Recording rules read today: every recorded signal (signals.yaml), rates through a recorded rate
+signal of the same metric. Histogram bucket rates and per-engine quantiles are computed live until
+their recording rules exist (`bucket_rates` is where they will be read).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Sequence
+
+from ...model import AlertRule
+from ...promql import builders as promql
+from ...signals import SignalBuilder
+from ...spec.schema import Signal
+
+if TYPE_CHECKING:
+    from .context import DashboardContext
+
+WINDOW = "$__rate_interval"
+FINER = {"engine": ("engine",), "model": ("engine", "model"), "all": ("engine", "model")}
+
+
+class Selection:
+    def __init__(
+        self,
+        ctx: "DashboardContext",
+        vllm: list[str],
+        dcgm: list[str],
+        host_spellings: Sequence[str] = (),
+    ):
+        self.ctx = ctx
+        self.vllm_matchers = vllm
+        self.dcgm_matchers = dcgm
+        config = ctx.model.config
+        selectors = dict(config.selectors)
+        for source, extra in (("vllm", vllm), ("dcgm", dcgm)):
+            selectors[source] = ", ".join(x for x in [selectors.get(source, ""), *extra] if x)
+        # `up` of every source, in the selected clusters only
+        targets = {
+            source: ", ".join(m for m in [matchers, *ctx.cluster_filter] if m)
+            for source, matchers in config.targets.items()
+        }
+        self.signals = _HostNarrowed(
+            config.model_copy(update={"selectors": selectors, "targets": targets}),
+            ctx.model.builder.catalog,
+            tuple(host_spellings),
+        )
+
+    # -- signals: their recording rule where one exists ----------------------------------------------
+    def signal(self, name: str, quantile: float | None = None) -> str:
+        """A signal as the alerts see it: its recording rule, narrowed by the variables the rule's
+        series carry; computed live when it is not recorded (or the selection narrows by a label
+        the rule aggregated away, as pod and engine on a per-model rule)."""
+        sig = self.ctx.model.signal(name)
+        if self._recorded(name, quantile):
+            return self.record(sig, quantile)
+        if sig.kind == "quantile":
+            return self.quantile(
+                sig.metric, quantile if quantile is not None else sig.quantiles[0], sig.level
+            )
+        return self.signals.expr(sig, window=WINDOW)
+
+    def record(self, sig: Signal, quantile: float | None = None) -> str:
+        extra = [f'quantile="{quantile:g}"'] if quantile is not None else []
+        return self.signals.narrow(sig.record, [*extra, *self._matchers(sig.level)], dcgm=sig.level == "gpu")
+
+    def _matchers(self, level: str) -> list[str]:
+        return self.dcgm_matchers if level == "gpu" else self.vllm_matchers
+
+    def _recorded(self, name: str, quantile: float | None) -> bool:
+        sig = self.ctx.model.signal(name)
+        if name not in self.ctx.recorded or (quantile is not None and quantile not in sig.quantiles):
+            return False
+        carried = self.ctx.record_labels[sig.record].known
+        return all(
+            label in carried for label, _, _ in promql.parse_matchers(", ".join(self._matchers(sig.level)))
+        )
+
+    # -- counters and histograms ------------------------------------------------------------------------
+    def rate(self, metric: str, level: str, by: Sequence[str] = ()) -> str:
+        """Per second, per `level` (engine, model, or all of the selection) and `by`: each engine
+        counted once (a target scraped twice is deduplicated), then summed up to the level."""
+        keep = self.ctx.identity(level) + list(by)
+        recorded = self._rate_record(metric, level, by)
+        if recorded is not None:
+            sig, record = recorded
+            same = sig.level == level and list(sig.by) == list(by)
+            return record if same else promql.agg("sum", keep, record)
+        per_engine = promql.dedup(
+            promql.rate(self.select(metric), WINDOW), self.ctx.identity("engine") + list(by)
+        )
+        return per_engine if level == "engine" else promql.agg("sum", keep, per_engine)
+
+    def _rate_record(self, metric: str, level: str, by: Sequence[str]) -> tuple[Signal, str] | None:
+        """A recorded rate of `metric` at `level` or finer, split by at least `by`."""
+        for name, sig in self.ctx.model.spec.signals.items():
+            if (
+                sig.kind == "rate"
+                and sig.metric == metric
+                and sig.level in FINER[level]
+                and set(by) <= set(sig.by)
+                and self._recorded(name, None)
+            ):
+                return sig, self.record(sig)
+        return None
+
+    def bucket_rates(self, metric: str, level: str, by: Sequence[str] = ()) -> str:
+        """A histogram's bucket rates per `level` and `le`: what quantiles and heatmaps are made of."""
+        return self.rate(f"{metric}_bucket", level, [*by, "le"])
+
+    def quantile(self, metric: str, q: float, level: str, by: Sequence[str] = ()) -> str:
+        """The q-quantile per level; no result (not NaN) where nothing was observed."""
+        keep = self.ctx.identity(level) + list(by)
+        observed = f"{self.rate(f'{metric}_count', level, by)} > 0"
+        return promql.only_where(promql.quantile(q, self.bucket_rates(metric, level, by)), observed, keep)
+
+    def mean(self, metric: str, level: str) -> str:
+        """The mean observation per level: rate(_sum) / rate(_count); none while nothing is observed."""
+        return self.share(f"{metric}_sum", f"{metric}_count", level)
+
+    def share(self, part: str, whole: str, level: str) -> str:
+        """rate(part) / rate(whole) per level; no value while `whole` does not move."""
+        return promql.guarded_div(self.rate(part, level), self.rate(whole, level), self.ctx.identity(level))
+
+    def one_layout(self, metric: str) -> str:
+        """1 while every engine of the selection has the same buckets of `metric`: token-count
+        histograms follow each deployment's max_model_len, and other layouts must not be added in."""
+        engine = self.ctx.identity("engine")
+        buckets = self.select(f"{metric}_bucket")
+        per_engine = promql.agg(
+            "min", [], promql.agg("count", engine, promql.agg("group", engine + ["le"], buckets))
+        )
+        together = promql.agg("count", [], promql.agg("group", ["le"], buckets))
+        return f"({per_engine} == on () {together})"
+
+    def total(self, metric: str, level: str, by: Sequence[str] = ()) -> str:
+        """A gauge summed per level and `by`, each engine counted once."""
+        per_engine = promql.dedup(self.select(metric), self.ctx.identity("engine") + list(by))
+        return promql.agg("sum", self.ctx.identity(level) + list(by), per_engine)
+
+    # -- raw series ---------------------------------------------------------------------------------------
+    def select(self, metric: str, *matchers: str) -> str:
+        """A raw series (a DCGM field by its name in the configured profile), narrowed."""
+        return self.signals.select(metric, *matchers)
+
+    def per_gpu(self, field: str, extra: Sequence[str] = ()) -> str:
+        """One series per GPU (a whole-GPU field) or MIG instance, with the labels its legend names."""
+        return promql.dedup(self.select(field), self.gpu_labels(self.ctx.whole_gpu(field)) + list(extra))
+
+    def gpu_labels(self, physical: bool = False) -> list[str]:
+        """Identity plus the labels a GPU legend names (every host spelling: absent ones cost nothing)."""
+        roles = self.ctx.roles
+        ident = self.ctx.identity("gpu")
+        ident = [x for x in ident if x != roles.mig_id] if physical else ident
+        context = [*roles.host_spellings, roles.gpu_index] + ([] if physical else [roles.mig_profile])
+        return ident + [c for c in context if c not in ident]
+
+    def up(self, source: str) -> str:
+        return self.signals.up(source)
+
+    def targets_up(self, source: str, *matchers: str) -> str:
+        """How many of a source's targets answer their scrape (0, not nothing, when none does)."""
+        return f"count({self.signals.up(source, ', '.join(matchers))} == 1) or vector(0)"
+
+    def absence(self, alert: AlertRule) -> str:
+        """A 'never silently blind' alert's condition, as the rule has it, in the selected clusters."""
+        ab = alert.spec.absence
+        return self.signals.absence(
+            ab.kind, ab.source, self.ctx.model.spec.signals, ab.signal, ab.absent_fires
+        )
+
+    # -- joins between vLLM pods and the GPUs they hold ------------------------------------------------------
+    def engines_serving(self) -> str:
+        """One series per engine serving a model: the liveness gauge every engine exports, read from
+        the recording rule of a signal over it where one exists."""
+        ctx = self.ctx
+        signals = ctx.model.spec.signals.items()
+        live = next(
+            (name for name, sig in signals if sig.metric == ctx.liveness and sig.level == "engine"), None
+        )
+        return self.signal(live) if live else promql.dedup(self.select(ctx.liveness), ctx.identity("engine"))
+
+    def serving_pods(self) -> str:
+        """(cluster, namespace, pod, model_name) of every pod serving a model."""
+        return promql.agg("group", self.ctx.pod_identity + [self.ctx.roles.model], self.engines_serving())
+
+    def pods_of_models(self) -> str:
+        """Every pod serving a model; with the kube_pod_labels join (a moe-deployment setting), also
+        every other pod of the same leader/worker group."""
+        roles, ctx = self.ctx.roles, self.ctx
+        direct = self.serving_pods()
+        kube = ctx.settings.board("moe-deployment").kube_pod_labels
+        if kube is None or not kube.enabled:
+            return direct
+        group = kube.group_label
+        kube_pod_labels = promql.selector("kube_pod_labels", f'{group}!=""', *ctx.namespace_filters)
+        group_identity = ctx.cluster_labels + [roles.namespace, group]
+        groups = promql.agg(
+            "group",
+            group_identity + [roles.model],
+            promql.with_context(kube_pod_labels, direct, ctx.pod_identity, [roles.model]),
+        )
+        members = promql.agg(
+            "group",
+            ctx.pod_identity + [roles.model],
+            promql.with_context(kube_pod_labels, groups, group_identity, [roles.model]),
+        )
+        return promql.any_of(direct, members)
+
+    def as_workload(self, pods: str) -> str:
+        """vLLM pod labels renamed to the names DCGM gives the pod holding a GPU."""
+        roles = self.ctx.roles
+        return promql.copy_label(
+            promql.copy_label(pods, roles.namespace, roles.wl_namespace), roles.pod, roles.wl_pod
+        )
+
+    def gpus_held(self, gpu_expr: str, pods: str) -> str:
+        """The per-GPU series of `gpu_expr` whose GPU is held by one of `pods`."""
+        roles = self.ctx.roles
+        return promql.only_where(
+            gpu_expr, self.as_workload(pods), self.ctx.cluster_labels + [roles.wl_namespace, roles.wl_pod]
+        )
+
+    def gpus_per_model(self) -> str:
+        """GPUs (and MIG instances) each model holds: its engines x the configured GPUs per engine, or,
+        without that setting, the GPUs whose framebuffer ratio dcgm-exporter maps to the model's pods."""
+        roles, ctx = self.ctx.roles, self.ctx
+        per_engine = ctx.settings.defaults.cost.gpus_per_engine
+        model = ctx.identity("model")
+        if per_engine:
+            return f"{promql.agg('count', model, self.engines_serving())} * {per_engine}"
+        ratio = self.signal("gpu_fb_used_ratio")
+        held = promql.copy_label(
+            promql.copy_label(ratio, roles.wl_namespace, roles.namespace), roles.wl_pod, roles.pod
+        )
+        return promql.agg(
+            "count", model, promql.with_context(held, self.pods_of_models(), ctx.pod_identity, [roles.model])
+        )
+
+
+class _HostNarrowed(SignalBuilder):
+    """A SignalBuilder whose DCGM series also match `$host` under every host spelling, so a fleet in
+    the middle of the Hostname -> hostname rename is filtered whole. The configured spelling comes
+    first; the others only match series without it, so an unmixed fleet reads its series once."""
+
+    def __init__(self, config, catalog, host_spellings: tuple[str, ...]):
+        super().__init__(config, catalog)
+        self.host_spellings = host_spellings
+
+    def select(self, metric: str, *matchers: str) -> str:
+        if not self.host_spellings or self.source(self.metric_name(metric)) != "dcgm":
+            return super().select(metric, *matchers)
+        return self._either_host(lambda extra: super(_HostNarrowed, self).select(metric, *matchers, *extra))
+
+    def narrow(self, record: str, matchers: list[str], dcgm: bool) -> str:
+        """A recording rule's series, narrowed (by host too, for a DCGM rule)."""
+        if not (self.host_spellings and dcgm):
+            return promql.selector(record, *matchers)
+        return self._either_host(lambda extra: promql.selector(record, *matchers, *extra))
+
+    def _either_host(self, selector: Callable[[list[str]], str]) -> str:
+        spellings = self.host_spellings
+        parts = [
+            selector([f'{host}=~"$host"', *(f'{before}=""' for before in spellings[:i])])
+            for i, host in enumerate(spellings)
+        ]
+        return f"({' or '.join(parts)})"

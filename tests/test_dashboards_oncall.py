@@ -1,0 +1,535 @@
+"""What an on-call engineer needs from the dashboards at 3 a.m., read from the generated JSON.
+
+Each test encodes one promise of issue 9: a healthy fleet shows values (problem lists say they are
+empty), no panel adds up what cannot be added (bucket layouts, means of different models), every
+panel of an alerted signal draws that alert's threshold as resolved from the specs, units say what
+the values are, every panel says what it shows, links keep the datasource and cluster, variables
+filter what they claim to, an alert's link opens the panel that shows its culprit, and the first
+screen loads only the overview, from recording rules.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
+
+import promql_parser as pp
+import pytest
+
+from servewatch import catalog, generate
+from servewatch.lint import runner
+from servewatch.lint.facts import LintContext
+from servewatch.promql import labels as promql_labels
+from servewatch.render.dashboards.context import UNITS
+from servewatch.spec.dashboards import BOARDS
+from test_dashboards import _boards, selectors, substitute
+
+REPO = Path(__file__).resolve().parents[1]
+NAMES = tuple(BOARDS)
+# Grafana's per-second units (Throughput and Data rate), and its custom count unit with a "/s" symbol
+PER_SECOND = {"cps", "ops", "reqps", "rps", "wps", "iops", "eps", "mps", "recps", "rowsps", "Bps", "binBps"}
+ANGULAR = {"graph", "singlestat", "table-old", "grafana-piechart-panel", "grafana-worldmap-panel"}
+PANEL_TYPES = {"timeseries", "stat", "table", "heatmap", "bargauge", "gauge", "row"}
+NOT_APPLY = "do not apply"  # how a vllm-serving row says the pod and engine variables do not narrow it
+
+
+@pytest.fixture(scope="module")
+def built(default_build):
+    return default_build
+
+
+@pytest.fixture(scope="module")
+def boards(built):
+    return _boards(built[1])
+
+
+def sections(board: dict):
+    """(row title or "", whether the row is collapsed, panel) for every panel, nested ones included."""
+    title, collapsed = "", False
+    for p in board["panels"]:
+        if p["type"] == "row":
+            title, collapsed = p["title"], p["collapsed"]
+            for child in p.get("panels", []):
+                yield title, collapsed, child
+        else:
+            yield title, collapsed, p
+
+
+def parse(expr: str):
+    return pp.parse(substitute(expr))
+
+
+def names_read(panel: dict) -> set[str]:
+    return {s.name for t in panel["targets"] for s in selectors(parse(t["expr"]))}
+
+
+def steps(panel: dict) -> list[float]:
+    return [
+        s["value"] for s in panel["fieldConfig"]["defaults"]["thresholds"]["steps"] if s["value"] is not None
+    ]
+
+
+def strip(node):
+    """The series a panel shows under wrappers that keep its values: parentheses, max/min/topk over
+    everything, sort, `x and on (...) condition`, `x or vector(0)`."""
+    while True:
+        if isinstance(node, pp.ParenExpr):
+            node = node.expr
+        elif isinstance(node, pp.AggregateExpr) and str(node.op) in ("max", "min", "topk", "bottomk"):
+            if node.modifier and node.modifier.labels:
+                return node
+            node = node.expr
+        elif isinstance(node, pp.Call) and node.func.name in ("sort", "sort_desc"):
+            node = node.args[0]
+        elif isinstance(node, pp.BinaryExpr) and str(node.op) in ("and", "or", "unless"):
+            node = node.lhs
+        else:
+            return node
+
+
+def quantile_matcher(sel) -> str | None:
+    for m in sel.matchers.matchers:
+        if m.name == "quantile":
+            return m.value if m.op == pp.MatchOp.Equal else None
+    return None
+
+
+def shown_signals(expr: str, model) -> set[tuple[str, float | None]]:
+    """(signal, quantile) a query shows as they are: the signal's recording rule (quantile None: all of
+    a quantile signal's recorded quantiles), or a quantile computed live from its histogram."""
+    node = strip(parse(expr))
+    out = set()
+    for name, sig in model.spec.signals.items():
+        if isinstance(node, pp.VectorSelector) and node.name == sig.record:
+            q = quantile_matcher(node)
+            out.add((name, float(q) if q is not None else None))
+        if (
+            isinstance(node, pp.Call)
+            and node.func.name == "histogram_quantile"
+            and sig.kind == "quantile"
+            and f"{sig.metric}_bucket" in {s.name for s in selectors(node)}
+        ):
+            out.add((name, float(node.args[0].val)))
+    return out
+
+
+def alerts_shown(panel: dict, model) -> list:
+    """The enabled alerts whose signal (and quantile) one of the panel's queries shows."""
+    shown = set().union(*(shown_signals(t["expr"], model) for t in panel["targets"]))
+    return [
+        a
+        for a in model.alerts()
+        if a.spec.signal and any(s == a.spec.signal and (q is None or q == a.spec.quantile) for s, q in shown)
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# a healthy fleet shows values; problem lists say they are empty
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", NAMES)
+def test_stats_that_count_problems_show_zero_not_no_data(boards, name):
+    for _, _, p in sections(boards[name]):
+        if p["type"] != "stat":
+            continue
+        for t in p["targets"]:
+            node = parse(t["expr"])
+            assert not (isinstance(node, pp.AggregateExpr) and str(node.op) == "count"), (
+                f"{name} / {p['title']}: count() of nothing is no data, not 0: add `or vector(0)`"
+            )
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_table_says_what_an_empty_table_means(boards, name):
+    tables = [p for _, _, p in sections(boards[name]) if p["type"] == "table"]
+    assert tables
+    for p in tables:
+        text = p["fieldConfig"]["defaults"].get("noValue") or ""
+        assert len(text.split()) >= 3, f"{name} / {p['title']}: an empty table must say why ({text!r})"
+
+
+# ---------------------------------------------------------------------------------------------
+# nothing adds up what cannot be added
+# ---------------------------------------------------------------------------------------------
+def per_deployment_buckets() -> set[str]:
+    return {f"{m.name}_bucket" for m in catalog.load().metrics.values() if m.buckets_per_deployment}
+
+
+def test_length_heatmaps_show_one_model_per_panel(boards):
+    varying = per_deployment_buckets()
+    assert "vllm:request_prompt_tokens_bucket" in varying
+    heatmaps = [p for _, _, p in sections(boards["vllm-serving"]) if p["type"] == "heatmap"]
+    checked = 0
+    for p in heatmaps:
+        for t in p["targets"]:
+            sels = list(selectors(parse(t["expr"])))
+            if not {s.name for s in sels} & varying:
+                continue
+            assert p.get("repeat") == "model", f"{p['title']}: repeat it per model"
+            for s in sels:
+                pinned = [m for m in s.matchers.matchers if m.name == "model_name"]
+                assert pinned and pinned[0].op == pp.MatchOp.Equal, f"{p['title']}: {s.name} pins no model"
+            checked += 1
+    assert checked >= 2
+
+
+def test_lint_finds_no_heatmap_bucket_mix_without_suppressions():
+    ctx = LintContext(catalog.load(), scrape_interval_s=30, min_range_s=120)
+    files = sorted(str(p) for p in (REPO / "rules").glob("*.rules.yaml"))
+    files += [str(REPO / "dashboards" / f"{name}.json") for name in NAMES]
+    result = runner.run(files, [], ctx, runner.select())
+    assert [f for f in result.findings if f.check == "heatmap-bucket-mix"] == []
+    assert "heatmap-bucket-mix" not in (REPO / ".servewatch-lint.yaml").read_text()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_stats_show_one_value_the_worst_or_the_total(boards, name):
+    records = promql_labels.record_labels(generate.build(REPO / "specs")[0].records())
+    for _, _, p in sections(boards[name]):
+        if p["type"] != "stat":
+            continue
+        for t in p["targets"]:
+            got = promql_labels.returned(t["expr"], records)
+            per = sorted(got.known)
+            assert not got.known and not got.open, (
+                f"{name} / {p['title']}: a stat shows one value, not one per {per}"
+            )
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_stacked_means_stack_one_model_at_a_time(boards, name):
+    for _, _, p in sections(boards[name]):
+        custom = p["fieldConfig"]["defaults"].get("custom", {})
+        if custom.get("stacking", {}).get("mode", "none") == "none":
+            continue
+        for t in p["targets"]:
+            if any(isinstance(n, pp.BinaryExpr) and str(n.op) == "/" for n in walk(parse(t["expr"]))):
+                assert p.get("repeat") == "model", f"{name} / {p['title']}: stacks means of several models"
+
+
+def walk(node):
+    yield node
+    for attr in ("expr", "lhs", "rhs", "vector_selector"):
+        child = getattr(node, attr, None)
+        if child is not None and not isinstance(child, str):
+            yield from walk(child)
+    for arg in getattr(node, "args", None) or []:
+        yield from walk(arg)
+
+
+# ---------------------------------------------------------------------------------------------
+# tables: links that read a column, colours from the alert
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", NAMES)
+def test_table_links_read_columns_not_series_labels(boards, name):
+    for _, _, p in sections(boards[name]):
+        if p["type"] != "table":
+            continue
+        text = json.dumps(p["fieldConfig"])
+        assert "${__field.labels." not in text, f"{name} / {p['title']}: use ${{__data.fields.<column>}}"
+
+
+# ---------------------------------------------------------------------------------------------
+# thresholds: drawn wherever an alerted signal is shown, as resolved (overrides included)
+# ---------------------------------------------------------------------------------------------
+def threshold_problems(boards: dict, model) -> tuple[list[str], int]:
+    problems, checked = [], 0
+    for name in NAMES:
+        for _, _, p in sections(boards[name]):
+            for alert in alerts_shown(p, model):
+                checked += 1
+                if alert.spec.threshold not in steps(p):
+                    problems.append(
+                        f"{name} / {p['title']}: no step at {alert.alert}'s {alert.spec.threshold}"
+                    )
+                style = p["fieldConfig"]["defaults"].get("custom", {}).get("thresholdsStyle", {})
+                if p["type"] == "timeseries" and style.get("mode", "off") == "off":
+                    problems.append(f"{name} / {p['title']}: the threshold of {alert.alert} is not drawn")
+    return problems, checked
+
+
+def test_every_panel_of_an_alerted_signal_draws_its_threshold(built, boards):
+    problems, checked = threshold_problems(boards, built[0])
+    assert not problems, "\n".join(problems)
+    alerted = {a.alert for a in built[0].alerts() if a.spec.signal}
+    shown = {a.alert for n in NAMES for _, _, p in sections(boards[n]) for a in alerts_shown(p, built[0])}
+    assert shown == alerted  # the end-to-end latency alert (60 s) included
+    assert checked >= 20
+
+
+def test_thresholds_follow_the_overrides(specs_with):
+    tuned = {
+        "VLLMKVCacheUsageHigh": 0.91,
+        "VLLMRequestsWaitingHigh": 33,
+        "VLLMPreemptionsHigh": 2.5,
+        "VLLMTimeToFirstTokenP95High": 3.5,
+        "VLLMInterTokenLatencyP95High": 0.15,
+        "VLLMEndToEndLatencyP95High": 45,
+        "VLLMRequestErrorRateHigh": 0.07,
+        "GPUFramebufferUsageHigh": 0.97,
+    }
+    overrides = "overrides:\n  alerts:\n" + "".join(
+        f"    {a}: {{threshold: {v}}}\n" for a, v in tuned.items()
+    )
+    model, files = generate.build(specs_with({"overrides.yaml": overrides}))
+    assert {a.alert: a.spec.threshold for a in model.alerts() if a.alert in tuned} == tuned
+    problems, checked = threshold_problems(_boards(files), model)
+    assert not problems, "\n".join(problems)
+    assert checked >= 20
+
+
+# ---------------------------------------------------------------------------------------------
+# units
+# ---------------------------------------------------------------------------------------------
+def is_rate(node, rate_records: set[str]) -> bool:
+    """Whether a query's values are per second: a rate() or a rate recording rule, summed or not."""
+    while True:
+        if isinstance(node, pp.ParenExpr):
+            node = node.expr
+        elif isinstance(node, pp.AggregateExpr) and str(node.op) in ("sum", "max", "min"):
+            node = node.expr
+        elif isinstance(node, pp.BinaryExpr) and str(node.op) in ("and", "or", "unless"):
+            node = node.lhs
+        else:
+            break
+    if isinstance(node, pp.Call):
+        return node.func.name == "rate"
+    return isinstance(node, pp.VectorSelector) and node.name in rate_records
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_rates_are_shown_per_second(built, boards, name):
+    rate_records = {s.record for s in built[0].spec.signals.values() if s.kind == "rate"}
+    checked = 0
+    for _, _, p in sections(boards[name]):
+        if p["type"] == "heatmap":  # its unit is the bucket's (tokens), the colour is the rate
+            continue
+        if any(is_rate(parse(t["expr"]), rate_records) for t in p["targets"]):
+            unit = p["fieldConfig"]["defaults"]["unit"]
+            assert unit in PER_SECOND or (unit.startswith("count:") and unit.endswith("/s")), (
+                f"{name} / {p['title']}: a rate shown as {unit!r}"
+            )
+            checked += 1
+    assert checked or name == "gpu-fleet"
+
+
+def test_sm_clock_is_shown_in_the_profile_unit(specs_with, boards):
+    for files, unit in (
+        (None, "MHz"),
+        (generate.build(specs_with({"config.yaml": [("fb_units: mib", "fb_units: bytes")]}))[1], "hertz"),
+    ):
+        fleet = _boards(files)["gpu-fleet"] if files else boards["gpu-fleet"]
+        clock = [p for _, _, p in sections(fleet) if p["title"] == "SM clock"]
+        assert len(clock) == 1
+        assert clock[0]["fieldConfig"]["defaults"]["unit"] == UNITS[unit]
+
+
+# ---------------------------------------------------------------------------------------------
+# descriptions
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", NAMES)
+def test_every_panel_says_what_it_shows_reads_and_its_runbook(built, boards, name):
+    model = built[0]
+    problems = []
+    for _, _, p in sections(boards[name]):
+        text = p["description"]
+        if len(re.findall(r"[.!?](?:\s|$)", text)) < 2:
+            problems.append(f"{p['title']}: say what it shows and what to do ({text!r})")
+        if not any(f"`{n}`" in text for n in names_read(p)):
+            problems.append(f"{p['title']}: name what it reads ({sorted(names_read(p))})")
+        for alert in alerts_shown(p, model):
+            if alert.annotations["runbook_url"] not in text:
+                problems.append(f"{p['title']}: link the runbook of {alert.alert}")
+    assert not problems, "\n".join(problems)
+
+
+# ---------------------------------------------------------------------------------------------
+# links and variables
+# ---------------------------------------------------------------------------------------------
+def board_links(board: dict):
+    for _, _, p in sections(board):
+        for link in p["fieldConfig"]["defaults"].get("links", []):
+            yield p["title"], link["url"]
+
+
+def test_links_between_dashboards_keep_the_datasource_and_cluster(specs_with, boards):
+    clustered = _boards(
+        generate.build(specs_with({"config.yaml": [("cluster_label: null", "cluster_label: cluster")]}))[1]
+    )
+    for variant, kept in ((boards, ["${datasource:queryparam}"]), (clustered, ["${cluster:queryparam}"])):
+        seen = 0
+        for name in NAMES:
+            for title, url in board_links(variant[name]):
+                params = [k for k, _ in parse_qsl(urlsplit(url).query, keep_blank_values=True)]
+                for want in kept + ["${datasource:queryparam}"]:
+                    assert want in params, f"{name} / {title}: {url} loses {want}"
+                seen += 1
+        assert seen >= 3
+
+
+def test_pod_and_engine_narrow_every_vllm_panel_or_its_row_says_not(built, boards):
+    model = built[0]
+    vllm_records = {s.record for s in model.spec.signals.values() if s.level in ("engine", "model")}
+    ignoring, honouring = [], 0
+    for row, _, p in sections(boards["vllm-serving"]):
+        for t in p["targets"]:
+            marked = substitute(t["expr"], {"pod": "__pod__", "engine": "__engine__"})
+            for s in selectors(pp.parse(marked)):
+                if not (s.name.startswith("vllm:") or s.name in vllm_records):
+                    continue
+                narrowed = {m.name for m in s.matchers.matchers if m.value in ("__pod__", "__engine__")}
+                if narrowed == {"pod", "engine"}:
+                    honouring += 1
+                    assert NOT_APPLY not in row, f"{row} / {p['title']}: the row says pod/engine do not apply"
+                elif NOT_APPLY not in row:
+                    ignoring.append(f"{row} / {p['title']}: {s.name} ignores $pod/$engine")
+    assert not ignoring, "\n".join(ignoring)
+    assert honouring >= 10
+
+
+def test_the_host_variable_lists_and_filters_both_host_spellings(boards):
+    spellings = sorted(catalog.load().dcgm.host_labels)
+    assert spellings == ["Hostname", "hostname"]
+    fleet = boards["gpu-fleet"]
+    host = next(v for v in fleet["templating"]["list"] if v["name"] == "host")
+    assert all(s in host["query"] + host["regex"] for s in spellings), host
+    filtered = 0
+    for _, _, p in sections(fleet):
+        for t in p["targets"]:
+            if '"$host"' in t["expr"]:
+                for s in spellings:
+                    assert f'{s}=~"$host"' in t["expr"], f"{p['title']}: hosts spelt {s} are never matched"
+                filtered += 1
+    assert filtered >= 10
+
+
+def test_datasource_variable_takes_the_configured_regex(specs_with, boards):
+    for board in boards.values():
+        assert next(v for v in board["templating"]["list"] if v["name"] == "datasource")["regex"] == ""
+    files = generate.build(specs_with({"dashboards.yaml": [('regex: ""', "regex: /^prom-.*/")]}))[1]
+    for board in _boards(files).values():
+        ds = next(v for v in board["templating"]["list"] if v["name"] == "datasource")
+        assert ds["regex"] == "/^prom-.*/"
+
+
+# ---------------------------------------------------------------------------------------------
+# what the anchors show, and the first screen
+# ---------------------------------------------------------------------------------------------
+def quantiles_of(panel: dict, model, metric: str) -> set[float]:
+    out = set()
+    recorded = {s.record: s for s in model.spec.signals.values() if s.kind == "quantile"}
+    for t in panel["targets"]:
+        node = strip(parse(t["expr"]))
+        if (
+            isinstance(node, pp.VectorSelector)
+            and node.name in recorded
+            and recorded[node.name].metric == metric
+        ):
+            q = quantile_matcher(node)
+            out |= {float(q)} if q else set(recorded[node.name].quantiles)
+        if isinstance(node, pp.Call) and node.func.name == "histogram_quantile":
+            if f"{metric}_bucket" in {s.name for s in selectors(node)}:
+                out.add(float(node.args[0].val))
+    return out
+
+
+def reads_mean(panel: dict, metric: str) -> bool:
+    return any(
+        {f"{metric}_sum", f"{metric}_count"} <= {s.name for s in selectors(parse(t["expr"]))}
+        for t in panel["targets"]
+    )
+
+
+def test_latency_panels_show_p50_p90_p95_p99_and_the_mean(built, boards):
+    serving = [p for _, _, p in sections(boards["vllm-serving"])]
+    for metric in (
+        "vllm:time_to_first_token_seconds",
+        "vllm:inter_token_latency_seconds",
+        "vllm:e2e_request_latency_seconds",
+        "vllm:request_time_per_output_token_seconds",  # TPOT, per request
+    ):
+        full = [
+            p
+            for p in serving
+            if {0.5, 0.9, 0.95, 0.99} <= quantiles_of(p, built[0], metric) and reads_mean(p, metric)
+        ]
+        assert full, f"no panel shows p50, p90, p95, p99 and the mean of {metric}"
+
+
+def test_queue_prefill_and_decode_p95_are_shown(built, boards):
+    serving = [p for _, _, p in sections(boards["vllm-serving"])]
+    for phase in ("queue", "prefill", "decode"):
+        metric = f"vllm:request_{phase}_time_seconds"
+        assert any(0.95 in quantiles_of(p, built[0], metric) for p in serving), metric
+
+
+def test_iteration_batch_size_heatmap(boards):
+    heatmaps = [p for _, _, p in sections(boards["vllm-serving"]) if p["type"] == "heatmap"]
+    assert any("vllm:iteration_tokens_total_bucket" in names_read(p) for p in heatmaps)
+
+
+def test_target_health_stat_per_source(built, boards):
+    targets = built[0].config.targets
+    for name, source in (("vllm-serving", "vllm"), ("gpu-fleet", "dcgm")):
+        up = [
+            p
+            for _, _, p in sections(boards[name])
+            if p["type"] == "stat"
+            and any(
+                s.name == "up" and targets[source] in t["expr"]
+                for t in p["targets"]
+                for s in selectors(parse(t["expr"]))
+            )
+        ]
+        assert up, f"{name}: no stat of {source}'s `up`"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_first_screen_is_the_overview_and_the_rest_is_collapsed(boards, name):
+    rows = [p for p in boards[name]["panels"] if p["type"] == "row"]
+    assert rows[0]["gridPos"]["y"] == 0 and not rows[0]["collapsed"]
+    assert all(r["collapsed"] and r["panels"] for r in rows[1:]), [r["title"] for r in rows]
+    assert len(rows) >= 3
+    top = [p for p in boards[name]["panels"] if p["type"] != "row"]
+    assert top and all(p["type"] in ("stat", "bargauge", "gauge") or p["gridPos"]["h"] <= 8 for p in top)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_first_screen_reads_recording_rules_where_one_exists(built, boards, name):
+    model = built[0]
+    computed_live = set()
+    for s in model.spec.signals.values():
+        if s.kind == "quantile":
+            computed_live.add(f"{s.metric}_bucket")
+        elif s.kind == "matched_ratio":
+            computed_live.add(model.builder.metric_name(s.numerator))
+        else:
+            computed_live.add(model.builder.metric_name(s.metric))
+    for _, collapsed, p in sections(boards[name]):
+        if collapsed:
+            continue
+        for t in p["targets"]:
+            for s in selectors(parse(t["expr"])):
+                assert not s.name.endswith("_bucket"), (
+                    f"{name} / {p['title']}: raw histogram on the first screen"
+                )
+                assert s.name not in computed_live, f"{name} / {p['title']}: {s.name} has a recording rule"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_no_angular_panel_types(boards, name):
+    types = {p["type"] for p in boards[name]["panels"]} | {p["type"] for _, _, p in sections(boards[name])}
+    assert types <= PANEL_TYPES and not types & ANGULAR, types
+
+
+# ---------------------------------------------------------------------------------------------
+# optional panels, declared once
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("board, panel", [(b, k) for b in NAMES for k in type(BOARDS[b].panels).model_fields])
+def test_each_optional_panel_switches_panels_off_and_renumbers_nothing(specs_with, boards, board, panel):
+    specs = specs_with({"dashboards.yaml": [(f"{panel}: true", f"{panel}: false")]})
+    after = {p["title"]: p["id"] for _, _, p in sections(_boards(generate.build(specs)[1])[board])}
+    before = {p["title"]: p["id"] for _, _, p in sections(boards[board])}
+    assert set(after) < set(before), f"switching {panel} off hides nothing"
+    assert all(before[t] == i for t, i in after.items())

@@ -1,6 +1,6 @@
 """Every dashboard query on a real Prometheus 3.5 holding synthetic fleets and the recording rules.
 
-Two kinds of data, each backfilled into its own Prometheus:
+Three kinds of data, each backfilled into its own Prometheus:
 
 * the busy fleet (servewatch_testkit.synth.fleet: three hosts, full GPUs and MIG instances, one GPU
   scraped by two jobs, two exporter versions (Hostname / hostname), two models with data-parallel
@@ -9,6 +9,8 @@ Two kinds of data, each backfilled into its own Prometheus:
 * the same fleet with troubles on top: a model that generates no tokens on a GPU with an XID, and the
   ALERTS series Prometheus would have written while alerts fired, so the problem lists have rows. A few
   panels are checked against the exact values the synthetic data implies;
+* each incident of servewatch_testkit.synth.INCIDENTS: every alert that fires there opens, through its
+  dashboard_url, a panel that shows the culprit (the alert's labels and value, at the top).
 
 Queries are evaluated at each scenario's last step with the variables set as a user (or an alert's
 link) would set them; a panel repeated per model is evaluated once per model.
@@ -22,13 +24,14 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import pytest
 
 from servewatch.model import Model
 from servewatch_testkit import synth
 from servewatch_testkit.localprom import LocalPrometheus, backfill_start
-from servewatch_testkit.synth import truth
+from servewatch_testkit.synth import INCIDENTS, incident, truth
 
 fleet_mod = importlib.import_module(
     "servewatch_testkit.synth.fleet"
@@ -522,3 +525,92 @@ def test_moe_alerts_are_the_deployments_own(env):
     )
     assert got == [("GPUFramebufferUsageHigh", fleet_mod.POD_A), ("VLLMKVCacheUsageHigh", fleet_mod.POD_A)]
     assert value(by_title(env, "moe-deployment", "Firing alerts", moe_values())) == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# incidents: the panel an alert's dashboard_url opens shows the culprit
+# ---------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def served(tmp_path_factory, default_build):
+    """incident name -> Env; one Prometheus per incident, started on first use."""
+    started: dict[str, tuple] = {}
+
+    def get(name: str) -> Env:
+        if name not in started:
+            gen = _serve(incident(name), [], default_build, tmp_path_factory.mktemp(name))
+            started[name] = (gen, next(gen))
+        return started[name][1]
+
+    yield get
+    for gen, _ in started.values():
+        gen.close()
+
+
+def opened(env: Env, url: str) -> tuple[dict, dict, dict[str, str]]:
+    """(dashboard, panel, variable values) a dashboard_url opens: its var-X set as Grafana sets them
+    (a multi-value variable's value regex-escaped), the others at All; viewPanel names the panel."""
+    parts = urlsplit(url)
+    uid = parts.path.split("/")[2]
+    board = next(b for b in env.boards.values() if b["uid"] == uid)
+    params = parse_qsl(parts.query, keep_blank_values=True)
+    values = dict(ALL)
+    for key, val in params:
+        if key.startswith("var-"):
+            values[key[4:]] = grafana_regex(unquote(val))
+    view = dict(params)["viewPanel"]
+    return board, next(p for p in all_panels(board) if str(p["id"]) == view), values
+
+
+def culprit_shown(env: Env, panel: dict, values: dict[str, str], labels: dict, val: float) -> str | None:
+    """None when one of the panel's queries returns a series with every label of the alert and its
+    value, and, for an alert on a signal, that series is the highest of its query; else why not."""
+    wanted = {k: v for k, v in labels.items() if k not in ("__name__", "alertname", "severity")}
+    for copy in copies(panel, values):
+        for t in panel["targets"]:
+            result = run(env, t["expr"], copy)
+            hits = [r for r in result if all(r["metric"].get(k) == v for k, v in wanted.items())]
+            if hits and math.isclose(float(hits[0]["value"][1]), val, rel_tol=1e-9):
+                top = max(float(r["value"][1]) for r in result)
+                return None if val >= top else f"{panel['title']}: {wanted} is not the top series ({top})"
+    return f"{panel['title']}: no series with {wanted} = {val}"
+
+
+@pytest.mark.parametrize("name", sorted(set(INCIDENTS) - {"healthy"}))
+def test_an_alerts_link_opens_the_panel_that_shows_the_culprit(served, name):
+    env = served(name)
+    checked, problems = [], []
+    for alert in env.model.alerts():
+        template = alert.annotations.get("dashboard_url")
+        if not template:
+            continue
+        for fired in env.prom.query(alert.expr, env.t):
+            labels, val = fired["metric"], float(fired["value"][1])
+            url = re.sub(
+                r"\{\{ \$labels\.(\w+) \}\}", lambda m, seen=labels: seen.get(m.group(1), ""), template
+            )
+            _, panel, values = opened(env, url)
+            why = culprit_shown(env, panel, values, labels, val)
+            if why:
+                problems.append(f"{alert.alert} ({url}): {why}")
+            checked.append(alert.alert)
+    assert not problems, "\n".join(problems)
+    assert checked, f"no alert with a dashboard fires in {name}"
+
+
+def test_queue_and_prefill_p95_tell_queueing_from_long_prompts(served):
+    """The panel that splits time to first token: queueing raises the queue p95, long prompts the
+    prefill p95 (values per engine = per model here: the four engines are identical)."""
+    values = {**ALL, "namespace": grafana_regex(incident("healthy").truth["namespace"])}
+    queueing, prompts = served("ttft_queueing"), served("ttft_long_prompts")
+    split = {
+        n: {
+            phase: value(by_title(e, "vllm-serving", "Queue, prefill and decode p95", values, ref=i))
+            for i, phase in enumerate(("queue", "prefill"))
+        }
+        for n, e in (("queueing", queueing), ("prompts", prompts))
+    }
+    q, p = queueing.scenario.truth, prompts.scenario.truth
+    assert math.isclose(split["queueing"]["queue"], q["queue_p95_after"], rel_tol=1e-9)
+    assert math.isclose(split["queueing"]["prefill"], q["prefill_p95"], rel_tol=1e-9)
+    assert math.isclose(split["prompts"]["queue"], p["queue_p95"], rel_tol=1e-9)
+    assert math.isclose(split["prompts"]["prefill"], p["prefill_p95_after"], rel_tol=1e-9)

@@ -414,6 +414,31 @@ def test_datasource_variable_takes_the_configured_regex(specs_with, boards):
 
 
 # ---------------------------------------------------------------------------------------------
+# an alert's link opens the panel that shows it
+# ---------------------------------------------------------------------------------------------
+def test_every_alert_link_opens_the_panel_that_shows_the_alert(built, boards):
+    model = built[0]
+    by_uid = {b["uid"]: b for b in boards.values()}
+    checked = 0
+    for alert in model.alerts():
+        url = alert.annotations.get("dashboard_url")
+        if not url:
+            continue
+        parts = urlsplit(url)
+        uid = parts.path.split("/")[2]
+        view = dict(parse_qsl(parts.query)).get("viewPanel")
+        assert view, f"{alert.alert}: {url} names no panel"
+        panel = next((p for _, _, p in sections(by_uid[uid]) if str(p["id"]) == view), None)
+        assert panel is not None, f"{alert.alert}: {uid} has no panel {view}"
+        if alert.spec.signal:
+            assert alert in alerts_shown(panel, model), f"{alert.alert}: {panel['title']} does not show it"
+        else:
+            assert alert.expr in [t["expr"] for t in panel["targets"]], f"{alert.alert}: {panel['title']}"
+        checked += 1
+    assert checked == len([a for a in model.alerts() if a.spec.dashboard])
+
+
+# ---------------------------------------------------------------------------------------------
 # what the anchors show, and the first screen
 # ---------------------------------------------------------------------------------------------
 def quantiles_of(panel: dict, model, metric: str) -> set[float]:

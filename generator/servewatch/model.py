@@ -72,11 +72,17 @@ def effective_alert(alert: Alert, spec: Spec) -> Alert:
 
 
 class Model:
-    def __init__(self, spec: Spec):
+    def __init__(self, spec: Spec, dashboard_panels: dict[str, dict[str, int]] | None = None):
         self.spec = spec
         self.config = spec.config
         self.builder = SignalBuilder(spec.config)
         self.tokens = self.builder.labels.tokens()
+        # dashboard uid -> {alert: id of the panel that shows it}; its dashboard_url opens that panel
+        self.dashboard_panels = dashboard_panels or {}
+
+    def with_dashboard_panels(self, panels: dict[str, dict[str, int]]) -> "Model":
+        """The same model, whose alerts' dashboard_url also open the panel that shows each alert."""
+        return Model(self.spec, panels)
 
     # -- lookups ------------------------------------------------------------------------
     def signal(self, name: str) -> Signal:
@@ -161,11 +167,13 @@ class Model:
             url = self.config.dashboard_url.format(
                 uid=alert.dashboard.uid, slug=alert.dashboard.slug or alert.dashboard.uid
             )
-            if alert.dashboard.vars:
-                query = "&".join(
-                    f"var-{var}={{{{ $labels.{sub(label)} }}}}" for var, label in alert.dashboard.vars.items()
-                )
-                url = f"{url}?{query}"
+            params = [
+                f"var-{var}={{{{ $labels.{sub(label)} }}}}" for var, label in alert.dashboard.vars.items()
+            ]
+            panel = self.dashboard_panels.get(alert.dashboard.uid, {}).get(alert.alert)
+            params += [f"viewPanel={panel}"] if panel is not None else []
+            if params:
+                url = f"{url}?{'&'.join(params)}"
             out["dashboard_url"] = url
         out.update({k: sub(v) for k, v in alert.annotations.items()})
         return dict(sorted(out.items()))

@@ -48,7 +48,7 @@ def validate(spec: Spec) -> Validated:
     problems = runbook_problems(model)
     if problems:
         raise SpecErrors(problems)
-    boards = dashboards.build(model)
+    boards, views = dashboards.build_with_views(model)
     links = 0
     for link_problems in (alert_link_problems, runbook_link_problems):
         found, checked = link_problems(model, boards)
@@ -57,4 +57,5 @@ def validate(spec: Spec) -> Validated:
     if problems:
         raise SpecErrors(problems)
     links += check_board_links(model, boards)
-    return Validated(model, boards, links)
+    # alerts link to the panel that shows them, which only the dashboards as built can tell
+    return Validated(model.with_dashboard_panels(views), boards, links)

@@ -558,3 +558,17 @@ def test_each_optional_panel_switches_panels_off_and_renumbers_nothing(specs_wit
     before = {p["title"]: p["id"] for _, _, p in sections(boards[board])}
     assert set(after) < set(before), f"switching {panel} off hides nothing"
     assert all(before[t] == i for t, i in after.items())
+
+
+# ---------------------------------------------------------------------------------------------
+# docs/dashboards.md: a table per dashboard of its rows and panels
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", NAMES)
+def test_the_docs_table_lists_every_panel_of_the_dashboard(boards, name):
+    text = (REPO / "docs" / "dashboards.md").read_text()
+    section = text.split(f"(`{BOARDS[name].uid}`)", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "**" in line]
+    documented = [re.search(r"\*\*(.+?)\*\*", line).group(1) for line in rows]
+    generated = [p["title"] for _, _, p in sections(boards[name])]
+    assert documented == generated
+    assert all(line.count("|") == 4 and line.split("|")[3].strip() for line in rows)  # each says what for

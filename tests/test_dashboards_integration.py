@@ -57,7 +57,7 @@ PROBLEM_LISTS = {
     "vllm-serving": {"vLLM targets down or without metrics", "vLLM metrics the alerts read, missing"},
     "gpu-fleet": {
         "dcgm-exporter targets down",
-        "GPUs or exporters without both framebuffer fields",
+        "GPUs or exporters without both fb_used and fb_free",
         "Last XID per GPU",
     },
     "moe-deployment": {"Alerts firing for this deployment"},

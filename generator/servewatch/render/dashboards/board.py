@@ -13,12 +13,34 @@ from ... import grafana
 from ...lint import tree
 from ...lint.engine import substitute_macros
 from ...model import AlertRule
+from ...promql import builders as promql
 from ...spec.dashboards import OPTIONAL_PANELS
 from .context import DashboardContext
+from .panels import above, filling, problem_list, stat
+from .selection import Selection
+
+SOURCE_NAMES = {"vllm": "vLLM", "dcgm": "dcgm-exporter"}
+# What each kind of 'never silently blind' alert fires on, as a problem list: title, what empty means.
+ABSENCE_LISTS = {
+    "target_down": ("{source} targets down", "None: every {source} target answers its scrape."),
+    "metrics_absent": (
+        "{source} targets down or without metrics",
+        "None: every {source} target is up and exports its metrics.",
+    ),
+    "inputs_missing": (
+        "{source} metrics the alerts read, missing",
+        "None: every {source} target exports every metric the alerts read.",
+    ),
+    "partner_missing": (
+        "GPUs or exporters without both {numerator} and {partner}",
+        "None: every GPU and exporter exports both {numerator} and {partner}.",
+    ),
+}
 
 
 class BoardBuilder:
     name: ClassVar[str]  # the key in specs/dashboards.yaml and the output file name
+    summary: ClassVar[str]  # the dashboard's description
 
     def __init__(self, ctx: DashboardContext):
         self.ctx = ctx
@@ -27,7 +49,7 @@ class BoardBuilder:
 
     # -- what each dashboard module writes --------------------------------------------------------
     def description(self) -> str:
-        raise NotImplementedError
+        return self.summary
 
     def variables(self) -> list[grafana.Variable]:
         raise NotImplementedError
@@ -57,6 +79,51 @@ class BoardBuilder:
         if optional not in OPTIONAL_PANELS[self.name]:
             raise KeyError(f"{self.name} declares no optional panel {optional!r} (spec/dashboards.py)")
         return self.ctx.settings.shows(self.name, optional)
+
+    # -- panels more than one dashboard has -----------------------------------------------------------
+    def worst_stat(
+        self,
+        title: str,
+        selection: Selection,
+        signal: str,
+        description: str,
+        quantile: float | None = None,
+        **kw,
+    ) -> grafana.Panel:
+        """A stat of a signal's worst series (the fullest, slowest, longest), coloured by its alert's
+        resolved threshold."""
+        ctx = self.ctx
+        threshold = ctx.threshold(signal, quantile)
+        worst = promql.agg("max", [], selection.signal(signal, quantile))
+        if ctx.saturates(signal):
+            kw.update(min=0, max=1, steps=filling(threshold))
+        return stat(
+            title,
+            grafana.Target(worst),
+            steps=kw.pop("steps", above(threshold)),
+            description=description,
+            **kw,
+        )
+
+    def problem_lists(self, source: str, selection: Selection) -> None:
+        """One problem list per 'never silently blind' alert of `source`: what it fires on now, read
+        with the alert's own condition; the alert's dashboard_url opens it."""
+        for alert in self.ctx.absence_alerts(source):
+            absence = alert.spec.absence
+            sig = self.ctx.model.signal(absence.signal) if absence.signal else None
+            words = {"source": SOURCE_NAMES.get(source, source)}
+            words.update({"numerator": sig.numerator, "partner": sig.partner} if sig else {})
+            title, empty = (text.format(**words) for text in ABSENCE_LISTS[absence.kind])
+            self.add(
+                problem_list(
+                    title,
+                    selection.absence(alert),
+                    empty,
+                    w=12,
+                    description=f"What {alert.alert} fires on, now. {alert.spec.summary}",
+                ),
+                alert_view=[alert],
+            )
 
     def add(
         self, panel: grafana.Panel, optional: str | None = None, alert_view: Iterable[AlertRule] = ()

@@ -180,13 +180,18 @@ class DashboardContext:
     def alerts_of(self, signal: str) -> list[AlertRule]:
         return [a for a in self.alerts if a.spec.signal == signal]
 
-    def absence_alerts(self, source: str, *kinds: str) -> list[AlertRule]:
-        """The 'never silently blind' alerts of a source, of these kinds."""
-        return [
-            a
-            for a in self.alerts
-            if a.spec.absence and a.spec.absence.source == source and a.spec.absence.kind in kinds
-        ]
+    def absence_alerts(self, source: str) -> list[AlertRule]:
+        """The 'never silently blind' alerts of a source."""
+        return [a for a in self.alerts if a.spec.absence and a.spec.absence.source == source]
+
+    def saturates(self, signal: str) -> bool:
+        """Whether a signal fills up (the catalog's saturation flag): shown from 0 to 1, orange early."""
+        sig, builder = self.model.signal(signal), self.model.builder
+        name = sig.metric or sig.numerator
+        if builder.is_dcgm_field(name):
+            return builder.catalog.dcgm.field(name).saturation
+        entry = builder.catalog.lookup(name)
+        return bool(entry and entry.saturation)
 
     def threshold(self, signal: str, quantile: float | None = None) -> float | None:
         """The resolved threshold (overrides applied) of the alert on this signal (and quantile)."""

@@ -12,19 +12,14 @@ from .board import BoardBuilder
 from .context import DashboardContext, var_matcher
 from .panels import bargauge, filling, instant_table, problem_list, problems, stat, table, timeseries
 
-ABSENCE_TITLES = {  # the dcgm-exporter 'never silently blind' alerts' kinds: title, what an empty list means
-    "target_down": ("dcgm-exporter targets down", "None: every dcgm-exporter target answers its scrape."),
-    "partner_missing": (
-        "GPUs or exporters without both framebuffer fields",
-        "None: every GPU exports both framebuffer fields.",
-    ),
-    "metrics_absent": ("dcgm-exporter targets without metrics", "None: every dcgm-exporter target exports."),
-    "inputs_missing": ("dcgm-exporter metrics the alerts read, missing", "None: every input is exported."),
-}
-
 
 class GpuFleet(BoardBuilder):
     name = "gpu-fleet"
+    summary = (
+        "dcgm-exporter GPUs and MIG instances: framebuffer (matched and guarded per GPU / MIG instance), "
+        "utilization, clocks, power, temperature, errors and interconnect. The overview reads the alert's "
+        "recording rule; open a row for more."
+    )
 
     def __init__(self, ctx: DashboardContext):
         super().__init__(ctx)
@@ -36,13 +31,6 @@ class GpuFleet(BoardBuilder):
         self.gpus = ctx.selection(dcgm=filters, host=True)
         self.everything = ctx.selection(vllm=ctx.cluster_filter, dcgm=ctx.cluster_filter)
         self.hosts = ctx.selection(dcgm=ctx.cluster_filter, host=True)
-
-    def description(self) -> str:
-        return (
-            "dcgm-exporter GPUs and MIG instances: framebuffer (matched and guarded per GPU / MIG "
-            "instance), utilization, clocks, power, temperature, errors and interconnect. The overview "
-            "reads the alert's recording rule; open a row for more."
-        )
 
     def variables(self) -> list[grafana.Variable]:
         ctx, roles = self.ctx, self.ctx.roles
@@ -106,7 +94,6 @@ class GpuFleet(BoardBuilder):
     # -- rows ------------------------------------------------------------------------------------------
     def overview(self) -> None:
         ctx = self.ctx
-        fb_threshold = ctx.threshold("gpu_fb_used_ratio")
         self.row("Fleet", collapsed=False)
         self.add(
             stat(
@@ -118,15 +105,13 @@ class GpuFleet(BoardBuilder):
             )
         )
         self.add(
-            stat(
+            self.worst_stat(
                 "Fullest GPU framebuffer",
-                grafana.Target(promql.agg("max", [], self.framebuffer_ratio())),
+                self.gpus,
+                "gpu_fb_used_ratio",
+                "Framebuffer used ratio of the fullest GPU or MIG instance (alert view). When red, open "
+                "Framebuffer to see which GPU and who holds it.",
                 unit="percentunit",
-                min=0,
-                max=1,
-                steps=filling(fb_threshold),
-                description="Framebuffer used ratio of the fullest GPU or MIG instance (alert view). When "
-                "red, open Framebuffer to see which GPU and who holds it.",
             )
         )
         self.add(
@@ -139,24 +124,24 @@ class GpuFleet(BoardBuilder):
             ),
             optional="xid",
         )
-        self.add(
-            stat(
+        for title, aggregate, field, description in (
+            (
                 "Power draw",
-                grafana.Target(promql.agg("sum", [], self.gpus.per_gpu("power"))),
-                unit=ctx.unit("power"),
-                description="Board power of every selected GPU, each physical GPU counted once (MIG "
-                "instances repeat their GPU's power). A drop with steady load: throttling.",
-            )
-        )
-        self.add(
-            stat(
+                "sum",
+                "power",
+                "Board power of every selected GPU, each physical GPU counted once (MIG instances repeat "
+                "their GPU's power). A drop with steady load: throttling.",
+            ),
+            (
                 "Hottest GPU",
-                grafana.Target(promql.agg("max", [], self.gpus.per_gpu("gpu_temp"))),
-                unit=ctx.unit("gpu_temp"),
-                description="Temperature of the hottest selected GPU. Hot GPUs slow their clocks: compare "
-                "with the SM clock in Utilization.",
-            )
-        )
+                "max",
+                "gpu_temp",
+                "Temperature of the hottest selected GPU. Hot GPUs slow their clocks: compare with the SM "
+                "clock in Utilization.",
+            ),
+        ):
+            field_total = promql.agg(aggregate, [], self.gpus.per_gpu(field))
+            self.add(stat(title, grafana.Target(field_total), unit=ctx.unit(field), description=description))
         self.add(
             stat(
                 "dcgm-exporter targets up",
@@ -168,18 +153,7 @@ class GpuFleet(BoardBuilder):
 
     def targets(self) -> None:
         self.row("dcgm-exporter targets: the alerts' own conditions (host, GPU and namespace do not apply)")
-        for alert in self.ctx.absence_alerts("dcgm", *ABSENCE_TITLES):
-            title, empty = ABSENCE_TITLES[alert.spec.absence.kind]
-            self.add(
-                problem_list(
-                    title,
-                    self.everything.absence(alert),
-                    empty,
-                    w=12,
-                    description=f"What {alert.alert} fires on, now. {alert.spec.summary}",
-                ),
-                alert_view=[alert],
-            )
+        self.problem_lists("dcgm", self.everything)
 
     def framebuffer(self) -> None:
         ctx, roles = self.ctx, self.ctx.roles
@@ -241,9 +215,21 @@ class GpuFleet(BoardBuilder):
             )
         )
 
-    def utilization(self) -> None:
+    def field_panel(self, field: str, title: str, description: str, w: int = 8) -> grafana.Panel:
+        """One DCGM field per GPU (or MIG instance), in the unit and range the profile gives it."""
         ctx = self.ctx
+        return timeseries(
+            title,
+            self.gpu_field(field),
+            unit=ctx.unit(field),
+            **ctx.value_range(field),
+            w=w,
+            description=description,
+        )
+
+    def utilization(self) -> None:
         self.row("Utilization and clocks")
+        idle = " Low while vLLM has work waiting: the engine, not the GPU, is the bottleneck."
         for field, title, what, optional in (
             (
                 "gpu_util",
@@ -272,40 +258,26 @@ class GpuFleet(BoardBuilder):
                 None,
             ),
         ):
-            self.add(
-                timeseries(
-                    title,
-                    self.gpu_field(field),
-                    unit=ctx.unit(field),
-                    **ctx.value_range(field),
-                    w=8,
-                    description=f"{what} Low while vLLM has work waiting: the engine, not the GPU, is the "
-                    "bottleneck.",
-                ),
-                optional=optional,
-            )
+            self.add(self.field_panel(field, title, what + idle), optional=optional)
 
     def power_and_temperature(self) -> None:
-        ctx = self.ctx
         self.row("Power and temperature")
         self.add(
-            timeseries(
+            self.field_panel(
+                "power",
                 "Power",
-                self.gpu_field("power"),
-                unit=ctx.unit("power"),
+                "Board power of each physical GPU. Flat at the limit while the SM clock falls: the GPU is "
+                "power capped.",
                 w=12,
-                description="Board power of each physical GPU. Flat at the limit while the SM clock falls: "
-                "the GPU is power capped.",
             )
         )
         self.add(
-            timeseries(
+            self.field_panel(
+                "gpu_temp",
                 "GPU temperature",
-                self.gpu_field("gpu_temp"),
-                unit=ctx.unit("gpu_temp"),
+                "Temperature of each physical GPU. One GPU much hotter than its neighbours: check the "
+                "node's cooling before it throttles.",
                 w=12,
-                description="Temperature of each physical GPU. One GPU much hotter than its neighbours: "
-                "check the node's cooling before it throttles.",
             )
         )
 

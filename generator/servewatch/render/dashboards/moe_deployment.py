@@ -72,10 +72,7 @@ class MoeDeployment(BoardBuilder):
     # -- rows ------------------------------------------------------------------------------------------
     def overview(self) -> None:
         ctx = self.ctx
-        fb_threshold, kv_threshold = (
-            ctx.threshold("gpu_fb_used_ratio"),
-            ctx.threshold("engine_kv_cache_usage"),
-        )
+        fb_threshold = ctx.threshold("gpu_fb_used_ratio")
         fullest = promql.agg("max", [], self.framebuffer_ratio())
         self.row("Deployment", collapsed=False)
         self.add(
@@ -117,24 +114,22 @@ class MoeDeployment(BoardBuilder):
             )
         )
         self.add(
-            stat(
+            self.worst_stat(
                 "Fullest engine KV cache",
-                grafana.Target(promql.agg("max", [], self.engine("engine_kv_cache_usage"))),
+                self.deployment,
+                "engine_kv_cache_usage",
+                "KV cache usage of the deployment's fullest engine (rank). When red, that rank preempts "
+                "first: open Per rank.",
                 unit="percentunit",
-                min=0,
-                max=1,
-                steps=filling(kv_threshold),
-                description="KV cache usage of the deployment's fullest engine (rank). When red, that rank "
-                "preempts first: open Per rank.",
             )
         )
         self.add(
-            stat(
+            self.worst_stat(
                 "Longest queue (one engine)",
-                grafana.Target(promql.agg("max", [], self.engine("engine_requests_waiting"))),
-                steps=above(ctx.threshold("engine_requests_waiting")),
-                description="Requests waiting on the deployment's engine with the longest queue. When red, "
-                "compare the ranks' queues in Per rank.",
+                self.deployment,
+                "engine_requests_waiting",
+                "Requests waiting on the deployment's engine with the longest queue. When red, compare the "
+                "ranks' queues in Per rank.",
             )
         )
         self.add(

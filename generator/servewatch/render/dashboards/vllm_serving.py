@@ -11,7 +11,7 @@ from ... import grafana
 from ...promql import builders as promql
 from .board import BoardBuilder
 from .context import REQUESTS_PER_SECOND, TOKENS_PER_SECOND, DashboardContext, var_matcher
-from .panels import above, filling, heatmap, problem_list, stat, timeseries
+from .panels import above, filling, heatmap, stat, timeseries
 
 QUANTILES = (0.5, 0.9, 0.95, 0.99)
 LATENCIES = (  # signal, metric, title
@@ -28,6 +28,54 @@ PHASES = (  # where a request's time goes: phase, histogram
 PROMPT_TOKENS, GENERATION_TOKENS = "vllm:request_prompt_tokens", "vllm:request_generation_tokens"
 ITERATION_TOKENS = "vllm:iteration_tokens_total"
 PER_MODEL = "pod and engine do not apply"
+WORST = (  # the overview's worst-of stats, coloured by their alert: title, signal, quantile, unit, what to do
+    (
+        "Aborted or failed requests",
+        "model_request_error_ratio",
+        None,
+        "percentunit",
+        "Share of finished requests that ended in abort or error, worst model. When red, open Traffic per "
+        "model to see which model and whether clients abort.",
+    ),
+    *(
+        (
+            f"{title} p95",
+            signal,
+            0.95,
+            "s",
+            f"Worst model of the selection; {title.lower()} covers {part}. When red, open Latency per model.",
+        )
+        for signal, title, part in (
+            ("model_ttft", "Time to first token", "queueing and prefill"),
+            ("model_itl", "Inter-token latency", "each decode step"),
+            ("model_e2e_latency", "End-to-end latency", "the whole request"),
+        )
+    ),
+    (
+        "Fullest KV cache",
+        "engine_kv_cache_usage",
+        None,
+        "percentunit",
+        "KV cache usage of the fullest engine: the first one to preempt. Never an average. When red, open "
+        "Per engine to find the rank.",
+    ),
+    (
+        "Longest queue (one engine)",
+        "engine_requests_waiting",
+        None,
+        "short",
+        "Requests waiting on the engine with the longest queue. When red, open Per engine: one busy rank "
+        "or all of them?",
+    ),
+    (
+        "Preemptions, busiest engine",
+        "engine_preemptions_rate",
+        None,
+        REQUESTS_PER_SECOND,
+        "Requests preempted per second for lack of KV cache on the engine that preempts most; each is "
+        "recomputed. When red, check its KV cache.",
+    ),
+)
 
 
 def percentile(q: float) -> str:
@@ -36,6 +84,11 @@ def percentile(q: float) -> str:
 
 class VllmServing(BoardBuilder):
     name = "vllm-serving"
+    summary = (
+        "vLLM serving per model, drillable to pod and engine (data-parallel rank). The overview shows the "
+        "worst of the selected models from the alerts' recording rules; open a row for more. An alert's "
+        "link opens the panel that shows it."
+    )
 
     def __init__(self, ctx: DashboardContext):
         super().__init__(ctx)
@@ -48,13 +101,6 @@ class VllmServing(BoardBuilder):
         self.one_model_engines = ctx.selection(vllm=ctx.one_model_filters + pods_and_engines)
         # the alerts' own conditions, in the selected clusters
         self.everything = ctx.selection(vllm=ctx.cluster_filter, dcgm=ctx.cluster_filter)
-
-    def description(self) -> str:
-        return (
-            "vLLM serving per model, drillable to pod and engine (data-parallel rank). The overview "
-            "shows the worst of the selected models from the alerts' recording rules; open a row for "
-            "more. An alert's link opens the panel that shows it."
-        )
 
     def variables(self) -> list[grafana.Variable]:
         ctx, roles = self.ctx, self.ctx.roles
@@ -152,58 +198,8 @@ class VllmServing(BoardBuilder):
                 "requests means shorter answers or slower decode: compare inter-token latency.",
             )
         )
-        self.add(
-            stat(
-                "Aborted or failed requests",
-                grafana.Target(self.worst("model_request_error_ratio")),
-                unit="percentunit",
-                steps=above(ctx.threshold("model_request_error_ratio")),
-                description="Share of finished requests that ended in abort or error, worst model. When "
-                "red, open Traffic per model to see which model and whether clients abort.",
-            )
-        )
-        for signal, _, title in LATENCIES:
-            self.add(
-                stat(
-                    f"{title} p95",
-                    grafana.Target(self.worst(signal, 0.95)),
-                    unit="s",
-                    steps=above(ctx.threshold(signal, 0.95)),
-                    description=f"{ctx.model.signal(signal).help} Worst model of the selection. When red, "
-                    "open Latency per model.",
-                )
-            )
-        self.add(
-            stat(
-                "Fullest KV cache",
-                grafana.Target(self.worst("engine_kv_cache_usage")),
-                unit="percentunit",
-                min=0,
-                max=1,
-                steps=filling(ctx.threshold("engine_kv_cache_usage")),
-                description="KV cache usage of the fullest engine: the first one to preempt. Never an "
-                "average. When red, open Per engine to find the rank.",
-            )
-        )
-        self.add(
-            stat(
-                "Longest queue (one engine)",
-                grafana.Target(self.worst("engine_requests_waiting")),
-                steps=above(ctx.threshold("engine_requests_waiting")),
-                description="Requests waiting on the engine with the longest queue. When red, open Per "
-                "engine: one busy rank or all of them?",
-            )
-        )
-        self.add(
-            stat(
-                "Preemptions, busiest engine",
-                grafana.Target(self.worst("engine_preemptions_rate")),
-                unit=REQUESTS_PER_SECOND,
-                steps=above(ctx.threshold("engine_preemptions_rate")),
-                description="Requests preempted per second for lack of KV cache on the engine that "
-                "preempts most; each is recomputed. When red, check its KV cache.",
-            )
-        )
+        for title, signal, quantile, unit, description in WORST:
+            self.add(self.worst_stat(title, self.models, signal, description, quantile, unit=unit))
         self.add(
             stat(
                 "Running requests",
@@ -237,28 +233,7 @@ class VllmServing(BoardBuilder):
 
     def targets(self) -> None:
         self.row("vLLM targets: the alerts' own conditions (namespace, model, " + PER_MODEL + ")")
-        for alert in self.ctx.absence_alerts("vllm", "metrics_absent", "target_down", "inputs_missing"):
-            title, empty = {
-                "metrics_absent": (
-                    "vLLM targets down or without metrics",
-                    "None: every vLLM target is up and exports vllm: metrics.",
-                ),
-                "target_down": ("vLLM targets down", "None: every vLLM target answers its scrape."),
-                "inputs_missing": (
-                    "vLLM metrics the alerts read, missing",
-                    "None: every vLLM target exports every metric the alerts read.",
-                ),
-            }[alert.spec.absence.kind]
-            self.add(
-                problem_list(
-                    title,
-                    self.everything.absence(alert),
-                    empty,
-                    w=12,
-                    description=f"What {alert.alert} fires on, now. {alert.spec.summary}",
-                ),
-                alert_view=[alert],
-            )
+        self.problem_lists("vllm", self.everything)
 
     def traffic(self) -> None:
         ctx = self.ctx

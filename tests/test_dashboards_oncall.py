@@ -438,6 +438,27 @@ def test_every_alert_link_opens_the_panel_that_shows_the_alert(built, boards):
     assert checked == len([a for a in model.alerts() if a.spec.dashboard])
 
 
+def test_an_alert_set_per_deployment_adds_no_panel_and_every_copy_opens_its_panel(tmp_path, boards):
+    """Teams give each deployment its own alerts (bench/generation_cost.py builds that): the dashboards
+    keep their panels, link one runbook per signal, and every copy's link opens the original's panel."""
+    from bench.generation_cost import scaled_specs
+
+    model, files = generate.build(scaled_specs(3, REPO / "specs", tmp_path / "specs"))
+    scaled = _boards(files)
+    for name in NAMES:
+        before = [(p["title"], p["description"].count("[Runbook:")) for _, _, p in sections(boards[name])]
+        assert [
+            (p["title"], p["description"].count("[Runbook:")) for _, _, p in sections(scaled[name])
+        ] == before
+    views = {}
+    for alert in model.alerts():
+        if alert.spec.dashboard:
+            views.setdefault(alert.alert.split("Copy")[0], set()).add(
+                dict(parse_qsl(urlsplit(alert.annotations["dashboard_url"]).query)).get("viewPanel")
+            )
+    assert views and all(len(ids) == 1 and None not in ids for ids in views.values()), views
+
+
 # ---------------------------------------------------------------------------------------------
 # what the anchors show, and the first screen
 # ---------------------------------------------------------------------------------------------

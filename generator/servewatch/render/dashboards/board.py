@@ -106,9 +106,13 @@ class BoardBuilder:
         )
 
     def problem_lists(self, source: str, selection: Selection) -> None:
-        """One problem list per 'never silently blind' alert of `source`: what it fires on now, read
-        with the alert's own condition; the alert's dashboard_url opens it."""
+        """One problem list per 'never silently blind' condition of `source`: what its alerts fire on
+        now, read with their own condition; their dashboard_url opens it."""
+        conditions: dict[str, list[AlertRule]] = {}  # alerts with the same condition share one list
         for alert in self.ctx.absence_alerts(source):
+            conditions.setdefault(selection.absence(alert), []).append(alert)
+        for condition, alerts in conditions.items():
+            alert = alerts[0]
             absence = alert.spec.absence
             sig = self.ctx.model.signal(absence.signal) if absence.signal else None
             words = {"source": SOURCE_NAMES.get(source, source)}
@@ -117,12 +121,12 @@ class BoardBuilder:
             self.add(
                 problem_list(
                     title,
-                    selection.absence(alert),
+                    condition,
                     empty,
                     w=12,
                     description=f"What {alert.alert} fires on, now. {alert.spec.summary}",
                 ),
-                alert_view=[alert],
+                alert_view=alerts,
             )
 
     def add(
@@ -150,14 +154,25 @@ def series_read(panel: grafana.Panel) -> list[str]:
 
 def describe(ctx: DashboardContext, panel: grafana.Panel, alert_view: list[AlertRule]) -> str:
     """The panel's own words (what it shows, what to do), then what it reads and the runbooks of the
-    alerts on what it shows."""
+    alerts on what it shows: one per signal and quantile (the alert whose threshold the panel draws)
+    or condition (a spec set with an alert per deployment would otherwise link hundreds)."""
     names = series_read(panel)
     records = {s.record for s in ctx.model.spec.signals.values()}
     reads = ", ".join(f"`{n}` (recording rule)" if n in records else f"`{n}`" for n in names)
-    alerts = {a.alert: a for a in alert_view}
-    for alert in ctx.alerts:
-        sig = ctx.model.signal(alert.spec.signal) if alert.spec.signal else None
-        if sig and (sig.record in names or (sig.kind == "quantile" and f"{sig.metric}_bucket" in names)):
-            alerts.setdefault(alert.alert, alert)
-    runbooks = " ".join(f"[Runbook: {a.alert}]({a.annotations['runbook_url']})" for a in alerts.values())
+    shown = [a for a in ctx.alerts if a.spec.signal and _reads_signal(ctx, a.spec.signal, names)]
+    linked: dict[tuple, AlertRule] = {}
+    for alert in [*alert_view, *shown]:
+        absence = alert.spec.absence
+        key = (
+            (alert.spec.signal, alert.spec.quantile) if alert.spec.signal else (absence.kind, absence.source)
+        )
+        linked.setdefault(key, alert)
+    runbooks = " ".join(f"[Runbook: {a.alert}]({a.annotations['runbook_url']})" for a in linked.values())
     return " ".join(x for x in (panel.description, f"Reads {reads}.", runbooks) if x)
+
+
+def _reads_signal(ctx: DashboardContext, signal: str, names: list[str]) -> bool:
+    """Whether a panel reading `names` reads the signal: its recording rule or, for a quantile, its
+    histogram's buckets."""
+    sig = ctx.model.signal(signal)
+    return sig.record in names or (sig.kind == "quantile" and f"{sig.metric}_bucket" in names)

@@ -47,16 +47,24 @@ def resolve_variables(
             continue  # only the panels' data source references use it
         if kind != "query":
             raise ValueError(f"{dashboard.get('uid')}: variable {name!r} of type {kind!r} is not supported")
-        selector, label = grafana.label_values_query(var)
-        params = {"start": timestamp(window.start), "end": timestamp(window.end)}
-        if selector:
-            params["match[]"] = grafana.interpolate(selector, values)
         t0 = time.perf_counter()
-        options = prom.api(f"/api/v1/label/{label}/values", **params)
+        expr = grafana.query_result_query(var)
+        if expr is not None:  # an instant query at the end of the window, through the variable's regex
+            found = prom.api(
+                "/api/v1/query", query=grafana.interpolate(expr, values), time=timestamp(window.end)
+            )
+            options = grafana.query_result_options(var, found["result"])
+        else:
+            selector, label = grafana.label_values_query(var)
+            params = {"start": timestamp(window.start), "end": timestamp(window.end)}
+            if selector:
+                params["match[]"] = grafana.interpolate(selector, values)
+            options = prom.api(f"/api/v1/label/{label}/values", **params)
         lookup_s = time.perf_counter() - t0
         options = grafana.sort_options(var, options)
         chosen, is_all = grafana.choose(var, options, pick, prefer)
         values[name] = grafana.format_selection(var, chosen, is_all)
+        values[f"{name}:raw"] = chosen[0]  # a panel repeated per value: its first copy is measured
         report[name] = {
             "options": len(options),
             "selected": "All" if is_all else chosen,

@@ -11,7 +11,8 @@ import re
 from dataclasses import dataclass
 
 ALL = "$__all"
-_VAR = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)|\[\[(\w+)\]\]")
+_VAR = re.compile(r"\$\{(\w+)(?::(\w+))?\}|\$(\w+)|\[\[(\w+)\]\]")
+_QUERY_RESULT = re.compile(r"^\s*query_result\((?P<expr>.+)\)\s*$", re.S)
 _LABEL_VALUES = re.compile(r"^\s*label_values\(\s*(?:(?P<selector>.+?)\s*,\s*)?(?P<label>\w+)\s*\)\s*$", re.S)
 _REGEX_META = re.compile(r"[$^*{}\[\]'+?.()|]")
 
@@ -111,8 +112,9 @@ def interpolate(expr: str, values: dict[str, str]) -> str:
     left behind is an error, since Prometheus would reject or misread it."""
 
     def sub(m: re.Match) -> str:
-        name = m.group(1) or m.group(2) or m.group(3)
-        return values.get(name, m.group(0))
+        name, fmt = m.group(1) or m.group(3) or m.group(4), m.group(2)
+        # ${name:raw} (a repeated panel's one value, as it is) has its own text where one is given
+        return values.get(f"{name}:{fmt}", values.get(name, m.group(0)))
 
     out = _VAR.sub(sub, expr)
     left = sorted({n for n in re.findall(r"\$\{?([A-Za-z_]\w*)", out)})
@@ -130,6 +132,25 @@ def label_values_query(variable: dict) -> tuple[str | None, str]:
     if not m:
         raise ValueError(f"variable {variable.get('name')!r}: not a label_values() query: {query!r}")
     return m.group("selector"), m.group("label")
+
+
+def query_result_query(variable: dict) -> str | None:
+    """The expression of a ``query_result(expr)`` variable (None for any other query)."""
+    query = variable.get("query")
+    m = _QUERY_RESULT.match(query if isinstance(query, str) else "")
+    return m.group("expr") if m else None
+
+
+def query_result_options(variable: dict, series: list[dict]) -> list[str]:
+    """What Grafana lists for query_result: each series as ``{labels} value``, through the variable's
+    regex (its first group), once each."""
+    regex = re.compile((variable.get("regex") or "/(.*)/").strip("/"))
+    out: dict[str, None] = {}
+    for s in series:
+        text = "{" + ",".join(f'{k}="{v}"' for k, v in sorted(s["metric"].items())) + "}"
+        for m in regex.finditer(text):
+            out.setdefault(m.group(1) if m.groups() else m.group(0), None)
+    return list(out)
 
 
 def sort_options(variable: dict, options: list[str]) -> list[str]:
@@ -186,6 +207,8 @@ __all__ = [
     "format_selection",
     "interpolate",
     "label_values_query",
+    "query_result_options",
+    "query_result_query",
     "sort_options",
     "choose",
 ]

@@ -50,6 +50,19 @@ def test_interpolate_fills_every_syntax_and_leaves_label_replace_groups():
     assert out == 'label_replace(x{a=~"1", b="2", c="3", d="4"}[2m], "p", "$1", "q", "(.*)")'
 
 
+def test_a_repeated_panels_raw_value_and_query_result_options():
+    out = grafana.interpolate('x{m="${model:raw}", n=~"$model"}', {"model": "a\\\\.b", "model:raw": "a.b"})
+    assert out == 'x{m="a.b", n=~"a\\\\.b"}'
+    host = {
+        "query": "query_result(count by (Hostname, hostname) (up))",
+        "regex": '/(?:Hostname|hostname)="([^"]+)"/',
+    }
+    assert grafana.query_result_query(host) == "count by (Hostname, hostname) (up)"
+    series = [{"metric": {"Hostname": "a"}}, {"metric": {"hostname": "c"}}, {"metric": {"Hostname": "a"}}]
+    assert grafana.query_result_options(host, series) == ["a", "c"]
+    assert grafana.query_result_query({"query": "label_values(up, job)"}) is None
+
+
 def test_interpolate_names_an_unknown_variable():
     with pytest.raises(ValueError, match="cluster"):
         grafana.interpolate('x{cluster=~"$cluster"}', {})

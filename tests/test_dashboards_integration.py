@@ -27,11 +27,15 @@ from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import pytest
+import yaml
 
+from servewatch import generate
 from servewatch.model import Model
+from servewatch.render import dashboards
 from servewatch_testkit import synth
 from servewatch_testkit.localprom import LocalPrometheus, backfill_start
 from servewatch_testkit.synth import INCIDENTS, incident, truth
+from test_dashboards_oncall import SCALE_RULES, with_scale_rules
 
 fleet_mod = importlib.import_module(
     "servewatch_testkit.synth.fleet"
@@ -179,19 +183,24 @@ def _rule_files(files: dict[str, str], folder: Path) -> list[Path]:
     return out
 
 
-def _serve(scenario, extra: list, default_build, folder: Path):
+def _serve(scenario, extra: list, default_build, folder: Path, more_rules: dict[str, str] | None = None):
     model, files = default_build
     start = backfill_start(scenario.steps, scenario.step)
     openmetrics = synth.to_openmetrics(list(scenario) + extra, start, scenario.step)
     boards = {n: json.loads(files[f"dashboards/{n}.json"]) for n in NAMES}
-    with LocalPrometheus(openmetrics, rule_files=_rule_files(files, folder)) as prom:
+    rule_files = _rule_files(files, folder)
+    if more_rules:
+        rule_files.append(folder / "more.rules.yaml")
+        group = {"name": "more", "rules": [{"record": r, "expr": e} for r, e in more_rules.items()]}
+        rule_files[-1].write_text(yaml.safe_dump({"groups": [group]}))
+    with LocalPrometheus(openmetrics, rule_files=rule_files) as prom:
         yield Env(prom, scenario.time_at(start, scenario.eval_step), scenario, extra, boards, model)
 
 
 @pytest.fixture(scope="module")
 def busy(tmp_path_factory, default_build):
-    """The fleet as it is: busy, nothing wrong."""
-    yield from _serve(synth.fleet(), [], default_build, tmp_path_factory.mktemp("rules"))
+    """The fleet as it is: busy, nothing wrong (and the recording rules issue 8 asks for, loaded)."""
+    yield from _serve(synth.fleet(), [], default_build, tmp_path_factory.mktemp("rules"), SCALE_RULES)
 
 
 @pytest.fixture(scope="module")
@@ -614,3 +623,32 @@ def test_queue_and_prefill_p95_tell_queueing_from_long_prompts(served):
     assert math.isclose(split["queueing"]["prefill"], q["prefill_p95"], rel_tol=1e-9)
     assert math.isclose(split["prompts"]["queue"], p["queue_p95"], rel_tol=1e-9)
     assert math.isclose(split["prompts"]["prefill"], p["prefill_p95_after"], rel_tol=1e-9)
+
+
+def test_recording_rules_that_land_later_give_the_same_values(busy, monkeypatch):
+    """Bucket-rate and per-engine quantile rules (test_dashboards_oncall.SCALE_RULES) change what a
+    panel reads, not what it shows."""
+    recorded = dashboards.build(with_scale_rules(generate.build(REPO / "specs")[0], monkeypatch))
+    checked = 0
+    for title, ref in (("Time to first token", 1), ("Time to first token p95 per engine", 0)):
+        results = []
+        for board in (busy.boards["vllm-serving"], recorded["vllm-serving"]):
+            expr = next(p for p in all_panels(board) if p["title"] == title)["targets"][ref]["expr"]
+            rows = run(busy, expr, ALL)
+            results.append(
+                {
+                    tuple(sorted((k, v) for k, v in r["metric"].items() if k != "__name__")): float(
+                        r["value"][1]
+                    )
+                    for r in rows
+                }
+            )
+        live, from_rules = results
+        assert live and set(live) == set(from_rules), title
+        assert all(math.isclose(live[k], from_rules[k], rel_tol=1e-9) for k in live), (
+            title,
+            live,
+            from_rules,
+        )
+        checked += len(live)
+    assert checked >= 4

@@ -593,3 +593,49 @@ def test_the_docs_table_lists_every_panel_of_the_dashboard(boards, name):
     generated = [p["title"] for _, _, p in sections(boards[name])]
     assert documented == generated
     assert all(line.count("|") == 4 and line.split("|")[3].strip() for line in rows)  # each says what for
+
+
+# ---------------------------------------------------------------------------------------------
+# recording rules are read as soon as they exist, whatever they are called
+# ---------------------------------------------------------------------------------------------
+ENGINE = "namespace, pod, model_name, engine"
+TTFT = "vllm:time_to_first_token_seconds"
+# what issue 8 asks for: bucket rates per engine and per model, per-engine quantiles, token rates
+SCALE_RULES = {
+    "engine:ttft_bucket:rate5m": f"max by ({ENGINE}, le) (rate({TTFT}_bucket[5m]))",
+    "model:ttft_bucket:rate5m": (
+        f"sum by (namespace, model_name, le) (max by ({ENGINE}, le) (rate({TTFT}_bucket[5m])))"
+    ),
+    "model:ttft_count:rate5m": f"sum by (namespace, model_name) (max by ({ENGINE}) (rate({TTFT}_count[5m])))",
+    "engine:ttft:p95": (  # guarded as servewatch's own quantile rules: no NaN for an idle engine
+        f"histogram_quantile(0.95, max by ({ENGINE}, le) (rate({TTFT}_bucket[5m])))"
+        f" and on ({ENGINE}) max by ({ENGINE}) (rate({TTFT}_count[5m])) > 0"
+    ),
+    "model:prompt_tokens:rate5m": "sum by (namespace, model_name) (rate(vllm:prompt_tokens_total[5m]))",
+}
+
+
+def with_scale_rules(model, monkeypatch):
+    from servewatch.model import RecordRule
+
+    records = model.records()
+    extra = [RecordRule(name, expr) for name, expr in SCALE_RULES.items()]
+    monkeypatch.setattr(model, "records", lambda: [*records, *extra])
+    return model
+
+
+def test_bucket_rate_and_quantile_rules_are_read_once_they_exist(built, monkeypatch):
+    from servewatch.render import dashboards
+
+    boards = dashboards.build(with_scale_rules(generate.build(REPO / "specs")[0], monkeypatch))
+    serving = {p["title"]: p for _, _, p in sections(boards["vllm-serving"])}
+    p90 = serving["Time to first token"]["targets"][1]["expr"]
+    assert "histogram_quantile(0.9, model:ttft_bucket:rate5m{" in p90 and f"{TTFT}_bucket" not in p90
+    assert "model:ttft_count:rate5m{" in p90  # the `observed > 0` guard too
+    # a per-engine quantile rule serves the per-engine panel as it is
+    per_engine = serving["Time to first token p95 per engine"]["targets"][0]["expr"]
+    assert per_engine.startswith("engine:ttft:p95{") and 'pod=~"$pod"' in per_engine
+    # a per-model rule cannot narrow by pod: the per-engine queue p95 stays live; heatmaps by pod too
+    tokens = serving["Token throughput"]["targets"][0]["expr"]
+    assert tokens.startswith("model:prompt_tokens:rate5m{")  # fewer series than the per-engine rule
+    assert "model:ttft_bucket" not in json.dumps(serving["Prompt length: $model"])

@@ -7,6 +7,7 @@ the selection's matchers, so they apply to every series a panel reads.
 
   context.py        label roles from config; variable matchers, alerts, legends, variables, links
   selection.py      what a group of panels reads: the one place each quantity is read from
+  recorded.py       which recording rules record a rate or a quantile, read from their expressions
   board.py          the frame each dashboard builder fills (optional panels, descriptions, alert views)
   panels.py         time series, stat, table (problem list), heatmap and threshold shorthands
   vllm_serving.py   gpu_fleet.py   moe_deployment.py      one module per dashboard

@@ -14,6 +14,7 @@ from ...model import AlertRule, Model
 from ...promql import builders as promql
 from ...promql import labels as promql_labels
 from ...spec.dashboards import Settings
+from . import recorded
 from .selection import Selection
 
 # vLLM's own labels (not configuration); dcgm-exporter's come from the catalog (catalog/dcgm.yaml).
@@ -124,6 +125,7 @@ class DashboardContext:
         self.alerts = model.alerts()
         self.recorded = {r.signal for r in model.records()}
         self.record_labels = promql_labels.record_labels(model.records())
+        self.rate_rules, self.quantile_rules = recorded.rules(model.records(), model.builder)
 
     # -- identities --------------------------------------------------------------------------------
     def identity(self, level: str) -> list[str]:

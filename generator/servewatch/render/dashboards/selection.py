@@ -6,9 +6,11 @@ histogram's bucket rates, a quantile, a mean or a share. Each of those methods r
 where one records that quantity for every series the selection narrows to, and computes it live over
 `$__rate_interval` otherwise; so a panel moves to a new recording rule by changing one method here.
 
-Recording rules read today: every recorded signal (signals.yaml), rates through a recorded rate
-signal of the same metric. Histogram bucket rates and per-engine quantiles are computed live until
-their recording rules exist (`bucket_rates` is where they will be read).
+Recording rules are recognised by their expressions (recorded.py), not their names: a rate of a
+counter or of a histogram's buckets per some labels is read, summed up to the level a panel wants,
+wherever those labels include the level's and the ones the selection narrows by; a quantile rule is
+read at exactly its labels. So bucket-rate and per-engine quantile rules are used as soon as they are
+generated, and everything else is computed live.
 """
 
 from __future__ import annotations
@@ -18,13 +20,12 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from ...model import AlertRule
 from ...promql import builders as promql
 from ...signals import SignalBuilder
-from ...spec.schema import Signal
+from .recorded import RateRule
 
 if TYPE_CHECKING:
     from .context import DashboardContext
 
 WINDOW = "$__rate_interval"
-FINER = {"engine": ("engine",), "model": ("engine", "model"), "all": ("engine", "model")}
 
 
 class Selection:
@@ -59,65 +60,59 @@ class Selection:
         series carry; computed live when it is not recorded (or the selection narrows by a label
         the rule aggregated away, as pod and engine on a per-model rule)."""
         sig = self.ctx.model.signal(name)
-        if self._recorded(name, quantile):
-            return self.record(sig, quantile)
         if sig.kind == "quantile":
-            return self.quantile(
-                sig.metric, quantile if quantile is not None else sig.quantiles[0], sig.level
-            )
+            return self.quantile(sig.metric, sig.quantiles[0] if quantile is None else quantile, sig.level)
+        if self._recorded(name):
+            return self.signals.narrow(sig.record, self._matchers(sig.level), dcgm=sig.level == "gpu")
         return self.signals.expr(sig, window=WINDOW)
-
-    def record(self, sig: Signal, quantile: float | None = None) -> str:
-        extra = [f'quantile="{quantile:g}"'] if quantile is not None else []
-        return self.signals.narrow(sig.record, [*extra, *self._matchers(sig.level)], dcgm=sig.level == "gpu")
 
     def _matchers(self, level: str) -> list[str]:
         return self.dcgm_matchers if level == "gpu" else self.vllm_matchers
 
-    def _recorded(self, name: str, quantile: float | None) -> bool:
-        sig = self.ctx.model.signal(name)
-        if name not in self.ctx.recorded or (quantile is not None and quantile not in sig.quantiles):
+    def _narrows_by(self, level: str) -> set[str]:
+        """The labels the selection narrows series of this level by."""
+        return {label for label, _, _ in promql.parse_matchers(", ".join(self._matchers(level)))}
+
+    def _recorded(self, name: str) -> bool:
+        """Whether the signal's recording rule exists and keeps every label the selection narrows by."""
+        if name not in self.ctx.recorded:
             return False
-        carried = self.ctx.record_labels[sig.record].known
-        return all(
-            label in carried for label, _, _ in promql.parse_matchers(", ".join(self._matchers(sig.level)))
-        )
+        sig = self.ctx.model.signal(name)
+        return self._narrows_by(sig.level) <= self.ctx.record_labels[sig.record].known
 
     # -- counters and histograms ------------------------------------------------------------------------
     def rate(self, metric: str, level: str, by: Sequence[str] = ()) -> str:
         """Per second, per `level` (engine, model, or all of the selection) and `by`: each engine
         counted once (a target scraped twice is deduplicated), then summed up to the level."""
         keep = self.ctx.identity(level) + list(by)
-        recorded = self._rate_record(metric, level, by)
-        if recorded is not None:
-            sig, record = recorded
-            same = sig.level == level and list(sig.by) == list(by)
-            return record if same else promql.agg("sum", keep, record)
-        per_engine = promql.dedup(
-            promql.rate(self.select(metric), WINDOW), self.ctx.identity("engine") + list(by)
-        )
+        rule = self._rate_rule(metric, keep)
+        if rule is not None:
+            recorded = promql.selector(rule.record, *self.vllm_matchers)
+            return recorded if rule.labels == set(keep) else promql.agg("sum", keep, recorded)
+        engine = self.ctx.identity("engine") + list(by)
+        per_engine = promql.dedup(promql.rate(self.select(metric), WINDOW), engine)
         return per_engine if level == "engine" else promql.agg("sum", keep, per_engine)
 
-    def _rate_record(self, metric: str, level: str, by: Sequence[str]) -> tuple[Signal, str] | None:
-        """A recorded rate of `metric` at `level` or finer, split by at least `by`."""
-        for name, sig in self.ctx.model.spec.signals.items():
-            if (
-                sig.kind == "rate"
-                and sig.metric == metric
-                and sig.level in FINER[level]
-                and set(by) <= set(sig.by)
-                and self._recorded(name, None)
-            ):
-                return sig, self.record(sig)
-        return None
+    def _rate_rule(self, metric: str, keep: list[str]) -> RateRule | None:
+        """The rate rule of `metric` with the fewest series that keeps `keep` and every label the
+        selection narrows by."""
+        needed = set(keep) | self._narrows_by("engine")
+        fitting = [r for r in self.ctx.rate_rules if r.metric == metric and needed <= r.labels]
+        return min(fitting, key=lambda r: (len(r.labels), r.record), default=None)
 
     def bucket_rates(self, metric: str, level: str, by: Sequence[str] = ()) -> str:
         """A histogram's bucket rates per `level` and `le`: what quantiles and heatmaps are made of."""
         return self.rate(f"{metric}_bucket", level, [*by, "le"])
 
     def quantile(self, metric: str, q: float, level: str, by: Sequence[str] = ()) -> str:
-        """The q-quantile per level; no result (not NaN) where nothing was observed."""
+        """The q-quantile per level, from its recording rule when one records it at exactly these
+        labels; else from the bucket rates. No result (not NaN) where nothing was observed."""
         keep = self.ctx.identity(level) + list(by)
+        if self._narrows_by(level) <= set(keep):
+            for rule in self.ctx.quantile_rules:
+                if (rule.metric, rule.quantile, rule.labels) == (metric, q, set(keep)):
+                    static = [f'{label}="{value}"' for label, value in rule.static]
+                    return promql.selector(rule.record, *static, *self.vllm_matchers)
         observed = f"{self.rate(f'{metric}_count', level, by)} > 0"
         return promql.only_where(promql.quantile(q, self.bucket_rates(metric, level, by)), observed, keep)
 

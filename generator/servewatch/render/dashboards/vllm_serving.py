@@ -140,9 +140,6 @@ class VllmServing(BoardBuilder):
     def per_model(self, expr: str, *by: str) -> str:
         return promql.agg("sum", self.ctx.identity("model") + list(by), expr)
 
-    def worst(self, signal: str, quantile: float | None = None) -> str:
-        return promql.agg("max", [], self.models.signal(signal, quantile))
-
     def total(self, expr: str) -> str:
         return promql.agg("sum", [], expr)
 
@@ -163,15 +160,12 @@ class VllmServing(BoardBuilder):
         selection = self.one_model_engines
         return promql.only_where(selection.bucket_rates(metric, "all"), selection.one_layout(metric), [])
 
-    def quantile_lines(self, metric: str, signal: str | None) -> list[grafana.Target]:
-        """p50, p90, p95 and p99 per model (the recording rule where it records that quantile), and
+    def quantile_lines(self, metric: str) -> list[grafana.Target]:
+        """p50, p90, p95 and p99 per model (the recording rule where one records that quantile), and
         the mean."""
         ctx = self.ctx
         lines = [
-            grafana.Target(
-                self.models.signal(signal, q) if signal else self.models.quantile(metric, q, "model"),
-                ctx.model_legend(percentile(q)),
-            )
+            grafana.Target(self.models.quantile(metric, q, "model"), ctx.model_legend(percentile(q)))
             for q in QUANTILES
         ]
         return lines + [grafana.Target(self.models.mean(metric, "model"), ctx.model_legend("mean"))]
@@ -307,7 +301,7 @@ class VllmServing(BoardBuilder):
             self.add(
                 timeseries(
                     title,
-                    *self.quantile_lines(metric, signal),
+                    *self.quantile_lines(metric),
                     unit="s",
                     w=8,
                     steps=above(ctx.threshold(signal, 0.95)),
@@ -319,7 +313,7 @@ class VllmServing(BoardBuilder):
         self.add(
             timeseries(
                 "Time per output token (TPOT)",
-                *self.quantile_lines(TPOT, None),
+                *self.quantile_lines(TPOT),
                 unit="s",
                 w=8,
                 description="Decode time / (generated tokens - 1) per finished request: what one user "

@@ -30,7 +30,7 @@ QUANTITIES = {
     "percent": {"percent", "percentunit"},
     "temperature": {"celsius", "fahrenheit", "kelvin"},
     "power": {"mwatt", "watt", "kwatt", "megwatt", "gwatt"},
-    "frequency": {"hertz", "khertz", "mhertz", "ghertz"},
+    "frequency": {"hertz", "rothz", "rotkhz", "rotmhz", "rotghz"},
 }  # fmt: skip
 
 # catalog unit -> (quantity, the Grafana units that show it at the right scale, what it is)
@@ -43,7 +43,7 @@ RIGHT_UNITS = {
     "percent": ("percent", {"percent"}, "a 0-100 percent"),
     "celsius": ("temperature", {"celsius"}, "degrees Celsius"),
     "watts": ("power", {"watt"}, "watts"),
-    "MHz": ("frequency", {"mhertz"}, "MHz"),
+    "MHz": ("frequency", {"rotmhz"}, "MHz"),
 }
 KEEP_UNIT_AGGS = {"sum", "min", "max", "avg", "topk", "bottomk", "limitk", "limit_ratio", "quantile"}
 KEEP_UNIT_FUNCS = {

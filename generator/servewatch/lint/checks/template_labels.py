@@ -1,8 +1,9 @@
 """template-labels: annotation and label templates read only labels the expression can return.
 
 `sum by (namespace) (...) > 1` with "pod {{ $labels.pod }}" renders "pod " forever: the label
-was aggregated away. The expression's labels come from the label flow (lint/flow.py); the rule's
-own static labels count too.
+was aggregated away. The expression's labels come from the label flow (lint/flow.py). The rule's
+own static labels do not count: Prometheus expands both annotations and labels with the labels of
+the query's result only, so `{{ $labels.severity }}` is empty even when the rule sets severity.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import re
 
 from ..findings import Severity
-from ..flow import Possible, flow
+from ..flow import flow
 from . import Check
 
 LABEL_REFS = re.compile(r"\$labels\.([A-Za-z_]\w*)|\.Labels\.([A-Za-z_]\w*)|index \$labels \"([^\"]+)\"")
@@ -20,7 +21,7 @@ def run(rule, ctx):
     if rule.kind != "alert" or rule.query.ast is None:
         return
     returned = flow(rule.query.ast, ctx)
-    possible = returned | Possible(frozenset(rule.labels))
+    possible = returned
     fields = [(f"annotations.{k}", v) for k, v in rule.annotations.items()]
     fields += [(f"labels.{k}", v) for k, v in rule.labels.items()]
     for field_name, text in fields:

@@ -1,5 +1,6 @@
 """A spec mistake yields one clear message naming file, line and field, and writes nothing."""
 
+import sys
 import textwrap
 
 import pytest
@@ -237,3 +238,110 @@ def test_misspelt_key_or_value_at_depth_names_the_right_one(
     expected = f"{path.as_posix()}:{line}: {where}: {message}"
     msgs = _errors(specs)
     assert any(m.startswith(expected) for m in msgs), (expected, msgs)
+
+
+# -- hostile files: whatever a spec file holds, reading it ends in data or in file:line ---------------------
+
+
+def _only_error(specs):
+    """The one error loading `specs` gives (reading fails before validation can start)."""
+    [msg] = _errors(specs)
+    return msg
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ("overrides: {}\n# caf\xe9\n".encode("latin-1"), ":2: the file is not UTF-8 text (byte 0xe9"),
+        ("overrides: {}\n".encode("utf-16"), ":1: the file is UTF-16 text; save it as UTF-8"),
+        ("overrides: {}\n".encode("utf-32"), ":1: the file is UTF-32 text; save it as UTF-8"),
+        (b"overrides: {}\n\x00\x01", ":2: the file holds a NUL character"),
+    ],
+    ids=["latin-1", "utf-16", "utf-32", "nul"],
+)
+def test_a_file_that_is_not_utf8_text_is_named_with_its_line(specs_copy, data, message):
+    (specs_copy / "tuning.yaml").write_bytes(data)
+    msg = _only_error(specs_copy)
+    assert msg.startswith(f"{(specs_copy / 'tuning.yaml').as_posix()}{message}"), msg
+
+
+def test_a_utf8_byte_order_mark_is_accepted(specs_copy):
+    f = specs_copy / "overrides.yaml"
+    f.write_bytes(b"\xef\xbb\xbf" + f.read_bytes())
+    validate(load(specs_copy))
+
+
+def test_a_symlink_to_a_binary_is_refused_not_read_as_text(specs_copy):
+    (specs_copy / "tools.yaml").symlink_to(sys.executable)
+    msg = _only_error(specs_copy)
+    assert "tools.yaml:" in msg and "is not UTF-8 text" in msg, msg
+
+
+def test_a_huge_file_is_refused_before_it_is_parsed(specs_copy):
+    (specs_copy / "huge.yaml").write_text("# padding\n" * 300_000)
+    assert "huge.yaml: the file is larger than" in _only_error(specs_copy)
+
+
+def test_yaml_nested_hundreds_of_levels_is_refused_with_its_line(specs_copy):
+    (specs_copy / "deep.yaml").write_text("overrides:\n  alerts: " + "[" * 600 + "]" * 600 + "\n")
+    msg = _only_error(specs_copy)
+    assert "deep.yaml:2: overrides.alerts" in msg and "nested deeper than 32 levels" in msg, msg
+
+
+def test_yaml_that_nests_itself_through_an_alias_is_refused(specs_copy):
+    (specs_copy / "loop.yaml").write_text("overrides: &a\n  alerts: [*a]\n")
+    msg = _only_error(specs_copy)
+    assert "loop.yaml:" in msg and ("nested deeper" in msg or "recursive" in msg), msg
+
+
+def test_yaml_alias_bomb_is_refused(specs_copy):
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)]
+    (specs_copy / "bomb.yaml").write_text("\n".join(lines) + "\n")
+    msg = _only_error(specs_copy)
+    assert "bomb.yaml:" in msg and "expands to more than 100000 values" in msg, msg
+
+
+def _jsonnet(specs, text, name="tuning.jsonnet"):
+    (specs / name).write_text(text)
+    return (specs / name).as_posix()
+
+
+def test_jsonnet_runtime_error_keeps_jsonnets_file_line_and_column(specs_copy):
+    f = _jsonnet(specs_copy, "local f(x) = x.y;\n{ overrides: f(1) }\n")
+    msg = _only_error(specs_copy)
+    assert msg.startswith(f"{f}:1:14: Jsonnet error: can only index objects"), msg
+
+
+def test_jsonnet_error_in_an_import_names_the_imported_file(specs_copy):
+    (specs_copy / "lib.libsonnet").write_text("{\n  value: error 'no value here',\n}\n")
+    _jsonnet(specs_copy, "local lib = import 'lib.libsonnet';\n{ overrides: lib.value }\n")
+    msg = _only_error(specs_copy)
+    assert msg.startswith(
+        f"{(specs_copy / 'lib.libsonnet').as_posix()}:2:10: Jsonnet error: no value here"
+    ), msg
+
+
+def test_jsonnet_static_error_keeps_its_line_and_column(specs_copy):
+    f = _jsonnet(specs_copy, '{\n  overrides: { a: "\\ud800" },\n}\n')
+    msg = _only_error(specs_copy)
+    assert msg.startswith(f"{f}:2:") and "Unicode escape" in msg, msg
+
+
+def test_jsonnet_lone_surrogate_in_the_result_is_refused(specs_copy):
+    f = _jsonnet(specs_copy, "{ overrides: { alerts: { X: { labels: { a: std.char(55296) } } } } }\n")
+    msg = _only_error(specs_copy)
+    assert msg.startswith(f"{f}: Jsonnet error: the result holds a character that is not valid Unicode"), msg
+
+
+def test_jsonnet_import_that_is_not_utf8_is_refused(specs_copy):
+    (specs_copy / "lib.libsonnet").write_bytes(b"{ a: '\xff' }")
+    f = _jsonnet(specs_copy, "local lib = import 'lib.libsonnet';\n{ overrides: lib }\n")
+    msg = _only_error(specs_copy)
+    assert msg.startswith(f"{f}:1:") and "is not UTF-8 text" in msg, msg
+
+
+def test_an_error_is_one_line_whatever_the_spec_holds(specs_copy):
+    (specs_copy / "odd.yaml").write_text('"over\\nrides\\u2028": {}\n')
+    msg = _only_error(specs_copy)
+    assert "\n" not in msg and "\u2028" not in msg and "odd.yaml:1:" in msg, msg

@@ -5,6 +5,7 @@ import textwrap
 
 import pytest
 
+from servewatch import generate
 from servewatch.errors import SpecErrors
 from servewatch.spec.loader import load
 from servewatch.validation import validate
@@ -345,3 +346,301 @@ def test_an_error_is_one_line_whatever_the_spec_holds(specs_copy):
     (specs_copy / "odd.yaml").write_text('"over\\nrides\\u2028": {}\n')
     msg = _only_error(specs_copy)
     assert "\n" not in msg and "\u2028" not in msg and "odd.yaml:1:" in msg, msg
+
+
+# -- hostile values: each is refused at its file:line, never written into a rule promtool rejects ----------
+
+GPU_ALERTS = "alerts/gpu.yaml"
+FB_ALERT = "groups[0].alerts[0]"  # GPUFramebufferUsageHigh
+GPU_SCENARIO = '{series: \'[[fb_used]]{UUID="GPU-aaaa", gpu="0"'
+
+
+@pytest.mark.parametrize(
+    "file, old, new, field, message",
+    [
+        # durations: Prometheus' grammar and range (promtool 3.5 takes 2562047h, refuses 2562048h)
+        (GPU_ALERTS, "for: 5m", "for: 99999999999h", f"{FB_ALERT}.for", "longer than Prometheus can hold"),
+        (GPU_ALERTS, "for: 5m", "for: 2562048h", f"{FB_ALERT}.for", "longer than Prometheus can hold"),
+        (GPU_ALERTS, "for: 5m", 'for: "5m\\n"', f"{FB_ALERT}.for", "is not a Prometheus duration"),
+        (GPU_ALERTS, "for: 5m", "for: 30s5m", f"{FB_ALERT}.for", "largest first"),
+        (GPU_ALERTS, "for: 5m", "for: -5m", f"{FB_ALERT}.for", "is not a Prometheus duration"),
+        (
+            "config.yaml",
+            "scrape_interval: 30s",
+            "scrape_interval: 0s",
+            "config.scrape_interval",
+            "longer than zero",
+        ),
+        # numbers: finite, a number (not a bool or a string), and exactly what the rule will say
+        (GPU_ALERTS, "threshold: 0.95", "threshold: .nan", f"{FB_ALERT}.threshold", "finite number"),
+        (GPU_ALERTS, "threshold: 0.95", "threshold: .inf", f"{FB_ALERT}.threshold", "finite number"),
+        (GPU_ALERTS, "threshold: 0.95", "threshold: 1.0e+999", f"{FB_ALERT}.threshold", "finite number"),
+        (GPU_ALERTS, "threshold: 0.95", "threshold: true", f"{FB_ALERT}.threshold", "valid number"),
+        (GPU_ALERTS, "threshold: 0.95", 'threshold: "0.95"', f"{FB_ALERT}.threshold", "valid number"),
+        (
+            GPU_ALERTS,
+            "threshold: 0.95",
+            "threshold: 0.9512345",
+            f"{FB_ALERT}.threshold",
+            "significant digits",
+        ),
+        # names and label values
+        (
+            GPU_ALERTS,
+            "severity: warning\n",
+            'severity: warning\n        labels: {team: "a\\nb"}\n',
+            f"{FB_ALERT}.labels.team",
+            "control character",
+        ),
+        (
+            GPU_ALERTS,
+            "severity: warning\n",
+            "severity: warning\n        labels: {tëam: a}\n",
+            f"{FB_ALERT}.labels.tëam",
+            "is not a label name",
+        ),
+        (
+            GPU_ALERTS,
+            "severity: warning\n",
+            "severity: warning\n        labels: {'': a}\n",
+            f"{FB_ALERT}.labels.",
+            "is not a label name",
+        ),
+        (
+            GPU_ALERTS,
+            "severity: warning\n",
+            "severity: warning\n        labels: {team: '{{ $labels.x }}'}\n",
+            f"{FB_ALERT}.labels.team",
+            "must be static",
+        ),
+        (
+            GPU_ALERTS,
+            "severity: warning\n",
+            "severity: warning\n        annotations: {x: 'a {{ b'}\n",
+            f"{FB_ALERT}.annotations.x",
+            "not closed",
+        ),
+        ("config.yaml", "cluster_label: null", "cluster_label: __name__", "config.cluster_label", "reserved"),
+        (
+            "config.yaml",
+            "dcgm: [UUID, GPU_I_ID]",
+            "dcgm: [UUID, UUID]",
+            "config.identity.dcgm",
+            "listed twice",
+        ),
+        (
+            "config.yaml",
+            "rule_namespace: monitoring",
+            "rule_namespace: 'a b'",
+            "config.rule_namespace",
+            "Kubernetes name",
+        ),
+        (
+            "config.yaml",
+            "release: kube-prometheus-stack",
+            'release: "kube\\nprom"',
+            "config.rule_labels.release",
+            "Kubernetes label value",
+        ),
+        (
+            "signals.yaml",
+            "  engine_requests_waiting:\n",
+            "  'engine requests waiting':\n",
+            "signals.engine requests waiting",
+            "is not a signal name",
+        ),
+        # URL patterns: {alert}, {alert_lower}; {uid}, {slug}; no other braces
+        (
+            "config.yaml",
+            "runbooks/{alert}.md",
+            "runbooks/{team}/{alert}.md",
+            "config.runbook_url",
+            "unknown placeholder '{team}'; known: {alert}, {alert_lower}",
+        ),
+        (
+            "config.yaml",
+            "runbooks/{alert}.md",
+            "runbooks/{0}/{alert}.md",
+            "config.runbook_url",
+            "unknown placeholder '{0}'",
+        ),
+        ("config.yaml", "runbooks/{alert}.md", "runbooks/{/{alert}.md", "config.runbook_url", "a lone brace"),
+        ("config.yaml", "runbooks/{alert}.md", "runbooks/{{alert}}.md", "config.runbook_url", "a lone brace"),
+        (
+            "config.yaml",
+            "runbooks/{alert}.md",
+            "runbooks/alert.md",
+            "config.runbook_url",
+            "must contain {alert}",
+        ),
+        ("config.yaml", "d/{uid}/{slug}", "d/{uid}/{slug}{", "config.dashboard_url", "a lone brace"),
+        (
+            "config.yaml",
+            "d/{uid}/{slug}",
+            "d/{uid}/{team}",
+            "config.dashboard_url",
+            "unknown placeholder '{team}'; known: {uid}, {slug}",
+        ),
+        (
+            "config.yaml",
+            "d/{uid}/{slug}",
+            "d/{uid}/{slug}?orgId=1",
+            "config.dashboard_url",
+            "leave out ? and #",
+        ),
+        # matchers: PromQL's string syntax and RE2 regexes, in config, signals and runbooks
+        (
+            "config.yaml",
+            "dcgm: 'job=~\".*dcgm.*\"'",
+            "dcgm: 'job=~\"(dcgm\"'",
+            "config.targets.dcgm",
+            "not valid RE2 syntax: missing )",
+        ),
+        ("config.yaml", "    dcgm: ''\n", "    dcgm: 'job=~\"[\"'\n", "config.selectors.dcgm", "missing ]"),
+        (
+            "config.yaml",
+            "    dcgm: ''\n",
+            '    dcgm: "job=\\"a\\nb\\""\n',
+            "config.selectors.dcgm",
+            "raw control character",
+        ),
+        (
+            "config.yaml",
+            "    dcgm: ''\n",
+            "    dcgm: 'job=~\"\\d+\"'\n",
+            "config.selectors.dcgm",
+            "unknown escape sequence \\d",
+        ),
+        (
+            "config.yaml",
+            "    dcgm: ''\n",
+            "    dcgm: '__name__=\"x\"'\n",
+            "config.selectors.dcgm",
+            "the metric name",
+        ),
+        (
+            "config.yaml",
+            "dcgm: 'job=~\".*dcgm.*\"'",
+            "dcgm: ''",
+            "config.targets.dcgm",
+            "every scrape target",
+        ),
+        (
+            "signals.yaml",
+            "'finished_reason=~\"abort|error\"'",
+            "'finished_reason=~\"abort(?=x)\"'",
+            "signals.model_request_error_ratio.matchers",
+            "invalid perl operator",
+        ),
+        (
+            "signals.yaml",
+            "'finished_reason=~\"abort|error\"'",
+            "'finished_reason=~\"a\\\\Cb\"'",
+            "signals.model_request_error_ratio.matchers",
+            "\\C (any byte)",
+        ),
+        (
+            "runbooks.yaml",
+            "matchers: 'reason=\"capacity\"'",
+            "matchers: 'reason=~\"(capacity\"'",
+            "runbooks.VLLMKVCacheUsageHigh.steps",
+            "missing )",
+        ),
+        # scenarios: promtool's series notation, bounded
+        (
+            "scenarios/gpu.yaml",
+            GPU_SCENARIO,
+            '{series: \'[[fb_used]]{UUID=GPU-aaaa", gpu="0"',
+            "scenarios[0].series[0].series",
+            "expected a double-quoted value",
+        ),
+        (
+            "scenarios/gpu.yaml",
+            GPU_SCENARIO,
+            '{series: \'[[fb_used]]{UUID=~"GPU-aaaa", gpu="0"',
+            "scenarios[0].series[0].series",
+            'a series has label="value"',
+        ),
+        (
+            "scenarios/gpu.yaml",
+            GPU_SCENARIO,
+            '{series: \'[[nope]]{UUID="GPU-aaaa", gpu="0"',
+            "scenarios[0].series[0].series",
+            "unknown token [[nope]]",
+        ),
+        (
+            "scenarios/gpu.yaml",
+            "values: '79000x20'",
+            "values: '79000x99999999999999999999'",
+            "scenarios[0].series[0].values",
+            "more than 100000 samples",
+        ),
+        (
+            "scenarios/gpu.yaml",
+            "values: '79000x20'",
+            "values: '1,2'",
+            "scenarios[0].series[0].values",
+            "is not a sample",
+        ),
+        ("scenarios/gpu.yaml", "      - at: 3m", "      - at: 100y", "scenarios[0].expect[0].at", "(7d)"),
+        (
+            "scenarios/gpu.yaml",
+            "name: full GPU next to an empty one on the same host",
+            "name: ' '",
+            "scenarios[0].name",
+            "must not be empty",
+        ),
+    ],
+    ids=lambda v: None,
+)
+def test_a_hostile_value_is_refused_at_its_line(specs_copy, file, old, new, field, message):
+    path = specs_copy / file
+    text = path.read_text()
+    assert text.count(old) >= 1, f"test setup: {old!r} not in {path}"
+    at = text.index(old)
+    path.write_text(text.replace(old, new, 1))
+    first_change = next((i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), len(old))
+    line = text[: at + first_change].count("\n") + 1
+    msgs = _errors(specs_copy)
+    assert len(msgs) == 1, msgs
+    [msg] = msgs
+    assert msg.startswith(f"{path.as_posix()}:"), msg
+    assert f": {field}" in msg and message in msg, (field, message, msg)
+    found_line = int(msg[len(path.as_posix()) + 1 :].split(":")[0])
+    assert abs(found_line - line) <= 1, (line, msg)  # a flow mapping may start on the line before
+
+
+def _rules_text(specs):
+    _, files = generate.build(specs)
+    return "".join(text for path, text in files.items() if path.endswith(".rules.yaml"))
+
+
+def test_a_targets_map_naming_one_source_keeps_the_others_default(specs_copy, tmp_path):
+    _replace(
+        specs_copy / "config.yaml",
+        "  targets:\n    dcgm: 'job=~\".*dcgm.*\"'\n    vllm: 'job=~\".*vllm.*\"'\n",
+        "  targets:\n    dcgm: 'job=\"gpu-metrics\"'\n",
+    )
+    rules = _rules_text(specs_copy)
+    assert 'up{job="gpu-metrics"}' in rules and 'up{job=~".*vllm.*"}' in rules
+
+
+def test_a_selectors_map_naming_one_source_keeps_the_others_default(specs_copy, tmp_path):
+    _replace(
+        specs_copy / "config.yaml",
+        "  selectors:\n    dcgm: ''\n    vllm: ''\n",
+        "  selectors:\n    vllm: 'env=\"prod\"'\n",
+    )
+    spec = load(specs_copy)
+    assert spec.config.selectors == {"dcgm": "", "vllm": 'env="prod"'}
+    assert 'vllm:kv_cache_usage_perc{env="prod"}' in _rules_text(specs_copy)
+
+
+def test_a_signal_the_dashboards_read_cannot_be_removed(specs_copy):
+    f = specs_copy / "signals.yaml"
+    text = f.read_text()
+    start = text.index("  engine_preemptions_rate:\n")
+    f.write_text(text[:start] + text[text.index("  engine_prompt_tokens_rate:\n") :])
+    expected = f"{f.as_posix()}:3: signals: the dashboards read signal 'engine_preemptions_rate'"
+    msgs = _errors(specs_copy)
+    assert any(m.startswith(expected) for m in msgs), msgs

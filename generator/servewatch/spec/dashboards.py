@@ -12,11 +12,12 @@ from typing import ClassVar
 
 from pydantic import ConfigDict, Field, create_model, field_validator
 
-from .schema import Strict, _duration, _label
+from .fields import K8sLabelKey, K8sLabels, K8sLabelValue, Number, PositiveDuration
+from .schema import Strict, _label
 
-UID_RE = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
-K8S_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-TIME_RE = re.compile(r"^now(-[0-9]+[smhdwMy])?(/[smhdwMy])?$")
+UID_RE = re.compile(r"[A-Za-z0-9_-]{1,40}")
+K8S_NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+TIME_RE = re.compile(r"now(-[0-9]+[smhdwMy])?(/[smhdwMy])?")
 # Currencies Grafana has a unit for; anything else is shown with the code as a suffix.
 GRAFANA_CURRENCIES = {
     "USD",
@@ -44,7 +45,7 @@ GRAFANA_CURRENCIES = {
 
 
 def _uid(v: str) -> str:
-    if not UID_RE.match(v):
+    if not UID_RE.fullmatch(v):
         raise ValueError(f"{v!r} is not a Grafana uid (letters, digits, - and _, at most 40)")
     return v
 
@@ -79,21 +80,21 @@ class TimeRange(Strict):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     _t = field_validator("from_", "to")(
-        _check(TIME_RE.match, "{v!r} is not a Grafana relative time like now-6h or now")
+        _check(TIME_RE.fullmatch, "{v!r} is not a Grafana relative time like now-6h or now")
     )
 
 
 class Cost(Strict):
     """Cost per million output tokens = price_per_gpu_hour x GPUs / 3600 / output tokens per second x 1e6."""
 
-    price_per_gpu_hour: float = Field(2.5, gt=0)
+    price_per_gpu_hour: Number = Field(2.5, gt=0)
     currency: str = "USD"
     # null: count the GPUs (and MIG instances) the model's pods hold, from DCGM's workload labels.
     # A number: GPUs per engine (data-parallel rank), for clusters without DCGM pod mapping.
     gpus_per_engine: int | None = Field(None, ge=1)
 
     _cur = field_validator("currency")(
-        _check(lambda v: re.match(r"^[A-Z]{3}$", v), "{v!r} is not a three-letter currency code like USD")
+        _check(lambda v: re.fullmatch(r"[A-Z]{3}", v), "{v!r} is not a three-letter currency code like USD")
     )
 
     @property
@@ -107,14 +108,14 @@ class Kubernetes(Strict):
     """ConfigMaps for the kube-prometheus-stack sidecar and Grafana Operator GrafanaDashboard resources."""
 
     namespace: str = "monitoring"
-    sidecar_label: str = "grafana_dashboard"
-    sidecar_label_value: str = "1"
-    folder_annotation: str = "grafana_folder"
-    operator_instance_selector: dict[str, str] = Field(default_factory=lambda: {"dashboards": "grafana"})
-    resync_period: str = "10m"
-
-    _dur = field_validator("resync_period")(classmethod(lambda cls, v: _duration(v)))
-    _ns = field_validator("namespace")(_check(K8S_NAME_RE.match, "{v!r} is not a Kubernetes namespace name"))
+    sidecar_label: K8sLabelKey = "grafana_dashboard"
+    sidecar_label_value: K8sLabelValue = "1"
+    folder_annotation: K8sLabelKey = "grafana_folder"
+    operator_instance_selector: K8sLabels = Field(default_factory=lambda: {"dashboards": "grafana"})
+    resync_period: PositiveDuration = "10m"
+    _ns = field_validator("namespace")(
+        _check(K8S_NAME_RE.fullmatch, "{v!r} is not a Kubernetes namespace name")
+    )
     _sel = field_validator("operator_instance_selector")(
         _check(bool, "the Grafana Operator needs at least one instance selector label")
     )
@@ -123,14 +124,13 @@ class Kubernetes(Strict):
 class Defaults(Strict):
     folder: str = "Serving"
     tags: tuple[str, ...] = ("servewatch",)
-    refresh: str = "30s"
+    refresh: PositiveDuration = "30s"
     time: TimeRange = TimeRange()
     timezone: str = "browser"
     datasource: Datasource = Datasource()
     cost: Cost = Cost()
     kubernetes: Kubernetes = Kubernetes()
 
-    _dur = field_validator("refresh")(classmethod(lambda cls, v: _duration(v)))
     _tags = field_validator("tags")(
         _check(bool, "at least one tag: the dashboard links find each other by the first tag")
     )
@@ -194,12 +194,10 @@ class BoardSettings(Strict):
 
     title: str
     uid: str
-    refresh: str | None = None
+    refresh: PositiveDuration | None = None
     time: TimeRange | None = None
     panels: Panels
     kube_pod_labels: KubePodLabels = KubePodLabels()
-
-    _dur = field_validator("refresh")(classmethod(lambda cls, v: v if v is None else _duration(v)))
 
     @field_validator("title", "uid")
     @classmethod

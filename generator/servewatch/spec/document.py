@@ -6,12 +6,12 @@ from pydantic import Field
 
 from .dashboards import Settings
 from .runbooks import Runbook
-from .schema import Config, Group, Overrides, Scenario, Signal, Strict
+from .schema import Config, Group, Overrides, Scenario, Signal, SignalName, Strict
 
 
 class SpecDoc(Strict):
     config: Config | None = None
-    signals: dict[str, Signal] = Field(default_factory=dict)
+    signals: dict[SignalName, Signal] = Field(default_factory=dict)
     groups: tuple[Group, ...] = ()
     overrides: Overrides | None = None
     scenarios: tuple[Scenario, ...] = ()

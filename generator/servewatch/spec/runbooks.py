@@ -11,10 +11,11 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
 
-from .schema import Strict, _duration
+from .fields import Matchers, Number, duration, regex
+from .schema import Strict
 
-STEP_ID_RE = re.compile(r"^[a-z][a-z0-9-]*$")
-LABEL_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$|^\[\[[a-z_]+\]\]$")  # a label name or a [[token]]
+STEP_ID_RE = re.compile(r"[a-z][a-z0-9-]*")
+LABEL_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*|\[\[[a-z_]+\]\]")  # a label name or a [[token]]
 
 Level = Literal["gpu", "engine", "model"]
 Verdict = Literal["healthy", "suspicious", "unhealthy", "no-data", "info"]
@@ -26,13 +27,13 @@ Agg = Literal["max", "min", "avg", "sum"]
 
 def _labels(values):
     for v in values:
-        if not LABEL_RE.match(v):
+        if not LABEL_RE.fullmatch(v):
             raise ValueError(f"{v!r} is not a label name or a [[token]]")
     return values
 
 
 def _window(v):
-    return v if v is None else _duration(v)
+    return v if v is None else duration(v, positive=True)
 
 
 # -- query kinds: each becomes PromQL in servewatch.runbooks.queries ----------------------------
@@ -51,7 +52,7 @@ class SignalQuery(Changeable):
     kind: Literal["signal"]
     change: str | None = None  # compare with this long ago: now / then (a factor)
     signal: str
-    quantile: float | None = None
+    quantile: Number | None = None
     agg: Agg | None = None
     by: tuple[str, ...] = ()
 
@@ -70,7 +71,7 @@ class QuantileQuery(Changeable):
     kind: Literal["quantile"]
     change: str | None = None  # compare with this long ago: now / then (a factor)
     metric: str
-    quantile: float
+    quantile: Number
     level: Level = "model"
     by: tuple[str, ...] = ()
 
@@ -97,7 +98,7 @@ class RateQuery(Changeable):
     kind: Literal["rate"]
     change: str | None = None  # compare with this long ago: now / then (a factor)
     metric: str
-    matchers: str = ""
+    matchers: Matchers = ""
     level: Level = "engine"
     by: tuple[str, ...] = ()
 
@@ -110,8 +111,8 @@ class RatioQuery(Strict):
     kind: Literal["ratio"]
     numerator: str
     denominator: str
-    numerator_matchers: str = ""
-    denominator_matchers: str = ""
+    numerator_matchers: Matchers = ""
+    denominator_matchers: Matchers = ""
     level: Level = "engine"
 
 
@@ -120,7 +121,7 @@ class GaugeQuery(Strict):
 
     kind: Literal["gauge"]
     metric: str
-    matchers: str = ""
+    matchers: Matchers = ""
     level: Level = "engine"
     by: tuple[str, ...] = ()
     agg: Agg = "max"
@@ -161,10 +162,7 @@ class NamesQuery(Strict):
     @field_validator("pattern")
     @classmethod
     def _re(cls, v):
-        try:
-            re.compile(v)
-        except re.error as exc:
-            raise ValueError(f"pattern {v!r} is not a regular expression: {exc}") from None
+        regex(v)
         if '"' in v or "\\" in v:
             raise ValueError("pattern must not contain quotes or backslashes")
         return v
@@ -232,11 +230,11 @@ Query = Annotated[
 class AlertThreshold(Strict):
     """A threshold relative to an alert's (overridable) threshold: `{alert: 0.5}` = half of it."""
 
-    alert: float = 1.0
+    alert: Number = 1.0
     of: str | None = None  # another alert's threshold; default: the runbook's own alert
 
 
-Threshold = Union[float, AlertThreshold]
+Threshold = Union[Number, AlertThreshold]
 
 
 class Step(Strict):
@@ -258,7 +256,7 @@ class Step(Strict):
     @field_validator("id")
     @classmethod
     def _id(cls, v):
-        if not STEP_ID_RE.match(v):
+        if not STEP_ID_RE.fullmatch(v):
             raise ValueError(
                 f"step id {v!r} must be lower-case letters, digits and dashes (it is the page anchor)"
             )

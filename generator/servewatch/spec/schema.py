@@ -5,37 +5,99 @@ from __future__ import annotations
 import re
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    AllowInfNan,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from .. import catalog
 from ..catalog.exporter import METRIC_NAME_RE
 from .translate import did_you_mean
+from .fields import (
+    AlertLabels,
+    Duration,
+    K8sLabels,
+    K8sName,
+    LabelName,
+    Matchers,
+    Name,
+    Number,
+    PositiveDuration,
+    SampleValues,
+    Series,
+    duration,
+    duration_ms,
+    label_name,
+    label_value,
+    shown,
+    url_pattern,
+)
+from pydantic import Strict as StrictInput
 
-DURATION_RE = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
-LABEL_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-RECORD_RE = re.compile(r"^[a-zA-Z_]+:[a-zA-Z0-9_]+:[a-zA-Z0-9_]+$")
-ALERT_RE = re.compile(r"^[A-Z][A-Za-z0-9]*$")
+RECORD_RE = re.compile(r"[a-zA-Z_]+:[a-zA-Z0-9_]+:[a-zA-Z0-9_]+")
+ALERT_RE = re.compile(r"[A-Z][A-Za-z0-9]*")
+SLUG_RE = re.compile(r"[a-z][a-z0-9-]*")
+UID_RE = re.compile(r"[A-Za-z0-9_-]{1,40}")  # a Grafana dashboard uid
 SEVERITIES = ("critical", "warning", "info")
-UNITS_S = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+MAX_EVAL_MS = 7 * 86_400_000  # promtool evaluates every rule up to `at`: a scenario is minutes, not years
 
 
-def seconds(duration: str) -> float:
-    return sum(int(n) * UNITS_S[u] for n, u in re.findall(r"([0-9]+)(ms|s|m|h|d|w|y)", duration))
+def seconds(value: str) -> float:
+    return duration_ms(value) / 1000
 
 
 def _duration(value: str) -> str:
-    if not isinstance(value, str) or not DURATION_RE.match(value):
-        raise ValueError(f"{value!r} is not a Prometheus duration like 30s, 5m or 1h30m")
-    return value
+    return duration(value)
 
 
 def _label(value: str) -> str:
-    if not LABEL_RE.match(value):
-        raise ValueError(f"{value!r} is not a valid label name")
+    return label_name(value)
+
+
+def _with_defaults(defaults: dict):
+    """A mapping that names some keys keeps the defaults of the others (targets: {dcgm: ...})."""
+    return lambda v: {**defaults, **v} if isinstance(v, dict) else v
+
+
+DEFAULT_SELECTORS = {"dcgm": "", "vllm": ""}
+DEFAULT_TARGETS = {"dcgm": 'job=~".*dcgm.*"', "vllm": 'job=~".*vllm.*"'}
+
+
+def _target(text: str) -> str:
+    if not text.strip():
+        raise ValueError("an empty target selector would take every scrape target for this source")
+    return text
+
+
+def _dashboard_url(value: str) -> str:
+    url_pattern(value, ("uid", "slug"), required=("uid",))
+    if "?" in value or "#" in value:
+        raise ValueError(f"{shown(value)}: servewatch adds the ?var-... query itself; leave out ? and #")
     return value
 
 
-Duration = Annotated[str, Field(description="Prometheus duration")]
+SignalName = Annotated[
+    str, AfterValidator(lambda v: _match(re.compile(r"[a-z][a-z0-9_]*"), v, "a signal name"))
+]
+GrafanaVar = Annotated[
+    str, AfterValidator(lambda v: _match(re.compile(r"[A-Za-z0-9_]+"), v, "a Grafana variable"))
+]
+# a label name, or a [[token]] that config turns into one
+LabelOrToken = Annotated[
+    str, AfterValidator(lambda v: v if re.fullmatch(r"\[\[[a-z_]+\]\]", v) else label_name(v))
+]
+
+
+def _match(pattern: re.Pattern, value: str, what: str) -> str:
+    if not pattern.fullmatch(value):
+        raise ValueError(f"{shown(value)} is not {what} ({pattern.pattern})")
+    return value
 
 
 class Strict(BaseModel):
@@ -88,47 +150,60 @@ class DcgmProfile(Strict):
 
 
 class Identity(Strict):
-    dcgm: tuple[str, ...] = ("UUID", "GPU_I_ID")
-    vllm: tuple[str, ...] = ("namespace", "pod", "model_name", "engine")
-    model: tuple[str, ...] = ("namespace", "model_name")
+    dcgm: tuple[LabelName, ...] = ("UUID", "GPU_I_ID")
+    vllm: tuple[LabelName, ...] = ("namespace", "pod", "model_name", "engine")
+    model: tuple[LabelName, ...] = ("namespace", "model_name")
 
     @field_validator("dcgm", "vllm", "model")
     @classmethod
     def _labels(cls, v):
         if not v:
             raise ValueError("an identity needs at least one label")
-        return tuple(_label(x) for x in v)
+        twice = sorted({x for x in v if v.count(x) > 1})
+        if twice:
+            raise ValueError(f"{', '.join(twice)} listed twice")
+        return v
 
 
 class Config(Strict):
-    cluster_label: str | None = None
-    scrape_interval: str = "30s"
-    rate_window: str = "5m"
-    selectors: dict[Literal["dcgm", "vllm"], str] = Field(default_factory=lambda: {"dcgm": "", "vllm": ""})
-    targets: dict[Literal["dcgm", "vllm"], str] = Field(
-        default_factory=lambda: {"dcgm": 'job=~".*dcgm.*"', "vllm": 'job=~".*vllm.*"'}
-    )
+    cluster_label: LabelName | None = None
+    scrape_interval: PositiveDuration = "30s"
+    rate_window: PositiveDuration = "5m"
+    # A map that names one source keeps the default of the other.
+    selectors: Annotated[
+        dict[Literal["dcgm", "vllm"], Matchers], BeforeValidator(_with_defaults(DEFAULT_SELECTORS))
+    ] = Field(default_factory=lambda: dict(DEFAULT_SELECTORS))
+    targets: Annotated[
+        dict[Literal["dcgm", "vllm"], Annotated[Matchers, AfterValidator(_target)]],
+        BeforeValidator(_with_defaults(DEFAULT_TARGETS)),
+    ] = Field(default_factory=lambda: dict(DEFAULT_TARGETS))
     identity: Identity = Identity()
     dcgm: DcgmProfile = DcgmProfile()
-    rule_namespace: str = "monitoring"
-    rule_labels: dict[str, str] = Field(default_factory=lambda: {"role": "alert-rules"})
-    runbook_url: str = "https://github.com/example-org/servewatch/blob/main/runbooks/{alert}.md"
-    dashboard_url: str = "https://grafana.example.com/d/{uid}/{slug}"
-    rule_prefix: str = "servewatch"
+    rule_namespace: K8sName = "monitoring"
+    rule_labels: K8sLabels = Field(default_factory=lambda: {"role": "alert-rules"})
+    # Placeholders: {alert} (required) and {alert_lower}; {uid} (required) and {slug}. No other braces.
+    runbook_url: Annotated[
+        str, AfterValidator(lambda v: url_pattern(v, ("alert", "alert_lower"), ("alert",)))
+    ] = "https://github.com/example-org/servewatch/blob/main/runbooks/{alert}.md"
+    dashboard_url: Annotated[str, AfterValidator(_dashboard_url)] = (
+        "https://grafana.example.com/d/{uid}/{slug}"
+    )
+    rule_prefix: K8sName = "servewatch"
 
-    _d_scrape = field_validator("scrape_interval", "rate_window")(classmethod(lambda cls, v: _duration(v)))
-
-    @field_validator("cluster_label")
+    @field_validator("cluster_label", mode="before")
     @classmethod
     def _cluster(cls, v):
-        return _label(v) if v else None
+        return v or None
 
-    @field_validator("runbook_url")
-    @classmethod
-    def _runbook(cls, v):
-        if "{alert}" not in v:
-            raise ValueError("runbook_url must contain {alert}")
-        return v
+    @model_validator(mode="after")
+    def _cluster_not_identity(self):
+        for level in ("dcgm", "vllm", "model"):
+            if self.cluster_label and self.cluster_label in getattr(self.identity, level):
+                raise ValueError(
+                    f"cluster_label {self.cluster_label!r} is added to every identity; "
+                    f"leave it out of identity.{level}"
+                )
+        return self
 
     @model_validator(mode="after")
     def _window(self):
@@ -152,16 +227,16 @@ class Signal(Strict):
     metric: str | None = None  # gauge, rate, quantile, counter_ratio
     numerator: str | None = None  # matched_ratio: the part, e.g. fb_used
     partner: str | None = None  # matched_ratio: the rest, e.g. fb_free
-    by: tuple[str, ...] = ()  # extra labels kept (e.g. finished_reason)
-    matchers: str = ""  # counter_ratio: the numerator's extra matchers
-    quantiles: tuple[float, ...] = ()
+    by: tuple[LabelName, ...] = ()  # extra labels kept (e.g. finished_reason)
+    matchers: Matchers = ""  # counter_ratio: the numerator's extra matchers
+    quantiles: tuple[Number, ...] = ()
     help: str = ""
 
     @field_validator("record")
     @classmethod
     def _record(cls, v):
-        if not RECORD_RE.match(v):
-            raise ValueError(f"{v!r} does not follow the level:metric:operations naming convention")
+        if not RECORD_RE.fullmatch(v):
+            raise ValueError(f"{shown(v)} does not follow the level:metric:operations naming convention")
         return v
 
     @field_validator("quantiles")
@@ -197,39 +272,37 @@ class Absence(Strict):
 
 
 class Dashboard(Strict):
-    uid: str
-    slug: str = ""
-    vars: dict[str, str] = Field(default_factory=dict)  # grafana variable -> alert label
+    uid: Annotated[str, AfterValidator(lambda v: _match(UID_RE, v, "a Grafana uid"))]
+    slug: Annotated[str, AfterValidator(lambda v: v and _match(SLUG_RE, v, "a URL slug"))] = ""
+    vars: dict[GrafanaVar, LabelOrToken] = Field(default_factory=dict)  # grafana variable -> alert label
 
 
 class Alert(Strict):
     alert: str
     signal: str | None = None
-    quantile: float | None = None
+    quantile: Number | None = None
     op: Literal[">", ">=", "<", "<="] = ">"
-    threshold: float | None = None
+    threshold: Number | None = None
     absence: Absence | None = None
-    for_: str = Field("5m", alias="for")
-    keep_firing_for: str | None = None
+    for_: Duration = Field("5m", alias="for")
+    keep_firing_for: Duration | None = None
     severity: Literal["critical", "warning", "info"] = "warning"
     summary: str
     description: str
-    labels: dict[str, str] = Field(default_factory=dict)
-    annotations: dict[str, str] = Field(default_factory=dict)
+    labels: AlertLabels = Field(default_factory=dict)
+    annotations: dict[LabelName, str] = Field(default_factory=dict)
     dashboard: Dashboard | None = None
     enabled: bool = True
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    _dur = field_validator("for_", "keep_firing_for")(
-        classmethod(lambda cls, v: v if v is None else _duration(v))
-    )
-
     @field_validator("alert")
     @classmethod
     def _name(cls, v):
-        if not ALERT_RE.match(v):
-            raise ValueError(f"alert name {v!r} must be CamelCase (letters and digits, starting upper-case)")
+        if not ALERT_RE.fullmatch(v):
+            raise ValueError(
+                f"alert name {shown(v)} must be CamelCase (letters and digits, starting upper-case)"
+            )
         return v
 
     @field_validator("summary")
@@ -251,39 +324,34 @@ class Alert(Strict):
 class Group(Strict):
     name: str
     family: str
-    interval: str | None = None
+    interval: PositiveDuration | None = None
     records: tuple[str, ...] = ()
     alerts: tuple[Alert, ...] = ()
     enabled: bool = True
 
-    _dur = field_validator("interval")(classmethod(lambda cls, v: v if v is None else _duration(v)))
-
     @field_validator("name", "family")
     @classmethod
     def _slug(cls, v):
-        if not re.match(r"^[a-z][a-z0-9-]*$", v):
-            raise ValueError(f"{v!r} must be lower-case letters, digits and dashes")
+        if not SLUG_RE.fullmatch(v):
+            raise ValueError(f"{shown(v)} must be lower-case letters, digits and dashes")
         return v
 
 
 class AlertOverride(Strict):
-    threshold: float | None = None
-    for_: str | None = Field(None, alias="for")
-    keep_firing_for: str | None = None
+    threshold: Number | None = None
+    for_: Duration | None = Field(None, alias="for")
+    keep_firing_for: Duration | None = None
     severity: Literal["critical", "warning", "info"] | None = None
-    labels: dict[str, str] = Field(default_factory=dict)
-    annotations: dict[str, str] = Field(default_factory=dict)
+    labels: AlertLabels = Field(default_factory=dict)
+    annotations: dict[LabelName, str] = Field(default_factory=dict)
     enabled: bool | None = None
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-    _dur = field_validator("for_", "keep_firing_for")(
-        classmethod(lambda cls, v: v if v is None else _duration(v))
-    )
 
 
 class GroupOverride(Strict):
     enabled: bool | None = None
-    interval: str | None = None
+    interval: PositiveDuration | None = None
 
 
 class ScenarioOverride(Strict):
@@ -297,29 +365,35 @@ class Overrides(Strict):
 
 
 class ExpectedAlert(Strict):
-    labels: dict[str, str] = Field(default_factory=dict)
-    value: float | None = None  # needed when the description shows $value
+    labels: dict[LabelOrToken, Annotated[str, AfterValidator(label_value)]] = Field(default_factory=dict)
+    # needed when the description shows $value; any digits (promtool compares the rendered text)
+    value: Annotated[float, StrictInput(), AllowInfNan(False)] | None = None
+
+
+def _eval_time(value: str) -> str:
+    ms = duration_ms(value)
+    if ms % 1000:
+        raise ValueError(f"{shown(value)}: promtool evaluates at whole seconds")
+    if ms > MAX_EVAL_MS:
+        raise ValueError(f"{shown(value)} is later than a scenario may run (7d)")
+    return value
 
 
 class Expectation(Strict):
-    at: str
+    at: Annotated[Duration, AfterValidator(_eval_time)]
     alert: str | None = None  # defaults to the scenario's alert
     firing: tuple[ExpectedAlert, ...] = ()
 
-    _dur = field_validator("at")(classmethod(lambda cls, v: _duration(v)))
-
 
 class SeriesInput(Strict):
-    series: str
-    values: str
+    series: Series
+    values: SampleValues
 
 
 class Scenario(Strict):
-    name: str
+    name: Name
     alert: str
     why: str = ""
-    interval: str = "1m"
+    interval: PositiveDuration = "1m"
     series: tuple[SeriesInput, ...]
     expect: tuple[Expectation, ...]
-
-    _dur = field_validator("interval")(classmethod(lambda cls, v: _duration(v)))

@@ -7,11 +7,27 @@ from __future__ import annotations
 from .. import catalog as catalog_mod
 from .. import templates
 from ..errors import SpecError
-from ..promql import builders as b
 from ..signals import Labels
 from ..spec.translate import did_you_mean
 
 METRIC_FIELDS = ("metric", "numerator", "partner")
+
+# The signals the dashboards read by name (render/dashboards/), with the kind and level their panels
+# are written for. Without one of them a dashboard cannot be built.
+DASHBOARD_SIGNALS = {
+    "gpu_fb_used_ratio": ("matched_ratio", "gpu"),
+    "engine_kv_cache_usage": ("gauge", "engine"),
+    "engine_requests_waiting": ("gauge", "engine"),
+    "engine_requests_running": ("gauge", "engine"),
+    "engine_preemptions_rate": ("rate", "engine"),
+    "engine_prompt_tokens_rate": ("rate", "engine"),
+    "engine_generation_tokens_rate": ("rate", "engine"),
+    "model_requests_rate": ("rate", "model"),
+    "model_request_error_ratio": ("counter_ratio", "model"),
+    "model_ttft": ("quantile", "model"),
+    "model_itl": ("quantile", "model"),
+    "model_e2e_latency": ("quantile", "model"),
+}
 
 
 def spec_problems(spec) -> list[SpecError]:
@@ -23,9 +39,7 @@ def spec_problems(spec) -> list[SpecError]:
     def err(msg, key, *field):
         errors.append(SpecError(msg, spec.locate(key[0], key[1], *field)))
 
-    for path, problem in _selector_problems(spec.config):
-        err(problem, ("config", "config"), *path)
-
+    errors.extend(_dashboard_signal_problems(spec))
     records: dict[str, str] = {}
     for name, signal in spec.signals.items():
         for field in METRIC_FIELDS:
@@ -42,11 +56,6 @@ def spec_problems(spec) -> list[SpecError]:
                     err(f"{metric!r} is a {entry.type}; rate() needs a counter", ("signal", name), field)
                 elif signal.kind == "quantile" and entry.type != "histogram":
                     err(f"{metric!r} is a {entry.type}, not a histogram", ("signal", name), field)
-        if signal.matchers:
-            try:
-                b.parse_matchers(signal.matchers)
-            except ValueError as exc:
-                err(str(exc), ("signal", name), "matchers")
         if signal.record in records and not (signal.kind == "quantile"):
             err(
                 f"record {signal.record!r} is already used by signal {records[signal.record]!r}",
@@ -109,6 +118,8 @@ def spec_problems(spec) -> list[SpecError]:
                     continue
                 for problem in templates.problems(templates.substitute_tokens(text, tokens)):
                     err(problem, key, *field)
+                if "{{" in templates.ACTION_RE.sub("", text):
+                    err("a template action {{ is not closed with }}", key, *field)
 
     for section, known in (
         ("alerts", alert_names),
@@ -138,6 +149,10 @@ def spec_problems(spec) -> list[SpecError]:
                 key,
                 "alert",
             )
+        for path, text in _scenario_texts(scenario):
+            unknown = sorted(set(templates.TOKEN_RE.findall(text)) - set(tokens))
+            if unknown:
+                err(f"unknown token [[{unknown[0]}]]; known: {', '.join(sorted(tokens))}", key, *path)
         for ei, exp in enumerate(scenario.expect):
             name = exp.alert or scenario.alert
             if name not in alert_names:
@@ -190,12 +205,41 @@ def _dashboard_problems(spec) -> list[SpecError]:
     return errors
 
 
-def _selector_problems(config) -> list[str]:
+def _scenario_texts(scenario):
+    """(field path, text) of everything in a scenario that may hold [[tokens]]."""
+    for si, series in enumerate(scenario.series):
+        yield ("series", si, "series"), series.series
+    for ei, exp in enumerate(scenario.expect):
+        for fi, firing in enumerate(exp.firing):
+            for label, value in firing.labels.items():
+                yield ("expect", ei, "firing", fi, "labels", label), f"{label} {value}"
+
+
+def _dashboard_signal_problems(spec) -> list[SpecError]:
     out = []
-    for kind in ("selectors", "targets"):
-        for source, text in getattr(config, kind).items():
-            try:
-                b.parse_matchers(text)
-            except ValueError as exc:
-                out.append(((kind, source), str(exc)))
+    for name, (kind, level) in DASHBOARD_SIGNALS.items():
+        signal = spec.signals.get(name)
+        if signal is None:
+            out.append(
+                SpecError(
+                    f"the dashboards read signal {name!r} ({kind}, level {level}); define it",
+                    _signals_section(spec),
+                )
+            )
+        elif (signal.kind, signal.level) != (kind, level):
+            out.append(
+                SpecError(
+                    f"the dashboards read {name!r} as a {kind} signal at level {level}, "
+                    f"not {signal.kind} at level {signal.level}",
+                    spec.locate("signal", name, "kind"),
+                )
+            )
     return out
+
+
+def _signals_section(spec):
+    """Where the specs define signals (a `signals:` key), to point at when one is missing."""
+    for (kind, _), (doc, _) in spec.sources.items():
+        if kind == "signal":
+            return doc.locate(("signals",))
+    return None

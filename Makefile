@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup tools generate check test test-fast lint bench bench-fleet clean
+.PHONY: setup tools generate check test test-fast lint bench bench-fleet fuzz clean
 
 # Python dependencies in a local virtualenv (Debian needs python3-venv for that; installed if missing).
 $(STAMP): pyproject.toml
@@ -61,6 +61,13 @@ $(VENV)/.bench-installed: $(STAMP)
 
 bench-fleet: tools $(VENV)/.bench-installed
 	$(BIN)/python -m bench.fleet $(BENCH_ARGS)
+
+# 10,000 hostile mutations of specs/ through the whole pipeline (about an hour; `make test` runs 120).
+# FUZZ_CASES=n for another count; the summary it prints is kept in docs/fuzzing.md.
+FUZZ_CASES ?= 10000
+fuzz: tools
+	SERVEWATCH_FUZZ_CASES=$(FUZZ_CASES) SERVEWATCH_FUZZ_MATCHER_BATCHES=$$(( $(FUZZ_CASES) / 400 + 3 )) \
+	  $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/test_fuzz_specs.py tests/test_fuzz_matchers.py
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache

@@ -26,6 +26,9 @@ UNITS_MS = (31_536_000_000, 604_800_000, 86_400_000, 3_600_000, 60_000, 1_000, 1
 # Prometheus keeps a duration as int64 nanoseconds: `promtool check rules` refuses 9223372036855ms
 # ("duration out of range") and accepts 9223372036854ms, in `for:` and in a range alike.
 MAX_DURATION_MS = (2**63 - 1) // 1_000_000
+# promql-parser (servewatch's own PromQL reader: lint, dashboard checks) reads each number of a
+# duration as 32 bits: 4294967296ms is an error there, while 4294967295ms or 50d are fine.
+MAX_DURATION_NUMBER = 2**32 - 1
 LABEL_NAME_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 CONTROL_RE = re.compile("[\x00-\x1f\x7f-\x9f]")
 K8S_NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")  # RFC 1123 label: namespaces, names
@@ -58,6 +61,8 @@ def duration(value, *, positive: bool = False) -> str:
     total = duration_ms(value)
     if total > MAX_DURATION_MS:
         raise ValueError(f"{shown(value)} is longer than Prometheus can hold (about 292 years)")
+    if any(n and int(n) > MAX_DURATION_NUMBER for n in DURATION_RE.fullmatch(value).groups()):
+        raise ValueError(f"{shown(value)}: write it with a larger unit (numbers up to {MAX_DURATION_NUMBER})")
     if positive and total == 0:
         raise ValueError(f"{shown(value)} must be longer than zero")
     return value
@@ -119,7 +124,9 @@ AlertLabels = dict[LabelName, Annotated[str, AfterValidator(static_label_value)]
 
 
 def matchers(text: str) -> str:
-    """Label matchers written into rules as they are: PromQL's syntax, RE2 regexes, no __name__."""
+    """Label matchers as PromQL reads them (RE2 regexes, no __name__), in one canonical spelling:
+    `a="x", b=~"y"`. Builders and dashboards join matcher texts with ", " and re-read them, so a
+    trailing comma, odd spacing or an escape written another way must not reach them."""
     try:
         parsed = matcher_syntax.parse(text)
     except ValueError as exc:
@@ -131,7 +138,7 @@ def matchers(text: str) -> str:
             )
         if CONTROL_RE.search(m.value):
             raise ValueError(f"label matchers {shown(text)}: a label value cannot hold control characters")
-    return text
+    return ", ".join(f"{m.label}{m.op}{matcher_syntax.quote(m.value)}" for m in parsed)
 
 
 Matchers = Annotated[str, AfterValidator(matchers)]

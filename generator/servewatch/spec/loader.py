@@ -35,11 +35,12 @@ class Spec:
     runbooks: dict[str, Runbook]  # alert name -> the runbook written for it
     files: tuple[str, ...]
     sources: dict  # (kind, name) -> (SourceDoc, path), to locate any field below it
+    root: str = "specs"  # the specs folder: where a thing no file defines is reported
 
     def locate(self, kind: str, name: str, *sub) -> Location:
         """file:line of a field of a named thing, e.g. locate("signal", "x", "metric")."""
         if (kind, name) not in self.sources:  # not written in the specs: a default
-            return Location("specs")
+            return Location(self.root)
         doc, path = self.sources[(kind, name)]
         return doc.locate(path + tuple(sub))
 
@@ -85,10 +86,10 @@ def load(root: Path | str) -> Spec:
             parsed.append((doc, spec_doc))
     if errors:
         raise SpecErrors(errors)
-    return _merge(parsed, files)
+    return _merge(parsed, files, root)
 
 
-def _merge(parsed: list[tuple[SourceDoc, SpecDoc]], files: list[Path]) -> Spec:
+def _merge(parsed: list[tuple[SourceDoc, SpecDoc]], files: list[Path], root: Path) -> Spec:
     errors: list[SpecError] = []
     where: dict = {}
     sources: dict = {}
@@ -151,4 +152,5 @@ def _merge(parsed: list[tuple[SourceDoc, SpecDoc]], files: list[Path]) -> Spec:
         runbooks=runbooks,
         files=tuple(f.as_posix() for f in files),
         sources=sources,
+        root=root.as_posix(),
     )

@@ -7,8 +7,10 @@ expressions (RE2 syntax), which Prometheus anchors as `^(?s:...)$`. They are che
 RE2 (the `google-re2` package) plus the two places where Go's regexp differs from it: Go has no
 `\\C` (any byte), and Go refuses groups nested about 1,000 deep, where servewatch stops at 100.
 RE2 does not know the newest Unicode scripts (Unicode 16: Garay, Todhri, Sunuwar), so `\\p{Garay}`
-is refused although Prometheus would accept it. tests/test_spec_errors.py proves these decisions
-against `promtool check rules`.
+is refused although Prometheus would accept it. A regex must also be one servewatch's own PromQL
+reader (promql-parser, Rust's regex crate: lint and the dashboard checks) reads, which refuses
+`\\Q...\\E` quoting and an empty `(?)`. tests/test_fuzz_matchers.py proves these decisions against
+`promtool check rules`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import promql_parser
 import re2
 
 LABEL_NAME_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
@@ -58,6 +61,11 @@ def parse(text: str) -> list[Matcher]:
     return out
 
 
+def quote(value: str) -> str:
+    """A value as a PromQL double-quoted string (control characters are refused before this)."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def regex_problem(pattern: str) -> str | None:
     """Why Prometheus would refuse `pattern` as a label regex (None when it accepts it)."""
     if _has_any_byte_escape(pattern):
@@ -74,6 +82,10 @@ def regex_problem(pattern: str) -> str | None:
             exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else exc
         )
         return f"regex {pattern!r} is not valid RE2 syntax: {reason}"
+    try:
+        promql_parser.parse(f"x{{a=~{quote(pattern)}}}")
+    except ValueError:
+        return f"regex {pattern!r} is valid RE2 but servewatch's PromQL reader (promql-parser) cannot read it"
     return None
 
 

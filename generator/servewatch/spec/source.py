@@ -8,6 +8,7 @@ UTF-8, nesting deeper than any spec needs and aliases that expand without bound 
 
 from __future__ import annotations
 
+import bisect
 import codecs
 import json
 import re
@@ -96,13 +97,17 @@ class _Converter:
         yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG,
     )
 
-    def __init__(self, file: str):
+    def __init__(self, file: str, text: str):
         self.file = file
         self.lines: dict[tuple, int] = {}
         self.values = 0
+        self.text_lines = _LineIndex(text)
+
+    def line(self, node: yaml.Node) -> int:
+        return self.text_lines.line(node.start_mark.index)
 
     def where(self, node: yaml.Node, path: tuple = ()) -> Location:
-        return Location(self.file, node.start_mark.line + 1, dotted(path) or None)
+        return Location(self.file, self.line(node), dotted(path) or None)
 
     def plain(self, node: yaml.Node, path: tuple):
         self.values += 1
@@ -113,7 +118,7 @@ class _Converter:
             )
         if len(path) > MAX_DEPTH:
             raise SpecError(f"nested deeper than {MAX_DEPTH} levels", self.where(node, path))
-        self.lines[path] = node.start_mark.line + 1
+        self.lines[path] = self.line(node)
         if not isinstance(node, yaml.ScalarNode) and node.tag not in self.PLAIN_TAGS:
             raise SpecError(
                 f"not valid YAML: tag {node.tag!r} is not allowed in specs", self.where(node, path)
@@ -131,7 +136,7 @@ class _Converter:
                 if key in out:
                     raise SpecError(f"duplicate key {key!r}", self.where(key_node, path + (key,)))
                 out[key] = self.plain(value_node, path + (key,))
-                self.lines[path + (key,)] = key_node.start_mark.line + 1
+                self.lines[path + (key,)] = self.line(key_node)
             return out
         if isinstance(node, yaml.SequenceNode):
             return [self.plain(item, path + (i,)) for i, item in enumerate(node.value)]
@@ -148,6 +153,16 @@ class _Converter:
             loader.dispose()
 
 
+class _LineIndex:
+    """Line numbers as editors count them (YAML also breaks lines at U+0085, U+2028 and U+2029)."""
+
+    def __init__(self, text: str):
+        self.newlines = [i for i, ch in enumerate(text) if ch == "\n"]
+
+    def line(self, index: int) -> int:
+        return bisect.bisect_left(self.newlines, index) + 1
+
+
 def read_yaml(path: Path, display: str) -> SourceDoc:
     return parse_yaml(read_text(path, display), display)
 
@@ -155,14 +170,19 @@ def read_yaml(path: Path, display: str) -> SourceDoc:
 def parse_yaml(text: str, display: str) -> SourceDoc:
     try:
         node = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow: it knows where, not the line
+        line = _LineIndex(text).line(exc.position)
+        raise SpecError(
+            f"not valid YAML: character U+{exc.character:04X} is not allowed", Location(display, line)
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark else None
+        line = _LineIndex(text).line(mark.index) if mark else None
         problem = getattr(exc, "problem", None) or str(exc)
         raise SpecError(f"not valid YAML: {problem}", Location(display, line)) from None
     if node is None:
         return SourceDoc(display, {}, {})
-    converter = _Converter(display)
+    converter = _Converter(display, text)
     data = converter.plain(node, ())
     if not isinstance(data, dict):
         raise SpecError("a spec file must be a mapping at the top level", Location(display, 1))

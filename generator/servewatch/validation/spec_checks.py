@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from .. import catalog as catalog_mod
 from .. import templates
-from ..errors import SpecError
+from ..errors import Location, SpecError
 from ..signals import Labels
 from ..spec.translate import did_you_mean
 
@@ -242,4 +242,4 @@ def _signals_section(spec):
     for (kind, _), (doc, _) in spec.sources.items():
         if kind == "signal":
             return doc.locate(("signals",))
-    return None
+    return Location(spec.root)  # no file defines any

@@ -644,3 +644,56 @@ def test_a_signal_the_dashboards_read_cannot_be_removed(specs_copy):
     expected = f"{f.as_posix()}:3: signals: the dashboards read signal 'engine_preemptions_rate'"
     msgs = _errors(specs_copy)
     assert any(m.startswith(expected) for m in msgs), msgs
+
+
+# -- found by tests/test_fuzz_specs.py -------------------------------------------------------------------
+
+
+def test_yaml_lines_are_counted_as_editors_count_them(specs_copy):
+    # YAML also breaks lines at U+0085 and U+2028: a line number past them would point too far
+    (specs_copy / "tuning.yaml").write_text("# caf\u2028\u0085\noverrides:\n  alerts: {X: {for: 5 m}}\n")
+    msg = _only_error(specs_copy)
+    assert msg.startswith(f"{(specs_copy / 'tuning.yaml').as_posix()}:3: overrides.alerts.X.for"), msg
+
+
+def test_a_character_yaml_refuses_is_named_with_its_line(specs_copy):
+    (specs_copy / "tuning.yaml").write_text("overrides:\n  alerts: {}\n  # \x7f\n")
+    msg = _only_error(specs_copy)
+    assert msg.startswith(f"{(specs_copy / 'tuning.yaml').as_posix()}:3: not valid YAML: character U+007F"), (
+        msg
+    )
+
+
+def test_matchers_are_respelt_so_joined_selectors_stay_valid(specs_copy):
+    # the dashboards append their variable matchers with ", ": a trailing comma gave "a, , b"
+    _replace(specs_copy / "config.yaml", "    vllm: ''\n", '    vllm: \' env = "pr\\"od" ,\'\n')
+    spec = load(specs_copy)
+    assert spec.config.selectors["vllm"] == 'env="pr\\"od"'
+    assert 'vllm:kv_cache_usage_perc{env="pr\\"od"}' in _rules_text(specs_copy)
+
+
+@pytest.mark.parametrize("regex", [r"\\Q.*\\E", r"(?P<n>a)(?P<n>b)"])
+def test_a_regex_servewatchs_own_promql_reader_cannot_read_is_refused(specs_copy, regex):
+    _replace(specs_copy / "config.yaml", "    vllm: ''\n", f"    vllm: 'job=~\"{regex}\"'\n")
+    msg = _only_error(specs_copy)
+    assert "config.selectors.vllm" in msg and "promql-parser" in msg, msg
+
+
+def test_a_duration_number_past_32_bits_asks_for_a_larger_unit(specs_copy):
+    _replace(specs_copy / "config.yaml", "rate_window: 5m", "rate_window: 4294967296ms")
+    msg = _only_error(specs_copy)
+    assert "config.rate_window" in msg and "write it with a larger unit" in msg, msg
+
+
+def test_an_output_folder_that_cannot_be_written_changes_nothing(specs_copy, tmp_path, servewatch):
+    out = tmp_path / "out"
+    assert servewatch("generate", "--specs", specs_copy, "--out", out).returncode == 0
+    _replace(specs_copy / "alerts" / "gpu.yaml", "threshold: 0.95", "threshold: 0.97")
+    (out / "rules" / "mimir").rename(tmp_path / "mimir")
+    (out / "rules" / "mimir").write_text("a file where a folder must be\n")
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    res = servewatch("generate", "--specs", specs_copy, "--out", out)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert "cannot write the output" in res.stderr and "nothing was written" in res.stderr
+    after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert after == before  # the rules that could be written were not: no mix of old and new

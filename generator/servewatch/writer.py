@@ -11,6 +11,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from .errors import ServewatchError
+
 # The list of files the last run generated. Only files named there are ever removed as stale, so
 # a hand-written file that sits next to generated ones (rules/team.rules.yaml) is never touched.
 MANIFEST = ".servewatch-manifest"
@@ -44,17 +46,29 @@ def with_manifest(files: dict[str, str]) -> dict[str, str]:
     return {**files, MANIFEST: manifest_text(files)}
 
 
-def replace(path: Path, text: str) -> bool:
-    """Write one file by temp + rename, so a reader never sees half of it; False when it was already so."""
+def _stage(path: Path, text: str) -> str | None:
+    """`text` written to a temporary file beside `path`; None when `path` already holds it."""
     data = text.encode("utf-8")
     if path.is_file() and path.read_bytes() == data:
-        return False
+        return None
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         os.chmod(tmp, 0o644)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def replace(path: Path, text: str) -> bool:
+    """Write one file by temp + rename, so a reader never sees half of it; False when it was already so."""
+    tmp = _stage(path, text)
+    if tmp is None:
+        return False
+    try:
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -63,16 +77,32 @@ def replace(path: Path, text: str) -> bool:
 
 
 def write(root: Path, files: dict[str, str]) -> tuple[list[str], list[str]]:
-    """Write changed files and delete stale ones; returns (written, removed)."""
+    """Write changed files and delete stale ones; returns (written, removed).
+
+    Every changed file is written to a temporary file beside its target first; only when all are
+    written are they renamed into place, so a full disk or a path that is not a folder leaves the
+    previous output as it was.
+    """
     removed = stale(root, files)
     files = with_manifest(files)
-    written = []
-    for rel, text in sorted(files.items()):
-        if replace(root / rel, text):
-            written.append(rel)
-    for rel in removed:
-        (root / rel).unlink()
-    return written, removed
+    staged: list[tuple[str, str]] = []  # (relative path, temporary file)
+    try:
+        for rel, text in sorted(files.items()):
+            tmp = _stage(root / rel, text)
+            if tmp is not None:
+                staged.append((rel, tmp))
+        for rel, tmp in staged:
+            os.replace(tmp, root / rel)
+        for rel in removed:
+            (root / rel).unlink()
+    except OSError as exc:
+        raise ServewatchError(
+            f"cannot write the output under {root}: {exc.strerror or exc} ({exc.filename})"
+        ) from None
+    finally:
+        for _, tmp in staged:
+            Path(tmp).unlink(missing_ok=True)
+    return [rel for rel, _ in staged], removed
 
 
 def check(root: Path, files: dict[str, str]) -> list[str]:

@@ -17,7 +17,7 @@ import re
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from servewatch import promtool
+from servewatch import tools
 from servewatch.spec import matchers
 
 RULE_RE = re.compile(r'rule (\d+), "check:matcher:parses": (.*)')
@@ -28,7 +28,7 @@ def promtool_refusals(tmp_path, matcher_texts: list[str]) -> dict[int, str]:
     rules = [{"record": "check:matcher:parses", "expr": "up{" + text + "}"} for text in matcher_texts]
     path = tmp_path / "matchers.rules.yaml"
     path.write_text(json.dumps({"groups": [{"name": "matchers", "rules": rules}]}))  # JSON is YAML
-    res = promtool.run("promtool", "check", "rules", path, errors="replace")
+    res = tools.run("promtool", "check", "rules", path, errors="replace")
     refused = {int(m.group(1)) - 1: m.group(2) for m in RULE_RE.finditer(res.stdout + res.stderr)}
     assert res.returncode == (1 if refused else 0), res.stderr[-2000:]
     return refused

@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from servewatch import catalog as catalog_mod
-from servewatch import cli, promtool
+from servewatch import cli, tools
 from servewatch.lint.engine import walk
 from servewatch.spec import matchers
 from servewatch.spec.loader import load
@@ -320,7 +320,7 @@ class PromtoolChecks:
             for h, (_, text) in todo.items():
                 paths[h] = self.workdir / f"{h[:16]}.rules.yaml"
                 paths[h].write_text(text)
-            res = promtool.run("promtool", "check", "rules", *paths.values(), errors="replace")
+            res = tools.run("promtool", "check", "rules", *paths.values(), errors="replace")
             report = res.stdout + res.stderr
             for h, path in paths.items():
                 failed = res.returncode != 0 and re.search(

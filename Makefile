@@ -67,6 +67,7 @@ bench-fleet: tools $(VENV)/.bench-installed
 FUZZ_CASES ?= 10000
 fuzz: tools
 	SERVEWATCH_FUZZ_CASES=$(FUZZ_CASES) SERVEWATCH_FUZZ_MATCHER_BATCHES=$$(( $(FUZZ_CASES) / 400 + 3 )) \
+	SERVEWATCH_FUZZ_PROGRESS=.cache/fuzz-progress.txt \
 	  $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/test_fuzz_specs.py tests/test_fuzz_matchers.py
 
 clean:

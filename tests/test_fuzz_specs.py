@@ -40,6 +40,7 @@ from servewatch.spec.loader import load
 
 REPO = Path(__file__).resolve().parents[1]
 CASES = int(os.environ.get("SERVEWATCH_FUZZ_CASES", "120"))
+PROGRESS = os.environ.get("SERVEWATCH_FUZZ_PROGRESS")  # a file that gets the summary every 250 cases
 BASE = {
     p.relative_to(REPO / "specs").as_posix(): p.read_bytes() for p in sorted((REPO / "specs").rglob("*.yaml"))
 }
@@ -350,6 +351,9 @@ class FuzzRun:
             path.write_bytes(data)
 
     def case(self, draw) -> None:
+        done = sum(self.outcomes.values())
+        if PROGRESS and done and done % 250 == 0:
+            Path(PROGRESS).write_text(self.report() + "\n")
         files = dict(BASE)
         count = draw(st.sampled_from([1, 1, 1, 2, 3]))
         steps = [draw(st.sampled_from(MUTATIONS))(draw, files) for _ in range(count)]

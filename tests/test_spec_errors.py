@@ -11,6 +11,18 @@ from servewatch.spec.loader import load
 from servewatch.validation import validate
 
 
+@pytest.fixture
+def specs_copy(specs_with):
+    """A fresh copy of the default specs for a test that edits files in place."""
+    return specs_with()
+
+
+def _replace(path, old, new):
+    text = path.read_text()
+    assert old in text, f"test setup: {old!r} not in {path}"
+    path.write_text(text.replace(old, new, 1))
+
+
 def _errors(specs):
     with pytest.raises(SpecErrors) as info:
         validate(load(specs))

@@ -2,6 +2,7 @@
 
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -364,38 +365,38 @@ def test_an_error_is_one_line_whatever_the_spec_holds(specs_copy):
 
 GPU_ALERTS = "alerts/gpu.yaml"
 FB_ALERT = "groups[0].alerts[0]"  # GPUFramebufferUsageHigh
+
+
+def _fb_alert(key, old, new, message):
+    """A case changing `key: old` of GPUFramebufferUsageHigh to `key: new`."""
+    return (GPU_ALERTS, f"{key}: {old}", f"{key}: {new}", f"{FB_ALERT}.{key}", message)
+
+
 GPU_SCENARIO = '{series: \'[[fb_used]]{UUID="GPU-aaaa", gpu="0"'
 
 
 @pytest.mark.parametrize(
     "file, old, new, field, message",
     [
-        # durations: Prometheus' grammar and range (promtool 3.5 takes 2562047h, refuses 2562048h)
-        (GPU_ALERTS, "for: 5m", "for: 99999999999h", f"{FB_ALERT}.for", "longer than Prometheus can hold"),
-        (GPU_ALERTS, "for: 5m", "for: 2562048h", f"{FB_ALERT}.for", "longer than Prometheus can hold"),
-        (GPU_ALERTS, "for: 5m", 'for: "5m\\n"', f"{FB_ALERT}.for", "is not a Prometheus duration"),
-        (GPU_ALERTS, "for: 5m", "for: 30s5m", f"{FB_ALERT}.for", "largest first"),
-        (GPU_ALERTS, "for: 5m", "for: -5m", f"{FB_ALERT}.for", "is not a Prometheus duration"),
-        (
-            "config.yaml",
-            "scrape_interval: 30s",
-            "scrape_interval: 0s",
-            "config.scrape_interval",
-            "longer than zero",
-        ),
-        # numbers: finite, a number (not a bool or a string), and exactly what the rule will say
-        (GPU_ALERTS, "threshold: 0.95", "threshold: .nan", f"{FB_ALERT}.threshold", "finite number"),
-        (GPU_ALERTS, "threshold: 0.95", "threshold: .inf", f"{FB_ALERT}.threshold", "finite number"),
-        (GPU_ALERTS, "threshold: 0.95", "threshold: 1.0e+999", f"{FB_ALERT}.threshold", "finite number"),
-        (GPU_ALERTS, "threshold: 0.95", "threshold: true", f"{FB_ALERT}.threshold", "valid number"),
-        (GPU_ALERTS, "threshold: 0.95", 'threshold: "0.95"', f"{FB_ALERT}.threshold", "valid number"),
-        (
-            GPU_ALERTS,
-            "threshold: 0.95",
-            "threshold: 0.9512345",
-            f"{FB_ALERT}.threshold",
-            "significant digits",
-        ),
+        *[
+            _fb_alert(key, old, new, message)
+            for key, old, new, message in [
+                # durations: Prometheus' grammar and range (promtool 3.5 takes 2562047h, refuses 2562048h)
+                ("for", "5m", "99999999999h", "longer than Prometheus can hold"),
+                ("for", "5m", "2562048h", "longer than Prometheus can hold"),
+                ("for", "5m", '"5m\\n"', "is not a Prometheus duration"),
+                ("for", "5m", "30s5m", "largest first"),
+                ("for", "5m", "-5m", "is not a Prometheus duration"),
+                # numbers: finite, a number (not a bool or a string), and exactly what the rule will say
+                ("threshold", "0.95", ".nan", "finite number"),
+                ("threshold", "0.95", ".inf", "finite number"),
+                ("threshold", "0.95", "1.0e+999", "finite number"),
+                ("threshold", "0.95", "true", "valid number"),
+                ("threshold", "0.95", '"0.95"', "valid number"),
+                ("threshold", "0.95", "0.9512345", "significant digits"),
+            ]
+        ],
+        ("config.yaml", "scrape_interval: 30s", "scrape_interval: 0s", "config.scrape_interval", "than zero"),
         # names and label values
         (
             GPU_ALERTS,
@@ -622,30 +623,34 @@ def test_a_hostile_value_is_refused_at_its_line(specs_copy, file, old, new, fiel
     assert abs(found_line - line) <= 1, (line, msg)  # a flow mapping may start on the line before
 
 
+REPO_SPECS = Path(__file__).resolve().parents[1] / "specs"
+
+
 def _rules_text(specs):
     _, files = generate.build(specs)
     return "".join(text for path, text in files.items() if path.endswith(".rules.yaml"))
 
 
-def test_a_targets_map_naming_one_source_keeps_the_others_default(specs_copy, tmp_path):
-    _replace(
-        specs_copy / "config.yaml",
-        "  targets:\n    dcgm: 'job=~\".*dcgm.*\"'\n    vllm: 'job=~\".*vllm.*\"'\n",
-        "  targets:\n    dcgm: 'job=\"gpu-metrics\"'\n",
-    )
-    rules = _rules_text(specs_copy)
-    assert 'up{job="gpu-metrics"}' in rules and 'up{job=~".*vllm.*"}' in rules
-
-
-def test_a_selectors_map_naming_one_source_keeps_the_others_default(specs_copy, tmp_path):
-    _replace(
-        specs_copy / "config.yaml",
-        "  selectors:\n    dcgm: ''\n    vllm: ''\n",
-        "  selectors:\n    vllm: 'env=\"prod\"'\n",
-    )
-    spec = load(specs_copy)
-    assert spec.config.selectors == {"dcgm": "", "vllm": 'env="prod"'}
-    assert 'vllm:kv_cache_usage_perc{env="prod"}' in _rules_text(specs_copy)
+@pytest.mark.parametrize(
+    "section, written, kept, selected",
+    [
+        ("targets", "dcgm: 'job=\"gpu-metrics\"'", "vllm", ['up{job="gpu-metrics"}', 'up{job=~".*vllm.*"}']),
+        (
+            "selectors",
+            "vllm: 'env=\"prod\"'",
+            "dcgm",
+            ['vllm:kv_cache_usage_perc{env="prod"}', "(DCGM_FI_DEV_FB_USED)"],
+        ),
+    ],
+)
+def test_a_map_naming_one_source_keeps_the_others_default(specs_with, section, written, kept, selected):
+    text = (REPO_SPECS / "config.yaml").read_text()
+    block = text[text.index(f"  {section}:\n") :]
+    block = block[: block.index("\n", block.index("    vllm:")) + 1]
+    specs = specs_with({"config.yaml": [(block, f"  {section}:\n    {written}\n")]})
+    assert getattr(load(specs).config, section)[kept] == getattr(load(REPO_SPECS).config, section)[kept]
+    rules = _rules_text(specs)
+    assert all(s in rules for s in selected), selected
 
 
 def test_a_signal_the_dashboards_read_cannot_be_removed(specs_copy):

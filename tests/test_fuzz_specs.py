@@ -257,17 +257,26 @@ def run_cli(*args) -> tuple[int, str]:
 
 
 def rule_groups(files: dict[str, bytes]) -> list[tuple[str, str]]:
-    """(name, plain rule file text) for every generated rule file, in whichever form it was written."""
+    """(where, plain rule file text) for every rule group list generated under rules/, in whichever
+    form it was written (plain, PrometheusRule spec, Mimir namespace, Helm values map)."""
     out = []
+
+    def find(node, where):
+        if isinstance(node, dict):
+            groups = node.get("groups")
+            if (
+                isinstance(groups, list)
+                and groups
+                and all(isinstance(g, dict) and "rules" in g for g in groups)
+            ):
+                out.append((where, yaml.safe_dump({"groups": groups}, sort_keys=False)))
+                return
+            for key, value in node.items():
+                find(value, f"{where}:{key}")
+
     for rel, data in sorted(files.items()):
-        if not rel.startswith("rules/"):
-            continue
-        doc = yaml.safe_load(data)
-        if rel.startswith("rules/kubernetes/"):
-            doc = doc["spec"]
-        elif rel.startswith("rules/mimir/"):
-            doc = {"groups": doc["groups"]}
-        out.append((rel, yaml.safe_dump(doc, sort_keys=False)))
+        if rel.startswith("rules/") and rel.endswith(".yaml"):
+            find(yaml.safe_load(data), rel)
     return out
 
 

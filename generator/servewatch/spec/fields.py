@@ -18,7 +18,7 @@ from pydantic import Strict as StrictInput
 
 from . import matchers as matcher_syntax
 
-# Prometheus' duration grammar (model.ParseDuration): each unit at most once, largest first.
+# Prometheus' duration grammar, as promtool 3.5 reads it: each unit at most once, largest first.
 DURATION_RE = re.compile(
     r"(?:([0-9]+)y)?(?:([0-9]+)w)?(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?(?:([0-9]+)ms)?"
 )
@@ -116,7 +116,6 @@ def static_label_value(value: str) -> str:
 
 
 LabelName = Annotated[str, AfterValidator(label_name)]
-LabelValue = Annotated[str, AfterValidator(label_value)]
 AlertLabels = dict[LabelName, Annotated[str, AfterValidator(static_label_value)]]
 
 

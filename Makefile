@@ -62,7 +62,8 @@ $(VENV)/.bench-installed: $(STAMP)
 bench-fleet: tools $(VENV)/.bench-installed
 	$(BIN)/python -m bench.fleet $(BENCH_ARGS)
 
-# 10,000 hostile mutations of specs/ through the whole pipeline (about an hour; `make test` runs 120).
+# 10,000 hostile mutations of specs/ through the whole pipeline (40-80 min on an idle 2-core machine;
+# `make test` runs 120).
 # FUZZ_CASES=n for another count; the summary it prints is kept in docs/fuzzing.md.
 FUZZ_CASES ?= 10000
 fuzz: tools

@@ -20,7 +20,6 @@ DASHBOARD_SIGNALS = {
     "engine_requests_waiting": ("gauge", "engine"),
     "engine_requests_running": ("gauge", "engine"),
     "engine_preemptions_rate": ("rate", "engine"),
-    "engine_prompt_tokens_rate": ("rate", "engine"),
     "engine_generation_tokens_rate": ("rate", "engine"),
     "model_requests_rate": ("rate", "model"),
     "model_request_error_ratio": ("counter_ratio", "model"),

@@ -7,6 +7,7 @@
 local groupsOf(text) = std.parseYaml(text).groups;
 local groups =
   groupsOf(importstr "rules/gpu.rules.yaml")
+  + groupsOf(importstr "rules/slo.rules.yaml")
   + groupsOf(importstr "rules/vllm.rules.yaml");
 local alerting(group) = std.length([r for r in group.rules if std.objectHas(r, 'alert')]) > 0;
 
@@ -16,6 +17,7 @@ local alerting(group) = std.length([r for r in group.rules if std.objectHas(r, '
   grafanaDashboards+:: {
     "gpu-fleet.json": import "dashboards/gpu-fleet.json",
     "moe-deployment.json": import "dashboards/moe-deployment.json",
+    "slo.json": import "dashboards/slo.json",
     "vllm-serving.json": import "dashboards/vllm-serving.json",
   },
 }

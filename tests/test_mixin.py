@@ -89,9 +89,10 @@ def test_groups_of_records_alone_go_to_prometheus_rules(tmp_path, specs_with):
     _, files = generate.build(specs, out)
     writer.write(out, files)
     got = evaluate(tmp_path, out)
-    names = [g["name"] for g in got["rules"]["groups"]]
-    assert names == ["servewatch-vllm-throughput"]
-    assert [r["record"] for r in got["rules"]["groups"][0]["rules"]] == [
+    groups = {g["name"]: g for g in got["rules"]["groups"]}
+    # the SLO goodput group holds one recording rule and no alert too
+    assert sorted(groups) == ["servewatch-slo-goodput", "servewatch-vllm-throughput"]
+    assert [r["record"] for r in groups["servewatch-vllm-throughput"]["rules"]] == [
         "engine:vllm_prompt_tokens:rate5m",
         "engine:vllm_generation_tokens:rate5m",
     ]

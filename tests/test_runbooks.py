@@ -560,6 +560,35 @@ def _sections(text: str) -> dict[str, str]:
     return out
 
 
+# issue 7: an SLO alert's page says which windows burn, for which model, and where the time goes
+SLO_STEPS = {
+    "burn-long": "slo",
+    "burn-short": "slo",
+    "burn-6h": "slo",
+    "burn-3d": "slo",
+    "budget-left": "slo",
+    "traffic": "slo",
+}
+DIRECTIONS["VLLMTTFTErrorBudgetBurn"] = {
+    "steps": {
+        **SLO_STEPS,
+        "per-engine-ttft": "quantile",
+        "queue-time": "quantile",
+        "prefill-time": "quantile",
+        "decode-time": "quantile",
+    },
+    "phrases": {
+        "meaning": [r"a model's requests", r"tier=page", r"tier=ticket", r"both windows"],
+        "not-meaning": [r"not a momentary spike", r"queueing", r"prefill"],
+        "burn-short": [r"burn has\s+stopped"],
+    },
+}
+DIRECTIONS["VLLMAvailabilityErrorBudgetBurn"] = {
+    "steps": {**SLO_STEPS, "by-reason": "signal", "engine-errors": "ratio", "ttft": "signal"},
+    "phrases": {"meaning": [r"a model's finished requests", r"abort or error"], "not-meaning": [r"abort"]},
+}
+
+
 def check_directions(model, files) -> list[str]:
     problems = []
     pages = {p.name: p for p in book.pages(model)}

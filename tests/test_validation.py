@@ -46,7 +46,8 @@ def test_check_says_what_it_checked_and_writes_nothing(repo, tmp_path, servewatc
         res.stdout,
     )
     assert m, res.stdout
-    assert int(m.group(1)) == len(alerts)
+    burn_rows = sum(len(slo.alerting.windows) for slo in spec.slos.values())  # one rule per SLO row
+    assert int(m.group(1)) == len(alerts) + burn_rows
     assert int(m.group(2)) == len(spec.scenarios)
     assert int(m.group(3)) == len(BOARDS)
     assert int(m.group(4)) == len(spec.runbooks)

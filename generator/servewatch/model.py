@@ -10,10 +10,14 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from . import templates
+from .grafana import slug
 from .promql import builders as b
 from .signals import SignalBuilder
+from .slo.exprs import SloExprs
+from .slo.plan import FAMILY as SLO_FAMILY
+from .slo.plan import BurnAlert, SloPlan
 from .spec.loader import Spec
-from .spec.schema import Alert, Signal
+from .spec.schema import Alert, Dashboard, Signal
 
 
 @dataclass(frozen=True)
@@ -34,7 +38,7 @@ class AlertRule:
     annotations: dict[str, str]
     group: str
     family: str
-    spec: Alert  # the alert with overrides applied
+    spec: Alert | BurnAlert  # the alert with overrides applied, or an SLO's burn-rate row
 
     @property
     def result_labels(self) -> dict[str, str]:
@@ -79,6 +83,7 @@ class Model:
         self.tokens = self.builder.labels.tokens()
         # dashboard uid -> {alert: id of the panel that shows it}; its dashboard_url opens that panel
         self.dashboard_panels = dashboard_panels or {}
+        self.slos = SloPlan(spec.slos, SloExprs(self.builder), self._slo_dashboard())
 
     def with_dashboard_panels(self, panels: dict[str, dict[str, int]]) -> "Model":
         """The same model, whose alerts' dashboard_url also open the panel that shows each alert."""
@@ -126,7 +131,19 @@ class Model:
             )
             if records or alerts:
                 out.append(RuleGroup(group.name, group.family, interval, records, alerts))
+        for planned in self.slos.groups():
+            records = tuple(RecordRule(r.record, r.expr, dict(r.labels)) for r in planned.records)
+            alerts = tuple(self._alert(a, planned.name, SLO_FAMILY) for a in planned.alerts)
+            out.append(RuleGroup(planned.name, SLO_FAMILY, None, records, alerts))
         return tuple(out)
+
+    def _slo_dashboard(self) -> Dashboard:
+        """Where SLO alerts link: the SLO dashboard, its variables filled from the grouping labels."""
+        board = self.spec.dashboards.board("slo")
+        roles = {self.config.cluster_label: "cluster", "model_name": "model"}
+        grouping = self.builder.labels.identity("model")
+        vars = {roles.get(label, "namespace"): label for label in grouping}
+        return Dashboard(uid=board.uid, slug=slug(board.title), vars=vars)
 
     def _records(self, name: str) -> list[RecordRule]:
         s = self.spec.signals[name]
@@ -150,7 +167,9 @@ class Model:
             spec=alert,
         )
 
-    def _alert_expr(self, alert: Alert) -> str:
+    def _alert_expr(self, alert: Alert | BurnAlert) -> str:
+        if isinstance(alert, BurnAlert):
+            return alert.expr
         if alert.signal:
             return b.compare(self.record_for(alert.signal, alert.quantile), alert.op, alert.threshold)
         ab = alert.absence

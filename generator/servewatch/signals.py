@@ -189,6 +189,11 @@ class SignalBuilder:
             return per_engine if not dedup_extra else b.agg("sum", engine + by, per_engine)
         return b.agg("sum", self.labels.identity(level) + by, per_engine)
 
+    def model_rate(self, series: str, window: str, keep: tuple[str, ...] = ()) -> str:
+        """Per-second rate of counter `series` per model: deduplicated per engine (and `keep`), summed.
+        The SLO rules read raw series only through here."""
+        return self._rate_at_level(series, window, "model", [], list(keep))
+
     def histogram_quantile(
         self, metric: str, q: float, window: str, level: str, by: tuple[str, ...] = ()
     ) -> str:

@@ -15,6 +15,7 @@ from .classic import (
     Threshold,
     Variable,
     ref_ids,
+    slug,
     thresholds,
 )
 
@@ -35,5 +36,6 @@ __all__ = [
     "Variable",
     "flow",
     "ref_ids",
+    "slug",
     "thresholds",
 ]

@@ -9,6 +9,7 @@ panels; a collapsed row holds its panels in its own `panels` list.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -18,6 +19,12 @@ SCHEMA_VERSION = 41  # what Grafana 11.6 and 12.0 save; migrations only run upwa
 DS_VAR = "datasource"
 DS_REF = {"type": "prometheus", "uid": "${%s}" % DS_VAR}
 ALL_VALUE = ".*"  # "All" as a regex: also matches series where the label is absent (idle GPUs)
+
+
+def slug(title: str) -> str:
+    """The URL slug Grafana derives from a dashboard title."""
+    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+
 
 # Query editor settings every target carries.
 _TARGET_DEFAULTS = {"editorMode": "code", "exemplar": False}

@@ -163,7 +163,7 @@ def cmd_investigate(args) -> int:
     try:
         at = parse_time(args.at)
         model = validate(load(Path(args.specs))).model
-        pages = {a.alert: book.page(model, a, model.spec.runbooks.get(a.alert)) for a in model.alerts()}
+        pages = {p.name: p for p in book.pages(model)}
         if args.alert and args.alert not in pages:
             known = ", ".join(sorted(pages))
             return _fail(f"no enabled alert named {args.alert!r} in {args.specs} (known: {known})")

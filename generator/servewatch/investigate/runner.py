@@ -58,6 +58,8 @@ class Investigation:
         spec = self.alert.spec
         for r in self.results:
             q = r.step.step.query
+            if getattr(spec, "slo", None) and q.kind == "slo" and q.measure == "burn_rate":
+                return r  # an SLO alert's symptom: the first burn rate its page measures
             if (
                 spec.signal
                 and q.kind == "signal"

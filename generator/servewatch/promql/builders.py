@@ -76,6 +76,11 @@ def with_context(expr: str, series: str, identity: Sequence[str], context: Seque
     return f"{expr}\n* on ({labels(identity)}) group_left ({labels(context)})\n  {info}"
 
 
+def product(factors: Sequence[str], on: Sequence[str]) -> str:
+    """The factors multiplied series by series, matched one-to-one on `on`."""
+    return f"\n* on ({labels(on)})\n".join(f"(\n  {f}\n)" for f in factors)
+
+
 def copy_label(expr: str, src: str, dst: str) -> str:
     """`expr` with label `dst` set to the value of `src`, so two sources that name the same thing
     differently (vLLM's `pod`, DCGM's `exported_pod`) can be matched with on(dst)."""
@@ -94,6 +99,11 @@ def only_where(expr: str, condition: str, on: Sequence[str]) -> str:
 
 def unless(left: str, right: str, on: Sequence[str]) -> str:
     return f"(\n  {left}\nunless on ({labels(on)})\n  {right}\n)"
+
+
+def otherwise(expr: str, fallback: str, on: Sequence[str]) -> str:
+    """`expr`, and `fallback` for each identity (`on`) that `expr` has no series for."""
+    return f"(\n  {expr}\nor on ({labels(on)})\n  {fallback}\n)"
 
 
 def any_of(*exprs: str) -> str:

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..model import AlertRule, Model, effective_alert
+from ..slo.plan import BurnAlert
 from ..spec.schema import Alert
 from ..spec import runbooks as s
 from .queries import Queries
@@ -100,6 +101,10 @@ def limits(model: Model, page_alert: str, step: s.Step) -> Limits:
     )
     op = step.op
     notes = [d for d in (_describe(model, page_alert, step.unhealthy),) if d]
+    if unh is None and "unhealthy" not in step.model_fields_set and step.query.kind == "slo":
+        row = _burn_row(model, page_alert, step.query)
+        if row is not None:
+            unh, notes = row.burn_rate, [f"the {row.long}/{row.short} {row.tier} row's burn rate"]
     if unh is None and "unhealthy" not in step.model_fields_set and step.query.kind == "signal":
         watcher = _watcher(model, page_alert, step.query.signal, step.query.quantile)
         if watcher is not None:
@@ -107,6 +112,18 @@ def limits(model: Model, page_alert: str, step: s.Step) -> Limits:
             op = op or ("<" if watcher.op in ("<", "<=") else ">")
             notes = [f"{watcher.alert}'s threshold {watcher.threshold:g}"]
     return Limits(op=op or ">", suspicious=sus, unhealthy=unh, note="; ".join(notes))
+
+
+def _burn_row(model: Model, page_alert: str, q: s.SloQuery):
+    """The burn-rate row a `slo` burn_rate step's window belongs to (long window first): its rate is
+    what the step is judged by."""
+    if q.measure != "burn_rate":
+        return None
+    rows = [a.spec for a in model.alerts() if isinstance(a.spec, BurnAlert) and a.alert == page_alert]
+    rows = [r for r in rows if q.slo in (None, r.slo)]
+    return next((r for r in rows if r.long == q.window), None) or next(
+        (r for r in rows if r.short == q.window), None
+    )
 
 
 def _watcher(model: Model, page_alert: str, signal: str, quantile: float | None) -> Alert | None:
@@ -135,7 +152,10 @@ def _watcher(model: Model, page_alert: str, signal: str, quantile: float | None)
 def default_runbook(alert: AlertRule) -> s.Runbook:
     """The page for an alert nobody wrote a runbook for: its own condition as the one step."""
     a = alert.spec
-    if a.signal:
+    if isinstance(a, BurnAlert):
+        q = {"kind": "slo", "measure": "burn_rate", "window": a.long}
+        step = {"id": "burn-rate", "title": f"Burn rate over {a.long}", "query": q, "unit": "factor"}
+    elif a.signal:
         q = {"kind": "signal", "signal": a.signal, "quantile": a.quantile}
         step = {"id": "alert-value", "title": "The value the alert watches", "query": q}
     else:
@@ -153,6 +173,8 @@ def default_runbook(alert: AlertRule) -> s.Runbook:
 def default_scope(model: Model, alert: AlertRule) -> tuple[str, ...]:
     """Labels of a firing alert that scope its investigation: the identity it fires per."""
     a = alert.spec
+    if isinstance(a, BurnAlert):
+        return tuple(model.builder.labels.identity("model"))
     if a.signal:
         sig = model.signal(a.signal)
         return tuple(model.builder.labels.identity(sig.level))
@@ -162,8 +184,12 @@ def default_scope(model: Model, alert: AlertRule) -> tuple[str, ...]:
 
 
 def pages(model: Model, builder=None) -> list[Page]:
-    """One page per enabled alert: its written runbook, or the default page."""
-    return [page(model, a, model.spec.runbooks.get(a.alert), builder) for a in model.alerts()]
+    """One page per enabled alert name (an SLO's burn-rate rows share one): its written runbook, or
+    the default page."""
+    first = {}
+    for a in model.alerts():
+        first.setdefault(a.alert, a)
+    return [page(model, a, model.spec.runbooks.get(name), builder) for name, a in first.items()]
 
 
 def page(model: Model, alert: AlertRule, rb: s.Runbook | None, builder=None) -> Page:

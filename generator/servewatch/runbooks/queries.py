@@ -13,6 +13,7 @@ from typing import Iterable
 
 from ..promql import builders as b
 from ..signals import SignalBuilder
+from ..slo.exprs import REMAINING, SloExprs
 from ..spec.schema import Config
 from ..spec import runbooks as s
 
@@ -236,6 +237,19 @@ class Queries:
 
     def _up(self, q: s.UpQuery, alert) -> str:
         return b.agg("max", self.sb.labels.target(), self.sb.up(q.source))
+
+    def _slo(self, q: s.SloQuery, alert) -> str:
+        name = q.slo or alert.spec.slo
+        x = SloExprs(self.sb)
+        # the firing alert's (or --label) filters on the grouping labels the SLO recordings carry
+        own = [quoted_matcher(*f) for f in getattr(self.sb, "filters", ()) if f[0] in x.grouping]
+        if q.measure == "burn_rate":
+            return x.burn_rate(name, q.window, *own)
+        if q.measure == "error_ratio":
+            return x.recorded(x.error_record(q.window), name, *own)
+        if q.measure == "events":
+            return x.events_in(name, q.window, *own)
+        return x.recorded(REMAINING, name, *own)
 
     def _absence(self, q: s.AbsenceQuery, alert) -> str:
         ab = alert.spec.absence if alert is not None else None

@@ -167,6 +167,10 @@ OPTIONAL_PANELS: dict[str, dict[str, str]] = {
         "alerts": "alerts firing for the deployment (stat and table)",
         "tokens_per_rank": "generated tokens per rank (and its imbalance)",
     },
+    "slo": {
+        "goodput": "good output tokens per second (goodput) per model",
+        "cost": "cost per 1M good output tokens over the selected time range",
+    },
 }
 
 
@@ -185,6 +189,7 @@ def _panels(board: str, model_name: str) -> type[Panels]:
 VllmServingPanels = _panels("vllm-serving", "VllmServingPanels")
 GpuFleetPanels = _panels("gpu-fleet", "GpuFleetPanels")
 MoeDeploymentPanels = _panels("moe-deployment", "MoeDeploymentPanels")
+SloPanels = _panels("slo", "SloPanels")
 
 
 class BoardSettings(Strict):
@@ -233,6 +238,12 @@ class MoeDeploymentBoard(BoardSettings):
     panels: MoeDeploymentPanels = MoeDeploymentPanels()
 
 
+class SloBoard(BoardSettings):
+    title: str = "Service-level objectives"
+    uid: str = "servewatch-slo"
+    panels: SloPanels = SloPanels()
+
+
 class Settings(Strict):
     """The `dashboards:` section: shared defaults and one entry per dashboard servewatch builds."""
 
@@ -243,10 +254,11 @@ class Settings(Strict):
     vllm_serving: VllmServingBoard = Field(VllmServingBoard(), alias="vllm-serving")
     gpu_fleet: GpuFleetBoard = Field(GpuFleetBoard(), alias="gpu-fleet")
     moe_deployment: MoeDeploymentBoard = Field(MoeDeploymentBoard(), alias="moe-deployment")
+    slo: SloBoard = Field(SloBoard(), alias="slo")
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    @field_validator("defaults", "vllm_serving", "gpu_fleet", "moe_deployment", mode="before")
+    @field_validator("defaults", "vllm_serving", "gpu_fleet", "moe_deployment", "slo", mode="before")
     @classmethod
     def _mapping(cls, v, info):
         if v is None:  # a key written with nothing under it keeps the defaults

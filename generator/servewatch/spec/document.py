@@ -7,6 +7,7 @@ from pydantic import Field
 from .dashboards import Settings
 from .runbooks import Runbook
 from .schema import Config, Group, Overrides, Scenario, Signal, SignalName, Strict
+from .slos import SLO, SloName
 
 
 class SpecDoc(Strict):
@@ -17,3 +18,4 @@ class SpecDoc(Strict):
     scenarios: tuple[Scenario, ...] = ()
     dashboards: Settings | None = None
     runbooks: dict[str, Runbook] | None = None  # alert name -> its runbook
+    slos: dict[SloName, SLO] = Field(default_factory=dict)

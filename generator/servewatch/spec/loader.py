@@ -16,6 +16,7 @@ from .dashboards import Settings
 from .document import SpecDoc
 from .runbooks import Runbook
 from .schema import Config, Group, Overrides, Scenario, Signal
+from .slos import SLO
 from .source import SourceDoc, read_jsonnet, read_yaml
 from .translate import schema_errors
 
@@ -33,6 +34,7 @@ class Spec:
     scenarios: tuple[Scenario, ...]
     dashboards: Settings
     runbooks: dict[str, Runbook]  # alert name -> the runbook written for it
+    slos: dict[str, SLO]  # name -> SLO (specs/slos.yaml)
     files: tuple[str, ...]
     sources: dict  # (kind, name) -> (SourceDoc, path), to locate any field below it
     root: str = "specs"  # the specs folder: where a thing no file defines is reported
@@ -100,6 +102,7 @@ def _merge(parsed: list[tuple[SourceDoc, SpecDoc]], files: list[Path], root: Pat
     overrides = {"alerts": {}, "groups": {}, "scenarios": {}}
     dashboards: dict = {}  # field name -> the settings one file gave
     runbooks: dict[str, Runbook] = {}
+    slos: dict[str, SLO] = {}
 
     def claim(kind: str, name: str, doc: SourceDoc, path: tuple) -> bool:
         loc = doc.locate(path)
@@ -140,6 +143,9 @@ def _merge(parsed: list[tuple[SourceDoc, SpecDoc]], files: list[Path], root: Pat
         for name, runbook in (sd.runbooks or {}).items():
             if claim("runbook", name, doc, ("runbooks", name)):
                 runbooks[name] = runbook
+        for name, slo in sd.slos.items():
+            if claim("slo", name, doc, ("slos", name)):
+                slos[name] = slo
     if errors:
         raise SpecErrors(errors)
     return Spec(
@@ -150,6 +156,7 @@ def _merge(parsed: list[tuple[SourceDoc, SpecDoc]], files: list[Path], root: Pat
         scenarios=tuple(scenarios),
         dashboards=Settings(**dashboards),
         runbooks=runbooks,
+        slos=slos,
         files=tuple(f.as_posix() for f in files),
         sources=sources,
         root=root.as_posix(),

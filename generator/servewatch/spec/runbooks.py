@@ -205,6 +205,23 @@ class AbsenceQuery(Strict):
     signal: str | None = None
 
 
+class SloQuery(Strict):
+    """An SLO's recording as its burn-rate alerts read it, per model (default SLO: the runbook's own)."""
+
+    kind: Literal["slo"]
+    slo: str | None = None
+    measure: Literal["burn_rate", "error_ratio", "budget_left", "events"] = "burn_rate"
+    window: str | None = None  # burn_rate, error_ratio, events: a window the SLO records
+
+    _w = field_validator("window")(classmethod(lambda cls, v: _window(v)))
+
+    @model_validator(mode="after")
+    def _needs_window(self):
+        if self.measure != "budget_left" and self.window is None:
+            raise ValueError(f"measure {self.measure} needs a `window` (e.g. 1h)")
+        return self
+
+
 Query = Annotated[
     Union[
         SignalQuery,
@@ -219,6 +236,7 @@ Query = Annotated[
         LabelsQuery,
         UpQuery,
         AbsenceQuery,
+        SloQuery,
     ],
     Field(discriminator="kind"),
 ]

@@ -8,6 +8,7 @@ What the schemas cannot see is found here, before anything is rendered, each pro
 line and field:
 
   spec_checks.py      signals, alerts, scenarios, overrides and dashboard uids against each other
+  slo_checks.py       SLOs against the catalog (latency thresholds are bucket bounds) and the config
   runbook_checks.py   each runbook against its alert, the signals, the catalog and its own steps
   dashboard_links.py  alert, runbook and dashboard links against the dashboards as built
 
@@ -26,6 +27,7 @@ from ..render import dashboards
 from ..spec.loader import Spec
 from .dashboard_links import alert_link_problems, check_board_links, runbook_link_problems
 from .runbook_checks import runbook_problems
+from .slo_checks import slo_problems
 from .spec_checks import spec_problems
 
 
@@ -42,7 +44,7 @@ def validate(spec: Spec) -> Validated:
     """Check `spec` as a whole; raise SpecErrors with every problem found (ServewatchError for a
     broken link between dashboards, which servewatch builds itself)."""
     model = Model(spec)
-    problems = spec_problems(spec)
+    problems = spec_problems(spec) + slo_problems(spec)
     if problems:  # the runbooks refer to signals and alerts: check them against a sound spec only
         raise SpecErrors(problems)
     problems = runbook_problems(model)

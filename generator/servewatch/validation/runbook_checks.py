@@ -8,6 +8,8 @@ from ..errors import SpecError
 from ..model import Model
 from ..promql.builders import parse_matchers
 from ..runbooks.book import STEP_REF_RE, step_threshold
+from ..slo.exprs import sli_windows
+from ..slo.plan import FAMILY as SLO_FAMILY
 from ..spec import runbooks as s
 from ..spec.translate import did_you_mean
 from ..templates import TOKEN_RE
@@ -16,6 +18,7 @@ from ..templates import TOKEN_RE
 def runbook_problems(model: Model) -> list[SpecError]:
     spec = model.spec
     all_alerts = {a.alert: a for g in spec.groups for a in g.alerts}
+    all_alerts.update({a.alert: a.spec for a in model.alerts() if a.family == SLO_FAMILY})
     errors: list[SpecError] = []
     for name, rb in spec.runbooks.items():
         if name not in all_alerts:
@@ -98,6 +101,8 @@ def _problems(model: Model, name: str, rb: s.Runbook, all_alerts: dict) -> list[
                     parse_matchers(text)
                 except ValueError as exc:
                     err(str(exc), *at, field_name)
+        if q.kind == "slo":
+            _slo_step_problems(model, all_alerts[name], q, lambda m, *f, at=at: err(m, *at, *f))
         if q.kind == "absence":
             alert = all_alerts[name]
             if alert.absence is None and not (q.absence and q.source):
@@ -131,6 +136,21 @@ def _problems(model: Model, name: str, rb: s.Runbook, all_alerts: dict) -> list[
                     "suspicious",
                 )
     return errs
+
+
+def _slo_step_problems(model: Model, alert, q: s.SloQuery, err) -> None:
+    """An `slo` step names an SLO (or belongs to an SLO's alert) and a window that SLO records."""
+    slos = model.spec.slos
+    name = q.slo or getattr(alert, "slo", None)
+    if name is None:
+        err("an slo step on an alert that is not an SLO's needs `slo`", "slo")
+    elif name not in slos:
+        err(f"unknown SLO {name!r}{did_you_mean(name, slos)}", "slo")
+    elif q.measure in ("burn_rate", "error_ratio") and q.window not in sli_windows(
+        slos[name], model.config.rate_window
+    ):
+        recorded = ", ".join(sli_windows(slos[name], model.config.rate_window))
+        err(f"SLO {name!r} records no error ratio over {q.window} (it records {recorded})", "window")
 
 
 def _prose_fields(rb: s.Runbook):

@@ -1,4 +1,4 @@
-"""Grafana dashboards from the model: vLLM serving, GPU fleet (DCGM) and MoE deployment.
+"""Grafana dashboards from the model: vLLM serving, GPU fleet (DCGM), MoE deployment and SLOs.
 
 Every query comes from the same SignalBuilder and PromQL builders as the rules. A panel asks its
 Selection for what it shows: a recording rule where one exists (so on-call sees exactly what an alert
@@ -10,7 +10,7 @@ the selection's matchers, so they apply to every series a panel reads.
   recorded.py       which recording rules record a rate or a quantile, read from their expressions
   board.py          the frame each dashboard builder fills (optional panels, descriptions, alert views)
   panels.py         time series, stat, table (problem list), heatmap and threshold shorthands
-  vllm_serving.py   gpu_fleet.py   moe_deployment.py      one module per dashboard
+  vllm_serving.py   gpu_fleet.py   moe_deployment.py   slo.py      one module per dashboard
   delivery.py       classic JSON, import variant, provisioning, ConfigMap, GrafanaDashboard
 
 The validation stage (servewatch/validation/) builds the dashboards once with `build_with_views` and
@@ -35,9 +35,10 @@ from .delivery import (
 )
 from .gpu_fleet import GpuFleet
 from .moe_deployment import MoeDeployment
+from .slo import SloBoard
 from .vllm_serving import VllmServing
 
-BUILDERS = (VllmServing, GpuFleet, MoeDeployment)
+BUILDERS = (VllmServing, GpuFleet, MoeDeployment, SloBoard)
 
 __all__ = [
     "BUILDERS",
@@ -49,6 +50,7 @@ __all__ = [
     "GpuFleet",
     "MoeDeployment",
     "Roles",
+    "SloBoard",
     "VllmServing",
     "build",
     "build_with_views",

@@ -157,15 +157,16 @@ def describe(ctx: DashboardContext, panel: grafana.Panel, alert_view: list[Alert
     alerts on what it shows: one per signal and quantile (the alert whose threshold the panel draws)
     or condition (a spec set with an alert per deployment would otherwise link hundreds)."""
     names = series_read(panel)
-    records = {s.record for s in ctx.model.spec.signals.values()}
+    records = {r.record for r in ctx.model.records()}
     reads = ", ".join(f"`{n}` (recording rule)" if n in records else f"`{n}`" for n in names)
     shown = [a for a in ctx.alerts if a.spec.signal and _reads_signal(ctx, a.spec.signal, names)]
     linked: dict[tuple, AlertRule] = {}
     for alert in [*alert_view, *shown]:
         absence = alert.spec.absence
-        key = (
-            (alert.spec.signal, alert.spec.quantile) if alert.spec.signal else (absence.kind, absence.source)
-        )
+        if alert.spec.signal:
+            key = (alert.spec.signal, alert.spec.quantile)
+        else:  # an absence condition, or an SLO's burn rate (one runbook for all its rows)
+            key = (absence.kind, absence.source) if absence else (alert.alert,)
         linked.setdefault(key, alert)
     runbooks = " ".join(f"[Runbook: {a.alert}]({a.annotations['runbook_url']})" for a in linked.values())
     return " ".join(x for x in (panel.description, f"Reads {reads}.", runbooks) if x)

@@ -5,10 +5,10 @@ Selection (selection.py), made here from the variable matchers."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from ... import grafana
+from ...grafana import slug
 from ...errors import SpecError, SpecErrors
 from ...model import AlertRule, Model
 from ...promql import builders as promql
@@ -41,10 +41,6 @@ RANGES = {"percent": (0, 100), "ratio": (0, 1)}
 # Grafana's per-second units for what vLLM counts: requests (finished, preempted) and tokens.
 REQUESTS_PER_SECOND = "reqps"
 TOKENS_PER_SECOND = "count:tok/s"  # Grafana's custom count unit: SI-scaled, "1.2K tok/s"
-
-
-def slug(title: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
 
 
 def var_matcher(label: str, var: str) -> str:

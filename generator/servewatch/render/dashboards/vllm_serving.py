@@ -204,13 +204,14 @@ class VllmServing(BoardBuilder):
         )
         self.add(
             stat(
-                "Cost per 1M output tokens, most expensive model",
+                "Cost per 1M output tokens (instantaneous), most expensive model",
                 grafana.Target(promql.agg("max", [], self.cost_per_million_tokens())),
                 unit=cost.unit,
                 decimals=2,
-                description=f"The most expensive selected model: {cost.price_per_gpu_hour:g} {cost.currency} "
-                "per GPU-hour x GPUs held / generated tokens per second x 1e6. Empty while nothing is "
-                "generated; high with low traffic means idle GPUs.",
+                description=f"The most expensive selected model at this instant: {cost.price_per_gpu_hour:g} "
+                f"{cost.currency} per GPU-hour x GPUs held / generated tokens per second (good or not) x "
+                "1e6. Empty while nothing is generated; high with low traffic means idle GPUs. The SLO "
+                "dashboard has the cost per 1M good tokens over the selected range.",
             ),
             optional="cost",
         )
@@ -297,6 +298,17 @@ class VllmServing(BoardBuilder):
     def latency(self) -> None:
         ctx = self.ctx
         self.row(f"Latency per model: p50, p90, p95, p99 and mean ({PER_MODEL})")
+        roles = ctx.roles
+        slo_view = grafana.Link(
+            "SLOs of this model",
+            ctx.board_url(
+                "slo",
+                {
+                    "namespace": f"${{__field.labels.{roles.namespace}}}",
+                    "model": f"${{__field.labels.{roles.model}}}",
+                },
+            ),
+        )
         for signal, metric, title in LATENCIES:
             self.add(
                 timeseries(
@@ -304,6 +316,7 @@ class VllmServing(BoardBuilder):
                     *self.quantile_lines(metric),
                     unit="s",
                     w=8,
+                    links=(slo_view,),
                     steps=above(ctx.threshold(signal, 0.95)),
                     description=f"{ctx.model.signal(signal).help} The line is the p95 alert's threshold; "
                     "above it, compare queue, prefill and decode below.",
@@ -490,14 +503,15 @@ class VllmServing(BoardBuilder):
             )
         self.add(
             timeseries(
-                "Cost per 1M output tokens",
+                "Cost per 1M output tokens (instantaneous)",
                 grafana.Target(self.cost_per_million_tokens(), ctx.model_legend()),
                 unit=cost.unit,
                 decimals=2,
                 w=8,
-                description=f"{cost.price_per_gpu_hour:g} {cost.currency} per GPU-hour x GPUs held by the "
-                "model's pods / generated tokens per second x 1e6. Empty, not infinite, while nothing is "
-                "generated; a rise with steady GPUs means less traffic.",
+                description=f"At each instant: {cost.price_per_gpu_hour:g} {cost.currency} per GPU-hour x "
+                "GPUs held by the model's pods / generated tokens per second (good or not) x 1e6. Empty, "
+                "not infinite, while nothing is generated; a rise with steady GPUs means less traffic. The "
+                "SLO dashboard has the cost per 1M good tokens over the selected range.",
             ),
             optional="cost",
         )

@@ -1,0 +1,168 @@
+"""PromQL of the SLO rules, built on the SignalBuilder and promql.builders like every other rule.
+
+Only the short recording reads raw series: good and valid event rates per grouping (the model
+identity) over the configured rate window. Every longer window and the SLO-window budget are
+averages of those recordings over the window, good and valid separately, so a ratio is always
+traffic-weighted (never an average of ratios) and its cost is per model, not per raw bucket series.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..promql import builders as b
+from ..signals import SignalBuilder
+from ..spec import slos as s
+from ..spec.schema import seconds
+from .kinds import kind_of
+
+MODEL = "model_name"  # vLLM's own model label: per-model overrides key on its values
+GOOD = "slo:good_events:rate{w}"
+VALID = "slo:valid_events:rate{w}"
+OBJECTIVE = "slo:objective:ratio"
+ERROR = "slo:sli_error:ratio_rate{w}"
+REMAINING = "slo:period_error_budget_remaining:ratio"
+GOODPUT = "model:vllm_goodput_tokens:rate{w}"
+GENERATED_TOKENS = "vllm:generation_tokens_total"
+REGEX_SPECIAL = re.compile(r"([.+*?()|\[\]{}^$\\])")
+
+
+def quoted(value: str) -> str:
+    """A PromQL double-quoted string literal."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def regex_literal(value: str) -> str:
+    """`value` as an RE2 pattern that matches only itself."""
+    return REGEX_SPECIAL.sub(r"\\\1", value)
+
+
+def sli_windows(slo: s.SLO, rate_window: str) -> list[str]:
+    """Every window an SLI error ratio is recorded over: the short recording's, each alert window's
+    and the SLO window, shortest first."""
+    found = {rate_window, slo.window, *(w for row in slo.alerting.windows for w in (row.long, row.short))}
+    return sorted(found, key=seconds)
+
+
+class SloExprs:
+    """The expressions of one spec's SLOs, per grouping (config identity.model, cluster included)."""
+
+    def __init__(self, sb: SignalBuilder):
+        self.sb = sb
+        self.window = sb.config.rate_window
+        self.grouping = sb.labels.identity("model")
+
+    # -- names ------------------------------------------------------------------------------------
+    def good_record(self) -> str:
+        return GOOD.format(w=self.window)
+
+    def valid_record(self) -> str:
+        return VALID.format(w=self.window)
+
+    def error_record(self, window: str) -> str:
+        return ERROR.format(w=window)
+
+    def goodput_record(self) -> str:
+        return GOODPUT.format(w=self.window)
+
+    def recorded(self, record: str, slo: str, *matchers: str) -> str:
+        return b.selector(record, f'slo="{slo}"', *matchers)
+
+    def windows(self, slo: s.SLO) -> list[str]:
+        return sli_windows(slo, self.window)
+
+    # -- per-model overrides -----------------------------------------------------------------------
+    def branches(self, slo: s.SLO, param: str) -> list[tuple[str, float]]:
+        """(model matcher, value) per value of `param` ("objective" or "threshold"): the SLO's own
+        value for every model without an override, then one branch per model with one."""
+        default = slo.objective if param == "objective" else getattr(slo.sli, param)
+        own = {m: getattr(o, param) for m, o in slo.per_model.items() if getattr(o, param) is not None}
+        if not own:
+            return [("", default)]
+        others = "|".join(regex_literal(m) for m in sorted(own))
+        return [(f"{MODEL}!~{quoted(others)}", default)] + [
+            (f"{MODEL}={quoted(m)}", v) for m, v in sorted(own.items())
+        ]
+
+    # -- the short recording: the only rules that read raw series ----------------------------------
+    def valid_rate(self, name: str, slo: s.SLO) -> str:
+        kind = kind_of(slo.sli)
+        events = kind.events(self.sb, slo.sli, self._param(slo, slo.sli))
+        return self.sb.model_rate(events.valid, self.window, events.keep)
+
+    def good_rate(self, name: str, slo: s.SLO) -> str:
+        """Good events per second per grouping; 0 (not absent) where there are valid events but no
+        good counter, so a model that fails every request has an error ratio of 1, not none."""
+        kind = kind_of(slo.sli)
+        parts = []
+        for matcher, value in self.branches(slo, kind.param) if kind.param else [("", None)]:
+            events = kind.events(self.sb, slo.sli, value, matcher)
+            parts.append(self.sb.model_rate(events.good, self.window, events.keep))
+        return b.otherwise(b.any_of(*parts), f"0 * {self.recorded(self.valid_record(), name)}", self.grouping)
+
+    def _param(self, slo: s.SLO, sli):
+        kind = kind_of(sli)
+        return getattr(sli, kind.param) if kind.param else None
+
+    # -- derived from the short recording ----------------------------------------------------------
+    def objective(self, name: str, slo: s.SLO) -> str:
+        """The objective per grouping (overrides applied), present wherever the SLO has traffic data."""
+        return b.any_of(
+            *(
+                f"0 * {self.recorded(self.valid_record(), name, matcher)} + {value!r}"
+                for matcher, value in self.branches(slo, "objective")
+            )
+        )
+
+    def error_ratio(self, name: str, window: str) -> str:
+        """1 - good / valid over `window`: the short recording itself, or both of its rates averaged
+        over the window (the ratio of the averages is the ratio of the event counts)."""
+        good, valid = self.recorded(self.good_record(), name), self.recorded(self.valid_record(), name)
+        if window != self.window:
+            good, valid = f"avg_over_time({good}[{window}])", f"avg_over_time({valid}[{window}])"
+        return f"1 - {b.guarded_div(good, valid, self.grouping)}"
+
+    def budget(self, name: str) -> str:
+        """The error budget per grouping: 1 - objective."""
+        return f"1 - {self.recorded(OBJECTIVE, name)}"
+
+    def burn_rate(self, name: str, window: str, *matchers: str) -> str:
+        """How many times faster than the objective allows the budget burns over `window`."""
+        error = self.recorded(self.error_record(window), name, *matchers)
+        return b.guarded_div(error, f"1 - {self.recorded(OBJECTIVE, name, *matchers)}", self.grouping)
+
+    def remaining(self, name: str, slo: s.SLO) -> str:
+        """The share of the SLO window's error budget not yet spent (negative when overspent)."""
+        error = self.recorded(self.error_record(slo.window), name)
+        return f"1 - {b.guarded_div(error, self.budget(name), self.grouping)}"
+
+    def events_in(self, name: str, window: str, *matchers: str) -> str:
+        """Valid events in `window`: the average rate over the window x its length (while a model has
+        less history than the window, its traffic so far stands for the whole window)."""
+        valid = self.recorded(self.valid_record(), name, *matchers)
+        return f"avg_over_time({valid}[{window}]) * {seconds(window):g}"
+
+    def burn_alert(self, name: str, slo: s.SLO, row: s.BurnWindow) -> str:
+        """Both windows of the row burn faster than its rate, and the long one saw enough events."""
+        fast = b.only_where(
+            b.compare(self.burn_rate(name, row.long), ">", row.burn_rate),
+            b.compare(self.burn_rate(name, row.short), ">", row.burn_rate),
+            self.grouping,
+        )
+        if not slo.alerting.min_events:
+            return fast
+        return b.only_where(
+            fast, f"{self.events_in(name, row.long)} >= {slo.alerting.min_events}", self.grouping
+        )
+
+    def time_to_exhaustion(self, name: str, slo: s.SLO, window: str, *matchers: str) -> str:
+        """Seconds until the SLO window's remaining budget is spent at the burn rate over `window`."""
+        left = f"clamp_min({self.recorded(REMAINING, name, *matchers)}, 0) * {seconds(slo.window):g}"
+        return b.guarded_div(left, self.burn_rate(name, window, *matchers), self.grouping)
+
+    # -- goodput -----------------------------------------------------------------------------------
+    def goodput(self, slos: dict[str, s.SLO]) -> str:
+        """Generated tokens per second x the share of requests good under every SLO (5m window)."""
+        tokens = self.sb.model_rate(self.sb.select(GENERATED_TOKENS), self.window)
+        shares = [f"1 - {self.recorded(self.error_record(self.window), name)}" for name in sorted(slos)]
+        return b.product([tokens, *shares], self.grouping)

@@ -1,0 +1,380 @@
+"""The scenarios that prove an SLO's burn-rate alerts, designed from the SLO itself: every burn rate is
+relative to the objective and the alert rows, every time relative to the windows, so tuning an
+objective, a threshold or the rows changes the scenarios with them and never breaks them.
+
+Each scenario is one model's traffic (the model is named after it) and a claim: a 15x burn pages
+within the workbook's bound, a 2x burn never pages, ... The claim is checked here on the simulation
+of the rules (simulate.py) at every evaluation, and gives the times promtool checks. All scenarios
+of an SLO run side by side in one promtool test, one model each, because promtool's cost is per
+evaluation step, not per series; at each check time the test lists every alert of every model.
+A claim that the SLO's own settings make impossible is a spec error naming the SLO.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..errors import SpecError
+from ..spec import slos as s
+from ..spec.schema import seconds
+from .kinds import Synthetic, kind_of
+from .simulate import Counters, Firing, Timeline
+
+SCENARIO_PREFIX = "slo-test/"  # model names of the scenarios' synthetic engines
+# Every scenario is quiet until this minute (clean history first), so the checks up to it prove that
+# nothing fires for any model: each SLO alert has silent checks besides its firing ones.
+QUIET_UNTIL = 60
+
+
+def scenario_model(key: str) -> str:
+    return SCENARIO_PREFIX + key
+
+
+def minutes(duration: str) -> int:
+    return math.ceil(seconds(duration) / 60)
+
+
+@dataclass
+class Traffic:
+    """One model's requests, minute by minute: how many finish, and which share of them is bad."""
+
+    model: str
+    valid_per_min: list[float] = field(default_factory=list)
+    error_ratio: list[float] = field(default_factory=list)
+    resets: tuple[int, ...] = ()  # minutes at which the engine restarts (counters start over)
+
+    def add(self, length: int, per_min: float, error_ratio: float) -> "Traffic":
+        self.valid_per_min += [per_min] * length
+        self.error_ratio += [error_ratio] * length
+        return self
+
+    def until(self, steps: int) -> "Traffic":
+        """Keep the last minute's traffic up to `steps` samples."""
+        return self.add(steps - 1 - len(self.valid_per_min), self.valid_per_min[-1], self.error_ratio[-1])
+
+    def counters(self) -> tuple[list[float], list[float]]:
+        """Cumulative good and valid counters (sample i at minute i, starting at 0)."""
+        good, valid = [0.0], [0.0]
+        for i, (n, e) in enumerate(zip(self.valid_per_min, self.error_ratio, strict=True), 1):
+            if i in self.resets:
+                good.append(0.0)
+                valid.append(0.0)
+                continue
+            good.append(good[-1] + n * (1 - e))
+            valid.append(valid[-1] + n)
+        return good, valid
+
+
+@dataclass
+class ModelRun:
+    traffic: Traffic
+    objective: float
+    param: float | None  # the kind's per-model parameter (a latency threshold)
+    decoys: tuple[float, ...] = ()
+    series: Synthetic = field(default_factory=list)
+    timeline: Timeline | None = None
+
+
+@dataclass
+class Scenario:
+    """A claim about one SLO's alerts, shown on one or two models' traffic.
+
+    `prove` checks the claim on the simulated timelines and returns the minutes promtool checks."""
+
+    key: str  # names the scenario's model: slo-test/<key>
+    claim: str
+    why: str
+    steps: int  # minutes the claim needs
+    runs: list[ModelRun]
+    prove: Callable[["Scenario"], list[int] | None]
+    checks: list[int] = field(default_factory=list)
+
+    def fires(self, at: int, run: int | None = None) -> bool:
+        runs = self.runs if run is None else [self.runs[run]]
+        return any(r.timeline.fires(at) for r in runs)
+
+    def pages(self, at: int) -> bool:
+        return any(r.timeline.pages(at) for r in self.runs)
+
+    def first_page(self, start: int) -> int | None:
+        return next((at for at in range(start, self.steps) if self.pages(at)), None)
+
+
+@dataclass
+class Proof:
+    """All scenarios of one SLO, simulated side by side over `steps` minutes."""
+
+    scenarios: list[Scenario]
+    steps: int
+    checks: list[int]
+
+    @property
+    def runs(self) -> list[ModelRun]:
+        return [r for sc in self.scenarios for r in sc.runs]
+
+    def firing(self, at: int) -> list[tuple[ModelRun, Firing]]:
+        """Every alert firing at `at`, with the values Prometheus computes."""
+        return [(r, f) for r in self.runs for f in r.timeline.firing(at)]
+
+
+# (model_name, metric, extra labels) -> the selector of one input series of that model
+SeriesName = Callable[[str, str, dict[str, str]], str]
+
+
+class Designer:
+    """The scenarios of one SLO."""
+
+    def __init__(self, name: str, slo: s.SLO, rate_window: str, series_name: SeriesName, where):
+        self.name, self.slo, self.rate_window = name, slo, rate_window
+        self.series_name = series_name
+        self.where = where  # the SLO's location, for errors
+        self.budget = 1 - slo.objective
+        rows = slo.alerting.windows
+        self.pages = [r for r in rows if r.tier == "page"]
+        self.tickets = [r for r in rows if r.tier == "ticket"]
+        self.for_min = minutes(slo.alerting.for_)
+        self.rate_min = minutes(rate_window)
+        # enough traffic that the guard never matters unless a scenario wants it to
+        self.per_min = float(max(60, math.ceil(slo.alerting.min_events / 6)))
+
+    # -- the proof ----------------------------------------------------------------------------------
+    def proof(self) -> Proof:
+        designs = [self.steady_burn(), self.slow_burn(), self.burst(), self.idle(), self.counter_reset()]
+        designs += [self.tiny()] + [self.override(m, o) for m, o in sorted(self.slo.per_model.items())]
+        scenarios = [sc for sc in designs if sc is not None]
+        steps = max(sc.steps for sc in scenarios)
+        kind = kind_of(self.slo.sli)
+        for sc in scenarios:
+            for r in sc.runs:
+                self._simulate(kind, r.traffic.until(steps), r, steps)
+            checks = sc.prove(sc)
+            if checks is None:
+                raise SpecError(
+                    f"the generated SLO tests cannot show that {sc.claim} with these settings", self.where
+                )
+            sc.checks = sorted(set(checks))
+        proof = Proof(scenarios, steps, [])
+        if any(r.timeline.fires(QUIET_UNTIL) for r in proof.runs):
+            raise SpecError(
+                f"the generated SLO tests need minute {QUIET_UNTIL} quiet for every model", self.where
+            )
+        proof.checks = sorted({self._steady(proof, at) for sc in scenarios for at in sc.checks})
+        return proof
+
+    def _simulate(self, kind, traffic: Traffic, run: ModelRun, steps: int) -> None:
+        """Build the model's input series, then evaluate the rules on them."""
+        good, valid = traffic.counters()
+        name = lambda metric, extra: self.series_name(traffic.model, metric, extra)  # noqa: E731
+        run.series = kind.synthetic(name, self.slo.sli, run.param, good, valid, run.decoys)
+        counters = Counters(
+            good=tuple(x.values for x in run.series if x.good),
+            valid=tuple(x.values for x in run.series if x.valid),
+        )
+        run.timeline = Timeline(self.slo, run.objective, counters, steps, self.rate_window)
+
+    @staticmethod
+    def _steady(proof: Proof, at: int) -> int:
+        """`at`, or the next minute whose outcome float noise cannot flip for any model."""
+        while at + 1 < proof.steps:
+            proof.firing(at)  # computes the step exactly, noting close calls
+            if not any(at in r.timeline.close_calls for r in proof.runs):
+                break
+            at += 1
+        return at
+
+    # -- helpers --------------------------------------------------------------------------------
+    def error_ratio(self, b: float, budget: float | None = None) -> float:
+        """The error ratio of burn rate `b` (no more than 1: every request failing)."""
+        return min(b * (budget or self.budget), 1.0)
+
+    def feasible(self, b: float, budget: float | None = None) -> float:
+        """`b`, or halfway from the highest alert rate to the most this budget can burn."""
+        top = 1 / (budget or self.budget)
+        return b if b < top else (max(r.burn_rate for r in self.slo.alerting.windows) + top) / 2
+
+    def run(self, model: str, objective: float | None = None, param=None, decoys=(), resets=()) -> ModelRun:
+        kind = kind_of(self.slo.sli)
+        default = getattr(self.slo.sli, kind.param) if kind.param else None
+        traffic = Traffic(model, resets=resets)
+        return ModelRun(traffic, objective or self.slo.objective, default if param is None else param, decoys)
+
+    # -- the scenarios --------------------------------------------------------------------------
+    def steady_burn(self) -> Scenario | None:
+        if not self.pages:
+            return None
+        fast = max(self.pages, key=lambda r: r.burn_rate)
+        b = self.feasible(fast.burn_rate * 15 / 14.4)
+        bound = minutes(fast.long) * fast.burn_rate / b  # the workbook's detection time
+        prefix = max(minutes(r.long) for r in self.pages)  # every page window starts clean
+        due = prefix + math.ceil(bound) + self.rate_min + self.for_min
+        run = self.run(scenario_model("steady-burn"))
+        run.traffic.add(prefix, self.per_min, 0.0).add(due + 10 - prefix, self.per_min, self.error_ratio(b))
+
+        def prove(sc: Scenario) -> list[int] | None:
+            early, first = prefix + math.floor(0.9 * bound), sc.first_page(prefix)
+            if first is None or first > due or sc.pages(early):
+                return None
+            return [early, first - 1, first, sc.steps - 1]
+
+        return Scenario(
+            "steady-burn",
+            f"a steady {b:g}x burn pages within the workbook's bound",
+            f"after {prefix} clean minutes the error ratio jumps to {b:g}x the budget; the {fast.long} row "
+            f"pages within {fast.long} x {fast.burn_rate:g} / {b:g} = {bound:.1f} minutes (plus the "
+            f"{self.rate_window} rate window and `for`), and not at 90% of that",
+            due + 10,
+            [run],
+            prove,
+        )
+
+    def slow_burn(self) -> Scenario | None:
+        if not self.tickets:
+            return None
+        low_ticket = min(r.burn_rate for r in self.tickets)
+        low_page = min((r.burn_rate for r in self.pages), default=math.inf)
+        b = self.feasible(2 * low_ticket if 2 * low_ticket < low_page else (low_ticket + low_page) / 2)
+        prefix, length = QUIET_UNTIL, 300
+        run = self.run(scenario_model("slow-burn"))
+        run.traffic.add(prefix, self.per_min, 0.0).add(length, self.per_min, self.error_ratio(b))
+
+        def prove(sc: Scenario) -> list[int] | None:
+            if any(sc.pages(at) for at in range(sc.steps)) or not sc.fires(sc.steps - 1):
+                return None
+            return list(range(prefix + 30, sc.steps, 30)) + [sc.steps - 1]
+
+        return Scenario(
+            "slow-burn",
+            f"a steady {b:g}x burn opens a ticket and never pages",
+            f"{b:g}x is above the lowest ticket rate ({low_ticket:g}x) and below every page rate",
+            prefix + length,
+            [run],
+            prove,
+        )
+
+    def burst(self) -> Scenario | None:
+        if not self.pages:
+            return None
+        fast = max(self.pages, key=lambda r: r.burn_rate)
+        b = self.feasible(4 * fast.burn_rate)
+        length = math.ceil(1.5 * minutes(fast.long) * fast.burn_rate / b) + self.rate_min + self.for_min
+        prefix = max(minutes(r.long) for r in self.pages)
+        settle = max(minutes(r.short) for r in self.pages) + self.for_min + 2
+        end = prefix + length
+        run = self.run(scenario_model("burst"))
+        run.traffic.add(prefix, self.per_min, 0.0).add(length, self.per_min, self.error_ratio(b))
+        run.traffic.add(settle + 5, self.per_min, 0.0)
+
+        def prove(sc: Scenario) -> list[int] | None:
+            if not sc.pages(end) or any(sc.pages(at) for at in range(end + settle, sc.steps)):
+                return None
+            return [end, end + settle]
+
+        return Scenario(
+            "burst",
+            f"a {length}-minute burst at {b:g}x pages, and stops paging once it ends",
+            f"the short windows forget the burst: no page {settle} minutes after it ends (the longest "
+            "page short window, `for` and two evaluations)",
+            end + settle + 5,
+            [run],
+            prove,
+        )
+
+    def idle(self) -> Scenario:
+        run = self.run(scenario_model("idle"))
+        run.traffic.add(180, 0.0, 0.0)
+
+        def prove(sc: Scenario) -> list[int] | None:
+            return (
+                None if any(sc.fires(at) for at in range(sc.steps)) else [10, QUIET_UNTIL, 120, sc.steps - 1]
+            )
+
+        return Scenario(
+            "idle",
+            "no traffic never fires",
+            "counters that do not move give no error ratio at all (0/0), not a burn",
+            181,
+            [run],
+            prove,
+        )
+
+    def counter_reset(self) -> Scenario:
+        lowest = min(r.burn_rate for r in self.slo.alerting.windows)
+        reset = 120
+        run = self.run(scenario_model("counter-reset"), resets=(reset,))
+        run.traffic.add(240, self.per_min, self.error_ratio(lowest / 2))
+
+        def prove(sc: Scenario) -> list[int] | None:
+            if any(sc.fires(at) for at in range(sc.steps)):
+                return None
+            return [reset + 1, reset + 2, reset + self.rate_min, reset + 30, sc.steps - 1]
+
+        return Scenario(
+            "counter-reset",
+            "a counter reset does not fire",
+            f"the engine restarts at minute {reset} and its counters start over from 0 while it keeps "
+            f"serving at half the lowest alert rate ({lowest / 2:g}x)",
+            241,
+            [run],
+            prove,
+        )
+
+    def tiny(self) -> Scenario | None:
+        guard = self.slo.alerting.min_events
+        if not guard:
+            return None
+        longest = max(minutes(r.long) for r in self.slo.alerting.windows)
+        length = max(minutes(r.long) for r in self.pages or self.slo.alerting.windows)
+        tiny_rate = guard / (2 * longest)  # half the guard over the longest window
+        tiny, busy = self.run(scenario_model("tiny-traffic")), self.run(scenario_model("busy-control"))
+        tiny.traffic.add(length, tiny_rate, 1.0)
+        # the control starts failing after the first checks, which then see no alert of any model
+        healthy = QUIET_UNTIL + 10
+        busy.traffic.add(healthy, self.per_min, 0.0).add(length - healthy, self.per_min, 1.0)
+
+        def prove(sc: Scenario) -> list[int] | None:
+            if any(sc.fires(at, run=0) for at in range(sc.steps)) or not sc.fires(length, run=1):
+                return None
+            return [QUIET_UNTIL, length // 2, length]
+
+        return Scenario(
+            "tiny-traffic",
+            f"the low-traffic guard of {guard} events holds",
+            f"every request fails, but at {tiny_rate * 60:.3g} requests an hour no window reaches "
+            f"min_events ({guard}); slo-test/busy-control fails the same way with real traffic from minute "
+            f"{healthy} and fires",
+            length + 1,
+            [tiny, busy],
+            prove,
+        )
+
+    def override(self, model: str, over: s.ModelOverride) -> Scenario:
+        kind = kind_of(self.slo.sli)
+        objective = self.slo.objective_of(model)
+        param, decoys = None, ()
+        if kind.param:  # the other models' values of the parameter, to prove this one is read
+            values = {getattr(self.slo.sli, kind.param)}
+            values |= {getattr(o, kind.param) for o in self.slo.per_model.values()} - {None}
+            param = getattr(over, kind.param) or getattr(self.slo.sli, kind.param)
+            decoys = tuple(sorted(values - {param}))
+        budget = 1 - objective
+        fast = max(self.pages or self.slo.alerting.windows, key=lambda r: r.burn_rate)
+        b = self.feasible(fast.burn_rate * 15 / 14.4, budget)
+        end = QUIET_UNTIL + minutes(fast.long) + self.rate_min + self.for_min + 10
+        run = self.run(model, objective, param, decoys)
+        run.traffic.add(QUIET_UNTIL, self.per_min, 0.0).add(
+            end - QUIET_UNTIL, self.per_min, self.error_ratio(b, budget)
+        )
+
+        def prove(sc: Scenario) -> list[int] | None:
+            return [end] if sc.fires(end) else None
+
+        return Scenario(
+            model,
+            f"{model} is held to its own objective and threshold",
+            f"a {b:g}x burn of {model}'s own budget ({budget:g}), read from its own bucket, fires",
+            end + 1,
+            [run],
+            prove,
+        )

@@ -1,0 +1,248 @@
+"""What the generated SLO rules answer on a synthetic scenario, computed the way Prometheus 3.5 does,
+so the generated promtool tests can state exactly which burn-rate alerts fire, with which value and
+which remaining budget in their descriptions.
+
+It follows the rules' semantics from the SLO spec (good and valid event rates per minute, averaged
+over each window, burn = error ratio / (1 - objective), the low-traffic guard, `for`), with
+Prometheus' own arithmetic where the last digits matter: `rate()` extrapolation (promql/functions.go
+extrapolatedRate), Kahan-compensated `avg_over_time` and `sum`, left-open ranges `(t - w, t]`.
+promtool then checks every one of these numbers against the real rules.
+
+Time is in steps of one minute: input sample i is at i minutes, and the rules are evaluated every
+minute on the same grid (the generated test file sets both).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..spec import slos as s
+from ..spec.schema import seconds
+from ..templates import humanize, humanize_percentage
+
+STEP_S = 60
+
+Values = list[float | None]  # one counter sample per minute (None: no sample)
+
+
+def kahan_inc(inc: float, total: float, c: float) -> tuple[float, float]:
+    """One step of Prometheus' Neumaier-Kahan summation (promql/functions.go kahanSumInc)."""
+    t = total + inc
+    if math.isinf(t):
+        c = 0.0
+    elif abs(total) >= abs(inc):
+        c += (total - t) + inc
+    else:
+        c += (inc - t) + total
+    return t, c
+
+
+def kahan_sum(values: list[float]) -> float:
+    total, c = 0.0, 0.0
+    for v in values:
+        total, c = kahan_inc(v, total, c)
+    return total + c
+
+
+def avg_over_time(values: list[float]) -> float:
+    """avg_over_time of the samples, as Prometheus 3.5 computes it (first sample pre-set, then Kahan)."""
+    total, c = values[0], 0.0
+    for v in values[1:]:
+        total, c = kahan_inc(v, total, c)
+    n = float(len(values))
+    return total / n + c / n
+
+
+def rate(values: Values, at: int, window_s: float) -> float | None:
+    """rate(counter[window]) at step `at`: Prometheus 3.5's extrapolatedRate for float counters."""
+    lo = at - window_s / STEP_S
+    pts = [(i, values[i]) for i in range(max(0, math.floor(lo)), min(at, len(values) - 1) + 1) if i > lo]
+    pts = [(i, v) for i, v in pts if v is not None]
+    if len(pts) < 2:
+        return None
+    (first_i, first_v), (last_i, last_v) = pts[0], pts[-1]
+    result = last_v - first_v
+    prev = first_v
+    for _, v in pts[1:]:
+        if v < prev:  # a counter reset: the new run started from zero
+            result += prev
+        prev = v
+    range_start_ms, range_end_ms = (at * STEP_S - window_s) * 1000, at * STEP_S * 1000
+    to_start = (first_i * STEP_S * 1000 - range_start_ms) / 1000
+    to_end = (range_end_ms - last_i * STEP_S * 1000) / 1000
+    sampled = (last_i - first_i) * STEP_S * 1000 / 1000
+    average = sampled / (len(pts) - 1)
+    threshold = average * 1.1
+    if to_start >= threshold:
+        to_start = average / 2
+    to_zero = to_start
+    if result > 0 and first_v >= 0:
+        to_zero = sampled * (first_v / result)
+    if to_zero < to_start:
+        to_start = to_zero
+    if to_end >= threshold:
+        to_end = average / 2
+    factor = (sampled + to_start + to_end) / sampled
+    factor /= window_s
+    return result * factor
+
+
+@dataclass(frozen=True)
+class Counters:
+    """The raw counters of one model: those the SLI counts as good and those it counts as valid
+    (a counter may be both, e.g. finished_reason="stop")."""
+
+    good: tuple[Values, ...]
+    valid: tuple[Values, ...]
+
+
+@dataclass(frozen=True)
+class Firing:
+    """One firing burn-rate alert at an evaluation."""
+
+    row: s.BurnWindow
+    value: float  # the burn rate over the long window
+    remaining: float | None  # slo:period_error_budget_remaining:ratio at that evaluation
+
+
+# How close (relative) a value may come to a threshold or a rounding edge before the step counts as
+# a close call: far above float noise, far below anything a scenario means.
+CLOSE = 1e-9
+
+
+def _near(a: float, b: float) -> bool:
+    return abs(a - b) <= CLOSE * max(abs(a), abs(b), 1e-300)
+
+
+def _text_is_stable(value: float, fmt) -> bool:
+    """Whether float noise in `value` could change how a template prints it."""
+    return fmt(value * (1 + CLOSE)) == fmt(value) == fmt(value * (1 - CLOSE))
+
+
+class Timeline:
+    """One model's SLO rules evaluated at steps 0..steps-1.
+
+    The recorded event rates are exact. Window averages are kept as running sums, which is fast and
+    exact to float noise: enough to decide, at every step, which rows hold (a comparison within that
+    noise is a close call). `firing(at)` recomputes a step with Prometheus' own summation, for the
+    values the generated test prints.
+    """
+
+    def __init__(self, slo: s.SLO, objective: float, counters: Counters, steps: int, rate_window: str):
+        self.slo, self.rate_window = slo, rate_window
+        self.budget = 1 - objective  # the rules compute 1 - slo:objective:ratio, and 0 * x + o is o
+        rate_s = seconds(rate_window)
+        self.valid: list[float | None] = []
+        self.good: list[float | None] = []
+        for at in range(steps):
+            valid = _sum([rate(v, at, rate_s) for v in counters.valid])
+            good = _sum([rate(v, at, rate_s) for v in counters.good])
+            if good is None and valid is not None:
+                good = 0 * valid  # the good recording falls back to 0 where there are valid events
+            self.valid.append(valid)
+            self.good.append(good)
+        self._running = {"valid": _running(self.valid), "good": _running(self.good)}
+        self.close_calls: set[int] = set()
+        self._rough: list[list[s.BurnWindow]] = []
+        self._decide(steps)
+
+    # -- window averages ----------------------------------------------------------------------------
+    def _avg(self, which: str, at: int, window_s: float, exact: bool) -> float | None:
+        first = max(0, math.floor(at - window_s / STEP_S) + 1)
+        if exact:
+            values = [v for v in getattr(self, which)[first : at + 1] if v is not None]
+            return avg_over_time(values) if values else None
+        sums, counts = self._running[which]
+        n = counts[at + 1] - counts[first]
+        return (sums[at + 1] - sums[first]) / n if n else None
+
+    def error(self, at: int, window: str, exact: bool = True) -> float | None:
+        """slo:sli_error:ratio_rate<window> at step `at` (None: no sample)."""
+        if window == self.rate_window:
+            good, valid = self.good[at], self.valid[at]
+        else:
+            good = self._avg("good", at, seconds(window), exact)
+            valid = self._avg("valid", at, seconds(window), exact)
+        if good is None or valid is None or not valid > 0:
+            return None
+        return 1 - good / valid
+
+    def remaining(self, at: int) -> float | None:
+        """slo:period_error_budget_remaining:ratio at step `at`."""
+        err = self.error(at, self.slo.window)
+        return None if err is None else 1 - err / self.budget
+
+    def holds(self, at: int, row: s.BurnWindow, exact: bool) -> bool:
+        """Whether the row's condition holds at `at`; a comparison within float noise is a close call."""
+        held = True
+        for w in (row.long, row.short):
+            err = self.error(at, w, exact)
+            if err is None:
+                return False
+            burn = err / self.budget
+            if _near(burn, row.burn_rate):
+                self.close_calls.add(at)
+            held = held and burn > row.burn_rate
+        guard = self.slo.alerting.min_events
+        if guard:
+            rate_ = self._avg("valid", at, seconds(row.long), exact)
+            if rate_ is None:
+                return False
+            events = rate_ * seconds(row.long)
+            if _near(events, guard):
+                self.close_calls.add(at)
+            held = held and events >= guard
+        return held
+
+    # -- alert states ---------------------------------------------------------------------------------
+    def _decide(self, steps: int) -> None:
+        """Which rows fire at each step: held for `for` (Prometheus: firing once now - active >= for)."""
+        since: dict[int, int] = {}
+        for_s = seconds(self.slo.alerting.for_)
+        for at in range(steps):
+            now = []
+            for ri, row in enumerate(self.slo.alerting.windows):
+                if not self.holds(at, row, exact=False):
+                    since.pop(ri, None)
+                    continue
+                if (at - since.setdefault(ri, at)) * STEP_S >= for_s:
+                    now.append(row)
+            self._rough.append(now)
+
+    def fires(self, at: int) -> bool:
+        return bool(self._rough[at])
+
+    def pages(self, at: int) -> bool:
+        return any(row.tier == "page" for row in self._rough[at])
+
+    def firing(self, at: int) -> list[Firing]:
+        """The firing rows at `at`, with the burn rate and remaining budget Prometheus computes."""
+        out = []
+        remaining = self.remaining(at)
+        for row in self._rough[at]:
+            if not self.holds(at, row, exact=True):
+                self.close_calls.add(at)  # the running sums and Prometheus' sums disagree here
+                continue
+            value = self.error(at, row.long) / self.budget
+            out.append(Firing(row, value, remaining))
+            stable = _text_is_stable(value, humanize)
+            if remaining is not None:
+                stable = stable and _text_is_stable(remaining, humanize_percentage)
+            if not stable:
+                self.close_calls.add(at)
+        return out
+
+
+def _sum(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return kahan_sum(present) if present else None
+
+
+def _running(series: list[float | None]) -> tuple[list[float], list[int]]:
+    """Running sums and counts of the present samples, for window averages in O(1)."""
+    sums, counts = [0.0], [0]
+    for v in series:
+        sums.append(sums[-1] + (v or 0.0))
+        counts.append(counts[-1] + (v is not None))
+    return sums, counts

@@ -1,0 +1,201 @@
+"""The `slos:` section: service-level objectives, each with an SLI, an objective over a window,
+per-model overrides and the multi-window, multi-burn-rate alerting of the SRE workbook.
+
+The SLI is a discriminated union on `kind`; each kind's events (which counters are good, which are
+valid) live in servewatch/slo/kinds.py, so a new kind is a schema class here and a class there.
+What needs the catalog (a latency threshold must be a bucket bound) is checked in
+validation/slo_checks.py, where each problem gets its file and line.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal, Union
+
+from pydantic import AfterValidator, ConfigDict, Field, field_validator, model_validator
+
+from .schema import ALERT_RE, Strict, _duration, seconds
+
+SLO_NAME_RE = re.compile(r"^[a-z][a-z0-9-]*$")
+Tier = Literal["page", "ticket"]
+Severity = Literal["critical", "warning", "info"]
+
+
+def _objective(v: float | None) -> float | None:
+    if v is not None and not 0 < v < 1:
+        raise ValueError(f"objective {v:g} must be a ratio between 0 and 1 (exclusive), e.g. 0.99")
+    return v
+
+
+# -- SLI kinds ------------------------------------------------------------------------------------
+
+
+class LatencySLI(Strict):
+    """Requests observed by a catalog histogram at or below `threshold` seconds, over all of them."""
+
+    kind: Literal["latency"]
+    histogram: str  # e.g. vllm:time_to_first_token_seconds (without _bucket)
+    threshold: float  # seconds; must be one of the histogram's bucket bounds
+
+
+class AvailabilitySLI(Strict):
+    """Finished requests whose `finished_reason` is not one of `bad`, over all finished requests."""
+
+    kind: Literal["availability"]
+    metric: str = "vllm:request_success_total"
+    label: str = "finished_reason"
+    bad: tuple[str, ...] = ("abort", "error")
+
+    @field_validator("bad")
+    @classmethod
+    def _bad(cls, v):
+        if not v:
+            raise ValueError("name at least one finished_reason that counts as a failure")
+        return tuple(sorted(set(v)))
+
+
+SLI = Annotated[Union[LatencySLI, AvailabilitySLI], Field(discriminator="kind")]
+
+
+# -- alerting -------------------------------------------------------------------------------------
+
+
+class BurnWindow(Strict):
+    """One row of the workbook's table: alert when both windows burn faster than `burn_rate`."""
+
+    tier: Tier
+    burn_rate: float = Field(gt=0)
+    long: str
+    short: str
+
+    _dur = field_validator("long", "short")(classmethod(lambda cls, v: _duration(v)))
+
+    @model_validator(mode="after")
+    def _order(self):
+        if seconds(self.short) >= seconds(self.long):
+            raise ValueError(f"short window {self.short} must be shorter than long window {self.long}")
+        return self
+
+
+# The SRE workbook's recommendation (chapter "Alerting on SLOs"), for a 30-day window.
+WORKBOOK = (
+    BurnWindow(tier="page", burn_rate=14.4, long="1h", short="5m"),
+    BurnWindow(tier="page", burn_rate=6, long="6h", short="30m"),
+    BurnWindow(tier="ticket", burn_rate=3, long="1d", short="2h"),
+    BurnWindow(tier="ticket", burn_rate=1, long="3d", short="6h"),
+)
+
+
+class Alerting(Strict):
+    alert: str  # CamelCase alert name; every row of `windows` is a rule of this name
+    severity: dict[Tier, Severity] = Field(default_factory=lambda: {"page": "critical", "ticket": "warning"})
+    # The low-traffic guard: a row fires only when its long window holds at least this many valid
+    # events, so a handful of requests cannot page (0 switches the guard off).
+    min_events: int = Field(100, ge=0)
+    for_: str = Field("0s", alias="for")
+    windows: tuple[BurnWindow, ...] = WORKBOOK
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    _dur = field_validator("for_")(classmethod(lambda cls, v: _duration(v)))
+
+    @field_validator("alert")
+    @classmethod
+    def _name(cls, v):
+        if not ALERT_RE.match(v):
+            raise ValueError(f"alert name {v!r} must be CamelCase (letters and digits, starting upper-case)")
+        return v
+
+    @field_validator("severity", mode="before")
+    @classmethod
+    def _both_tiers(cls, v):
+        if isinstance(v, dict):  # a partial mapping keeps the other tier's default
+            return {"page": "critical", "ticket": "warning", **v}
+        return v
+
+    @field_validator("windows")
+    @classmethod
+    def _windows(cls, v):
+        if not v:
+            raise ValueError("an SLO needs at least one burn-rate window")
+        seen = set()
+        for w in v:
+            if (w.long, w.short) in seen:
+                raise ValueError(f"windows {w.long}/{w.short} are listed twice")
+            seen.add((w.long, w.short))
+        return v
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, v):
+        reserved = {"slo", "tier", "severity", "long", "short"} & set(v)
+        if reserved:
+            raise ValueError(f"label {sorted(reserved)[0]!r} is set by servewatch on every SLO alert")
+        return v
+
+
+# -- the SLO --------------------------------------------------------------------------------------
+
+
+class ModelOverride(Strict):
+    """A different objective or latency threshold for one model (by its `model_name`)."""
+
+    objective: float | None = None
+    threshold: float | None = None
+
+    _obj = field_validator("objective")(classmethod(lambda cls, v: _objective(v)))
+
+    @model_validator(mode="after")
+    def _something(self):
+        if self.objective is None and self.threshold is None:
+            raise ValueError("a per-model override needs an objective, a threshold or both")
+        return self
+
+
+class SLO(Strict):
+    description: str  # one line: what a good event is, e.g. "first token within 2.5 s"
+    sli: SLI
+    objective: float
+    window: str = "28d"
+    per_model: dict[str, ModelOverride] = Field(default_factory=dict)
+    alerting: Alerting
+    goodput: bool = True  # whether a request must meet this SLO for its tokens to count as good
+
+    @field_validator("description")
+    @classmethod
+    def _text(cls, v):
+        if "{{" in v or "[[" in v or not v.strip():
+            raise ValueError("description is one line of static text (no templates or [[tokens]])")
+        return v.strip()
+
+    _obj = field_validator("objective")(classmethod(lambda cls, v: _objective(v)))
+    _dur = field_validator("window")(classmethod(lambda cls, v: _duration(v)))
+
+    @model_validator(mode="after")
+    def _window_covers_rows(self):
+        longest = max(self.alerting.windows, key=lambda w: seconds(w.long))
+        if seconds(self.window) < seconds(longest.long):
+            raise ValueError(f"window {self.window} is shorter than the {longest.long} burn-rate window")
+        return self
+
+    @property
+    def summary(self) -> str:
+        """e.g. "99% of requests: first token within 2.5 s, over 28d"."""
+        return f"{self.objective * 100:.10g}% of requests: {self.description}, over {self.window}"
+
+    def objective_of(self, model_name: str | None) -> float:
+        over = self.per_model.get(model_name or "")
+        return over.objective if over is not None and over.objective is not None else self.objective
+
+
+def _slo_name(name: str) -> str:
+    if not SLO_NAME_RE.match(name):
+        raise ValueError(
+            f"SLO name {name!r} must be lower-case letters, digits and dashes (it is a label value)"
+        )
+    return name
+
+
+# The key of an SLO under `slos:`: the `slo` label of every rule and alert it generates.
+SloName = Annotated[str, AfterValidator(_slo_name)]

@@ -1,0 +1,147 @@
+"""The `slos:` section checked against the catalog, the config and the rest of the spec: a latency
+threshold is a bucket bound of its histogram (else the nearest bounds are named), an availability
+SLI counts failures by values its label really takes, every burn-rate row can fire at the
+objective, and an SLO's alert name is its own."""
+
+from __future__ import annotations
+
+import bisect
+
+from .. import catalog as catalog_mod
+from ..errors import SpecError
+from ..slo.exprs import MODEL
+from ..slo.plan import group_rule_count
+from ..slo.scenarios import SCENARIO_PREFIX
+from ..spec import slos as s
+from ..spec.schema import seconds
+from ..spec.translate import did_you_mean
+
+MAX_GROUP_RULES = 20  # Mimir's default ruler limit per group
+
+
+def slo_problems(spec) -> list[SpecError]:
+    errors: list[SpecError] = []
+    cat = catalog_mod.load()
+    alerts = {a.alert for g in spec.groups for a in g.alerts}
+    owners: dict[str, str] = {}
+    for name, slo in spec.slos.items():
+
+        def err(msg, *field, name=name):
+            errors.append(SpecError(msg, spec.locate("slo", name, *field)))
+
+        sli = slo.sli
+        if isinstance(sli, s.LatencySLI):
+            _latency(cat, slo, err)
+        else:
+            _availability(cat, sli, err)
+        for model, over in slo.per_model.items():
+            if model.startswith(SCENARIO_PREFIX):
+                err(
+                    f"model names starting with {SCENARIO_PREFIX!r} are the generated tests'",
+                    "per_model",
+                    model,
+                )
+            if over.threshold is not None and not isinstance(sli, s.LatencySLI):
+                err(f"a {sli.kind} SLI has no threshold to override", "per_model", model, "threshold")
+        if slo.per_model and MODEL not in spec.config.identity.model:
+            err(f"per_model needs {MODEL} in config identity.model (SLOs are grouped by it)", "per_model")
+        alert = slo.alerting.alert
+        if alert in alerts or alert in owners:
+            other = f"SLO {owners[alert]!r}" if alert in owners else "an alert under groups:"
+            err(f"alert name {alert!r} is already used by {other}", "alerting", "alert")
+        owners.setdefault(alert, name)
+        rate_window = seconds(spec.config.rate_window)
+        loosest = min([slo.objective] + [o.objective for o in slo.per_model.values() if o.objective])
+        for i, row in enumerate(slo.alerting.windows):
+            if seconds(row.short) < rate_window:
+                err(
+                    f"short window {row.short} is shorter than config rate_window {spec.config.rate_window}, "
+                    "the SLI's shortest recording",
+                    "alerting",
+                    "windows",
+                    i,
+                    "short",
+                )
+            if row.burn_rate * (1 - loosest) >= 1:
+                err(
+                    f"burning {row.burn_rate:g}x a {1 - loosest:.3g} error budget needs more than every "
+                    "request to fail: this row can never fire; lower the burn rate or raise the objective",
+                    "alerting",
+                    "windows",
+                    i,
+                    "burn_rate",
+                )
+        rules = group_rule_count(slo, spec.config.rate_window)
+        if rules > MAX_GROUP_RULES:
+            err(
+                f"this SLO makes {rules} rules in one group; rulers such as Mimir refuse more than "
+                f"{MAX_GROUP_RULES}: use fewer distinct windows",
+                "alerting",
+                "windows",
+            )
+    return errors
+
+
+def _latency(cat, slo: s.SLO, err) -> None:
+    sli = slo.sli
+    entry = cat.lookup(sli.histogram)
+    if entry is None or entry.name != sli.histogram:
+        err(cat.problem(sli.histogram) or f"{sli.histogram!r} is not a histogram", "sli", "histogram")
+        return
+    if entry.type != "histogram":
+        err(f"{sli.histogram!r} is a {entry.type}, not a histogram", "sli", "histogram")
+        return
+    if not entry.buckets:
+        err(f"the catalog lists no bucket bounds for {sli.histogram!r}", "sli", "histogram")
+        return
+    problem = bound_problem(entry, sli.threshold)
+    if problem:
+        err(problem, "sli", "threshold")
+    for model, over in slo.per_model.items():
+        problem = bound_problem(entry, over.threshold) if over.threshold is not None else None
+        if problem:
+            err(problem, "per_model", model, "threshold")
+
+
+def bound_problem(entry, threshold: float) -> str | None:
+    """Why `threshold` cannot be a latency SLI's threshold: it is not one of the bucket bounds, so
+    the SLI would silently count against the next bound instead."""
+    bounds = sorted(entry.buckets)
+    if threshold in bounds:
+        return None
+    i = bisect.bisect_left(bounds, threshold)
+    near = [f"{b:g}" for b in bounds[max(0, i - 1) : i + 1]]
+    return (
+        f"{threshold:g} s is not a bucket bound of {entry.name}, so the SLI would silently count against "
+        f"another bound; the nearest bounds are {' and '.join(near)}"
+    )
+
+
+def _availability(cat, sli: s.AvailabilitySLI, err) -> None:
+    entry = cat.lookup(sli.metric)
+    if entry is None:
+        err(cat.problem(sli.metric), "sli", "metric")
+        return
+    if entry.type != "counter":
+        err(
+            f"{sli.metric!r} is a {entry.type}; an availability SLI counts requests with a counter",
+            "sli",
+            "metric",
+        )
+        return
+    if sli.label not in entry.labels:
+        err(
+            f"{sli.metric!r} has no label {sli.label!r}{did_you_mean(sli.label, entry.labels)}",
+            "sli",
+            "label",
+        )
+        return
+    known = entry.label_values(sli.label)
+    for value in sli.bad:
+        if known and value not in known:
+            err(
+                f"{sli.label} {value!r} is not a value vLLM reports{did_you_mean(value, known)} "
+                f"(known: {', '.join(known)})",
+                "sli",
+                "bad",
+            )

@@ -479,7 +479,7 @@ def test_cost_per_million_output_tokens_from_the_configured_price(env):
     cost = env.model.spec.dashboards.defaults.cost.price_per_gpu_hour
     result = {
         r["metric"]["model_name"]: float(r["value"][1])
-        for r in by_title(env, "vllm-serving", "Cost per 1M output tokens", ALL)
+        for r in by_title(env, "vllm-serving", "Cost per 1M output tokens (instantaneous)", ALL)
     }
     gpus = env.scenario.truth["gpus"]
     held = lambda pods: sum(1 for g in gpus.values() if g["pod"] in pods)  # noqa: E731

@@ -1,0 +1,198 @@
+"""The `slos:` section: every mistake is one `file:line: field: message`, and the generated SLO rules and
+promtool proofs follow any tuning of objectives, thresholds, rows and the guard."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from servewatch import generate
+from servewatch.errors import SpecErrors
+from servewatch.spec.loader import load
+from servewatch.validation import validate
+
+TTFT = "slos.yaml"
+
+
+def _errors(specs) -> list[str]:
+    with pytest.raises(SpecErrors) as info:
+        validate(load(specs))
+    return [str(e) for e in info.value.errors]
+
+
+def _one(specs, where: str, *phrases: str) -> str:
+    [msg] = _errors(specs)
+    assert where in msg, msg
+    for phrase in phrases:
+        assert phrase in msg, msg
+    return msg
+
+
+# -- mistakes ------------------------------------------------------------------------------------------
+
+
+def test_threshold_that_is_not_a_bucket_bound_names_the_nearest_bounds(specs_with, line_of):
+    specs = specs_with({TTFT: [("threshold: 2.5", "threshold: 2")]})
+    line = line_of(specs / TTFT, "threshold: 2 ")
+    _one(
+        specs,
+        f"slos.yaml:{line}: slos.vllm-ttft.sli.threshold:",
+        "2 s is not a bucket bound of vllm:time_to_first_token_seconds",
+        "the nearest bounds are 1 and 2.5",
+    )
+
+
+def test_per_model_threshold_is_checked_against_the_same_bounds(specs_with, line_of):
+    override = '    per_model:\n      "deepseek-ai/DeepSeek-V3": {threshold: 3}\n    alerting:\n'
+    specs = specs_with({TTFT: [("    alerting:\n      alert: VLLMTTFT", override + "      alert: VLLMTTFT")]})
+    line = line_of(specs / TTFT, "{threshold: 3}")
+    _one(
+        specs,
+        f"slos.yaml:{line}: slos.vllm-ttft.per_model.deepseek-ai/DeepSeek-V3.threshold:",
+        "the nearest bounds are 2.5 and 5",
+    )
+
+
+def test_unknown_histogram_suggests_the_catalog_name(specs_with):
+    specs = specs_with({TTFT: [('"vllm:time_to_first_token_seconds"', '"vllm:time_to_first_token_second"')]})
+    _one(specs, "slos.vllm-ttft.sli.histogram", "did you mean 'vllm:time_to_first_token_seconds'")
+
+
+def test_a_counter_is_not_a_latency_histogram(specs_with):
+    specs = specs_with({TTFT: [('"vllm:time_to_first_token_seconds"', '"vllm:prompt_tokens_total"')]})
+    _one(specs, "slos.vllm-ttft.sli.histogram", "is a counter, not a histogram")
+
+
+def test_unknown_finished_reason_suggests_the_real_one(specs_with):
+    specs = specs_with({TTFT: [("bad: [abort, error]", "bad: [aborted, error]")]})
+    _one(specs, "slos.vllm-availability.sli.bad", "'aborted' is not a value", "did you mean 'abort'")
+
+
+def test_misspelt_kind_and_key_say_did_you_mean(specs_with):
+    msgs = _errors(
+        specs_with({TTFT: [("kind: latency", "kind: latncy"), ("objective: 0.995", "objectiv: 0.995")]})
+    )
+    assert any("did you mean 'latency'" in m for m in msgs), msgs
+    assert any("unknown field 'objectiv'; did you mean 'objective'" in m for m in msgs), msgs
+
+
+def test_a_row_that_cannot_fire_at_the_objective(specs_with, line_of):
+    specs = specs_with({TTFT: [("objective: 0.99\n", "objective: 0.9\n")]})
+    msg = _one(specs, "slos.vllm-ttft.alerting.windows[0].burn_rate", "can never fire")
+    assert "14.4x" in msg
+
+
+def test_objective_and_name_are_validated(specs_with):
+    msgs = _errors(
+        specs_with({TTFT: [("objective: 0.99\n", "objective: 99\n"), ("  vllm-ttft:", "  VLLM_TTFT:")]})
+    )
+    assert any("objective 99 must be a ratio between 0 and 1" in m for m in msgs), msgs
+    assert any("SLO name 'VLLM_TTFT' must be lower-case" in m for m in msgs), msgs
+
+
+def test_alert_name_taken_by_another_alert(specs_with):
+    specs = specs_with({TTFT: [("alert: VLLMTTFTErrorBudgetBurn", "alert: VLLMKVCacheUsageHigh")]})
+    _one(specs, "slos.vllm-ttft.alerting.alert", "already used by an alert under groups:")
+
+
+def test_short_window_below_the_rate_window(specs_with):
+    rows = "      windows: [{tier: page, burn_rate: 14.4, long: 1h, short: 1m}]\n"
+    specs = specs_with(
+        {TTFT: [("      min_events: 100              # a row", rows + "      min_events: 100  # a row")]}
+    )
+    _one(specs, "slos.vllm-ttft.alerting.windows[0].short", "shorter than config rate_window 5m")
+
+
+def test_a_runbook_step_on_a_window_the_slo_does_not_record(specs_with):
+    specs = specs_with(
+        {"runbooks.yaml": [("measure: burn_rate, window: 3d}", "measure: burn_rate, window: 4d}")]}
+    )
+    msgs = _errors(specs)
+    assert any("records no error ratio over 4d" in m for m in msgs), msgs
+
+
+# -- tuning never breaks the proofs ---------------------------------------------------------------------
+
+
+# A new SLO with rows of its own (and no written runbook: it gets the default page)
+E2E_SLO = """\
+  vllm-e2e:
+    description: whole response within 60 s
+    sli: {kind: latency, histogram: "vllm:e2e_request_latency_seconds", threshold: 60}
+    objective: 0.98
+    alerting:
+      alert: VLLME2EErrorBudgetBurn
+      min_events: 0
+      windows:
+        - {tier: page, burn_rate: 10, long: 2h, short: 10m}
+        - {tier: ticket, burn_rate: 2, long: 12h, short: 1h}
+"""
+TUNED = {
+    TTFT: [
+        ("threshold: 2.5", "threshold: 5.0"),
+        ("objective: 0.99\n", "objective: 0.995\n"),
+        (
+            "    alerting:\n      alert: VLLMTTFT",
+            '    per_model:\n      "deepseek-ai/DeepSeek-V3": {objective: 0.98, threshold: 1.0}\n'
+            '      "Qwen/Qwen3-235B-A22B": {threshold: 10.0}\n'
+            "    alerting:\n      alert: VLLMTTFT",
+        ),
+        ("      min_events: 100              # a row", "      for: 2m\n      min_events: 500  # a row"),
+        (
+            "objective: 0.995\n    window: 28d\n    alerting:\n      alert: VLLMAvailability",
+            "objective: 0.95\n    window: 30d\n    alerting:\n      alert: VLLMAvailability",
+        ),
+        ("slos:\n", "slos:\n" + E2E_SLO),
+    ]
+}
+
+
+@pytest.mark.tools("promtool")
+@pytest.mark.parametrize(
+    "edits",
+    [TUNED, {"config.yaml": [("cluster_label: null", "cluster_label: cluster")]}],
+    ids=["objectives-thresholds-rows-guard", "cluster-label"],
+)
+def test_the_generated_proofs_hold_for_any_tuning(specs_with, tmp_path, servewatch, edits):
+    specs = specs_with(edits)
+    out = tmp_path / "out"
+    res = servewatch("generate", "--specs", specs, "--out", out)
+    assert res.returncode == 0, res.stderr
+    res = servewatch("test", "--out", out, "--extra", tmp_path / "none")
+    assert res.returncode == 0, res.stdout + res.stderr
+    tests = yaml.safe_load((out / "promtool" / "slo.test.yaml").read_text())["tests"]
+    assert len(tests) == len(load(specs).slos)
+
+
+def test_per_model_overrides_get_their_own_branches_and_proofs(specs_with):
+    _, files = generate.build(specs_with(TUNED))
+    rules = yaml.safe_load(files["rules/slo.rules.yaml"])["groups"]
+    ttft = next(g for g in rules if g["name"] == "servewatch-slo-vllm-ttft")["rules"]
+    good = next(r["expr"] for r in ttft if r["record"] == "slo:good_events:rate5m")
+    assert re.search(r'le=~"5\|5\\\\\.0", model_name!~"Qwen/Qwen3-235B-A22B\|deepseek-ai/DeepSeek-V3"', good)
+    assert 'le=~"1|1\\\\.0", model_name="deepseek-ai/DeepSeek-V3"' in good
+    assert 'le=~"10|10\\\\.0", model_name="Qwen/Qwen3-235B-A22B"' in good
+    objective = next(r["expr"] for r in ttft if r["record"] == "slo:objective:ratio")
+    assert (
+        "+ 0.995" in objective
+        and '{slo="vllm-ttft", model_name="deepseek-ai/DeepSeek-V3"} + 0.98' in objective
+    )
+    proofs = files["promtool/slo.test.yaml"]
+    # each overridden model proves its own objective, read from its own bucket among the others' bounds
+    assert 'model_name="deepseek-ai/DeepSeek-V3", engine="0", le="1.0"' in proofs
+    assert 'model_name="deepseek-ai/DeepSeek-V3", engine="0", le="5.0"' in proofs
+    assert "deepseek-ai/DeepSeek-V3 is held to its own objective and threshold" in proofs
+
+
+def test_every_rule_of_a_row_carries_slo_tier_severity_and_windows(default_model):
+    rows = [a for a in default_model.alerts() if a.family == "slo"]
+    assert len(rows) == 8
+    for a in rows:
+        assert {"slo", "tier", "severity", "long", "short"} <= set(a.labels)
+        assert a.labels["severity"] == {"page": "critical", "ticket": "warning"}[a.labels["tier"]]
+        assert {"summary", "description", "runbook_url", "dashboard_url"} <= set(a.annotations)
+        assert (
+            "$value | humanize" in a.annotations["description"] and "| query" in a.annotations["description"]
+        )

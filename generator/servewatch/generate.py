@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .model import Model
-from .render import dashboards, ecosystem, rules, slo_tests, spec_schema, unit_tests
+from .render import alertmanager, dashboards, ecosystem, rules, slo_tests, spec_schema, unit_tests
 from .render import runbooks as runbook_pages
 from .spec.loader import load
 from .validation import Validated, validate
@@ -30,6 +30,7 @@ def render(validated: Validated) -> dict[str, str]:
             slo_tests.render(model),
             runbook_pages.render(model),
             dashboards.render(model, validated.dashboards),
+            alertmanager.render(model),
         ]
     )
     # the deployment tools' views of the files above (kustomize, Helm, jsonnet-bundler)

@@ -160,7 +160,7 @@ class Model:
             expr=self._alert_expr(alert),
             for_=alert.for_,
             keep_firing_for=alert.keep_firing_for,
-            labels={"severity": alert.severity, **alert.labels},
+            labels={"severity": alert.severity, **self.spec.alertmanager.team_labels(), **alert.labels},
             annotations=self._annotations(alert),
             group=group,
             family=family,

@@ -52,6 +52,20 @@ def returned(expr: str, records: dict[str, Labels] | None = None) -> Labels:
     return _labels(pp.parse(substitute_macros(expr)), records or {})
 
 
+def always(expr: str, records: dict[str, Labels] | None = None) -> frozenset[str]:
+    """The labels every result series of `expr` carries: `returned` says what a series may carry,
+    and the branches of an `or` may each carry different ones, so only their common labels count."""
+    return _always(pp.parse(substitute_macros(expr)), records or {})
+
+
+def _always(node, records: dict[str, Labels]) -> frozenset[str]:
+    if isinstance(node, pp.ParenExpr):
+        return _always(node.expr, records)
+    if isinstance(node, pp.BinaryExpr) and str(node.op) == "or":
+        return _always(node.lhs, records) & _always(node.rhs, records)
+    return _labels(node, records).known
+
+
 def record_labels(rules) -> dict[str, Labels]:
     """record name -> Labels, from RecordRule-like objects (record, expr, labels), in rule order."""
     out: dict[str, Labels] = {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from .alertmanager import Alertmanager
 from .dashboards import Settings
 from .runbooks import Runbook
 from .schema import Config, Group, Overrides, Scenario, Signal, SignalName, Strict
@@ -19,3 +20,4 @@ class SpecDoc(Strict):
     dashboards: Settings | None = None
     runbooks: dict[str, Runbook] | None = None  # alert name -> its runbook
     slos: dict[SloName, SLO] = Field(default_factory=dict)
+    alertmanager: Alertmanager | None = None

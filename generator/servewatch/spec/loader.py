@@ -12,6 +12,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from ..errors import Location, SpecError, SpecErrors
+from .alertmanager import Alertmanager
 from .dashboards import Settings
 from .document import SpecDoc
 from .runbooks import Runbook
@@ -35,6 +36,7 @@ class Spec:
     dashboards: Settings
     runbooks: dict[str, Runbook]  # alert name -> the runbook written for it
     slos: dict[str, SLO]  # name -> SLO (specs/slos.yaml)
+    alertmanager: Alertmanager  # routing and inhibition (specs/alertmanager.yaml)
     files: tuple[str, ...]
     sources: dict  # (kind, name) -> (SourceDoc, path), to locate any field below it
     root: str = "specs"  # the specs folder: where a thing no file defines is reported
@@ -103,6 +105,7 @@ def _merge(parsed: list[tuple[SourceDoc, SpecDoc]], files: list[Path], root: Pat
     dashboards: dict = {}  # field name -> the settings one file gave
     runbooks: dict[str, Runbook] = {}
     slos: dict[str, SLO] = {}
+    alertmanager: Alertmanager | None = None
 
     def claim(kind: str, name: str, doc: SourceDoc, path: tuple) -> bool:
         loc = doc.locate(path)
@@ -146,6 +149,8 @@ def _merge(parsed: list[tuple[SourceDoc, SpecDoc]], files: list[Path], root: Pat
         for name, slo in sd.slos.items():
             if claim("slo", name, doc, ("slos", name)):
                 slos[name] = slo
+        if sd.alertmanager is not None and claim("alertmanager", "alertmanager", doc, ("alertmanager",)):
+            alertmanager = sd.alertmanager
     if errors:
         raise SpecErrors(errors)
     return Spec(
@@ -157,6 +162,7 @@ def _merge(parsed: list[tuple[SourceDoc, SpecDoc]], files: list[Path], root: Pat
         dashboards=Settings(**dashboards),
         runbooks=runbooks,
         slos=slos,
+        alertmanager=alertmanager or Alertmanager(),
         files=tuple(f.as_posix() for f in files),
         sources=sources,
         root=root.as_posix(),

@@ -15,10 +15,9 @@ The incident, in the minutes before now (Prometheus evaluates rules at now, so t
 from __future__ import annotations
 
 import json
-import threading
 import time
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 import yaml
@@ -27,6 +26,7 @@ from servewatch import generate
 from servewatch.render import alertmanager
 from servewatch_testkit.alertmanager import LocalAlertmanager
 from servewatch_testkit.localprom import LocalPrometheus
+from servewatch_testkit.servers import HttpStub
 from servewatch_testkit.synth import RequestProfile, Series, to_openmetrics, up, vllm_engine, vllm_target
 
 pytestmark = [pytest.mark.integration, pytest.mark.tools("promtool", "prometheus", "alertmanager")]
@@ -71,13 +71,11 @@ class Webhook:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.stub = HttpStub(Handler)
+        self.url = self.stub.url
 
     def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+        self.stub.close()
 
 
 def webhook_config(generated: str, hook: Webhook) -> str:

@@ -5,14 +5,13 @@ The same client against a real Prometheus is exercised by test_localprom.py and 
 from __future__ import annotations
 
 import json
-import threading
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from servewatch.promapi import Auth, Client, PromApiError, QueryRejected
-from servewatch_testkit.servers import free_port
+from servewatch_testkit.servers import HttpStub, free_port
 
 VECTOR = {"resultType": "vector", "result": [{"metric": {"job": "a"}, "value": [1700000000, "1"]}]}
 # query text -> (status, content type, body): what Prometheus (or a proxy) answers
@@ -64,13 +63,11 @@ class CannedPrometheus:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.stub = HttpStub(Handler)
+        self.url = self.stub.url
 
     def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+        self.stub.close()
 
 
 @pytest.fixture

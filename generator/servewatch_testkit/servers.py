@@ -18,14 +18,16 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
 import weakref
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-__all__ = ["LocalServer", "ServerError", "free_port"]
+__all__ = ["HttpStub", "LocalServer", "ServerError", "free_port"]
 
 
 class ServerError(RuntimeError):
@@ -36,6 +38,20 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+class HttpStub:
+    """An HTTP server inside the test process, on 127.0.0.1 and a free port, answering with `handler`
+    (a fake Prometheus, a webhook receiver). ``close()`` stops it."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]):
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
 
 
 def log_tail(path: Path, lines: int = 30) -> str:

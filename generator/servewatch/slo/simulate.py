@@ -54,9 +54,13 @@ def avg_over_time(values: list[float]) -> float:
     return total / n + c / n
 
 
-def rate(values: Values, at: int, window_s: float) -> float | None:
-    """rate(counter[window]) at step `at`: Prometheus 3.5's extrapolatedRate for float counters."""
-    lo = at - window_s / STEP_S
+def extrapolated(
+    values: Values, at: int, window_s: float, step_s: float = STEP_S, is_rate: bool = True
+) -> float | None:
+    """rate() (or increase()) of a float counter sampled every `step_s` (sample i at i * step_s), over
+    `(t - window, t]` at step `at`: Prometheus 3.5's extrapolatedRate (promql/functions.go). None
+    where Prometheus returns no sample (fewer than two samples in the window)."""
+    lo = at - window_s / step_s
     pts = [(i, values[i]) for i in range(max(0, math.floor(lo)), min(at, len(values) - 1) + 1) if i > lo]
     pts = [(i, v) for i, v in pts if v is not None]
     if len(pts) < 2:
@@ -68,24 +72,26 @@ def rate(values: Values, at: int, window_s: float) -> float | None:
         if v < prev:  # a counter reset: the new run started from zero
             result += prev
         prev = v
-    range_start_ms, range_end_ms = (at * STEP_S - window_s) * 1000, at * STEP_S * 1000
-    to_start = (first_i * STEP_S * 1000 - range_start_ms) / 1000
-    to_end = (range_end_ms - last_i * STEP_S * 1000) / 1000
-    sampled = (last_i - first_i) * STEP_S * 1000 / 1000
+    to_start = (first_i - at) * step_s + window_s
+    to_end = (at - last_i) * step_s
+    sampled = (last_i - first_i) * step_s
     average = sampled / (len(pts) - 1)
     threshold = average * 1.1
-    if to_start >= threshold:
+    if to_start >= threshold:  # the series starts inside the window: extrapolate half an interval
         to_start = average / 2
-    to_zero = to_start
-    if result > 0 and first_v >= 0:
-        to_zero = sampled * (first_v / result)
-    if to_zero < to_start:
-        to_start = to_zero
+    if result > 0 and first_v >= 0:  # never extrapolate a counter below zero
+        to_start = min(to_start, sampled * (first_v / result))
     if to_end >= threshold:
         to_end = average / 2
     factor = (sampled + to_start + to_end) / sampled
-    factor /= window_s
+    if is_rate:
+        factor /= window_s
     return result * factor
+
+
+def rate(values: Values, at: int, window_s: float) -> float | None:
+    """rate(counter[window]) at step `at` of the one-minute grid."""
+    return extrapolated(values, at, window_s)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import field_validator
 
-from .schema import LABEL_RE, Strict, _duration
+from .schema import Strict, _duration, _label
 
 
 class Route(Strict):
@@ -49,20 +49,10 @@ class Alertmanager(Strict):
     # identity (config identity.model), so one deployment's alerts arrive together.
     group_by: tuple[str, ...] | None = None
 
-    @field_validator("team_label")
-    @classmethod
-    def _label(cls, v):
-        if not LABEL_RE.match(v):
-            raise ValueError(f"{v!r} is not a valid label name")
-        return v
-
-    @field_validator("group_by")
-    @classmethod
-    def _labels(cls, v):
-        for label in v or ():
-            if not LABEL_RE.match(label):
-                raise ValueError(f"{label!r} is not a valid label name")
-        return v
+    _team_label = field_validator("team_label")(classmethod(lambda cls, v: _label(v)))
+    _group_by = field_validator("group_by")(
+        classmethod(lambda cls, v: v if v is None else tuple(_label(x) for x in v))
+    )
 
     @field_validator("team")
     @classmethod

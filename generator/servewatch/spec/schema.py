@@ -56,6 +56,14 @@ def _duration(value: str) -> str:
     return duration(value)
 
 
+def _alert_name(value: str) -> str:
+    if not ALERT_RE.fullmatch(value):
+        raise ValueError(
+            f"alert name {shown(value)} must be CamelCase (letters and digits, starting upper-case)"
+        )
+    return value
+
+
 def _label(value: str) -> str:
     return label_name(value)
 
@@ -296,14 +304,7 @@ class Alert(Strict):
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    @field_validator("alert")
-    @classmethod
-    def _name(cls, v):
-        if not ALERT_RE.fullmatch(v):
-            raise ValueError(
-                f"alert name {shown(v)} must be CamelCase (letters and digits, starting upper-case)"
-            )
-        return v
+    _name = field_validator("alert")(classmethod(lambda cls, v: _alert_name(v)))
 
     @field_validator("summary")
     @classmethod

@@ -14,7 +14,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import AfterValidator, ConfigDict, Field, field_validator, model_validator
 
-from .schema import ALERT_RE, Strict, _duration, seconds
+from .schema import Strict, _alert_name, _duration, seconds
 
 SLO_NAME_RE = re.compile(r"^[a-z][a-z0-9-]*$")
 Tier = Literal["page", "ticket"]
@@ -100,12 +100,7 @@ class Alerting(Strict):
 
     _dur = field_validator("for_")(classmethod(lambda cls, v: _duration(v)))
 
-    @field_validator("alert")
-    @classmethod
-    def _name(cls, v):
-        if not ALERT_RE.match(v):
-            raise ValueError(f"alert name {v!r} must be CamelCase (letters and digits, starting upper-case)")
-        return v
+    _name = field_validator("alert")(classmethod(lambda cls, v: _alert_name(v)))
 
     @field_validator("severity", mode="before")
     @classmethod

@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from typing import Iterable, Sequence
 
+from servewatch.slo.simulate import extrapolated
+
 from .histogram import expected_histogram_quantile
 from .series import Series
 
@@ -53,36 +55,8 @@ def rate(series: Series, at: int, window_s: float, step: float = 30.0) -> float 
 
 
 def _extrapolated(series: Series, at: int, window_s: float, step: float, is_rate: bool) -> float | None:
-    # Port of promql/functions.go extrapolatedRate for float counters (Prometheus 3.5).
-    pts = _window(series, at, window_s, step)
-    if len(pts) < 2:
-        return None
-    first_t, first_v = pts[0]
-    last_t, last_v = pts[-1]
-    result = last_v - first_v
-    prev = first_v
-    for _, v in pts[1:]:
-        if v < prev:  # counter reset: the new run starts from zero
-            result += prev
-        prev = v
-    range_start = -window_s
-    duration_to_start = first_t - range_start
-    duration_to_end = 0.0 - last_t
-    sampled = last_t - first_t
-    avg = sampled / (len(pts) - 1)
-    threshold = avg * 1.1
-    if duration_to_start >= threshold:
-        duration_to_start = avg / 2
-    if result > 0 and first_v >= 0:
-        duration_to_zero = sampled * (first_v / result)
-        if duration_to_zero < duration_to_start:
-            duration_to_start = duration_to_zero
-    if duration_to_end >= threshold:
-        duration_to_end = avg / 2
-    factor = (sampled + duration_to_start + duration_to_end) / sampled
-    if is_rate:
-        factor /= window_s
-    return result * factor
+    # the product's port of promql/functions.go extrapolatedRate (the generated SLO tests use it too)
+    return extrapolated(series.values, at, window_s, step, is_rate)
 
 
 def _bucket_parts(series: Iterable[Series]) -> dict[float, list[Series]]:

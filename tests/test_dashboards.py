@@ -268,11 +268,15 @@ def test_every_datasource_reference_is_the_variable(boards, name):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_rates_use_rate_interval_and_multi_value_variables_use_regex(boards, name):
+def test_rates_use_rate_interval_and_multi_value_variables_use_regex(default_build, boards, name):
     multi = {v["name"] for v in boards[name]["templating"]["list"] if v.get("multi")}
+    conditions = {a.expr for a in default_build[0].alerts()}  # an alert's own condition keeps its windows
     for where, expr in queries(boards[name]):
-        for window in re.findall(r"\[([^\]]+)\]", expr):
-            assert window == "$__rate_interval", f"{where}: range [{window}]"
+        # panels over the dashboard's time range (cost per good token) average over $__range
+        over_range = "(selected range)" in where
+        allowed = ("$__range", "$__range:$__interval") if over_range else ("$__rate_interval",)
+        for window in re.findall(r"\[([^\]]+)\]", expr) if expr not in conditions else ():
+            assert window in allowed, f"{where}: range [{window}]"
         for var in multi:
             assert not re.search(rf'[^=!]="\${var}"', expr), f"{where}: multi-value ${var} needs =~"
 
@@ -281,7 +285,7 @@ def test_rates_use_rate_interval_and_multi_value_variables_use_regex(boards, nam
 def test_every_query_parses_and_names_only_known_metrics(default_build, boards, name):
     model, _ = default_build
     cat = catalog.load()
-    records = {s.record for s in model.spec.signals.values()}
+    records = {r.record for r in model.records()}
     for where, expr in queries(boards[name]):
         ast = pp.parse(substitute(expr))
         for sel in selectors(ast):
@@ -696,7 +700,7 @@ def test_titles_price_folder_and_gpus_per_engine_are_tunable(specs_with):
     cost = next(
         p
         for p in panels(boards["vllm-serving"])
-        if p["title"] == "Cost per 1M output tokens" and p["type"] == "timeseries"
+        if p["title"] == "Cost per 1M output tokens (instantaneous)" and p["type"] == "timeseries"
     )
     expr = cost["targets"][0]["expr"]
     assert "* 4.25 / 3600 * 1e6" in expr and "* 8" in expr and "DCGM" not in expr

@@ -124,7 +124,11 @@ def env(tmp_path_factory, specs_with):
     # rules start recording 10 minutes in, when every rate window is full: the stages record at
     # phases of their own, which would otherwise read the first minutes' ramp differently
     stages = _stage_files(rules.read_text(), work)
-    with StagedPrometheus(om, rule_files=[rules], stages=stages, rules_start=start + 600) as prom:
+    # the dashboards read the vLLM recording rules too (they read raw series only: the first stage)
+    vllm = work / "vllm.rules.yaml"
+    vllm.write_text(files["rules/vllm.rules.yaml"])
+    stages[0].append(vllm)
+    with StagedPrometheus(om, rule_files=[rules, vllm], stages=stages, rules_start=start + 600) as prom:
         yield {
             "prom": prom,
             "t": start + (STEPS - 1) * STEP,
@@ -223,33 +227,49 @@ def interpolate(expr: str, rng: str = "1h") -> str:
 
 
 def panels(env):
-    return [p for p in env["board"]["panels"] if p["type"] != "row"]
+    """Every panel, those of collapsed rows included."""
+    out = []
+    for p in env["board"]["panels"]:
+        out += p.get("panels", []) if p["type"] == "row" else [p]
+    return out
+
+
+def ttft_panel(env, title: str) -> dict:
+    return next(p for p in panels(env) if p["title"] == title and 'slo="vllm-ttft"' in str(p))
 
 
 def test_every_slo_panel_answers_with_the_labels_its_legend_names(env):
     for p in panels(env):
-        for t in p["targets"]:
-            result = env["prom"].query(interpolate(t["expr"]), env["t"])
-            if "ALERTS" in t["expr"]:
-                continue  # no alert has fired into this TSDB
+        results = [env["prom"].query(interpolate(t["expr"]), env["t"]) for t in p["targets"]]
+        if p["title"].startswith("Burn-rate rows firing now"):
+            assert any(results), p["title"]  # each alert row's condition: only some rows fire
+            continue
+        for t, result in zip(p["targets"], results, strict=True):
             assert result, f"{p['title']}: no data"
             named = set(re.findall(r"\{\{(\w+)\}\}", t.get("legendFormat", "")))
             for series in result:
                 assert named <= set(series["metric"]), f"{p['title']}: {series['metric']} lacks {named}"
 
 
+def test_the_alert_rows_table_shows_what_each_row_fires_on(env):
+    """The panel an SLO alert's link opens: the 6h page row and the ticket rows of DeepSeek fire."""
+    table = ttft_panel(env, "Burn-rate rows firing now, every model")
+    fired = [
+        {r["metric"]["model_name"]: float(r["value"][1]) for r in env["prom"].query(t["expr"], env["t"])}
+        for t in table["targets"]
+    ]
+    assert [sorted(f) for f in fired] == [[], [DEEPSEEK], [DEEPSEEK], [DEEPSEEK]]  # 1h, 6h, 1d, 3d rows
+    assert math.isclose(fired[1][DEEPSEEK], TTFT_ERROR / 0.01, rel_tol=0.02)
+
+
 def test_burn_rate_panel_and_time_to_exhaustion(env):
-    burn = next(
-        p for p in panels(env) if p["title"] == "Burn rate per window" and 'slo="vllm-ttft"' in str(p)
-    )
+    burn = ttft_panel(env, "Burn rate per window")
     one_hour = next(t for t in burn["targets"] if t["legendFormat"].endswith(" 1h"))
     rows = env["prom"].query(interpolate(one_hour["expr"]), env["t"])
     got = {r["metric"]["model_name"]: float(r["value"][1]) for r in rows}
     assert math.isclose(got[DEEPSEEK], TTFT_ERROR / 0.01, rel_tol=1e-6)
-    left = next(
-        p for p in panels(env) if p["title"].startswith("Time to exhaustion") and 'slo="vllm-ttft"' in str(p)
-    )
-    rows = env["prom"].query(interpolate(left["targets"][0]["expr"]), env["t"])
+    left = next(t for t in ttft_panel(env, "Per model")["targets"] if "clamp_min" in t["expr"])
+    rows = env["prom"].query(interpolate(left["expr"]), env["t"])
     got = {r["metric"]["model_name"]: float(r["value"][1]) for r in rows}
     assert got[DEEPSEEK] == 0  # the budget is already overspent
     assert QWEN not in got  # not burning: no value ("not burning"), not +Inf

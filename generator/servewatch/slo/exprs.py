@@ -142,18 +142,17 @@ class SloExprs:
         valid = self.recorded(self.valid_record(), name, *matchers)
         return f"avg_over_time({valid}[{window}]) * {seconds(window):g}"
 
-    def burn_alert(self, name: str, slo: s.SLO, row: s.BurnWindow) -> str:
+    def burn_alert(self, name: str, slo: s.SLO, row: s.BurnWindow, *matchers: str) -> str:
         """Both windows of the row burn faster than its rate, and the long one saw enough events."""
         fast = b.only_where(
-            b.compare(self.burn_rate(name, row.long), ">", row.burn_rate),
-            b.compare(self.burn_rate(name, row.short), ">", row.burn_rate),
+            b.compare(self.burn_rate(name, row.long, *matchers), ">", row.burn_rate),
+            b.compare(self.burn_rate(name, row.short, *matchers), ">", row.burn_rate),
             self.grouping,
         )
         if not slo.alerting.min_events:
             return fast
-        return b.only_where(
-            fast, f"{self.events_in(name, row.long)} >= {slo.alerting.min_events}", self.grouping
-        )
+        guard = f"{self.events_in(name, row.long, *matchers)} >= {slo.alerting.min_events}"
+        return b.only_where(fast, guard, self.grouping)
 
     def time_to_exhaustion(self, name: str, slo: s.SLO, window: str, *matchers: str) -> str:
         """Seconds until the SLO window's remaining budget is spent at the burn rate over `window`."""

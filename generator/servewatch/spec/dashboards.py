@@ -169,7 +169,7 @@ OPTIONAL_PANELS: dict[str, dict[str, str]] = {
     },
     "slo": {
         "goodput": "good output tokens per second (goodput) per model",
-        "cost": "cost per 1M good output tokens over the selected time range",
+        "cost_per_good_token": "cost per 1M good output tokens over the selected time range, per model",
     },
 }
 

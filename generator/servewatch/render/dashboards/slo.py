@@ -15,7 +15,7 @@ from ...spec import slos as s
 from ...spec.schema import seconds
 from .board import BoardBuilder
 from .context import TOKENS_PER_SECOND, DashboardContext
-from .panels import GREEN, ORANGE, RED, instant_table, stat, table, timeseries
+from .panels import GREEN, ORANGE, RED, bargauge, instant_table, stat, table, timeseries
 
 GOODPUT_NOTE = (
     "Goodput approximates the output tokens that met every SLO as generated tokens per second x the "
@@ -45,6 +45,7 @@ class SloBoard(BoardBuilder):
         return self.ctx.firing_annotation("Firing SLO alerts", (self.name,), self.filters)
 
     def fill(self) -> None:
+        self.overview()
         self.goodput_and_cost()
         for name, slo in self.ctx.model.slos.slos.items():
             self.objective(name, slo)
@@ -52,6 +53,9 @@ class SloBoard(BoardBuilder):
     # -- queries ---------------------------------------------------------------------------------------
     def recorded(self, record: str, name: str) -> str:
         return self.x.recorded(record, name, *self.filters)
+
+    def sli(self, name: str, window: str) -> str:
+        return f"1 - {self.recorded(self.x.error_record(window), name)}"
 
     def goodput(self) -> str:
         return promql.selector(self.x.goodput_record(), *self.filters)
@@ -73,10 +77,54 @@ class SloBoard(BoardBuilder):
         return grafana.Link("vLLM serving view of this model", self.ctx.board_url("vllm-serving", values))
 
     # -- rows ------------------------------------------------------------------------------------------
+    def overview(self) -> None:
+        """The worst model of the selection, per SLO: its SLI now, its budget left, its time left."""
+        self.row("Overview: the worst of the selected models", collapsed=False)
+        for name, slo in self.ctx.model.slos.slos.items():
+            fast = max(slo.alerting.windows, key=lambda r: r.burn_rate)
+            self.add(
+                stat(
+                    f"{name}: SLI now, worst model",
+                    grafana.Target(promql.agg("min", [], self.sli(name, self.x.window))),
+                    unit="percentunit",
+                    decimals=3,
+                    steps=grafana.thresholds((None, RED), (slo.objective, GREEN)),
+                    description=f"Share of requests that were good ({slo.description}) over the last "
+                    f"{self.x.window}, of the worst selected model; red below the objective. No value while "
+                    "no request finishes.",
+                )
+            )
+            self.add(
+                stat(
+                    f"{name}: error budget left, least",
+                    grafana.Target(promql.agg("min", [], self.recorded(REMAINING, name))),
+                    unit="percentunit",
+                    decimals=1,
+                    steps=grafana.thresholds((None, RED), (0, ORANGE), (0.25, GREEN)),
+                    description=f"The least of the {slo.window} error budget left among the selected "
+                    "models: 1 - error ratio over the SLO window / (1 - objective); negative once overspent.",
+                )
+            )
+            self.add(
+                stat(
+                    f"{name}: budget spent in, soonest",
+                    grafana.Target(
+                        promql.agg("min", [], self.x.time_to_exhaustion(name, slo, fast.long, *self.filters))
+                    ),
+                    unit="s",
+                    no_value="not burning",
+                    steps=grafana.thresholds(
+                        (None, RED), (seconds(fast.long) * 6, ORANGE), (seconds("1d"), GREEN)
+                    ),
+                    description=f"Budget left x {slo.window} / the burn rate over the last {fast.long}, for "
+                    "the model that runs out first if the last hour goes on. 0 once it is spent.",
+                )
+            )
+
     def goodput_and_cost(self) -> None:
         ctx, cost = self.ctx, self.ctx.settings.defaults.cost
         slos = sorted(n for n, slo in ctx.model.slos.slos.items() if slo.goodput)
-        self.row("Goodput and cost", collapsed=False)
+        self.row("Goodput and cost per model")
         self.add(
             timeseries(
                 "Goodput: good output tokens per second",
@@ -91,91 +139,69 @@ class SloBoard(BoardBuilder):
             optional="goodput",
         )
         self.add(
-            stat(
+            bargauge(
                 "Cost per 1M good output tokens (selected range)",
-                grafana.Target(self.cost_per_good_million(), ctx.model_legend()),
+                grafana.Target(self.cost_per_good_million(), ctx.model_legend(), instant=True),
                 unit=cost.unit,
                 decimals=2,
                 w=8,
-                h=8,
                 description=f"{cost.price_per_gpu_hour:g} {cost.currency} per GPU-hour x the GPUs the "
                 "model held, averaged over the dashboard's time range / good output tokens per second "
                 "averaged over the same range x 1e6. No value when no good token was produced in the "
                 f"range. {GOODPUT_NOTE}",
             ),
-            optional="cost",
-        )
-
-    def sli_stat(self, name: str, slo: s.SLO, window: str, when: str) -> grafana.Panel:
-        """The share of good requests per model over `window`, red below the objective."""
-        now = window == self.x.window and window != slo.window
-        return stat(
-            f"SLI now ({window})" if now else f"SLI over {window}",
-            grafana.Target(
-                f"1 - {self.recorded(self.x.error_record(window), name)}", self.ctx.model_legend()
-            ),
-            unit="percentunit",
-            decimals=3,
-            steps=grafana.thresholds((None, RED), (slo.objective, GREEN)),
-            description=f"Share of requests that were good ({slo.description}), {when}; red below the "
-            "objective.",
+            optional="cost_per_good_token",
         )
 
     def objective(self, name: str, slo: s.SLO) -> None:
         ctx, x, rows = self.ctx, self.x, slo.alerting.windows
-        legend = ctx.model_legend()
-        self.row(f"{name}: {slo.summary}", collapsed=False)
-        self.add(self.sli_stat(name, slo, slo.window, "over the SLO window"))
-        self.add(self.sli_stat(name, slo, x.window, "now; no value while no request finishes"))
-        self.add(
-            stat(
-                "Objective",
-                grafana.Target(self.recorded(OBJECTIVE, name), legend),
-                unit="percentunit",
-                decimals=3,
-                description="The objective per model (specs/slos.yaml, per-model overrides applied).",
-            )
-        )
-        self.add(
-            stat(
-                f"Error budget left ({slo.window})",
-                grafana.Target(self.recorded(REMAINING, name), legend),
-                unit="percentunit",
-                decimals=1,
-                steps=grafana.thresholds((None, RED), (0, ORANGE), (0.25, GREEN)),
-                description="1 - (error ratio over the SLO window / (1 - objective)); negative once "
-                "overspent.",
-            )
-        )
         fast = max(rows, key=lambda r: r.burn_rate)
-        self.add(
-            stat(
-                f"Time to exhaustion at the {fast.long} burn rate",
-                grafana.Target(x.time_to_exhaustion(name, slo, fast.long, *self.filters), legend),
-                unit="s",
-                w=8,
-                no_value="not burning",
-                steps=grafana.thresholds(
-                    (None, RED), (seconds(fast.long) * 6, ORANGE), (seconds("1d"), GREEN)
-                ),
-                description=f"Budget left x {slo.window} / the burn rate over the last {fast.long}: when the "
-                "budget runs out if the last hour's burn goes on. 0 once it is spent.",
+        self.row(f"{name}: {slo.summary}")
+        burning = [a for a in ctx.alerts if getattr(a.spec, "slo", None) == name]
+        rows_firing = [
+            (
+                f"{a.labels['tier']} {a.spec.long} & {a.spec.short} (burn)",
+                x.burn_alert(name, slo, next(r for r in rows if r.long == a.spec.long), *ctx.cluster_filter),
+                "suffix:x",
             )
+            for a in burning
+        ]
+        self.add(
+            columns(
+                "Burn-rate rows firing now, every model",
+                rows_firing,
+                w=24,
+                no_value=f"None: no burn-rate row of {name} fires.",
+                description="The alert rows' own conditions, for every model of the selected clusters: "
+                "the burn rate over the row's long window where both of its windows are above the row's "
+                "rate (and the guard holds).",
+            ),
+            alert_view=burning,
         )
         self.add(
-            table(
-                "Firing SLO alerts",
-                instant_table(ctx.firing(f'slo="{name}"', *self.filters)),
-                hide=("alertstate", "slo", "Value"),
+            columns(
+                "Per model",
+                [
+                    (f"SLI over {slo.window}", self.sli(name, slo.window), "percentunit"),
+                    (f"SLI now ({x.window})", self.sli(name, x.window), "percentunit"),
+                    ("objective", self.recorded(OBJECTIVE, name), "percentunit"),
+                    ("budget left", self.recorded(REMAINING, name), "percentunit"),
+                    (
+                        f"spent in (at the {fast.long} burn)",
+                        x.time_to_exhaustion(name, slo, fast.long, *self.filters),
+                        "s",
+                    ),
+                ],
                 w=24,
-                h=5,
-                no_value=f"None: no burn-rate row of {name} fires for the selected models.",
-                description="Burn-rate alerts of this SLO firing now; `long` and `short` name the windows.",
+                no_value="None: no selected model has finished a request under this SLO yet.",
+                description=f"Per selected model: the share of good requests ({slo.description}) over the "
+                "SLO window and now, the objective (overrides applied), the budget left (negative once "
+                f"overspent) and when it is spent if the last {fast.long}'s burn goes on (empty: not "
+                "burning).",
             )
         )
         windows = [w for w in x.windows(slo) if w != slo.window]
         steps = sorted({r.burn_rate: RED if r.tier == "page" else ORANGE for r in rows}.items())
-        burning = [a for a in ctx.alerts if getattr(a.spec, "slo", None) == name]
         self.add(
             timeseries(
                 "Burn rate per window",
@@ -186,6 +212,34 @@ class SloBoard(BoardBuilder):
                 description="Error ratio over each window / (1 - objective): 1 spends the budget exactly "
                 f"over {slo.window}. Lines: the alert rows' burn rates (red pages, orange tickets); a row "
                 "fires when both its long and short window are above its line.",
-            ),
-            alert_view=burning,
+            )
         )
+
+
+def columns(title: str, queries: list[tuple[str, str, str]], **kw) -> grafana.Panel:
+    """A table with one row per model and one column per query (its name, expression and unit)."""
+    refs = grafana.ref_ids(len(queries))
+    names = {f"Value #{ref}": name for ref, (name, _, _) in zip(refs, queries, strict=True)}
+    units = [
+        {"matcher": {"id": "byName", "options": name}, "properties": [{"id": "unit", "value": unit}]}
+        for name, _, unit in queries
+    ]
+    return table(
+        title,
+        *(instant_table(expr) for _, expr, _ in queries),
+        transformations=(
+            {"id": "merge", "options": {}},
+            {
+                "id": "organize",
+                "options": {
+                    "excludeByName": {"Time": True},
+                    "includeByName": {},
+                    "indexByName": {},
+                    "renameByName": names,
+                },
+            },
+        ),
+        overrides=tuple(units),
+        options={"sortBy": []},
+        **kw,
+    )

@@ -300,14 +300,20 @@ def selector_problems(specs: Path, files: dict[str, bytes]) -> list[str]:
                     (m.name, ops[str(m.op)], m.value) for m in node.matchers.matchers if m.name != "__name__"
                 }
                 name = node.name
+                # an SLO rule reads its own records by `slo` (and per-model branches by model_name),
+                # and narrows raw series to its good events (a bucket, finished reasons) on top of config
+                slo_rule = "slo" in rule.get("labels", {})
                 if name in records:
-                    ok = all(label == "quantile" and op == "=" for label, op, _ in got)
+                    ok = all(
+                        (label == "quantile" and op == "=") or label in ("slo", "model_name")
+                        for label, op, _ in got
+                    )
                 elif name == "up":
                     ok = got in targets
                 else:
                     entry = cat.lookup(name)
                     selector = parsed(cfg.selectors.get(entry.source if entry else "vllm", ""))
-                    ok = any(got == selector | extra for extra in extras)
+                    ok = any(got == selector | extra for extra in extras) or (slo_rule and selector <= got)
                 if not ok:
                     problems.append(f"{rel}: {rule.get('record') or rule.get('alert')}: {name}{sorted(got)}")
     return problems

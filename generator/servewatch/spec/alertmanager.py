@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pydantic import field_validator
 
+from .fields import label_value
 from .schema import Strict, _duration, _label
 
 
@@ -26,7 +27,7 @@ class Route(Strict):
     @field_validator("receiver")
     @classmethod
     def _name(cls, v):
-        if not v.strip():
+        if not v.strip() or label_value(v) != v:
             raise ValueError("a receiver needs a name")
         return v
 
@@ -57,8 +58,8 @@ class Alertmanager(Strict):
     @field_validator("team")
     @classmethod
     def _team(cls, v):
-        if v is not None and (not v.strip() or '"' in v):
-            raise ValueError("team is a label value: not empty, no double quotes")
+        if v is not None and not label_value(v).strip():
+            raise ValueError("team is a label value: not empty")
         return v
 
     def team_labels(self) -> dict[str, str]:

@@ -14,6 +14,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import AfterValidator, ConfigDict, Field, field_validator, model_validator
 
+from .fields import AlertLabels, LabelName, Number, label_value
 from .schema import Strict, _alert_name, _duration, seconds
 
 SLO_NAME_RE = re.compile(r"^[a-z][a-z0-9-]*$")
@@ -35,7 +36,7 @@ class LatencySLI(Strict):
 
     kind: Literal["latency"]
     histogram: str  # e.g. vllm:time_to_first_token_seconds (without _bucket)
-    threshold: float  # seconds; must be one of the histogram's bucket bounds
+    threshold: Number  # seconds; must be one of the histogram's bucket bounds
 
 
 class AvailabilitySLI(Strict):
@@ -43,8 +44,8 @@ class AvailabilitySLI(Strict):
 
     kind: Literal["availability"]
     metric: str = "vllm:request_success_total"
-    label: str = "finished_reason"
-    bad: tuple[str, ...] = ("abort", "error")
+    label: LabelName = "finished_reason"
+    bad: tuple[Annotated[str, AfterValidator(label_value)], ...] = ("abort", "error")
 
     @field_validator("bad")
     @classmethod
@@ -64,7 +65,7 @@ class BurnWindow(Strict):
     """One row of the workbook's table: alert when both windows burn faster than `burn_rate`."""
 
     tier: Tier
-    burn_rate: float = Field(gt=0)
+    burn_rate: Number = Field(gt=0)
     long: str
     short: str
 
@@ -94,7 +95,7 @@ class Alerting(Strict):
     min_events: int = Field(100, ge=0)
     for_: str = Field("0s", alias="for")
     windows: tuple[BurnWindow, ...] = WORKBOOK
-    labels: dict[str, str] = Field(default_factory=dict)
+    labels: AlertLabels = Field(default_factory=dict)
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -136,8 +137,8 @@ class Alerting(Strict):
 class ModelOverride(Strict):
     """A different objective or latency threshold for one model (by its `model_name`)."""
 
-    objective: float | None = None
-    threshold: float | None = None
+    objective: Number | None = None
+    threshold: Number | None = None
 
     _obj = field_validator("objective")(classmethod(lambda cls, v: _objective(v)))
 
@@ -151,9 +152,9 @@ class ModelOverride(Strict):
 class SLO(Strict):
     description: str  # one line: what a good event is, e.g. "first token within 2.5 s"
     sli: SLI
-    objective: float
+    objective: Number
     window: str = "28d"
-    per_model: dict[str, ModelOverride] = Field(default_factory=dict)
+    per_model: dict[Annotated[str, AfterValidator(label_value)], ModelOverride] = Field(default_factory=dict)
     alerting: Alerting
     goodput: bool = True  # whether a request must meet this SLO for its tokens to count as good
 

@@ -63,8 +63,10 @@ def model(t) -> list[dict]:
 
 
 def gpus(t) -> list[dict]:
+    """A GPU alert names the GPU, its host and the namespace of its workload; never its pod
+    (docs/alert-labels.md)."""
     return [
-        {"UUID": b["UUID"], "Hostname": b["host"], "gpu": b["gpu"], "exported_pod": b["pod"]}
+        {"UUID": b["UUID"], "host": b["host"], "gpu": b["gpu"], "namespace": b["namespace"], "pod": None}
         for b in t["bad"]
     ]
 

@@ -32,8 +32,8 @@ def test_check_reports_a_hand_edit_and_a_stale_file(repo, specs_with, tmp_path, 
     rules.write_text(rules.read_text().replace("> 0.95", "> 0.9"))
     res = servewatch("generate", "--check", "--specs", specs, "--out", out)
     assert res.returncode == 1
-    assert "-    expr: gpu:dcgm_fb_used:ratio > 0.9" in res.stdout
-    assert "+    expr: gpu:dcgm_fb_used:ratio > 0.95" in res.stdout
+    assert "-      ) > 0.9\n" in res.stdout
+    assert "+      ) > 0.95\n" in res.stdout
     assert "stale (no longer generated): rules/exporter.rules.yaml" in res.stdout
     # generate repairs both
     assert servewatch("generate", "--specs", specs, "--out", out).returncode == 0
@@ -68,7 +68,8 @@ overrides:
 """
     _, files = generate.build(specs_with({"overrides.yaml": overrides}))
     gpu = _rules(files, "gpu")["GPUFramebufferUsageHigh"]
-    assert gpu["expr"] == "gpu:dcgm_fb_used:ratio > 0.97"
+    assert gpu["expr"].startswith("(max by (UUID, GPU_I_ID) (gpu:dcgm_fb_used:ratio))")
+    assert gpu["expr"].endswith(") > 0.97")
     assert gpu["for"] == "15m" and gpu["keep_firing_for"] == "5m"
     assert gpu["labels"] == {"severity": "critical", "team": "inference"}
     vllm = _rules(files, "vllm")
@@ -89,7 +90,7 @@ def test_identity_labels_come_from_config(specs_with):
     _, files = generate.build(specs_with({"config.yaml": edits}))
     record = _rules(files, "gpu")["gpu:dcgm_fb_used:ratio"]["expr"]
     assert "max by (k8s_cluster, UUID, GPU_I_ID) (DCGM_FI_DEV_FB_USED)" in record
-    assert "modelName, namespace, pod)" in record and "exported_pod" not in record
+    assert "modelName, namespace, pod, host)" in record and "exported_pod" not in record
     # both host spellings ride along as context, so a fleet mid exporter upgrade keeps its host names
     assert "group_left (Hostname, hostname, gpu" in record
 

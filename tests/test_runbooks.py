@@ -367,16 +367,16 @@ def test_parse_filter_rejects(bad):
     [
         (
             "{uid: servewatch-moe-deployment, slug: moe-deployment, title: MoE deployment, "
-            'vars: {namespace: "[[workload',
+            "vars: {namespace: namespace}}\n    steps:\n      - id: fullest-gpus",
             "{uid: servewatch-moe-deploymnt, slug: moe-deployment, title: MoE deployment, "
-            'vars: {namespace: "[[workload',
+            "vars: {namespace: namespace}}\n    steps:\n      - id: fullest-gpus",
             "runbooks.GPUFramebufferUsageHigh.dashboards[1].uid",
             "dashboard uid 'servewatch-moe-deploymnt' is not a generated "
             "dashboard; did you mean 'servewatch-moe-deployment'?",
         ),
         (
-            'vars: {host: "[[host]]", uuid: UUID}}',
-            'vars: {host: "[[host]]", uuid: UUID, nmspace: namespace}}',
+            "vars: {host: host, uuid: UUID}}\n    steps:\n      - &s_exporter_up",
+            "vars: {host: host, uuid: UUID, nmspace: namespace}}\n    steps:\n      - &s_exporter_up",
             "runbooks.GPUFramebufferMetricsMissing.dashboards[0].vars.nmspace",
             "dashboard 'servewatch-gpu-fleet' has no variable 'nmspace'; it has ",
         ),

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from . import templates
+from .alert_context import Context
 from .promql import builders as b
 from .signals import SignalBuilder
 from .spec.loader import Spec
@@ -76,6 +77,7 @@ class Model:
         self.spec = spec
         self.config = spec.config
         self.builder = SignalBuilder(spec.config)
+        self.context = Context(self.builder)
         self.tokens = self.builder.labels.tokens()
         # dashboard uid -> {alert: id of the panel that shows it}; its dashboard_url opens that panel
         self.dashboard_panels = dashboard_panels or {}
@@ -112,20 +114,22 @@ class Model:
     @cached_property
     def groups(self) -> tuple[RuleGroup, ...]:
         out = []
+        remembered: set[str] = set()  # memory records, each in the first group whose alerts need it
         for group in self.spec.groups:
             gov = self.spec.overrides.groups.get(group.name)
             enabled = group.enabled if gov is None or gov.enabled is None else gov.enabled
             if not enabled:
                 continue
             interval = gov.interval if gov and gov.interval else group.interval
-            records = tuple(r for name in group.records for r in self._records(name))
-            alerts = tuple(
-                self._alert(a, group.name, group.family)
-                for a in (effective_alert(a, self.spec) for a in group.alerts)
-                if a.enabled
-            )
+            specs = [a for a in (effective_alert(a, self.spec) for a in group.alerts) if a.enabled]
+            records = [r for name in group.records for r in self._records(name)]
+            for memory in (m for a in specs for m in self.context.memories(a, self.spec.signals)):
+                if memory.record not in remembered:
+                    remembered.add(memory.record)
+                    records.append(RecordRule(memory.record, memory.expr))
+            alerts = tuple(self._alert(a, group.name, group.family) for a in specs)
             if records or alerts:
-                out.append(RuleGroup(group.name, group.family, interval, records, alerts))
+                out.append(RuleGroup(group.name, group.family, interval, tuple(records), alerts))
         return tuple(out)
 
     def _records(self, name: str) -> list[RecordRule]:
@@ -152,9 +156,18 @@ class Model:
 
     def _alert_expr(self, alert: Alert) -> str:
         if alert.signal:
-            return b.compare(self.record_for(alert.signal, alert.quantile), alert.op, alert.threshold)
+            return self._threshold_expr(alert)
         ab = alert.absence
-        return self.builder.absence(ab.kind, ab.source, self.spec.signals, ab.signal, ab.absent_fires)
+        return self.builder.absence(ab.kind, ab.source, self.spec.signals, ab.signal, ab.absent_fires, ab)
+
+    def _threshold_expr(self, alert: Alert) -> str:
+        """`signal op threshold`; a GPU's signal keyed by the GPU alone, with the GPU's stable labels
+        (alert_context.py), so labels that come and go cannot restart `for`."""
+        signal = self.signal(alert.signal)
+        value = self.record_for(alert.signal, alert.quantile)
+        if signal.level == "gpu":
+            value = self.context.gpu(b.dedup(value, self.builder.labels.identity("gpu")))
+        return b.compare(value, alert.op, alert.threshold)
 
     def _annotations(self, alert: Alert) -> dict[str, str]:
         sub = lambda text: templates.substitute_tokens(text, self.tokens)  # noqa: E731

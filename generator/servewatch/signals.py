@@ -11,6 +11,8 @@ from functools import cached_property
 
 from . import catalog as catalog_mod
 from .catalog.exporter import DcgmFacts, ExporterProfile, WorkloadLabels
+from .absence import Absences
+from .alert_context import HOST, fold_host, gpu_pod_lookup
 from .promql import builders as b
 from .spec.schema import Config, Signal
 
@@ -106,6 +108,15 @@ class Labels:
             # the name another exporter generation uses: what a rename looks like from here
             **({"fb_used_renamed": renamed.metric("fb_used")} if renamed.has("fb_used") else {}),
             "cluster": self.config.cluster_label or "cluster",
+            # descriptions: " in cluster <name>" where a cluster label is configured, else nothing
+            "in_cluster": (
+                f" in cluster {{{{ $labels.{self.config.cluster_label} }}}}"
+                if self.config.cluster_label
+                else ""
+            ),
+            # descriptions: `{{ with [[gpu_pod_lookup]] }}...{{ . | first | label "pod" }}{{ end }}`
+            "gpu_pod_lookup": gpu_pod_lookup(self.identity("gpu"), self.config.remember.workload),
+            "rate_window": self.config.rate_window,
         }
 
 
@@ -158,11 +169,11 @@ class SignalBuilder:
         if signal.kind == "matched_ratio":
             part, rest = self.select(signal.numerator), self.select(signal.partner)
             ratio = b.matched_ratio(part, rest, ident)
-            return (
-                b.with_context(ratio, part, ident, self.labels.gpu_context())
-                if signal.level == "gpu"
-                else ratio
-            )
+            if signal.level != "gpu":
+                return ratio
+            # the host also folded into the one `host` label the alerts carry (alert_context.py)
+            described = fold_host(part, self.labels.host_spellings)
+            return b.with_context(ratio, described, ident, self.labels.gpu_context() + [HOST])
         if signal.kind == "rate":
             return self._rate_at_level(self.select(signal.metric), window, signal.level, list(signal.by))
         if signal.kind == "counter_ratio":
@@ -170,12 +181,17 @@ class SignalBuilder:
             part = self._rate_at_level(
                 self.select(signal.metric, signal.matchers), window, signal.level, [], keep
             )
-            whole = self._rate_at_level(self.select(signal.metric), window, signal.level, [], keep)
-            return b.guarded_div(part, whole, ident)
+            return b.guarded_div(part, self.denominator(signal, window), ident)
         if signal.kind == "quantile":
             q = quantile if quantile is not None else signal.quantiles[0]
             return self.histogram_quantile(signal.metric, q, window, signal.level)
         raise ValueError(f"unknown signal kind {signal.kind}")
+
+    def denominator(self, signal: Signal, window: str | None = None) -> str:
+        """A counter_ratio's denominator: the rate of every event it counts (e.g. finished requests)."""
+        keep = [label for label, _, _ in b.parse_matchers(signal.matchers)]
+        window = window or self.config.rate_window
+        return self._rate_at_level(self.select(signal.metric), window, signal.level, [], keep)
 
     def _rate_at_level(
         self, series: str, window: str, level: str, by: list[str], dedup_extra: list[str] = ()
@@ -201,23 +217,6 @@ class SignalBuilder:
         return b.only_where(b.quantile(q, by_le), f"{counts} > 0", keep)
 
     # -- companions that keep an alert family from going silently blind --------------------------
-    def partner_missing(self, signal: Signal) -> str:
-        ident = self.labels.identity(signal.level)
-        part, rest = self.select(signal.numerator), self.select(signal.partner)
-        g_part, g_rest = b.agg("group", ident, part), b.agg("group", ident, rest)
-        target = self.labels.target()
-        exporter_up = f"{b.agg('max', target, self.up('dcgm'))} == 1"
-        either = f"({b.agg('group', target, part)} or {b.agg('group', target, rest)})"
-        return b.any_of(
-            b.unless(g_part, g_rest, ident),
-            b.unless(g_rest, g_part, ident),
-            b.unless(exporter_up, either, target),
-        )
-
-    def target_down(self, source: str, absent_fires: bool = True) -> str:
-        down = f"{b.agg('max', self.labels.target(), self.up(source))} == 0"
-        return b.any_of(down, f"absent({self.up(source)})") if absent_fires else down
-
     def input_metrics(self, source: str, signals) -> list[str]:
         """The series the signals of a source read (a histogram through its _count), sorted."""
         out = set()
@@ -227,33 +226,9 @@ class SignalBuilder:
                     out.add(self.metric_name(name) + ("_count" if s.kind == "quantile" else ""))
         return sorted(out)
 
-    def inputs_missing(self, source: str, metrics: list[str]) -> str:
-        """Targets that export the liveness metric but not one of the inputs (a rename or removal)."""
-        target = self.labels.target()
-        live = b.agg("group", target, self.select(self.liveness))
-        return b.any_of(
-            *(
-                f"label_replace({b.unless(live, b.agg('group', target, self.select(m)), target)}, "
-                f'"metric", "{m}", "", "")'
-                for m in metrics
-            )
-        )
-
     def absence(
-        self, kind: str, source: str, signals: dict, signal: str | None = None, absent_fires: bool = True
+        self, kind: str, source: str, signals: dict, signal=None, absent_fires: bool = True, absence=None
     ) -> str:
-        """The condition of a 'never silently blind' alert, by its kind."""
-        if kind == "partner_missing":
-            return self.partner_missing(signals[signal])
-        if kind == "target_down":
-            return self.target_down(source, absent_fires)
-        if kind == "inputs_missing":
-            return self.inputs_missing(source, self.input_metrics(source, signals.values()))
-        return self.metrics_absent(source)
-
-    def metrics_absent(self, source: str) -> str:
-        target = self.labels.target()
-        keep = target + ["namespace", "pod"]
-        up = b.agg("max", keep, self.up(source))
-        liveness = b.agg("group", target, self.select(self.liveness))
-        return b.any_of(f"{up} == 0", b.unless(f"{up} == 1", liveness, target))
+        """The condition of a 'never silently blind' alert, by its kind (absence.py); `absence` is
+        the alert's absence spec, for the options of its kind."""
+        return Absences(self).build(kind, source, signals, signal, absent_fires, absence)

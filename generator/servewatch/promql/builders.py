@@ -102,3 +102,49 @@ def any_of(*exprs: str) -> str:
 
 def compare(expr: str, op: str, threshold: float) -> str:
     return f"{expr} {op} {threshold:g}"
+
+
+def join(expr: str, info: str, on: Sequence[str], attach: Sequence[str]) -> str:
+    """`expr` with the labels `attach` copied from the one-per-`on` series of `info` (value 1); only
+    where `info` has a series (see `left_join`)."""
+    return f"({expr})\n* on ({labels(on)}) group_left ({labels(attach)})\n  {info}"
+
+
+def left_join(expr: str, info: str, on: Sequence[str], attach: Sequence[str]) -> str:
+    """`join`, and `expr` as it is where `info` has no series, so missing context never drops a result."""
+    return f"(\n  {join(expr, info, on, attach)}\nor on ({labels(on)})\n  ({expr})\n)"
+
+
+def with_label(expr: str, label: str, value: str) -> str:
+    """`expr` with a constant `label="value"` on every series."""
+    return f'label_replace({expr}, "{label}", "{value}", "", "")'
+
+
+def fill_label(expr: str, src: str, dst: str) -> str:
+    """`expr` with label `dst` set from `src` where `src` is not empty (unlike `copy_label`, an empty
+    `src` leaves `dst` alone, so several spellings of one label fold into one: Hostname, hostname)."""
+    return f'label_replace({expr}, "{dst}", "$1", "{src}", "(.+)")'
+
+
+def seen_at(series: str, by: Sequence[str]) -> str:
+    """When each `by` combination was last present: evaluation time as the value, so a recording
+    rule of it remembers what it saw (see `recall`)."""
+    return agg("max", by, f"timestamp({series})")
+
+
+def recall(record: str, key: Sequence[str], window: str) -> str:
+    """Per `key`, the series of a `seen_at` record seen most recently within `window`: what was there
+    last, even if it is gone now (a dropped mapping, a vanished target). Value 1."""
+    return f"group without () (topk by ({labels(key)}) (1, max_over_time({record}[{window}])))"
+
+
+def gone(record: str, by: Sequence[str], window: str) -> str:
+    """The `by` combinations a record had within `window` and has no longer."""
+    return unless(f"max_over_time({record}[{window}])", record, by)
+
+
+def started_within(series: str, key: Sequence[str], window: str) -> str:
+    """Series of `key` that have never been 1 within `window` and did not exist `window` ago: things
+    that are still starting up (a new pod loading its model), not things that went down."""
+    never_up = f"{agg('max', key, f'max_over_time({series}[{window}])')} == 0"
+    return unless(never_up, agg("group", key, f"{series} offset {window}"), key)

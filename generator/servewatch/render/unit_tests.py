@@ -65,7 +65,8 @@ def render(model: Model) -> dict[str, str]:
                 lbls = {sub(k): sub(v) for k, v in firing.labels.items()}
                 lbls = {**lbls, **rule.result_labels, **rule.labels}
                 annotations = {
-                    k: templates.render(v, lbls, firing.value) for k, v in rule.annotations.items()
+                    k: templates.render(v, lbls, firing.value, firing.context)
+                    for k, v in rule.annotations.items()
                 }
                 expected.append({"exp_labels": dict(sorted(lbls.items())), "exp_annotations": annotations})
             checks.append({"eval_time": _duration(exp.at), "alertname": rule.alert, "exp_alerts": expected})

@@ -165,6 +165,15 @@ class Identity(Strict):
         return v
 
 
+class Remember(Strict):
+    """How long the rules remember what they saw (docs/alert-labels.md)."""
+
+    workload: PositiveDuration = (
+        "1h"  # the workload last seen on a GPU stays its namespace (and pod) this long
+    )
+    targets: PositiveDuration = "12h"  # targets that vanished are reported until this long after they went
+
+
 class Config(Strict):
     cluster_label: LabelName | None = None
     scrape_interval: PositiveDuration = "30s"
@@ -178,6 +187,7 @@ class Config(Strict):
         BeforeValidator(_with_defaults(DEFAULT_TARGETS)),
     ] = Field(default_factory=lambda: dict(DEFAULT_TARGETS))
     identity: Identity = Identity()
+    remember: Remember = Remember()
     dcgm: DcgmProfile = DcgmProfile()
     rule_namespace: K8sName = "monitoring"
     rule_labels: K8sLabels = Field(default_factory=lambda: {"role": "alert-rules"})
@@ -268,7 +278,10 @@ class Absence(Strict):
     kind: Literal["partner_missing", "target_down", "metrics_absent", "inputs_missing"]
     source: Literal["dcgm", "vllm"]
     signal: str | None = None  # partner_missing: the matched_ratio signal
-    absent_fires: bool = True  # target_down: fire when no target exists at all
+    absent_fires: bool = True  # target_down, metrics_absent: fire when no target exists at all
+    # metrics_absent: a target that has not been up since it appeared is starting (loading its
+    # weights), not down, for this long
+    startup_grace: PositiveDuration | None = None
 
 
 class Dashboard(Strict):
@@ -368,6 +381,8 @@ class ExpectedAlert(Strict):
     labels: dict[LabelOrToken, Annotated[str, AfterValidator(label_value)]] = Field(default_factory=dict)
     # needed when the description shows $value; any digits (promtool compares the rendered text)
     value: Annotated[float, StrictInput(), AllowInfNan(False)] | None = None
+    # what the description's lookup finds at run time (templates.py), e.g. {pod: deepseek-v3-0}
+    context: dict[LabelName, Annotated[str, AfterValidator(label_value)]] = Field(default_factory=dict)
 
 
 def _eval_time(value: str) -> str:

@@ -58,7 +58,11 @@ ALTERNATIVES = ({"Hostname", "hostname"},)  # either spelling names the host
 MIG_ONLY = {"GPU_I_PROFILE", "GPU_I_ID"}  # absent on full GPUs
 # The tables that list what is wrong (reviewed by eye): empty on a healthy fleet, and saying so.
 PROBLEM_LISTS = {
-    "vllm-serving": {"vLLM targets down or without metrics", "vLLM metrics the alerts read, missing"},
+    "vllm-serving": {
+        "vLLM targets down or without metrics",
+        "vLLM engines with work in flight and no progress",
+        "vLLM metrics the alerts read, missing",
+    },
     "gpu-fleet": {
         "dcgm-exporter targets down",
         "GPUs or exporters without both fb_used and fb_free",

@@ -589,6 +589,7 @@ def test_pages_give_the_investigation_directions_of_issue_4(default_build):
     assert set(DIRECTIONS) == {a.alert for a in model.alerts()} - {
         "VLLMPreemptionsHigh",
         "VLLMRequestErrorRateHigh",
+        "VLLMEngineStalled",
     }
     assert check_directions(model, files) == []
 

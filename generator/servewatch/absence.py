@@ -6,6 +6,7 @@
   target_down      a target is down, or all targets of a source are gone (per cluster)
   metrics_absent   a target is down, up without its engine metrics, or all are gone (per namespace)
   inputs_missing   a target exports engine metrics but not one that a signal reads
+  no_progress      work is in flight and nothing advances (a wedged engine still serving /metrics)
 """
 
 from __future__ import annotations
@@ -89,6 +90,17 @@ class Absences:
                 for m in metrics
             )
         )
+
+    def no_progress(self, work: list, progress: list) -> str:
+        """Engines with work in flight (the `work` gauges sum above 0) whose `progress` rates are all 0:
+        /metrics answers, the gauges are frozen, no token is produced and no request finishes. Read
+        from the signals' recording rules (spec_checks: recorded by an enabled group), so a dashboard
+        shows exactly this condition without a rate over a fixed window."""
+        ident = self.labels.identity(work[0].level)
+        read = lambda s: self.context.recorded(s.record, s.level)  # noqa: E731
+        in_flight = f"{b.total([read(s) for s in work], ident)} > 0"
+        stalled = f"{b.total([read(s) for s in progress], ident)} == 0"
+        return b.only_where(in_flight, stalled, ident)
 
     # -- shared parts ---------------------------------------------------------------------------
     def _served(self, source: str, per_target: str) -> str:

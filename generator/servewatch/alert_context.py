@@ -138,6 +138,10 @@ class Context:
     def _memory(self, record: str, source: str, keys: list[str]) -> str:
         return self._read(record, self.config.selectors.get(source, ""), keys)
 
+    def recorded(self, record: str, level: str) -> str:
+        """A signal's recording rule, narrowed like the memories (its series carry the level's identity)."""
+        return self._memory(record, "dcgm" if level == "gpu" else "vllm", self.labels.identity(level))
+
     # -- the joins alerts use -----------------------------------------------------------------
     def gpu(self, expr: str) -> str:
         """A per-GPU result with the GPU's stable labels and its workload namespace.

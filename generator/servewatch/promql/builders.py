@@ -100,6 +100,11 @@ def any_of(*exprs: str) -> str:
     return "\n or\n".join(exprs)
 
 
+def total(exprs: Sequence[str], on: Sequence[str]) -> str:
+    """The sum of several per-`on` vectors (a series missing on one side drops out)."""
+    return exprs[0] if len(exprs) == 1 else f"({f' + on ({labels(on)}) '.join(exprs)})"
+
+
 def compare(expr: str, op: str, threshold: float) -> str:
     return f"{expr} {op} {threshold:g}"
 

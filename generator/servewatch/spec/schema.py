@@ -275,13 +275,22 @@ class Signal(Strict):
 class Absence(Strict):
     """What a 'never silently blind' companion alert watches."""
 
-    kind: Literal["partner_missing", "target_down", "metrics_absent", "inputs_missing"]
+    kind: Literal["partner_missing", "target_down", "metrics_absent", "inputs_missing", "no_progress"]
     source: Literal["dcgm", "vllm"]
     signal: str | None = None  # partner_missing: the matched_ratio signal
     absent_fires: bool = True  # target_down, metrics_absent: fire when no target exists at all
     # metrics_absent: a target that has not been up since it appeared is starting (loading its
     # weights), not down, for this long
     startup_grace: PositiveDuration | None = None
+    # no_progress: gauge signals that say work is in flight, and rate signals that say it advances
+    work: tuple[str, ...] = ()
+    progress: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _needs(self):
+        if self.kind == "no_progress" and not (self.work and self.progress):
+            raise ValueError("a no_progress absence needs `work` and `progress` signals")
+        return self
 
 
 class Dashboard(Strict):

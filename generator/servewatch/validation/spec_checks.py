@@ -96,6 +96,9 @@ def spec_problems(spec) -> list[SpecError]:
                         key,
                         "quantile",
                     )
+            if alert.absence and alert.absence.kind == "no_progress":
+                for problem, field in _no_progress_problems(alert.absence, spec.signals, _recorded(spec)):
+                    err(problem, key, "absence", field)
             if alert.absence and alert.absence.kind == "partner_missing":
                 sig = spec.signals.get(alert.absence.signal or "")
                 if sig is None or sig.kind != "matched_ratio":
@@ -187,6 +190,46 @@ def spec_problems(spec) -> list[SpecError]:
                 )
     errors.extend(_dashboard_problems(spec))
     return errors
+
+
+def _recorded(spec) -> set[str]:
+    """The signals an enabled group records (overrides applied)."""
+    out = set()
+    for group in spec.groups:
+        ov = spec.overrides.groups.get(group.name)
+        if group.enabled if ov is None or ov.enabled is None else ov.enabled:
+            out.update(group.records)
+    return out
+
+
+def _no_progress_problems(absence, signals, recorded: set[str]) -> list[tuple[str, str]]:
+    """`work` must name gauges and `progress` rates, all of one level (the engine that stalls), each
+    recorded by an enabled group: the condition reads their recording rules."""
+    out, levels = [], set()
+    for field, kinds in (("work", ("gauge",)), ("progress", ("rate",))):
+        for name in getattr(absence, field):
+            signal = signals.get(name)
+            if signal is None:
+                out.append((f"unknown signal {name!r}{did_you_mean(name, signals)}", field))
+            elif signal.kind not in kinds:
+                out.append(
+                    (
+                        f"{field} signals must be {' or '.join(kinds)} signals; {name!r} is a {signal.kind}",
+                        field,
+                    )
+                )
+            elif name not in recorded:
+                out.append(
+                    (
+                        f"signal {name!r} is recorded by no enabled group; the condition reads its record",
+                        field,
+                    )
+                )
+            else:
+                levels.add(signal.level)
+    if len(levels) > 1:
+        out.append((f"work and progress signals must share one level, not {sorted(levels)}", "work"))
+    return out
 
 
 def _dashboard_problems(spec) -> list[SpecError]:

@@ -499,6 +499,37 @@ def vllm_kv_renamed() -> Scenario:
     )
 
 
+def wedged_engine() -> Scenario:
+    """``POD_1`` engine "0" wedges at step 80 (a hang in the expert-parallel all-to-all): the server
+    keeps answering scrapes, but the engine finishes no request and computes no token.
+
+    From step 80 its requests per step are 0, so every counter and histogram of it stays at its last
+    value, while its gauges freeze at their last values: running 10, waiting 0, KV 0.45. The other
+    three engines stay at the baseline, so the model's latency, error and throughput signals (from
+    finished requests) stay healthy. The 5 m rates of the engine are 0 from step 89 (the window
+    (step 79, step 89] holds no increment); VLLMEngineStalled holds from then on, and at ``EVAL_STEP``
+    has held for 15 min, beyond its `for`.
+    """
+    bad = (1, 0)
+
+    def engine_kw(p, e):
+        if (p, e) != bad:
+            return {}
+        return dict(requests=step_fn(BASE_REQUESTS, {INCIDENT_STEP: 0}))
+
+    return _build(
+        "wedged_engine",
+        engine_kw=engine_kw,
+        truth={
+            "bad": [{"namespace": NS, "pod": POD_1, "model_name": MODEL, "engine": "0"}],
+            "in_flight": BASE_RUNNING,
+            "stalled_from_step": INCIDENT_STEP + 9,
+            "ttft_p95": _p(0.95, CHAT_MIX, "ttft_s", TTFT_BUCKETS),
+            "error_share": 0.0,
+        },
+    )
+
+
 INCIDENTS: dict[str, Callable[[], Scenario]] = {
     "kv_saturation": kv_saturation,
     "ttft_queueing": ttft_queueing,
@@ -507,6 +538,7 @@ INCIDENTS: dict[str, Callable[[], Scenario]] = {
     "dcgm_renamed": dcgm_renamed,
     "vllm_stats_missing": vllm_stats_missing,
     "vllm_kv_renamed": vllm_kv_renamed,
+    "wedged_engine": wedged_engine,
     "healthy": healthy,
 }
 

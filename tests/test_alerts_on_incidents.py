@@ -15,7 +15,6 @@ which the absence alerts' ``for`` window easily absorbs.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Callable
 
@@ -23,6 +22,8 @@ import pytest
 import yaml
 
 from servewatch_testkit.localprom import LocalPrometheus, backfill_start
+from servewatch.model import Model
+from servewatch.spec.loader import load
 from servewatch.spec.schema import seconds
 from servewatch_testkit.synth import INCIDENTS, incident
 
@@ -33,17 +34,18 @@ RULE_FILES = [REPO / "rules" / "gpu.rules.yaml", REPO / "rules" / "vllm.rules.ya
 
 
 def _alerts() -> dict[str, dict]:
-    """alert name -> {expr, for (seconds), threshold (None for absence alerts)} from the generated files."""
+    """alert name -> {expr, for (seconds), threshold (None for absence alerts)}: the expressions from the
+    generated files, the thresholds as the specs resolve them."""
+    thresholds = {a.alert: a.spec.threshold for a in Model(load(REPO / "specs")).alerts()}
     out = {}
     for path in RULE_FILES:
         for group in yaml.safe_load(path.read_text())["groups"]:
             for rule in group["rules"]:
                 if "alert" in rule:
-                    m = re.search(r"\s>\s*([0-9.eE+-]+)\s*$", rule["expr"])
                     out[rule["alert"]] = {
                         "expr": rule["expr"],
                         "for": seconds(rule.get("for", "0s")),
-                        "threshold": float(m.group(1)) if m else None,
+                        "threshold": thresholds[rule["alert"]],
                     }
     return out
 

@@ -66,7 +66,7 @@ def test_groups_of_records_alone_go_to_prometheus_rules(tmp_path, specs_with):
     """The default specs record in the groups that alert; a group of recording rules alone is
     kube-prometheus' prometheusRules."""
     traffic = (
-        "records: [model_requests_rate, model_request_error_ratio, "
+        "records: [model_requests_rate, model_request_error_ratio, model_engine_error_ratio, "
         "engine_prompt_tokens_rate, engine_generation_tokens_rate]"
     )
     records_only = """
@@ -77,7 +77,10 @@ def test_groups_of_records_alone_go_to_prometheus_rules(tmp_path, specs_with):
     specs = specs_with(
         {
             "alerts/vllm.yaml": [
-                (traffic, "records: [model_requests_rate, model_request_error_ratio]"),
+                (
+                    traffic,
+                    "records: [model_requests_rate, model_request_error_ratio, model_engine_error_ratio]",
+                ),
                 (
                     "  - name: vllm-availability\n",
                     records_only.lstrip("\n") + "  - name: vllm-availability\n",

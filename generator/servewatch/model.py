@@ -60,6 +60,7 @@ def effective_alert(alert: Alert, spec: Spec) -> Alert:
         k: v
         for k, v in {
             "threshold": ov.threshold,
+            "min_traffic": ov.min_traffic,
             "for_": ov.for_,
             "keep_firing_for": ov.keep_firing_for,
             "severity": ov.severity,
@@ -167,7 +168,11 @@ class Model:
         value = self.record_for(alert.signal, alert.quantile)
         if signal.level == "gpu":
             value = self.context.gpu(b.dedup(value, self.builder.labels.identity("gpu")))
-        return b.compare(value, alert.op, alert.threshold)
+        condition = b.compare(value, alert.op, alert.threshold)
+        if alert.min_traffic is None:
+            return condition
+        traffic = f"{self.builder.denominator(signal)} >= {alert.min_traffic:g}"
+        return b.only_where(condition, traffic, self.builder.labels.identity(signal.level))
 
     def _annotations(self, alert: Alert) -> dict[str, str]:
         sub = lambda text: templates.substitute_tokens(text, self.tokens)  # noqa: E731

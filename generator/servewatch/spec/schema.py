@@ -305,6 +305,9 @@ class Alert(Strict):
     quantile: Number | None = None
     op: Literal[">", ">=", "<", "<="] = ">"
     threshold: Number | None = None
+    # counter_ratio signals: fire only where the ratio's denominator (e.g. finished requests per
+    # second) is at least this, so a handful of events at low traffic cannot page
+    min_traffic: Number | None = None
     absence: Absence | None = None
     for_: Duration = Field("5m", alias="for")
     keep_firing_for: Duration | None = None
@@ -361,6 +364,7 @@ class Group(Strict):
 
 class AlertOverride(Strict):
     threshold: Number | None = None
+    min_traffic: Number | None = None
     for_: Duration | None = Field(None, alias="for")
     keep_firing_for: Duration | None = None
     severity: Literal["critical", "warning", "info"] | None = None

@@ -89,6 +89,13 @@ def spec_problems(spec) -> list[SpecError]:
                         "signal",
                     )
                 sig = spec.signals[alert.signal]
+                if alert.min_traffic is not None and sig.kind != "counter_ratio":
+                    err(
+                        f"min_traffic needs a counter_ratio signal (its denominator is the traffic); "
+                        f"{alert.signal!r} is a {sig.kind}",
+                        key,
+                        "min_traffic",
+                    )
                 if sig.kind == "quantile" and alert.quantile not in sig.quantiles:
                     err(
                         f"alert on quantile signal {alert.signal!r} "

@@ -30,12 +30,12 @@ ITERATION_TOKENS = "vllm:iteration_tokens_total"
 PER_MODEL = "pod and engine do not apply"
 WORST = (  # the overview's worst-of stats, coloured by their alert: title, signal, quantile, unit, what to do
     (
-        "Aborted or failed requests",
-        "model_request_error_ratio",
+        "Failed requests (engine errors)",
+        "model_engine_error_ratio",
         None,
         "percentunit",
-        "Share of finished requests that ended in abort or error, worst model. When red, open Traffic per "
-        "model to see which model and whether clients abort.",
+        "Share of finished requests that the engine failed (finished_reason error), worst model; client "
+        "aborts are not counted. When red, open Traffic per model to see which model.",
     ),
     *(
         (
@@ -246,15 +246,15 @@ class VllmServing(BoardBuilder):
         )
         self.add(
             timeseries(
-                "Aborted or failed requests per model",
-                grafana.Target(self.models.signal("model_request_error_ratio"), ctx.model_legend()),
+                "Failed requests per model (engine errors)",
+                grafana.Target(self.models.signal("model_engine_error_ratio"), ctx.model_legend()),
                 unit="percentunit",
                 min=0,
-                steps=above(ctx.threshold("model_request_error_ratio")),
-                description="Share of each model's finished requests that ended in abort or error. Above "
-                "the line, see the runbook: client aborts (timeouts) or engine errors.",
+                steps=above(ctx.threshold("model_engine_error_ratio")),
+                description="Share of each model's finished requests that the engine failed (finished_reason "
+                "error). Above the line, see the runbook; client aborts are in Finished requests by reason.",
             ),
-            alert_view=ctx.alerts_of("model_request_error_ratio"),
+            alert_view=ctx.alerts_of("model_engine_error_ratio"),
         )
         self.add(
             timeseries(

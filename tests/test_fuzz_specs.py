@@ -287,6 +287,11 @@ def selector_problems(specs: Path, files: dict[str, bytes]) -> list[str]:
     parsed = lambda text: frozenset((m.label, m.op, m.value) for m in matchers.parse(text))  # noqa: E731
     targets = {parsed(text) for text in cfg.targets.values()}
     extras = [frozenset()] + [parsed(s.matchers) for s in spec.signals.values() if s.matchers]
+    # the workload a GPU is mapped to is read where the mapping exists (alert_context.py)
+    workload = cat.dcgm.workload_labels[cfg.dcgm.workload_labels].pod
+    extras.append(frozenset({(workload, "!=", "")}))
+    # a recording rule the alerts remember is narrowed by the config's matchers its series carry
+    configured = set().union(*(parsed(t) for t in [*cfg.selectors.values(), *cfg.targets.values()]))
     ops = {"MatchOp.Equal": "=", "MatchOp.NotEqual": "!=", "MatchOp.Re": "=~", "MatchOp.NotRe": "!~"}
     problems = []
     for rel, text in rule_groups(files):
@@ -301,7 +306,10 @@ def selector_problems(specs: Path, files: dict[str, bytes]) -> list[str]:
                 }
                 name = node.name
                 if name in records:
-                    ok = all(label == "quantile" and op == "=" for label, op, _ in got)
+                    ok = all(
+                        (label == "quantile" and op == "=") or (label, op, v) in configured
+                        for label, op, v in got
+                    )
                 elif name == "up":
                     ok = got in targets
                 else:

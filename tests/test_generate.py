@@ -122,15 +122,22 @@ def test_scenarios_hold_for_every_exporter_profile(specs_with, tmp_path, profile
 
 @pytest.mark.tools("promtool")
 def test_a_wrong_expectation_fails_promtool(specs_with, tmp_path, servewatch):
-    """The generated tests can fail: a stricter threshold turns a firing scenario silent."""
+    """The generated tests can fail: a scenario that expects the full GPU on another index."""
     specs = specs_with(
-        {"overrides.yaml": "overrides:\n  alerts:\n    GPUFramebufferUsageHigh: {threshold: 0.99}\n"}
+        {
+            "scenarios/gpu.yaml": [
+                (
+                    '- labels: {UUID: GPU-aaaa, gpu: "0", host: node-a',
+                    '- labels: {UUID: GPU-aaaa, gpu: "9", host: node-a',
+                )
+            ]
+        }
     )
     out = tmp_path / "out"
     assert servewatch("generate", "--specs", specs, "--out", out).returncode == 0
-    res = servewatch("test", "--out", out, "--extra", tmp_path / "none")
+    res = servewatch("test", "--specs", specs, "--out", out, "--extra", tmp_path / "none")
     assert res.returncode == 1
-    assert "full GPU next to an empty one on the same host" in res.stdout
+    assert "name: full GPU next to an empty one on the same host," in res.stdout
 
 
 def test_every_alert_has_firing_and_silent_promtool_cases(default_build):

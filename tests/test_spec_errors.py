@@ -158,7 +158,7 @@ def test_cli_error_is_one_clear_message_and_nothing_is_written(repo, specs_with,
 
 
 def test_firing_expectation_without_the_value_its_description_shows(specs_with):
-    msgs = _errors(specs_with({"scenarios/vllm.yaml": [("            value: 0.97\n", "")]}))
+    msgs = _errors(specs_with({"scenarios/vllm.yaml": [("            value: '${above}'\n", "")]}))
     assert any("scenarios[0].expect[1].firing[0]" in m and "shows $value" in m for m in msgs), msgs
 
 
@@ -584,19 +584,25 @@ GPU_SCENARIO = '{series: \'[[fb_used]]{UUID="GPU-aaaa", gpu="0"'
         ),
         (
             "scenarios/gpu.yaml",
-            "values: '79000x20'",
-            "values: '79000x99999999999999999999'",
+            "values: '${used}x${span}'",
+            "values: '${used}x99999999999999999999'",
             "scenarios[0].series[0].values",
             "more than 100000 samples",
         ),
         (
             "scenarios/gpu.yaml",
-            "values: '79000x20'",
+            "values: '${used}x${span}'",
             "values: '1,2'",
             "scenarios[0].series[0].values",
             "is not a sample",
         ),
-        ("scenarios/gpu.yaml", "      - at: 3m", "      - at: 100y", "scenarios[0].expect[0].at", "(7d)"),
+        (
+            "scenarios/gpu.yaml",
+            "      - {at: 'for - eval_interval', firing: []}",
+            "      - {at: 100y, firing: []}",
+            "scenarios[0].expect[0].at",
+            "(7d)",
+        ),
         (
             "scenarios/gpu.yaml",
             "name: full GPU next to an empty one on the same host",

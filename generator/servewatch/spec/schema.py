@@ -20,6 +20,7 @@ from .. import catalog
 from ..catalog.exporter import METRIC_NAME_RE
 from .translate import did_you_mean
 from .fields import (
+    DURATION_RE,
     AlertLabels,
     Duration,
     K8sLabels,
@@ -29,12 +30,12 @@ from .fields import (
     Name,
     Number,
     PositiveDuration,
-    SampleValues,
-    Series,
     duration,
     duration_ms,
     label_name,
     label_value,
+    sample_values,
+    series,
     shown,
     url_pattern,
 )
@@ -390,10 +391,53 @@ class Overrides(Strict):
     scenarios: dict[str, ScenarioOverride] = Field(default_factory=dict)
 
 
+# Scenario expressions (scenarios.py reads them; here only their alphabet and a sketch of the notation).
+EXPRESSION_RE = re.compile(r"[A-Za-z0-9_ +\-*/().,]+")
+EXPR_RE = re.compile(r"\$\{([^}]*)\}")
+REPEAT_RE = re.compile(r"\(([^()]*)\)\*([0-9]+)")
+
+
+def _expression(value: str) -> str:
+    text = value.strip()
+    if text.startswith("${") and text.endswith("}"):
+        text = text[2:-1]
+    if not EXPRESSION_RE.fullmatch(text):
+        raise ValueError(f"{shown(value)} is not an expression like '80000 * above' (README, Tuning)")
+    return value
+
+
+def _let_name(name: str) -> str:
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
+        raise ValueError(f"{shown(name)} must be a lower-case name (letters, digits, _)")
+    return name
+
+
+def _sketch(text: str) -> str:
+    """`text` with each `${...}` as 1 and each `(samples)*n` once: promtool's notation to check."""
+    for expr in EXPR_RE.findall(text):
+        _expression(expr)
+    return REPEAT_RE.sub(lambda m: m.group(1), EXPR_RE.sub("1", text))
+
+
+def _at(value: str) -> str:
+    """A duration (whole seconds, at most 7d), or an expression of durations like 'for + 2m'."""
+    if isinstance(value, str) and value and DURATION_RE.fullmatch(value):
+        return _eval_time(duration(value))
+    if isinstance(value, str) and EXPRESSION_RE.fullmatch(value):
+        return value
+    raise ValueError(
+        f"{shown(value)} is neither a duration like 10m nor an expression like 'for + 2m' (README, Tuning)"
+    )
+
+
 class ExpectedAlert(Strict):
     labels: dict[LabelOrToken, Annotated[str, AfterValidator(label_value)]] = Field(default_factory=dict)
-    # needed when the description shows $value; any digits (promtool compares the rendered text)
-    value: Annotated[float, StrictInput(), AllowInfNan(False)] | None = None
+    # needed when the description shows $value: a number, or an expression like '${above}' (scenarios.py)
+    value: (
+        Annotated[float, StrictInput(), AllowInfNan(False)]
+        | Annotated[str, AfterValidator(_expression)]
+        | None
+    ) = None
     # what the description's lookup finds at run time (templates.py), e.g. {pod: deepseek-v3-0}
     context: dict[LabelName, Annotated[str, AfterValidator(label_value)]] = Field(default_factory=dict)
 
@@ -408,14 +452,14 @@ def _eval_time(value: str) -> str:
 
 
 class Expectation(Strict):
-    at: Annotated[Duration, AfterValidator(_eval_time)]
+    at: Annotated[str, AfterValidator(_at)]
     alert: str | None = None  # defaults to the scenario's alert
     firing: tuple[ExpectedAlert, ...] = ()
 
 
 class SeriesInput(Strict):
-    series: Series
-    values: SampleValues
+    series: Annotated[str, AfterValidator(lambda v: series(_sketch(v)) and v)]
+    values: Annotated[str, AfterValidator(lambda v: sample_values(_sketch(v)) and v)]
 
 
 class Scenario(Strict):
@@ -423,5 +467,9 @@ class Scenario(Strict):
     alert: str
     why: str = ""
     interval: PositiveDuration = "1m"
+    # names for expressions of this scenario, computed in order (scenarios.py): {used: '80000 * above'}
+    let: dict[Annotated[str, AfterValidator(_let_name)], Annotated[str, AfterValidator(_expression)]] = Field(
+        default_factory=dict
+    )
     series: tuple[SeriesInput, ...]
     expect: tuple[Expectation, ...]

@@ -9,6 +9,7 @@ from .. import templates
 from ..errors import Location, SpecError
 from ..signals import Labels
 from ..spec.translate import did_you_mean
+from .scenario_checks import scenario_problems
 
 METRIC_FIELDS = ("metric", "numerator", "partner")
 
@@ -196,6 +197,8 @@ def spec_problems(spec) -> list[SpecError]:
                     ("alert", alert.alert),
                 )
     errors.extend(_dashboard_problems(spec))
+    if not errors:  # expressions are computed on a model: only of a spec sound otherwise
+        errors.extend(scenario_problems(spec))
     return errors
 
 

@@ -146,7 +146,7 @@ def test_every_alert_has_firing_and_silent_promtool_cases(default_build):
     for path, text in files.items():
         if path.startswith("promtool/"):
             for test in yaml.safe_load(text)["tests"]:
-                for check in test["alert_rule_test"]:
+                for check in test.get("alert_rule_test", []):
                     cases.setdefault(check["alertname"], set()).add(
                         "firing" if check["exp_alerts"] else "silent"
                     )

@@ -68,10 +68,16 @@ def test_every_alert_tuned_keeps_the_default_scenarios_green(specs_copy, tmp_pat
         if c["alertname"] == alert
     ]
     assert ats != default_ats
-    # promtool runs the scenarios that check the tuned alert; the others cannot have changed
+    # promtool runs the scenarios and the generated boundary tests that check the tuned alert; the
+    # others cannot have changed
     family = tuned.family
-    suite = yaml.safe_load(unit_tests.render(model)[unit_tests.test_path(family)])
-    suite["tests"] = [t for t in suite["tests"] if any(c["alertname"] == alert for c in t["alert_rule_test"])]
+    rendered = unit_tests.render(model)
+    suite = yaml.safe_load(rendered[unit_tests.test_path(family)])
+    boundaries = rendered.get(f"promtool/{family}.boundaries.test.yaml")
+    suite["tests"] += yaml.safe_load(boundaries)["tests"] if boundaries else []
+    suite["tests"] = [
+        t for t in suite["tests"] if any(c["alertname"] == alert for c in t.get("alert_rule_test", []))
+    ]
     assert suite["tests"]
     files = {rules.plain_path(family): rules.render(model)[rules.plain_path(family)]}
     files[unit_tests.test_path(family)] = yaml.safe_dump(suite, sort_keys=False)

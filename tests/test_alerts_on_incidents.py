@@ -81,6 +81,18 @@ def vllm_targets(t) -> list[dict]:
     return [{"namespace": b["namespace"], "pod": b["pod"]} for b in t["bad"]]
 
 
+def namespaces(t) -> list[dict]:
+    """All targets of a namespace gone: the alert names the namespace, no target."""
+    return [{"namespace": b["namespace"], "job": None, "instance": None} for b in t["bad"]]
+
+
+def gpu_instances(t) -> list[dict]:
+    return [
+        {"UUID": b["UUID"], "GPU_I_ID": b["GPU_I_ID"], "host": b["host"], "metric": b["metric"]}
+        for b in t["bad"]
+    ]
+
+
 def missing_inputs(t) -> list[dict]:
     return [{"job": b["job"], "instance": b["instance"], "metric": b["metric"]} for b in t["bad"]]
 
@@ -134,6 +146,27 @@ FIRES: dict[str, dict[str, tuple[Callable, str | None, str]]] = {
             vllm_targets,
             None,
             "POD_1's target is up (up = 1) without a single vllm: series",
+        ),
+    },
+    "gpu_pod_label_flap": {
+        "GPUFramebufferUsageHigh": (
+            gpus,
+            "fb_ratio",
+            "the full GPU's pod mapping comes and goes every 6 minutes; the alert's labels do not",
+        ),
+    },
+    "vllm_scrape_gone": {
+        "VLLMMetricsAbsent": (
+            namespaces,
+            None,
+            "every vLLM target of llm-serving vanished; chat-serving keeps its target",
+        ),
+    },
+    "mig_without_fb": {
+        "GPUFramebufferMetricsMissing": (
+            gpu_instances,
+            None,
+            "both MIG instances of the reconfigured GPU export other fields but no FB pair",
         ),
     },
     "wedged_engine": {
@@ -195,6 +228,9 @@ SILENT: dict[str, dict[str, tuple[str, str]]] = {
         ),
     },
     "vllm_stats_missing": {},
+    "gpu_pod_label_flap": {},
+    "vllm_scrape_gone": {},
+    "mig_without_fb": {},
     "wedged_engine": {
         "VLLMTimeToFirstTokenP95High": ("ttft_p95", "the other engines keep the model's TTFT p95 at 0.917 s"),
         "VLLMRequestErrorRateHigh": ("error_share", "a wedged engine finishes nothing, not even errors"),

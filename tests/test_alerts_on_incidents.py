@@ -15,6 +15,7 @@ which the absence alerts' ``for`` window easily absorbs.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Callable
@@ -29,7 +30,9 @@ from servewatch_testkit.synth import INCIDENTS, incident
 pytestmark = [pytest.mark.integration, pytest.mark.tools("promtool", "prometheus")]
 
 REPO = Path(__file__).resolve().parents[1]
-RULE_FILES = [REPO / "rules" / "gpu.rules.yaml", REPO / "rules" / "vllm.rules.yaml"]
+# `make mutate` (servewatch_testkit/mutate) points this at mutated copies of the rule files.
+RULES_DIR = Path(os.environ.get("SERVEWATCH_RULES_DIR") or REPO / "rules")
+RULE_FILES = [RULES_DIR / "gpu.rules.yaml", RULES_DIR / "vllm.rules.yaml"]
 
 
 def _alerts() -> dict[str, dict]:
@@ -39,7 +42,7 @@ def _alerts() -> dict[str, dict]:
         for group in yaml.safe_load(path.read_text())["groups"]:
             for rule in group["rules"]:
                 if "alert" in rule:
-                    m = re.search(r"\s>\s*([0-9.eE+-]+)\s*$", rule["expr"])
+                    m = re.search(r"\s[<>]=?\s*([0-9.eE+-]+)\s*$", rule["expr"])
                     out[rule["alert"]] = {
                         "expr": rule["expr"],
                         "for": seconds(rule.get("for", "0s")),

@@ -115,10 +115,10 @@ def to_json(mutants: list[Mutant], results: dict[str, Result], notes: Notes, run
                 "stage": r.stage,
                 "detail": r.detail,
                 "reason": notes.equivalent.get(m.id) or notes.gaps.get(m.id),
-                "expr": m.expr,
-                "for": m.for_,
             }
         )
+        if r.status != "killed":  # what a human needs to judge a survivor; killed ones: --list
+            entries[-1].update({"expr": m.expr, "for": m.for_})
     summary = {k: v for k, v in s.items() if k != "outcomes"}
     return json.dumps({"run": run_info, "summary": summary, "mutants": entries}, indent=2) + "\n"
 

@@ -10,13 +10,15 @@ checks exactly that for every mutant before it is run.
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Iterator, Union
 
 import promql_parser as pp
+
+# OpenMetrics writes numbers the way PromQL reads them (50, 0.95, NaN, +Inf): one formatter for both.
+from ..synth.openmetrics import _fmt_value as number_text
 
 
 class Unsupported(Exception):
@@ -131,7 +133,7 @@ def _at(node) -> str | None:
         return "start()"
     if kind == "End":
         return "end()"
-    return _number(at.at.timestamp())
+    return number_text(at.at.timestamp())
 
 
 def _selector(node) -> Selector:
@@ -193,16 +195,6 @@ def _binary(node) -> Binary:
 # -- printing --------------------------------------------------------------------------------------
 
 
-def _number(value: float) -> str:
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "Inf" if value > 0 else "-Inf"
-    if value.is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    return repr(value)
-
-
 def duration(td: timedelta) -> str:
     """A Prometheus duration: 2m30s, 1h, 500ms."""
     ms = round(td.total_seconds() * 1000)
@@ -261,7 +253,7 @@ def _modifiers(offset: timedelta | None, at: str | None) -> str:
 
 def render(node: Node) -> str:
     if isinstance(node, Number):
-        return _number(node.value)
+        return number_text(node.value)
     if isinstance(node, String):
         return quote(node.value)
     if isinstance(node, Selector):

@@ -6,7 +6,8 @@
     --jobs N --timeout S   parallel mutants (default 2) and the deadline of each (default 300 s)
 
 A full run writes REPORT.md and report.json to --out (default bench/mutation); a run with --only
-prints the report and writes nothing unless --out is given.
+prints the report and writes nothing unless --out is given. The notes on survivors are read from
+bench/mutation/ (--notes to read them elsewhere).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def parser() -> argparse.ArgumentParser:
         "--out", type=Path, default=None, help=f"report folder (default {DEFAULT_OUT} for full runs)"
     )
     p.add_argument(
-        "--notes", type=Path, default=None, help="equivalent.yaml/gaps.yaml folder (default: --out)"
+        "--notes", type=Path, default=None, help=f"equivalent.yaml/gaps.yaml folder (default {DEFAULT_OUT})"
     )
     return p
 
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     full = len(chosen) == len(all_mutants)
     out = args.out or (root / DEFAULT_OUT if full else None)
-    notes = report.Notes.load(args.notes or out or root / DEFAULT_OUT)
+    notes = report.Notes.load(args.notes or root / DEFAULT_OUT)
     try:
         tools.find("promtool")
     except tools.ToolError as e:

@@ -157,12 +157,9 @@ class SignalBuilder:
             return b.dedup(self.select(signal.metric), ident + list(signal.by))
         if signal.kind == "matched_ratio":
             part, rest = self.select(signal.numerator), self.select(signal.partner)
-            ratio = b.matched_ratio(part, rest, ident)
-            return (
-                b.with_context(ratio, part, ident, self.labels.gpu_context())
-                if signal.level == "gpu"
-                else ratio
-            )
+            if signal.level == "gpu":
+                return b.matched_ratio_with_context(part, rest, ident, self.labels.gpu_context())
+            return b.matched_ratio(part, rest, ident)
         if signal.kind == "rate":
             return self._rate_at_level(self.select(signal.metric), window, signal.level, list(signal.by))
         if signal.kind == "counter_ratio":

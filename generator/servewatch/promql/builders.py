@@ -52,9 +52,12 @@ def dedup(series: str, identity: Sequence[str]) -> str:
     return agg("max", identity, series)
 
 
-def guarded_div(numerator: str, denominator: str, on: Sequence[str]) -> str:
-    """numerator / denominator where the denominator is > 0; 0/0 and x/0 give no result."""
-    return f"(\n  {numerator}\n/ on ({labels(on)})\n  ({denominator} > 0)\n)"
+def guarded_div(numerator: str, denominator: str, on: Sequence[str], many_left: bool = False) -> str:
+    """numerator / denominator where the denominator is > 0; 0/0 and x/0 give no result. With
+    `many_left` the result keeps the numerator's labels (group_left), not only the `on` labels."""
+    # "()": a bare group_left would read the "(" that follows as its label list
+    group = " group_left ()" if many_left else ""
+    return f"(\n  {numerator}\n/ on ({labels(on)}){group}\n  ({denominator} > 0)\n)"
 
 
 def matched_ratio(part: str, rest: str, identity: Sequence[str]) -> str:
@@ -62,6 +65,20 @@ def matched_ratio(part: str, rest: str, identity: Sequence[str]) -> str:
     p = dedup(part, identity)
     r = dedup(rest, identity)
     return guarded_div(p, f"({p} + on ({labels(identity)}) {r})", identity)
+
+
+def matched_ratio_with_context(part: str, rest: str, identity: Sequence[str], context: Sequence[str]) -> str:
+    """part / (part + rest) per identity, carrying descriptive labels (host, GPU index, pod) of `part`.
+
+    The numerator is `part` cut to one series per identity: topk 1 of its maximum per identity and
+    context, whose value is the identity's maximum. So the context labels cost no read of their
+    own, and a label that changed between scrapes cannot cause a many-to-many error.
+    """
+    if not context:
+        return matched_ratio(part, rest, identity)
+    p = f"topk by ({labels(identity)}) (1, {dedup(part, [*identity, *context])})"
+    whole = f"({dedup(part, identity)} + on ({labels(identity)}) {dedup(rest, identity)})"
+    return guarded_div(p, whole, identity, many_left=True)
 
 
 def with_context(expr: str, series: str, identity: Sequence[str], context: Sequence[str]) -> str:

@@ -301,7 +301,11 @@ def selector_problems(specs: Path, files: dict[str, bytes]) -> list[str]:
                 }
                 name = node.name
                 if name in records:
-                    ok = all(label == "quantile" and op == "=" for label, op, _ in got)
+                    # a part of a record by its own labels: a quantile, a bucket (le), a signal's matchers
+                    ok = (
+                        all(label in ("quantile", "le") and op == "=" for label, op, _ in got)
+                        or got in extras
+                    )
                 elif name == "up":
                     ok = got in targets
                 else:

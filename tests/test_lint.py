@@ -110,7 +110,7 @@ def test_generated_rules_pass_every_check(repo):
     for r in model.records():
         ctx.add_record(RecordDef(r.record, r.expr, tuple(sorted(r.labels.items()))))
     exprs = [r.expr for r in model.records()] + [a.expr for a in model.alerts()]
-    assert len(exprs) == 30
+    assert len(exprs) == 39
     for expr in exprs:
         assert lint(expr, ctx) == [], expr
 
@@ -122,8 +122,8 @@ def test_servewatch_own_rules_and_dashboards_lint_clean(servewatch):
     report = json.loads(res.stdout)
     assert res.returncode == 0, res.stdout
     assert report["findings"] == []
-    # 30 rules in each of plain, PrometheusRule, Mimir and kube-prometheus-stack values
-    assert report["summary"]["rules"] == 120 and report["summary"]["dashboards"] == 12
+    # 39 rules in each of plain, PrometheusRule, Mimir and kube-prometheus-stack values
+    assert report["summary"]["rules"] == 156 and report["summary"]["dashboards"] == 12
 
 
 def test_lint_cli_exit_codes(servewatch):

@@ -1,7 +1,9 @@
 """servewatch_testkit.rule_stages: recording rules cut into the stages promtool can backfill in order."""
 
 import pytest
+import yaml
 
+from servewatch import generate
 from servewatch_testkit.rule_stages import reads, stages
 
 
@@ -53,3 +55,21 @@ def test_no_records_no_stages_and_cycles_are_refused():
     loop = {"groups": [group("g", rec("a:b:c", "d:e:f"), rec("d:e:f", "a:b:c"))]}
     with pytest.raises(ValueError, match="cycle: a:b:c -> d:e:f -> a:b:c"):
         stages([loop])
+
+
+def test_the_generated_quantiles_read_their_bucket_rates_one_stage_later(repo):
+    """Every quantile record of the default rules is backfilled after the bucket rates it reads."""
+    _, files = generate.build(repo / "specs")
+    vllm = yaml.safe_load(files["rules/vllm.rules.yaml"])
+    cut = stages([vllm])
+    names = [{r["record"] for g in s[0]["groups"] for r in g["rules"]} for s in cut]
+    assert len(cut) == 2
+    assert "model:vllm_time_to_first_token_seconds_bucket:rate5m" in names[0]
+    assert names[1] == {
+        "model:vllm_time_to_first_token_seconds:histogram_quantile_rate5m",
+        "model:vllm_inter_token_latency_seconds:histogram_quantile_rate5m",
+        "model:vllm_e2e_request_latency_seconds:histogram_quantile_rate5m",
+        "model:vllm_request_errors:ratio_rate5m",
+        "model:vllm_prompt_tokens:rate5m",
+        "model:vllm_generation_tokens:rate5m",
+    }

@@ -105,6 +105,22 @@ def test_rate_on_a_gauge_is_refused(specs_with):
     assert "is a gauge; rate() needs a counter" in msg
 
 
+def test_bucket_rates_need_a_histogram_per_engine_or_model(specs_with, line_of):
+    counter = ("metric: vllm:request_prompt_tokens\n", "metric: vllm:prompt_tokens_total\n")
+    specs = specs_with({"signals.yaml": [counter]})
+    line = line_of(specs / "signals.yaml", "metric: vllm:prompt_tokens_total\n    record: model:vllm_request")
+    [msg] = _errors(specs)
+    assert f"signals.yaml:{line}: signals.model_prompt_length_buckets.metric" in msg
+    # a histogram is named by its _bucket series: a counter has none
+    assert "'vllm:prompt_tokens_total_bucket' is not in the vLLM/DCGM catalogs" in msg
+    per_gpu = (
+        "kind: bucket_rate\n    level: model\n    metric: vllm:request_generation",
+        "kind: bucket_rate\n    level: gpu\n    metric: vllm:request_generation",
+    )
+    [msg] = _errors(specs_with({"signals.yaml": [per_gpu]}))
+    assert "signals.model_generation_length_buckets" in msg and "level: engine or model" in msg
+
+
 def test_duplicate_alert_across_files(specs_with):
     extra = textwrap.dedent("""\
         groups:
@@ -658,7 +674,8 @@ def test_a_signal_the_dashboards_read_cannot_be_removed(specs_copy):
     text = f.read_text()
     start = text.index("  engine_preemptions_rate:\n")
     f.write_text(text[:start] + text[text.index("  engine_prompt_tokens_rate:\n") :])
-    expected = f"{f.as_posix()}:3: signals: the dashboards read signal 'engine_preemptions_rate'"
+    line = text[: text.index("\nsignals:")].count("\n") + 2  # the line of `signals:`
+    expected = f"{f.as_posix()}:{line}: signals: the dashboards read signal 'engine_preemptions_rate'"
     msgs = _errors(specs_copy)
     assert any(m.startswith(expected) for m in msgs), msgs
 

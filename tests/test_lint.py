@@ -122,8 +122,8 @@ def test_servewatch_own_rules_and_dashboards_lint_clean(servewatch):
     report = json.loads(res.stdout)
     assert res.returncode == 0, res.stdout
     assert report["findings"] == []
-    # 39 rules in each of plain, PrometheusRule, Mimir and kube-prometheus-stack values
-    assert report["summary"]["rules"] == 156 and report["summary"]["dashboards"] == 12
+    # 39 rules in each of plain, PrometheusRule, Mimir, Thanos and kube-prometheus-stack values
+    assert report["summary"]["rules"] == 195 and report["summary"]["dashboards"] == 12
 
 
 def test_lint_cli_exit_codes(servewatch):

@@ -85,9 +85,7 @@ def recognise(doc: Doc, file: str, known: set[str]) -> Contents:
     elif api.startswith("kustomize.config.k8s.io/") and kind in ("Kustomization", "Component"):
         out.skipped.append(f"kustomize {kind}")
     elif is_rule_groups(data.get("groups")) and "namespace" in data:
-        out.add_rules(
-            doc, ("groups",), file, "mimir", f"Mimir rules (namespace {data['namespace']})", known
-        )
+        out.add_rules(doc, ("groups",), file, "mimir", f"Mimir rules (namespace {data['namespace']})", known)
     elif is_rule_groups(data.get("groups")) and any(
         isinstance(g, dict) and "partial_response_strategy" in g for g in data["groups"]
     ):

@@ -24,54 +24,9 @@ def _write_json(path: Path, data: dict) -> Path:
     return path
 
 
-class LocalPrometheusAgent(LocalServer):
-    """``prometheus --agent``: scrapes `scrape_configs`, adds `external_labels` and remote-writes to
-    `remote_write_url`; no local queries, no rules."""
-
-    tool = "prometheus"
-    log_name = "prometheus-agent.log"
-
-    def __init__(
-        self,
-        scrape_configs: Sequence[dict],
-        remote_write_url: str,
-        external_labels: Mapping[str, str],
-        *,
-        extra_args: Sequence[str] = (),
-        **kw,
-    ):
-        super().__init__(extra_args=extra_args, **kw)
-        self.config = {
-            "global": {"external_labels": dict(external_labels)},
-            "scrape_configs": list(scrape_configs),
-            "remote_write": [
-                {
-                    "url": remote_write_url,
-                    # send within a second, not the default 5 s: the tests run on compressed time
-                    "queue_config": {"batch_send_deadline": "1s", "min_backoff": "100ms"},
-                }
-            ],
-        }
-
-    def prepare(self) -> None:
-        _write_json(self.workdir / "agent.yml", self.config)
-
-    def args(self, port: int) -> list[str]:
-        return [
-            "--agent",
-            f"--config.file={self.workdir / 'agent.yml'}",
-            f"--storage.agent.path={self.workdir / 'wal'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ]
-
-
-class LocalVMAgent(LocalServer):
-    """vmagent: scrapes `scrape_configs`, adds `labels` to every sample and remote-writes them to
-    `remote_write_url`."""
-
-    tool = "vmagent"
-    ready_path = "/health"
-    log_name = "vmagent.log"
+class _Forwarder(LocalServer):
+    """A scraper that stores nothing itself: it scrapes `scrape_configs`, adds `labels` to every
+    sample and remote-writes them to `remote_write_url`."""
 
     def __init__(
         self,
@@ -86,6 +41,43 @@ class LocalVMAgent(LocalServer):
         self.scrape_configs = list(scrape_configs)
         self.remote_write_url = remote_write_url
         self.labels = dict(labels)
+
+
+class LocalPrometheusAgent(_Forwarder):
+    """``prometheus --agent``: the labels are its ``external_labels``; no local queries, no rules."""
+
+    tool = "prometheus"
+    log_name = "prometheus-agent.log"
+
+    def prepare(self) -> None:
+        config = {
+            "global": {"external_labels": self.labels},
+            "scrape_configs": self.scrape_configs,
+            "remote_write": [
+                {
+                    "url": self.remote_write_url,
+                    # send within a second, not the default 5 s: the tests run on compressed time
+                    "queue_config": {"batch_send_deadline": "1s", "min_backoff": "100ms"},
+                }
+            ],
+        }
+        _write_json(self.workdir / "agent.yml", config)
+
+    def args(self, port: int) -> list[str]:
+        return [
+            "--agent",
+            f"--config.file={self.workdir / 'agent.yml'}",
+            f"--storage.agent.path={self.workdir / 'wal'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ]
+
+
+class LocalVMAgent(_Forwarder):
+    """vmagent: the labels go on every sample through ``-remoteWrite.label``."""
+
+    tool = "vmagent"
+    ready_path = "/health"
+    log_name = "vmagent.log"
 
     def prepare(self) -> None:
         _write_json(self.workdir / "scrape.yml", {"scrape_configs": self.scrape_configs})

@@ -358,20 +358,21 @@ def chart(results: dict, png: Path) -> None:
     fig, axes = plt.subplots(1, 3, figsize=(17, 7))
     ax = axes[0]
     for i, g in enumerate(sizes[0]["rules"]["groups"]):
-        ax.plot(gpus, [s["rules"]["groups"][i]["eval_ms"] for s in sizes], marker="o", label=g["name"])
-    ax.plot(
-        gpus,
-        [s["rules"]["total"]["eval_ms"] for s in sizes],
-        marker="s",
-        color="black",
-        lw=2,
-        label="all groups",
-    )
-    if all("cpu_ms" in s["rules"]["total"] for s in sizes):
-        cpu = [s["rules"]["total"]["cpu_ms"] for s in sizes]
-        ax.plot(gpus, cpu, marker="s", color="black", ls=":", label="all groups, Prometheus CPU")
+        weight = 30 / g.get("interval_s", 30)
+        ax.plot(
+            gpus, [s["rules"]["groups"][i]["eval_ms"] * weight for s in sizes], marker="o", label=g["name"]
+        )
+    sets = [("rules", "black", "all groups")]
+    if all("rules_before" in s for s in sizes):
+        sets.append(("rules_before", "grey", "all groups before"))
+    for key, color, name in sets:
+        totals = [s[key]["total"] for s in sizes]
+        ax.plot(gpus, [per_30s(t, "eval_ms") for t in totals], marker="s", color=color, lw=2, label=name)
+        if all("cpu_ms" in t for t in totals):
+            cpu = [per_30s(t, "cpu") for t in totals]
+            ax.plot(gpus, cpu, marker="s", color=color, ls=":", label=f"{name}, Prometheus CPU")
     ax.axhline(RULE_INTERVAL_MS * RULE_TARGET_SHARE, color="red", ls="--", label="target: 2% of 30 s")
-    ax.set_title("Rule evaluation time (one evaluation)")
+    ax.set_title("Rule set, eval time per 30 s")
     ax.set_ylabel("ms")
     # name -> per size: (samples, eval ms, Prometheus CPU ms or None)
     series = {"rule set (one evaluation)": [_costs(s["rules"]["total"], s["rules"]["total"]) for s in sizes]}

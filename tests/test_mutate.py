@@ -109,7 +109,7 @@ def test_a_label_is_dropped_from_every_by_on_and_group_left():
     assert changed(rule, "label-dropped") == [
         "max by (b) (x) * on (b) group_left (c) group by (b, c) (y)",
         "max by (a) (x) * on (a) group_left (c) group by (a, c) (y)",
-        "max by (a, b) (x) * on (a, b) group_left group by (a, b) (y)",
+        "max by (a, b) (x) * on (a, b) group_left () group by (a, b) (y)",
     ]
 
 

@@ -277,7 +277,9 @@ def render(node: Node) -> str:
         if node.matching:
             parts.append(f"{node.matching} {_labels(node.match_labels)}")
         if node.group:
-            parts.append(node.group + (f" {_labels(node.group_labels)}" if node.group_labels else ""))
+            # Always print the label list: a bare `group_left` before a parenthesised right-hand side
+            # would read that parenthesis as the list.
+            parts.append(f"{node.group} {_labels(node.group_labels)}")
         parts.append(render(node.rhs))
         return " ".join(parts)
     if isinstance(node, Paren):

@@ -15,6 +15,7 @@ which the absence alerts' ``for`` window easily absorbs.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Callable
 
@@ -30,7 +31,9 @@ from servewatch_testkit.synth import INCIDENTS, incident
 pytestmark = [pytest.mark.integration, pytest.mark.tools("promtool", "prometheus")]
 
 REPO = Path(__file__).resolve().parents[1]
-RULE_FILES = [REPO / "rules" / "gpu.rules.yaml", REPO / "rules" / "vllm.rules.yaml"]
+# `make mutate` (servewatch_testkit/mutate) points this at mutated copies of the rule files.
+RULES_DIR = Path(os.environ.get("SERVEWATCH_RULES_DIR") or REPO / "rules")
+RULE_FILES = [RULES_DIR / "gpu.rules.yaml", RULES_DIR / "vllm.rules.yaml"]
 
 
 def _alerts() -> dict[str, dict]:

@@ -258,7 +258,8 @@ def run_cli(*args) -> tuple[int, str]:
 
 def rule_groups(files: dict[str, bytes]) -> list[tuple[str, str]]:
     """(where, plain rule file text) for every rule group list generated under rules/, in whichever
-    form it was written (plain, PrometheusRule spec, Mimir namespace, Helm values map)."""
+    form it was written (plain, PrometheusRule spec, Mimir namespace, Thanos Ruler file without its
+    own group field, Helm values map)."""
     out = []
 
     def find(node, where):
@@ -269,7 +270,8 @@ def rule_groups(files: dict[str, bytes]) -> list[tuple[str, str]]:
                 and groups
                 and all(isinstance(g, dict) and "rules" in g for g in groups)
             ):
-                out.append((where, yaml.safe_dump({"groups": groups}, sort_keys=False)))
+                plain = [{k: v for k, v in g.items() if k != "partial_response_strategy"} for g in groups]
+                out.append((where, yaml.safe_dump({"groups": plain}, sort_keys=False)))
                 return
             for key, value in node.items():
                 find(value, f"{where}:{key}")
@@ -306,9 +308,14 @@ def selector_problems(specs: Path, files: dict[str, bytes]) -> list[str]:
                 }
                 name = node.name
                 if name in records:
-                    ok = all(
-                        (label == "quantile" and op == "=") or (label, op, v) in configured
-                        for label, op, v in got
+                    # a part of a record by its own labels (a quantile, a bucket's le, a signal's
+                    # matchers), or a record the alerts remember, narrowed by the configured matchers
+                    ok = (
+                        all(
+                            (label in ("quantile", "le") and op == "=") or (label, op, v) in configured
+                            for label, op, v in got
+                        )
+                        or got in extras
                     )
                 elif name == "up":
                     ok = got in targets

@@ -92,7 +92,7 @@ def test_identity_labels_come_from_config(specs_with):
     assert "max by (k8s_cluster, UUID, GPU_I_ID) (DCGM_FI_DEV_FB_USED)" in record
     assert "modelName, namespace, pod, host)" in record and "exported_pod" not in record
     # both host spellings ride along as context, so a fleet mid exporter upgrade keeps its host names
-    assert "group_left (Hostname, hostname, gpu" in record
+    assert "max by (k8s_cluster, UUID, GPU_I_ID, Hostname, hostname, gpu" in record
 
 
 @pytest.mark.parametrize(

@@ -122,12 +122,12 @@ def test_servewatch_own_rules_and_dashboards_lint_clean(servewatch, repo):
     report = json.loads(res.stdout)
     assert res.returncode == 0, res.stdout
     assert report["findings"] == []
-    # every rule in each of plain, PrometheusRule, Mimir and kube-prometheus-stack values
+    # every rule in each of plain, PrometheusRule, Mimir, Thanos and kube-prometheus-stack values
     from servewatch import generate
 
     model, _ = generate.build(repo / "specs")
     rules = len(model.records()) + len(model.alerts())
-    assert report["summary"]["rules"] == 4 * rules and report["summary"]["dashboards"] == 12
+    assert report["summary"]["rules"] == 5 * rules and report["summary"]["dashboards"] == 12
 
 
 def test_lint_cli_exit_codes(servewatch):

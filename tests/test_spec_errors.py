@@ -99,10 +99,33 @@ def test_rate_window_shorter_than_four_scrapes(specs_with):
     assert "config.yaml:" in msg and "4 x scrape_interval" in msg
 
 
+def test_scrape_interval_in_fractions_of_a_second_is_refused(specs_with, line_of):
+    specs = specs_with({"config.yaml": [("scrape_interval: 30s", "scrape_interval: 1500ms")]})
+    [msg] = _errors(specs)
+    line = line_of(specs / "config.yaml", "1500ms")
+    assert f"config.yaml:{line}: config.scrape_interval" in msg and "whole number of seconds" in msg
+
+
 def test_rate_on_a_gauge_is_refused(specs_with):
     gauge = ("metric: vllm:num_preemptions_total", "metric: vllm:num_requests_running")
     [msg] = _errors(specs_with({"signals.yaml": [gauge]}))
     assert "is a gauge; rate() needs a counter" in msg
+
+
+def test_bucket_rates_need_a_histogram_per_engine_or_model(specs_with, line_of):
+    counter = ("metric: vllm:request_prompt_tokens\n", "metric: vllm:prompt_tokens_total\n")
+    specs = specs_with({"signals.yaml": [counter]})
+    line = line_of(specs / "signals.yaml", "metric: vllm:prompt_tokens_total\n    record: model:vllm_request")
+    [msg] = _errors(specs)
+    assert f"signals.yaml:{line}: signals.model_prompt_length_buckets.metric" in msg
+    # a histogram is named by its _bucket series: a counter has none
+    assert "'vllm:prompt_tokens_total_bucket' is not in the vLLM/DCGM catalogs" in msg
+    per_gpu = (
+        "kind: bucket_rate\n    level: model\n    metric: vllm:request_generation",
+        "kind: bucket_rate\n    level: gpu\n    metric: vllm:request_generation",
+    )
+    [msg] = _errors(specs_with({"signals.yaml": [per_gpu]}))
+    assert "signals.model_generation_length_buckets" in msg and "level: engine or model" in msg
 
 
 def test_duplicate_alert_across_files(specs_with):
@@ -665,7 +688,8 @@ def test_a_signal_the_dashboards_read_cannot_be_removed(specs_copy):
     text = f.read_text()
     start = text.index("  engine_preemptions_rate:\n")
     f.write_text(text[:start] + text[text.index("  engine_prompt_tokens_rate:\n") :])
-    expected = f"{f.as_posix()}:3: signals: the dashboards read signal 'engine_preemptions_rate'"
+    line = text[: text.index("\nsignals:")].count("\n") + 2  # the line of `signals:`
+    expected = f"{f.as_posix()}:{line}: signals: the dashboards read signal 'engine_preemptions_rate'"
     msgs = _errors(specs_copy)
     assert any(m.startswith(expected) for m in msgs), msgs
 

@@ -123,7 +123,7 @@ class Model:
                 continue
             interval = gov.interval if gov and gov.interval else group.interval
             specs = [a for a in (effective_alert(a, self.spec) for a in group.alerts) if a.enabled]
-            records = [r for name in group.records for r in self._records(name)]
+            records = list(self._group_records(group.records))
             for memory in (m for a in specs for m in self.context.memories(a, self.spec.signals)):
                 if memory.record not in remembered:
                     remembered.add(memory.record)
@@ -133,14 +133,25 @@ class Model:
                 out.append(RuleGroup(group.name, group.family, interval, tuple(records), alerts))
         return tuple(out)
 
-    def _records(self, name: str) -> list[RecordRule]:
+    def _group_records(self, names: tuple[str, ...]) -> tuple[RecordRule, ...]:
+        """A group's recording rules in order. Prometheus evaluates a group's rules one after another
+        at the same timestamp, so a rule may read a rate or bucket rate recorded before it in the
+        group: that is how a histogram's raw buckets are read once per evaluation, not once per
+        quantile."""
+        out: list[RecordRule] = []
+        for i, name in enumerate(names):
+            builder = self.builder.reading([self.spec.signals[n] for n in names[:i]])
+            out += self._records(name, builder)
+        return tuple(out)
+
+    def _records(self, name: str, builder: SignalBuilder) -> list[RecordRule]:
         s = self.spec.signals[name]
         if s.kind == "quantile":
             return [
-                RecordRule(s.record, self.builder.expr(s, quantile=q), {"quantile": f"{q:g}"}, name)
+                RecordRule(s.record, builder.expr(s, quantile=q), {"quantile": f"{q:g}"}, name)
                 for q in s.quantiles
             ]
-        return [RecordRule(s.record, self.builder.expr(s), {}, name)]
+        return [RecordRule(s.record, builder.expr(s), {}, name)]
 
     def _alert(self, alert: Alert, group: str, family: str) -> AlertRule:
         return AlertRule(

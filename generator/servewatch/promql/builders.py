@@ -52,9 +52,12 @@ def dedup(series: str, identity: Sequence[str]) -> str:
     return agg("max", identity, series)
 
 
-def guarded_div(numerator: str, denominator: str, on: Sequence[str]) -> str:
-    """numerator / denominator where the denominator is > 0; 0/0 and x/0 give no result."""
-    return f"(\n  {numerator}\n/ on ({labels(on)})\n  ({denominator} > 0)\n)"
+def guarded_div(numerator: str, denominator: str, on: Sequence[str], many_left: bool = False) -> str:
+    """numerator / denominator where the denominator is > 0; 0/0 and x/0 give no result. With
+    `many_left` the result keeps the numerator's labels (group_left), not only the `on` labels."""
+    # "()": a bare group_left would read the "(" that follows as its label list
+    group = " group_left ()" if many_left else ""
+    return f"(\n  {numerator}\n/ on ({labels(on)}){group}\n  ({denominator} > 0)\n)"
 
 
 def matched_ratio(part: str, rest: str, identity: Sequence[str]) -> str:
@@ -62,6 +65,23 @@ def matched_ratio(part: str, rest: str, identity: Sequence[str]) -> str:
     p = dedup(part, identity)
     r = dedup(rest, identity)
     return guarded_div(p, f"({p} + on ({labels(identity)}) {r})", identity)
+
+
+def matched_ratio_with_context(
+    part: str, rest: str, identity: Sequence[str], context: Sequence[str], described: str | None = None
+) -> str:
+    """part / (part + rest) per identity, carrying descriptive labels (host, GPU index, pod) of
+    `described` (`part` itself, or `part` with labels derived from its own).
+
+    The numerator is `described` cut to one series per identity: topk 1 of its maximum per identity
+    and context, whose value is the identity's maximum. So the context labels cost no read of their
+    own, and a label that changed between scrapes cannot cause a many-to-many error.
+    """
+    if not context:
+        return matched_ratio(part, rest, identity)
+    p = f"topk by ({labels(identity)}) (1, {dedup(described or part, [*identity, *context])})"
+    whole = f"({dedup(part, identity)} + on ({labels(identity)}) {dedup(rest, identity)})"
+    return guarded_div(p, whole, identity, many_left=True)
 
 
 def with_context(expr: str, series: str, identity: Sequence[str], context: Sequence[str]) -> str:
@@ -133,8 +153,10 @@ def fill_label(expr: str, src: str, dst: str) -> str:
 
 def seen_at(series: str, by: Sequence[str]) -> str:
     """When each `by` combination was last present: evaluation time as the value, so a recording
-    rule of it remembers what it saw (see `recall`)."""
-    return agg("max", by, f"timestamp({series})")
+    rule of it remembers what it saw (see `recall`). time(), not timestamp(): MetricsQL's
+    timestamp() of an expression that is not a plain selector gives nothing, so vmalert would
+    remember nothing."""
+    return f"{agg('group', by, series)} * time()"
 
 
 def recall(record: str, key: Sequence[str], window: str) -> str:

@@ -14,16 +14,14 @@ tuning; the inputs come from render/synthetic.py.
 from __future__ import annotations
 
 import math
-import posixpath
 import re
 
 from .. import alert_context as ctx
 from .. import scenarios, templates
 from ..model import Model
 from ..spec.schema import seconds
-from .rules import plain_path
 from .synthetic import Synth, bucket_quantile, exact_total, series_text
-from .unit_tests import series_with_selectors
+from .unit_tests import series_with_selectors, test_file
 from .yamlout import dump
 
 TOLERANCE = 1e-9  # relative: recorded values are checked within it, not to the last bit
@@ -39,9 +37,7 @@ def render(model: Model) -> dict[str, str]:
             by_family.setdefault(family, []).append(test)
         for family, group in sorted(by_family.items()):
             path = f"promtool/{family}.{kind}.test.yaml"
-            rule_file = posixpath.relpath(plain_path(family), posixpath.dirname(path))
-            body = {"rule_files": [rule_file], "evaluation_interval": scenarios.EVAL_INTERVAL, "tests": group}
-            files[path] = dump(body, GENERATED)
+            files[path] = dump(test_file(model, family, path, group), GENERATED)
     return files
 
 
@@ -238,22 +234,31 @@ def _values(signal, n: int) -> list[float]:
     """n distinct values a signal of its kind can take."""
     if signal.kind in ("matched_ratio", "counter_ratio"):
         return [round(0.1 + 0.8 * i / max(n, 1), 6) for i in range(n)]
-    if signal.kind == "quantile":
+    if signal.kind in ("quantile", "bucket_rate"):
         return [float(i) for i in range(n)]  # how far each thing's observations are shifted (_spread)
     return [float(i + 1) for i in range(n)]
 
 
 def _record_input(synth: Synth, signal, value, labels: dict, quantile):
-    if signal.kind == "quantile":
+    if signal.kind in ("quantile", "bucket_rate"):
         counts = _spread(synth, signal, value)
-        return synth.histogram(signal.metric, labels, counts)
+        return synth.histogram(signal.metric, labels, counts, _bounds(synth, signal))
     made = synth.signal(signal, value, labels)
     return list(made.series) if made else None
 
 
+# Bounds for a histogram whose bounds depend on the deployment (vLLM's token histograms follow
+# max_model_len): a record of its bucket rates keeps whatever `le` it is given.
+DEPLOYMENT_BOUNDS = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0)
+
+
+def _bounds(synth: Synth, signal) -> tuple[float, ...]:
+    return synth.buckets_of(signal.metric) or DEPLOYMENT_BOUNDS
+
+
 def _spread(synth: Synth, signal, index) -> dict[float, float]:
     """Observations spread over four buckets, shifted by `index`, so every quantile differs."""
-    bounds = synth.buckets_of(signal.metric)
+    bounds = _bounds(synth, signal)
     start = min(int(index), max(len(bounds) - 5, 0))
     shares = (50.0, 30.0, 15.0, 5.0)
     return {bounds[start + i]: share for i, share in enumerate(shares)}
@@ -270,6 +275,8 @@ def _idle(synth: Synth, signal, labels: dict) -> list[tuple[str, str]]:
         ]
     if signal.kind == "counter_ratio":
         return [(series_text(name(signal.metric), labels), flat)]
+    if signal.kind == "bucket_rate":
+        return []  # an idle histogram's bucket rates are 0, not absent: nothing to tell apart
     if signal.kind == "quantile":
         return [
             (series_text(f"{signal.metric}_bucket", {**labels, "le": "+Inf"}), flat),
@@ -290,6 +297,9 @@ def _combine(model: Model, synth: Synth, signal, things: list[tuple[dict, float]
     out = []
     for key, members in groups.items():
         values = [v for _, v in members]
+        if signal.kind == "bucket_rate":
+            out += _bucket_rates(synth, signal, dict(key), [index for _, index in members])
+            continue
         if signal.kind == "quantile":
             summed: dict[float, float] = {}
             for _, index in members:
@@ -307,6 +317,21 @@ def _combine(model: Model, synth: Synth, signal, things: list[tuple[dict, float]
             value = sum(values) if level == "model" else values[0]
         out.append((dict(key), value))
     return out
+
+
+def _bucket_rates(synth: Synth, signal, key: dict, indices: list[float]) -> list[tuple[dict, float]]:
+    """The per-second rate of every cumulative bucket (each catalog bound and +Inf) of the members'
+    histograms added up: what a bucket-rate record holds for one key."""
+    per_sample = {bound: 0.0 for bound in [*_bounds(synth, signal), float("inf")]}
+    for index in indices:
+        for upper, c in _spread(synth, signal, index).items():
+            for bound in per_sample:
+                if upper <= bound:
+                    per_sample[bound] += c
+    return [
+        ({**key, "le": "+Inf" if bound == float("inf") else scenarios.number(bound)}, c / synth.interval)
+        for bound, c in per_sample.items()
+    ]
 
 
 def _gpu_context(model: Model, labels: dict) -> dict:

@@ -131,11 +131,15 @@ class Synth:
         return {lo: below, hi: n - below}
 
     def histogram(
-        self, metric: str, labels: dict[str, str], counts: dict[float, float]
+        self,
+        metric: str,
+        labels: dict[str, str],
+        counts: dict[float, float],
+        bounds: tuple[float, ...] | None = None,
     ) -> list[tuple[str, str]]:
-        """Cumulative _bucket counters for every catalog bound and +Inf, and _count, from observations
-        per sample in the buckets that end at the keys of `counts`."""
-        bounds = [*self.buckets_of(metric), float("inf")]
+        """Cumulative _bucket counters for every bound (the catalog's unless given) and +Inf, and
+        _count, from observations per sample in the buckets that end at the keys of `counts`."""
+        bounds = [*(self.buckets_of(metric) if bounds is None else bounds), float("inf")]
         out = []
         for bound in bounds:
             cumulative = sum(c for upper, c in counts.items() if upper <= bound)

@@ -216,6 +216,14 @@ class Config(Strict):
                 )
         return self
 
+    @field_validator("scrape_interval")
+    @classmethod
+    def _whole_seconds(cls, v):
+        # the generated promtool tests place samples and checks on whole seconds
+        if seconds(v) != int(seconds(v)):
+            raise ValueError(f"{v} is not a whole number of seconds; use 1s or more, in whole seconds")
+        return v
+
     @model_validator(mode="after")
     def _window(self):
         if seconds(self.rate_window) < 4 * seconds(self.scrape_interval):
@@ -232,10 +240,10 @@ Level = Literal["gpu", "engine", "model"]
 class Signal(Strict):
     """A quantity computed once, recorded, and shared by alerts, dashboards and runbooks."""
 
-    kind: Literal["gauge", "matched_ratio", "rate", "quantile", "counter_ratio"]
+    kind: Literal["gauge", "matched_ratio", "rate", "quantile", "counter_ratio", "bucket_rate"]
     record: str
     level: Level
-    metric: str | None = None  # gauge, rate, quantile, counter_ratio
+    metric: str | None = None  # gauge, rate, quantile, counter_ratio, bucket_rate (a histogram)
     numerator: str | None = None  # matched_ratio: the part, e.g. fb_used
     partner: str | None = None  # matched_ratio: the rest, e.g. fb_free
     by: tuple[LabelName, ...] = ()  # extra labels kept (e.g. finished_reason)
@@ -264,12 +272,15 @@ class Signal(Strict):
             "gauge": ["metric"],
             "rate": ["metric"],
             "quantile": ["metric", "quantiles"],
+            "bucket_rate": ["metric"],
             "counter_ratio": ["metric", "matchers"],
             "matched_ratio": ["numerator", "partner"],
         }[self.kind]
         missing = [f for f in need if not getattr(self, f)]
         if missing:
             raise ValueError(f"a {self.kind} signal needs {', '.join(missing)}")
+        if self.kind == "bucket_rate" and self.level == "gpu":
+            raise ValueError("a bucket_rate signal is per engine or per model (level: engine or model)")
         return self
 
 

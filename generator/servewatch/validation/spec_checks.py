@@ -12,6 +12,7 @@ from ..spec.translate import did_you_mean
 from .scenario_checks import scenario_problems
 
 METRIC_FIELDS = ("metric", "numerator", "partner")
+HISTOGRAM_KINDS = ("quantile", "bucket_rate")  # signals whose metric is a histogram's name
 
 # The signals the dashboards read by name (render/dashboards/), with the kind and level their panels
 # are written for. Without one of them a dashboard cannot be built.
@@ -47,14 +48,14 @@ def spec_problems(spec) -> list[SpecError]:
             if metric in cat.dcgm.fields and labels.unnamed_field(metric):
                 err(labels.unnamed_field(metric), ("signal", name), field)
             elif metric and metric not in cat.dcgm.fields:
-                probe = metric + ("_bucket" if signal.kind == "quantile" else "")
+                probe = metric + ("_bucket" if signal.kind in HISTOGRAM_KINDS else "")
                 problem = cat.problem(probe)
                 entry = cat.lookup(probe)
                 if problem:
                     err(problem, ("signal", name), field)
                 elif signal.kind in ("rate", "counter_ratio") and entry.type != "counter":
                     err(f"{metric!r} is a {entry.type}; rate() needs a counter", ("signal", name), field)
-                elif signal.kind == "quantile" and entry.type != "histogram":
+                elif signal.kind in HISTOGRAM_KINDS and entry.type != "histogram":
                     err(f"{metric!r} is a {entry.type}, not a histogram", ("signal", name), field)
         if signal.record in records and not (signal.kind == "quantile"):
             err(

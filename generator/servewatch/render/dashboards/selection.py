@@ -100,6 +100,10 @@ class Selection:
         fitting = [r for r in self.ctx.rate_rules if r.metric == metric and needed <= r.labels]
         return min(fitting, key=lambda r: (len(r.labels), r.record), default=None)
 
+    def records_bucket_rates(self, metric: str, level: str) -> bool:
+        """Whether a recording rule holds `metric`'s bucket rates for every series of the selection."""
+        return self._rate_rule(f"{metric}_bucket", self.ctx.identity(level) + ["le"]) is not None
+
     def bucket_rates(self, metric: str, level: str, by: Sequence[str] = ()) -> str:
         """A histogram's bucket rates per `level` and `le`: what quantiles and heatmaps are made of."""
         return self.rate(f"{metric}_bucket", level, [*by, "le"])

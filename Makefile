@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup tools generate check test test-fast lint bench bench-fleet fuzz clean
+.PHONY: setup tools generate check test test-fast lint bench bench-fleet fuzz mutate clean
 
 # Python dependencies in a local virtualenv (Debian needs python3-venv for that; installed if missing).
 $(STAMP): pyproject.toml
@@ -70,6 +70,13 @@ fuzz: tools
 	SERVEWATCH_FUZZ_CASES=$(FUZZ_CASES) SERVEWATCH_FUZZ_MATCHER_BATCHES=$$(( $(FUZZ_CASES) / 400 + 3 )) \
 	SERVEWATCH_FUZZ_PROGRESS=.cache/fuzz-progress.txt \
 	  $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/test_fuzz_specs.py tests/test_fuzz_matchers.py
+
+# Mutation testing (not in `make test`): break each generated rule one way at a time and check that the
+# promtool tests, then the incident tests on a real Prometheus, notice. Writes bench/mutation/REPORT.md.
+# MUTATE_ARGS passes options through, e.g. MUTATE_ARGS="--only VLLMKVCacheUsageHigh --out /tmp/m".
+mutate: tools
+	$(BIN)/servewatch generate --check
+	PYTHONPATH=generator $(BIN)/python -m servewatch_testkit.mutate --with-incidents $(MUTATE_ARGS)
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache

@@ -137,8 +137,10 @@ QUANTITIES = (
     ),
     _quantity("ITL percentiles", "histogram", "Inter-token latency", (SERVING, "Inter-token latency")),
     _quantity("E2E latency percentiles", "histogram", "E2E request latency", (SERVING, "End-to-end latency")),
-    _quantity("Prompt length", "histogram", "Request prompt length", (SERVING, "Prompt length")),
-    _quantity("Generation length", "histogram", "Request generation length", (SERVING, "Generation length")),
+    _quantity("Prompt length", "histogram", "Request prompt length", (SERVING, "Prompt length: $model")),
+    _quantity(
+        "Generation length", "histogram", "Request generation length", (SERVING, "Generation length: $model")
+    ),
     _quantity("Token rates", "counter", "Token throughput", (SERVING, "Token throughput")),
     _quantity("Finished reasons", "counter", "Finish reason", (SERVING, "Finished requests by reason")),
     _quantity("Running / waiting", "gauge", "Scheduler state", (SERVING, "Running and waiting requests")),

@@ -17,6 +17,7 @@ import argparse
 import dataclasses
 import datetime
 import json
+import math
 import resource
 import sys
 import tempfile
@@ -27,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "generator"))
 
 from servewatch import tools  # noqa: E402
-from servewatch_testkit.localprom import LocalPrometheus, backfill_start  # noqa: E402
+from servewatch_testkit.localprom import LocalPrometheus  # noqa: E402
 from servewatch_testkit.synth.scaled_fleet import FleetShape, write_fleet  # noqa: E402
 
 from . import anchors, dashboard_cost, generation_cost, machine, report, rule_cost  # noqa: E402
@@ -35,6 +36,7 @@ from .dashboard_cost import Window  # noqa: E402
 from .promstats import Runner  # noqa: E402
 
 SCRAPE_S = 30  # the fleet's scrape interval and the data source's timeInterval (dashboards/provisioning)
+BLOCK_S = 7200  # Prometheus' TSDB block range
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -61,6 +63,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     p.add_argument("--workdir", type=Path, help="where the OpenMetrics text and the TSDB go (default: tmp)")
     p.add_argument("--note", default="", help="free text stored with the results (e.g. the machine's load)")
+    p.add_argument(
+        "--before",
+        metavar="GIT_REF",
+        help="also measure the rules/*.rules.yaml of this git ref, on the same data in the same run",
+    )
     args = p.parse_args(argv)
     if args.engines and len(args.engines) != len(args.gpus):
         p.error("--engines needs one value per --gpus value")
@@ -136,8 +143,24 @@ def compare(anchor_views: dict, one_model: dict) -> list[dict]:
     return rows
 
 
-def run_size(args: argparse.Namespace, shape: FleetShape, groups: list[dict]) -> dict:
-    start = backfill_start(shape.steps, shape.step)
+def block_aligned_start(steps: int, step: float, now: float | None = None) -> float:
+    """A start whose data and recorded series all fall into one 2 h TSDB block range, ending 5 min
+    before the last 2 h boundary: Prometheus then merges every backfilled block into one, whatever
+    the hour (data that straddles a boundary stays split in blocks that each query must read)."""
+    now = time.time() if now is None else now
+    end = math.floor(now / BLOCK_S) * BLOCK_S - 300
+    start = end - (steps - 1) * step
+    if start <= end + 300 - BLOCK_S:
+        raise SystemExit(
+            f"{steps} steps of {step} s do not fit one {BLOCK_S // 3600} h block: use less --minutes"
+        )
+    return start
+
+
+def run_size(
+    args: argparse.Namespace, shape: FleetShape, groups: list[dict], before: list[dict] | None = None
+) -> dict:
+    start = block_aligned_start(shape.steps, shape.step)
     end = start + (shape.steps - 1) * shape.step
     window = Window(end - args.minutes * 60, end, SCRAPE_S, SCRAPE_S)
     result: dict = {"shape": shape.summary(), "load_before": machine.load()}
@@ -163,6 +186,9 @@ def run_size(args: argparse.Namespace, shape: FleetShape, groups: list[dict]) ->
             cpu = _CpuMeter(prom.pid, args.warmup + args.repeats)
             result["rules"] = cpu.add(rule_cost.measure(runner, groups, end), to="total")
             _log(f"rules: {result['rules']['total']}")
+            if before:  # the same data, the same minute: only the rule files differ
+                result["rules_before"] = cpu.add(rule_cost.measure(runner, before, end), to="total")
+                _log(f"rules before: {result['rules_before']['total']}")
             model, namespace = pick_model(prom, args.model, end)
             result["model"] = {"model_name": model, "namespace": namespace}
             boards = [json.loads(p.read_text()) for p in sorted((REPO / "dashboards").glob("*.json"))]
@@ -227,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         raise SystemExit(f"bench-fleet: {e}") from None
     groups = rule_cost.rule_groups(REPO / "rules")
+    before = rule_cost.rule_groups_at(REPO, args.before) if args.before else None
     results = {
         "label": args.label,
         "note": args.note,
@@ -240,11 +267,12 @@ def main(argv: list[str] | None = None) -> int:
             "step_s": SCRAPE_S,
             "rate_interval": Window(0, 1, SCRAPE_S, SCRAPE_S).macros()["__rate_interval"],
             "rule_interval_s": 30,
+            **({"before": {"ref": args.before, "commit": before[0]}} if before else {}),
         },
         "sizes": [],
     }
     for shape in shapes:
-        results["sizes"].append(run_size(args, shape, groups))
+        results["sizes"].append(run_size(args, shape, groups, before[1] if before else None))
     _log("generation time")
     results["generation"] = generation_cost.run(REPO / "specs", args.deployments, args.repeats)
     results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")

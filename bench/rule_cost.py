@@ -4,35 +4,78 @@ Prometheus evaluates a group's rules one after the other, each as an instant que
 evaluation time, so a group's cost is the sum of its rules' and the rule set's the sum of its
 groups'. Alerts that read recording rules need those recorded series: the caller backfills them
 (``LocalPrometheus(rule_files=...)``) before measuring.
+
+Three totals come out of the same per-rule numbers:
+
+- ``eval_ms``: every group evaluated once (the sum of all rules);
+- ``eval_ms_per_30s``: what the rule set costs per 30 s, each group weighted by 30 s / its interval
+  (a group evaluated every minute counts half);
+- ``concurrent_ms``: the wall time of one cycle when Prometheus runs groups side by side (it always
+  does) and, with ``--enable-feature=concurrent-rule-eval``, each group's independent rules too: per
+  group the slowest rule with no dependency, then the rules that have both one after the other, then
+  the slowest of the rest (Prometheus 3.5's batches), and the slowest group; as if cores were
+  unlimited.
 """
 
 from __future__ import annotations
 
+import re
+import subprocess
 from pathlib import Path
 
 import yaml
 
+from servewatch.spec.schema import seconds
+from servewatch_testkit.rule_stages import reads
+
 from .promstats import Runner
+
+RULE_INTERVAL_S = 30  # the global evaluation_interval the rules are written for
 
 
 def rule_groups(rules_dir: Path) -> list[dict]:
-    """``[{file, name, rules: [{kind, name, expr}]}]`` of every ``*.rules.yaml`` in ``rules_dir``."""
+    """``[{file, name, interval_s, rules: [{kind, name, expr}]}]`` of every ``*.rules.yaml`` in
+    ``rules_dir``."""
     files = sorted(rules_dir.glob("*.rules.yaml"))
     if not files:
         raise ValueError(f"no *.rules.yaml in {rules_dir}: run `servewatch generate` first")
+    return [g for f in files for g in parse(f.name, f.read_text())]
+
+
+def parse(file: str, text: str) -> list[dict]:
     groups = []
-    for f in files:
-        for g in yaml.safe_load(f.read_text()).get("groups", []):
-            rules = [
-                {
-                    "kind": "record" if "record" in r else "alert",
-                    "name": r.get("record") or r["alert"],
-                    "expr": r["expr"],
-                }
-                for r in g.get("rules", [])
-            ]
-            groups.append({"file": f.name, "name": g["name"], "rules": rules})
+    for g in yaml.safe_load(text).get("groups", []):
+        rules = [
+            {
+                "kind": "record" if "record" in r else "alert",
+                "name": r.get("record") or r["alert"],
+                "expr": r["expr"],
+            }
+            for r in g.get("rules", [])
+        ]
+        interval = seconds(g["interval"]) if g.get("interval") else RULE_INTERVAL_S
+        groups.append({"file": file, "name": g["name"], "interval_s": interval, "rules": rules})
     return groups
+
+
+def rule_groups_at(repo: Path, ref: str) -> tuple[str, list[dict]]:
+    """(commit, groups) of the ``rules/*.rules.yaml`` committed at git `ref` of `repo`."""
+
+    def git(*args: str) -> str:
+        res = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+        if res.returncode:
+            raise SystemExit(f"git {' '.join(args)}: {res.stderr.strip()}")
+        return res.stdout
+
+    commit = git("rev-parse", "--verify", f"{ref}^{{commit}}").strip()
+    names = [
+        n
+        for n in git("ls-tree", "--name-only", commit, "rules/").split()
+        if re.fullmatch(r"rules/[^/]+\.rules\.yaml", n)
+    ]
+    if not names:
+        raise SystemExit(f"no rules/*.rules.yaml at {ref}")
+    return commit, [g for n in sorted(names) for g in parse(Path(n).name, git("show", f"{commit}:{n}"))]
 
 
 def measure(runner: Runner, groups: list[dict], at: float) -> dict:
@@ -43,8 +86,31 @@ def measure(runner: Runner, groups: list[dict], at: float) -> dict:
             {"kind": r["kind"], "name": r["name"], **runner.instant(r["expr"], at).as_dict()}
             for r in g["rules"]
         ]
-        out.append({"file": g["file"], "name": g["name"], "rules": rules, **_sum(rules)})
-    return {"groups": out, "total": _sum(out)}
+        measured = {"file": g["file"], "name": g["name"], "interval_s": g.get("interval_s", RULE_INTERVAL_S)}
+        out.append({**measured, "rules": rules, **_sum(rules)})
+        out[-1]["concurrent_ms"] = round(concurrent_ms(g["rules"], rules), 3)
+    total = _sum(out)
+    total["eval_ms_per_30s"] = round(sum(g["eval_ms"] * RULE_INTERVAL_S / g["interval_s"] for g in out), 3)
+    total["concurrent_ms"] = max((g["concurrent_ms"] for g in out), default=0.0)
+    return {"groups": out, "total": total}
+
+
+def concurrent_ms(rules: list[dict], costs: list[dict]) -> float:
+    """One group's evaluation with its independent rules run side by side (Prometheus 3.5's
+    concurrent-rule-eval batches), from each rule's own eval time."""
+    records = {r["name"] for r in rules if r["kind"] == "record"}
+    deps = [reads(r["expr"]) & records - {r["name"]} for r in rules]
+    read_by_others = {name for d in deps for name in d}
+    first, middle, last = [], [], []
+    for rule, dep, cost in zip(rules, deps, costs, strict=True):
+        has_dependents = rule["kind"] == "record" and rule["name"] in read_by_others
+        if not dep:
+            first.append(cost["eval_ms"])
+        elif has_dependents:
+            middle.append(cost["eval_ms"])
+        else:
+            last.append(cost["eval_ms"])
+    return max(first, default=0.0) + sum(middle) + max(last, default=0.0)
 
 
 def _sum(rows: list[dict]) -> dict:
@@ -55,4 +121,4 @@ def _sum(rows: list[dict]) -> dict:
     }
 
 
-__all__ = ["rule_groups", "measure"]
+__all__ = ["concurrent_ms", "measure", "parse", "rule_groups", "rule_groups_at"]

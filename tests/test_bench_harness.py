@@ -225,3 +225,73 @@ def test_overlapping_blocks():
         [{"minTime": 100, "maxTime": 200}, {"minTime": 0, "maxTime": 100}]
     )  # maxTime exclusive
     assert not overlapping([])
+
+
+# --------------------------------------------------------------------------- rule cost
+
+
+def test_rule_groups_carry_their_interval():
+    from bench import rule_cost
+
+    groups = rule_cost.parse(
+        "x.rules.yaml",
+        "groups:\n- {name: a, rules: [{record: 'a:b:c', expr: up}]}\n"
+        "- {name: b, interval: 1m, rules: [{alert: A, expr: 'a:b:c > 1'}]}\n",
+    )
+    assert [(g["name"], g["interval_s"]) for g in groups] == [("a", 30), ("b", 60)]
+    assert groups[1]["rules"] == [{"kind": "alert", "name": "A", "expr": "a:b:c > 1"}]
+
+
+def test_a_concurrent_group_costs_its_slowest_independent_rule_then_the_chain():
+    """Prometheus 3.5's batches: rules without dependencies side by side, rules with both
+    dependencies and dependents one after another, then the rest side by side."""
+    from bench.rule_cost import concurrent_ms
+
+    rules = [
+        {"kind": "record", "name": "m:a_bucket:rate5m", "expr": "sum by (le) (rate(a_bucket[5m]))"},
+        {"kind": "record", "name": "m:b_bucket:rate5m", "expr": "sum by (le) (rate(b_bucket[5m]))"},
+        {"kind": "record", "name": "m:a:p95", "expr": "histogram_quantile(0.95, m:a_bucket:rate5m)"},
+        {"kind": "record", "name": "m:b:p95", "expr": "histogram_quantile(0.95, m:b_bucket:rate5m)"},
+        {"kind": "alert", "name": "A", "expr": "m:a:p95 > 1"},
+        {"kind": "alert", "name": "B", "expr": "m:b:p95 > 1"},
+    ]
+    costs = [{"eval_ms": ms} for ms in (40, 30, 2, 3, 1, 0.5)]
+    assert concurrent_ms(rules, costs) == 40 + (2 + 3) + 1
+
+
+def test_the_rule_set_per_30_s_weights_each_group_by_its_interval():
+    from bench import rule_cost
+
+    class Fixed:
+        def instant(self, expr, at):
+            return Cost(10, 10, 0.01)  # 10 ms each
+
+    groups = [
+        {
+            "file": "f",
+            "name": "fast",
+            "interval_s": 30,
+            "rules": [{"kind": "record", "name": "a:b:c", "expr": "x"}],
+        },
+        {
+            "file": "f",
+            "name": "slow",
+            "interval_s": 60,
+            "rules": [{"kind": "record", "name": "d:e:f", "expr": "y"}],
+        },
+    ]
+    total = rule_cost.measure(Fixed(), groups, 0)["total"]
+    assert (total["eval_ms"], total["eval_ms_per_30s"], total["concurrent_ms"]) == (20, 15, 10)
+    assert report.per_30s({**total, "cpu_ms": 8.0}, "cpu") == 6.0
+
+
+def test_the_fleet_fits_one_tsdb_block_whatever_the_hour():
+    from bench.fleet import BLOCK_S, block_aligned_start
+
+    for now in (7200 * 1000 + 1, 7200 * 1000 + 3599, 7200 * 1000 + 7199):
+        start = block_aligned_start(120, 30, now)
+        end = start + 119 * 30
+        assert start // BLOCK_S == (end + 90) // BLOCK_S  # data and a minute of recorded series after it
+        assert end < now
+    with pytest.raises(SystemExit, match="do not fit"):
+        block_aligned_start(240, 30, 7200 * 1000)

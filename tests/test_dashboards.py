@@ -267,16 +267,33 @@ def test_every_datasource_reference_is_the_variable(boards, name):
     assert count >= len(panels(board))
 
 
+def _enclosing_call(expr: str, pos: int) -> str:
+    """The name of the function whose parentheses hold position `pos` of `expr`."""
+    depth = 0
+    for i in range(pos - 1, -1, -1):
+        if expr[i] == ")":
+            depth += 1
+        elif expr[i] == "(":
+            if depth == 0:
+                return re.search(r"(\w*)\s*$", expr[:i]).group(1)
+            depth -= 1
+    return ""
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_rates_use_rate_interval_and_multi_value_variables_use_regex(default_build, boards, name):
+    """Every rate window is $__rate_interval; a *_over_time range is a lookback of what the absence
+    alerts remember (alert_context.py), shown as the alert has it."""
     multi = {v["name"] for v in boards[name]["templating"]["list"] if v.get("multi")}
     conditions = {a.expr for a in default_build[0].alerts()}  # an alert's own condition keeps its windows
     for where, expr in queries(boards[name]):
         # panels over the dashboard's time range (cost per good token) average over $__range
         over_range = "(selected range)" in where
         allowed = ("$__range", "$__range:$__interval") if over_range else ("$__rate_interval",)
-        for window in re.findall(r"\[([^\]]+)\]", expr) if expr not in conditions else ():
-            assert window in allowed, f"{where}: range [{window}]"
+        for m in re.finditer(r"\[([^\]]+)\]", expr) if expr not in conditions else ():
+            if _enclosing_call(expr, m.start()).endswith("_over_time") and not over_range:
+                continue
+            assert m.group(1) in allowed, f"{where}: range [{m.group(1)}]"
         for var in multi:
             assert not re.search(rf'[^=!]="\${var}"', expr), f"{where}: multi-value ${var} needs =~"
 
@@ -285,7 +302,7 @@ def test_rates_use_rate_interval_and_multi_value_variables_use_regex(default_bui
 def test_every_query_parses_and_names_only_known_metrics(default_build, boards, name):
     model, _ = default_build
     cat = catalog.load()
-    records = {r.record for r in model.records()}
+    records = {r.record for r in model.records()}  # the signals' and the alerts' memory records
     for where, expr in queries(boards[name]):
         ast = pp.parse(substitute(expr))
         for sel in selectors(ast):
@@ -357,7 +374,11 @@ def variable_labels(board: dict) -> dict[str, set[str]]:
 def alert_link_problems(model, boards: dict[str, dict]) -> tuple[list[str], int]:
     """(problems, variables checked) for every alert's dashboard_url: the uid is generated, each
     var-X is a variable of that dashboard, and its {{ $labels.L }} is the label X lists values of
-    (or the view would filter on a value the variable never holds)."""
+    (or the view would filter on a value the variable never holds). An alert's `host` is every host
+    spelling folded into one (alert_context.py), so it fills a variable of any spelling."""
+    from servewatch.alert_context import HOST
+
+    spellings = set(catalog.load().dcgm.host_labels)
     by_uid = {b["uid"]: b for b in boards.values()}
     problems, seen = [], 0
     for alert in model.alerts():
@@ -374,7 +395,10 @@ def alert_link_problems(model, boards: dict[str, dict]) -> tuple[list[str], int]
             used = re.findall(r"\$labels\.(\w+)", value)
             if var not in names:
                 problems.append(f"{alert.alert}: no variable {var!r}: {url}")
-            elif not used or not set(used) <= filters.get(var, set()):
+            elif not used or not (
+                set(used) <= filters.get(var, set())
+                or (used == [HOST] and filters.get(var, set()) & spellings)
+            ):
                 listed = sorted(filters.get(var, ()))
                 problems.append(f"{alert.alert}: var-{var} takes {used}, the variable lists {listed}")
             seen += 1

@@ -58,7 +58,11 @@ ALTERNATIVES = ({"Hostname", "hostname"},)  # either spelling names the host
 MIG_ONLY = {"GPU_I_PROFILE", "GPU_I_ID"}  # absent on full GPUs
 # The tables that list what is wrong (reviewed by eye): empty on a healthy fleet, and saying so.
 PROBLEM_LISTS = {
-    "vllm-serving": {"vLLM targets down or without metrics", "vLLM metrics the alerts read, missing"},
+    "vllm-serving": {
+        "vLLM targets down or without metrics",
+        "vLLM engines with work in flight and no progress",
+        "vLLM metrics the alerts read, missing",
+    },
     "gpu-fleet": {
         "dcgm-exporter targets down",
         "GPUs or exporters without both fb_used and fb_free",
@@ -571,13 +575,18 @@ def opened(env: Env, url: str) -> tuple[dict, dict, dict[str, str]]:
 
 
 def culprit_shown(env: Env, panel: dict, values: dict[str, str], labels: dict, val: float) -> str | None:
-    """None when one of the panel's queries returns a series with every label of the alert and its
-    value, and, for an alert on a signal, that series is the highest of its query; else why not."""
+    """None when one of the panel's queries returns a series with every label of the alert its series
+    carry and the alert's value, and, for an alert on a signal, that series is the highest of its query;
+    else why not. A GPU alert's `namespace` is the workload last seen on the GPU (alert_context.py), a
+    label the panel's series of now need not have."""
     wanted = {k: v for k, v in labels.items() if k not in ("__name__", "alertname", "severity")}
     for copy in copies(panel, values):
         for t in panel["targets"]:
             result = run(env, t["expr"], copy)
-            hits = [r for r in result if all(r["metric"].get(k) == v for k, v in wanted.items())]
+            carried = {k for r in result for k in r["metric"]}
+            hits = [
+                r for r in result if all(r["metric"].get(k) == v for k, v in wanted.items() if k in carried)
+            ]
             if hits and math.isclose(float(hits[0]["value"][1]), val, rel_tol=1e-9):
                 top = max(float(r["value"][1]) for r in result)
                 return None if val >= top else f"{panel['title']}: {wanted} is not the top series ({top})"

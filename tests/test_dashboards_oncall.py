@@ -17,6 +17,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import promql_parser as pp
 import pytest
+import yaml
 
 from servewatch import catalog, generate
 from servewatch.lint import runner
@@ -156,9 +157,23 @@ def per_deployment_buckets() -> set[str]:
     return {f"{m.name}_bucket" for m in catalog.load().metrics.values() if m.buckets_per_deployment}
 
 
+def records_of(names: set[str]) -> set[str]:
+    """The generated recording rules that read any of `names`."""
+    rules = [
+        r
+        for f in sorted((REPO / "rules").glob("*.rules.yaml"))
+        for g in yaml.safe_load(f.read_text())["groups"]
+        for r in g["rules"]
+    ]
+    return {
+        r["record"] for r in rules if "record" in r and {s.name for s in selectors(parse(r["expr"]))} & names
+    }
+
+
 def test_length_heatmaps_show_one_model_per_panel(boards):
     varying = per_deployment_buckets()
     assert "vllm:request_prompt_tokens_bucket" in varying
+    varying |= records_of(varying)  # the per-model bucket rates the heatmaps read
     heatmaps = [p for _, _, p in sections(boards["vllm-serving"]) if p["type"] == "heatmap"]
     checked = 0
     for p in heatmaps:
@@ -385,7 +400,7 @@ def test_pod_and_engine_narrow_every_vllm_panel_or_its_row_says_not(built, board
                 elif NOT_APPLY not in row:
                     ignoring.append(f"{row} / {p['title']}: {s.name} ignores $pod/$engine")
     assert not ignoring, "\n".join(ignoring)
-    assert honouring >= 10
+    assert honouring >= 7  # the per-engine row; the length heatmaps read per-model records
 
 
 def test_the_host_variable_lists_and_filters_both_host_spellings(boards):
@@ -465,6 +480,9 @@ def test_an_alert_set_per_deployment_adds_no_panel_and_every_copy_opens_its_pane
 def quantiles_of(panel: dict, model, metric: str) -> set[float]:
     out = set()
     recorded = {s.record: s for s in model.spec.signals.values() if s.kind == "quantile"}
+    buckets = {f"{metric}_bucket"} | {
+        s.record for s in model.spec.signals.values() if s.kind == "bucket_rate" and s.metric == metric
+    }
     for t in panel["targets"]:
         node = strip(parse(t["expr"]))
         if (
@@ -475,7 +493,7 @@ def quantiles_of(panel: dict, model, metric: str) -> set[float]:
             q = quantile_matcher(node)
             out |= {float(q)} if q else set(recorded[node.name].quantiles)
         if isinstance(node, pp.Call) and node.func.name == "histogram_quantile":
-            if f"{metric}_bucket" in {s.name for s in selectors(node)}:
+            if buckets & {s.name for s in selectors(node)}:
                 out.add(float(node.args[0].val))
     return out
 
@@ -632,9 +650,10 @@ def test_bucket_rate_and_quantile_rules_are_read_once_they_exist(built, monkeypa
     p90 = serving["Time to first token"]["targets"][1]["expr"]
     assert "histogram_quantile(0.9, model:ttft_bucket:rate5m{" in p90 and f"{TTFT}_bucket" not in p90
     assert "model:ttft_count:rate5m{" in p90  # the `observed > 0` guard too
-    # a per-engine quantile rule serves the per-engine panel as it is
+    # a per-engine quantile rule serves the per-engine panel as it is (the default specs record one)
     per_engine = serving["Time to first token p95 per engine"]["targets"][0]["expr"]
-    assert per_engine.startswith("engine:ttft:p95{") and 'pod=~"$pod"' in per_engine
+    recorded = ("engine:ttft:p95{", "engine:vllm_time_to_first_token_seconds:histogram_quantile_rate5m{")
+    assert per_engine.startswith(recorded) and 'pod=~"$pod"' in per_engine
     # a per-model rule cannot narrow by pod: the per-engine queue p95 stays live; heatmaps by pod too
     tokens = serving["Token throughput"]["targets"][0]["expr"]
     assert tokens.startswith("model:prompt_tokens:rate5m{")  # fewer series than the per-engine rule

@@ -258,7 +258,8 @@ def run_cli(*args) -> tuple[int, str]:
 
 def rule_groups(files: dict[str, bytes]) -> list[tuple[str, str]]:
     """(where, plain rule file text) for every rule group list generated under rules/, in whichever
-    form it was written (plain, PrometheusRule spec, Mimir namespace, Helm values map)."""
+    form it was written (plain, PrometheusRule spec, Mimir namespace, Thanos Ruler file without its
+    own group field, Helm values map)."""
     out = []
 
     def find(node, where):
@@ -269,7 +270,8 @@ def rule_groups(files: dict[str, bytes]) -> list[tuple[str, str]]:
                 and groups
                 and all(isinstance(g, dict) and "rules" in g for g in groups)
             ):
-                out.append((where, yaml.safe_dump({"groups": groups}, sort_keys=False)))
+                plain = [{k: v for k, v in g.items() if k != "partial_response_strategy"} for g in groups]
+                out.append((where, yaml.safe_dump({"groups": plain}, sort_keys=False)))
                 return
             for key, value in node.items():
                 find(value, f"{where}:{key}")
@@ -287,6 +289,11 @@ def selector_problems(specs: Path, files: dict[str, bytes]) -> list[str]:
     parsed = lambda text: frozenset((m.label, m.op, m.value) for m in matchers.parse(text))  # noqa: E731
     targets = {parsed(text) for text in cfg.targets.values()}
     extras = [frozenset()] + [parsed(s.matchers) for s in spec.signals.values() if s.matchers]
+    # the workload a GPU is mapped to is read where the mapping exists (alert_context.py)
+    workload = cat.dcgm.workload_labels[cfg.dcgm.workload_labels].pod
+    extras.append(frozenset({(workload, "!=", "")}))
+    # a recording rule the alerts remember is narrowed by the config's matchers its series carry
+    configured = set().union(*(parsed(t) for t in [*cfg.selectors.values(), *cfg.targets.values()]))
     ops = {"MatchOp.Equal": "=", "MatchOp.NotEqual": "!=", "MatchOp.Re": "=~", "MatchOp.NotRe": "!~"}
     problems = []
     for rel, text in rule_groups(files):
@@ -304,9 +311,17 @@ def selector_problems(specs: Path, files: dict[str, bytes]) -> list[str]:
                 # and narrows raw series to its good events (a bucket, finished reasons) on top of config
                 slo_rule = "slo" in rule.get("labels", {})
                 if name in records:
-                    ok = all(
-                        (label == "quantile" and op == "=") or label in ("slo", "model_name")
-                        for label, op, _ in got
+                    # a part of a record by its own labels (a quantile, a bucket's le, a signal's
+                    # matchers, an SLO's name and per-model branch), or a record the alerts remember,
+                    # narrowed by the configured matchers
+                    ok = (
+                        all(
+                            (label in ("quantile", "le") and op == "=")
+                            or label in ("slo", "model_name")
+                            or (label, op, v) in configured
+                            for label, op, v in got
+                        )
+                        or got in extras
                     )
                 elif name == "up":
                     ok = got in targets

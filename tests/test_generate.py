@@ -32,8 +32,8 @@ def test_check_reports_a_hand_edit_and_a_stale_file(repo, specs_with, tmp_path, 
     rules.write_text(rules.read_text().replace("> 0.95", "> 0.9"))
     res = servewatch("generate", "--check", "--specs", specs, "--out", out)
     assert res.returncode == 1
-    assert "-    expr: gpu:dcgm_fb_used:ratio > 0.9" in res.stdout
-    assert "+    expr: gpu:dcgm_fb_used:ratio > 0.95" in res.stdout
+    assert "-      ) > 0.9\n" in res.stdout
+    assert "+      ) > 0.95\n" in res.stdout
     assert "stale (no longer generated): rules/exporter.rules.yaml" in res.stdout
     # generate repairs both
     assert servewatch("generate", "--specs", specs, "--out", out).returncode == 0
@@ -68,7 +68,8 @@ overrides:
 """
     _, files = generate.build(specs_with({"overrides.yaml": overrides}))
     gpu = _rules(files, "gpu")["GPUFramebufferUsageHigh"]
-    assert gpu["expr"] == "gpu:dcgm_fb_used:ratio > 0.97"
+    assert gpu["expr"].startswith("(max by (UUID, GPU_I_ID) (gpu:dcgm_fb_used:ratio))")
+    assert gpu["expr"].endswith(") > 0.97")
     assert gpu["for"] == "15m" and gpu["keep_firing_for"] == "5m"
     assert gpu["labels"] == {"severity": "critical", "team": "inference"}
     vllm = _rules(files, "vllm")
@@ -89,9 +90,9 @@ def test_identity_labels_come_from_config(specs_with):
     _, files = generate.build(specs_with({"config.yaml": edits}))
     record = _rules(files, "gpu")["gpu:dcgm_fb_used:ratio"]["expr"]
     assert "max by (k8s_cluster, UUID, GPU_I_ID) (DCGM_FI_DEV_FB_USED)" in record
-    assert "modelName, namespace, pod)" in record and "exported_pod" not in record
+    assert "modelName, namespace, pod, host)" in record and "exported_pod" not in record
     # both host spellings ride along as context, so a fleet mid exporter upgrade keeps its host names
-    assert "group_left (Hostname, hostname, gpu" in record
+    assert "max by (k8s_cluster, UUID, GPU_I_ID, Hostname, hostname, gpu" in record
 
 
 @pytest.mark.parametrize(
@@ -121,15 +122,22 @@ def test_scenarios_hold_for_every_exporter_profile(specs_with, tmp_path, profile
 
 @pytest.mark.tools("promtool")
 def test_a_wrong_expectation_fails_promtool(specs_with, tmp_path, servewatch):
-    """The generated tests can fail: a stricter threshold turns a firing scenario silent."""
+    """The generated tests can fail: a scenario that expects the full GPU on another index."""
     specs = specs_with(
-        {"overrides.yaml": "overrides:\n  alerts:\n    GPUFramebufferUsageHigh: {threshold: 0.99}\n"}
+        {
+            "scenarios/gpu.yaml": [
+                (
+                    '- labels: {UUID: GPU-aaaa, gpu: "0", host: node-a',
+                    '- labels: {UUID: GPU-aaaa, gpu: "9", host: node-a',
+                )
+            ]
+        }
     )
     out = tmp_path / "out"
     assert servewatch("generate", "--specs", specs, "--out", out).returncode == 0
-    res = servewatch("test", "--out", out, "--extra", tmp_path / "none")
+    res = servewatch("test", "--specs", specs, "--out", out, "--extra", tmp_path / "none")
     assert res.returncode == 1
-    assert "full GPU next to an empty one on the same host" in res.stdout
+    assert "name: full GPU next to an empty one on the same host," in res.stdout
 
 
 def test_every_alert_has_firing_and_silent_promtool_cases(default_build):
@@ -138,7 +146,7 @@ def test_every_alert_has_firing_and_silent_promtool_cases(default_build):
     for path, text in files.items():
         if path.startswith("promtool/"):
             for test in yaml.safe_load(text)["tests"]:
-                for check in test["alert_rule_test"]:
+                for check in test.get("alert_rule_test", []):
                     cases.setdefault(check["alertname"], set()).add(
                         "firing" if check["exp_alerts"] else "silent"
                     )

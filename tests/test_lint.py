@@ -110,21 +110,26 @@ def test_generated_rules_pass_every_check(repo):
     for r in model.records():
         ctx.add_record(RecordDef(r.record, r.expr, tuple(sorted(r.labels.items()))))
     exprs = [r.expr for r in model.records()] + [a.expr for a in model.alerts()]
-    assert len(exprs) == 30 + 2 * 16 + 1  # the house rules, two SLOs' groups and the goodput record
+    assert len(exprs) == len(model.records()) + len(model.alerts()) > 30
     for expr in exprs:
         assert lint(expr, ctx) == [], expr
 
 
-def test_servewatch_own_rules_and_dashboards_lint_clean(servewatch):
+def test_servewatch_own_rules_and_dashboards_lint_clean(servewatch, repo):
     """rules/ and dashboards/ in every delivery form; the known dashboard defects are listed in
     .servewatch-lint.yaml (the lead removes them when the dashboards are reworked)."""
     res = servewatch("lint", "rules", "dashboards", "--format", "json", "--fail-on", "info")
     report = json.loads(res.stdout)
     assert res.returncode == 0, res.stdout
     assert report["findings"] == []
-    # 30 house rules and 33 SLO rules in each of plain, PrometheusRule, Mimir and kube-prometheus-stack
-    # values; 4 dashboards in each of classic, import, ConfigMap and GrafanaDashboard form
-    assert report["summary"]["rules"] == 4 * (30 + 33) and report["summary"]["dashboards"] == 16
+    # every rule (the house's and the SLOs') in each of plain, PrometheusRule, Mimir, Thanos and
+    # kube-prometheus-stack values; 4 dashboards in each of classic, import, ConfigMap and
+    # GrafanaDashboard form
+    from servewatch import generate
+
+    model, _ = generate.build(repo / "specs")
+    rules = len(model.records()) + len(model.alerts())
+    assert report["summary"]["rules"] == 5 * rules and report["summary"]["dashboards"] == 16
 
 
 def test_lint_cli_exit_codes(servewatch):

@@ -27,6 +27,8 @@ RULES = textwrap.dedent(f"""\
             expr: {FB_EXPR}
           - record: servewatch:vllm_prompt_tokens:rate5m
             expr: sum by (namespace, pod, model_name, engine) (rate(vllm:prompt_tokens_total[5m]))
+          - record: servewatch:vllm_prompt_tokens:sum_rate5m
+            expr: sum by (namespace) (servewatch:vllm_prompt_tokens:rate5m)
 """)
 
 # A counter that resets inside one series, to check rate()'s reset handling against the emulation.
@@ -153,6 +155,18 @@ def test_recording_rules_are_backfilled(served):
     assert rate == prom.query_value(
         f'sum(rate(vllm:prompt_tokens_total{{pod="{a0["pod"]}",engine="0"}}[5m]))', t
     )
+    # a record that reads a record of its group (backfilled a stage later) sees that record's sample
+    # of the same evaluation, as a live server does
+    ns = a0["namespace"]
+    end = served.t(fl.eval_step) + 30
+    chained = prom.query(f'servewatch:vllm_prompt_tokens:sum_rate5m{{namespace="{ns}"}}[2h]', end)[0][
+        "values"
+    ]
+    assert len(chained) == fl.steps - 1  # from the second sample on: a rate needs two
+    assert [float(ts) - served.t(i + 1) for i, (ts, _) in enumerate(chained)] == [phase] * len(chained)
+    for ts, v in chained[::20]:
+        summed = prom.query_value(f'sum(servewatch:vllm_prompt_tokens:rate5m{{namespace="{ns}"}})', ts)
+        assert float(v) == summed
 
 
 def test_incident_answers_on_the_server(served):

@@ -6,7 +6,6 @@ import shutil
 import _jsonnet
 import yaml
 
-from servewatch import generate, writer
 
 USE = """
 local servewatch = import 'servewatch/mixin.libsonnet';
@@ -62,43 +61,19 @@ def test_the_committed_mixin_gives_the_committed_rules_and_dashboards(tmp_path, 
     assert got["dashboards"] == {p.name: json.loads(p.read_text()) for p in boards}
 
 
-def test_groups_of_records_alone_go_to_prometheus_rules(tmp_path, specs_with):
-    """The default specs record in the groups that alert; a group of recording rules alone is
-    kube-prometheus' prometheusRules."""
-    traffic = (
-        "records: [model_requests_rate, model_request_error_ratio, "
-        "engine_prompt_tokens_rate, engine_generation_tokens_rate]"
-    )
-    records_only = """
-  - name: vllm-throughput
-    family: vllm
-    records: [engine_prompt_tokens_rate, engine_generation_tokens_rate]
-"""
-    specs = specs_with(
-        {
-            "alerts/vllm.yaml": [
-                (traffic, "records: [model_requests_rate, model_request_error_ratio]"),
-                (
-                    "  - name: vllm-availability\n",
-                    records_only.lstrip("\n") + "  - name: vllm-availability\n",
-                ),
-            ]
-        }
-    )
-    out = tmp_path / "out"
-    _, files = generate.build(specs, out)
-    writer.write(out, files)
-    got = evaluate(tmp_path, out)
-    groups = {g["name"]: g for g in got["rules"]["groups"]}
-    # the SLO goodput group holds one recording rule and no alert too
-    assert sorted(groups) == ["servewatch-slo-goodput", "servewatch-vllm-throughput"]
-    assert [r["record"] for r in groups["servewatch-vllm-throughput"]["rules"]] == [
-        "engine:vllm_prompt_tokens:rate5m",
-        "engine:vllm_generation_tokens:rate5m",
+def test_groups_of_records_alone_go_to_prometheus_rules(tmp_path, repo):
+    """A group of recording rules alone (the ones only dashboards read) is kube-prometheus'
+    prometheusRules; every group that alerts is in prometheusAlerts."""
+    got = evaluate(tmp_path, repo)
+    names = [g["name"] for g in got["rules"]["groups"]]
+    assert names == ["servewatch-vllm-engine-latency", "servewatch-vllm-request-lengths"]
+    assert [r["record"] for r in got["rules"]["groups"][1]["rules"]] == [
+        "model:vllm_request_prompt_tokens_bucket:rate5m",
+        "model:vllm_request_generation_tokens_bucket:rate5m",
     ]
     assert all(has_alert(g) for g in got["alerts"]["groups"])
     assert sorted(g["name"] for g in got["alerts"]["groups"] + got["rules"]["groups"]) == sorted(
-        g["name"] for g in generated_groups(out)
+        g["name"] for g in generated_groups(repo)
     )
 
 

@@ -32,7 +32,7 @@ def _errors(specs):
 
 def test_default_specs_load(repo):
     spec = load(repo / "specs")
-    assert len([a for g in spec.groups for a in g.alerts]) == 12
+    assert len([a for g in spec.groups for a in g.alerts]) == 13
 
 
 def test_renamed_metric_names_the_replacement(specs_with, line_of):
@@ -99,10 +99,33 @@ def test_rate_window_shorter_than_four_scrapes(specs_with):
     assert "config.yaml:" in msg and "4 x scrape_interval" in msg
 
 
+def test_scrape_interval_in_fractions_of_a_second_is_refused(specs_with, line_of):
+    specs = specs_with({"config.yaml": [("scrape_interval: 30s", "scrape_interval: 1500ms")]})
+    [msg] = _errors(specs)
+    line = line_of(specs / "config.yaml", "1500ms")
+    assert f"config.yaml:{line}: config.scrape_interval" in msg and "whole number of seconds" in msg
+
+
 def test_rate_on_a_gauge_is_refused(specs_with):
     gauge = ("metric: vllm:num_preemptions_total", "metric: vllm:num_requests_running")
     [msg] = _errors(specs_with({"signals.yaml": [gauge]}))
     assert "is a gauge; rate() needs a counter" in msg
+
+
+def test_bucket_rates_need_a_histogram_per_engine_or_model(specs_with, line_of):
+    counter = ("metric: vllm:request_prompt_tokens\n", "metric: vllm:prompt_tokens_total\n")
+    specs = specs_with({"signals.yaml": [counter]})
+    line = line_of(specs / "signals.yaml", "metric: vllm:prompt_tokens_total\n    record: model:vllm_request")
+    [msg] = _errors(specs)
+    assert f"signals.yaml:{line}: signals.model_prompt_length_buckets.metric" in msg
+    # a histogram is named by its _bucket series: a counter has none
+    assert "'vllm:prompt_tokens_total_bucket' is not in the vLLM/DCGM catalogs" in msg
+    per_gpu = (
+        "kind: bucket_rate\n    level: model\n    metric: vllm:request_generation",
+        "kind: bucket_rate\n    level: gpu\n    metric: vllm:request_generation",
+    )
+    [msg] = _errors(specs_with({"signals.yaml": [per_gpu]}))
+    assert "signals.model_generation_length_buckets" in msg and "level: engine or model" in msg
 
 
 def test_duplicate_alert_across_files(specs_with):
@@ -158,7 +181,7 @@ def test_cli_error_is_one_clear_message_and_nothing_is_written(repo, specs_with,
 
 
 def test_firing_expectation_without_the_value_its_description_shows(specs_with):
-    msgs = _errors(specs_with({"scenarios/vllm.yaml": [("            value: 0.97\n", "")]}))
+    msgs = _errors(specs_with({"scenarios/vllm.yaml": [("            value: '${above}'\n", "")]}))
     assert any("scenarios[0].expect[1].firing[0]" in m and "shows $value" in m for m in msgs), msgs
 
 
@@ -190,7 +213,8 @@ TARGETS_DOWN_STEP = "`config.targets.dcgm` at all.\n        query: {kind: absenc
             "absence: {kind: target_down, source: dcgm}",
             "absence: {kind: target_dwn, source: dcgm}",
             "groups[1].alerts[0].absence.kind",
-            "Input should be 'partner_missing', 'target_down', 'metrics_absent' or 'inputs_missing'; "
+            "Input should be 'partner_missing', 'target_down', 'metrics_absent', 'inputs_missing' or "
+            "'no_progress'; "
             "did you mean 'target_down'?",
         ),
         (
@@ -583,19 +607,25 @@ GPU_SCENARIO = '{series: \'[[fb_used]]{UUID="GPU-aaaa", gpu="0"'
         ),
         (
             "scenarios/gpu.yaml",
-            "values: '79000x20'",
-            "values: '79000x99999999999999999999'",
+            "values: '${used}x${span}'",
+            "values: '${used}x99999999999999999999'",
             "scenarios[0].series[0].values",
             "more than 100000 samples",
         ),
         (
             "scenarios/gpu.yaml",
-            "values: '79000x20'",
+            "values: '${used}x${span}'",
             "values: '1,2'",
             "scenarios[0].series[0].values",
             "is not a sample",
         ),
-        ("scenarios/gpu.yaml", "      - at: 3m", "      - at: 100y", "scenarios[0].expect[0].at", "(7d)"),
+        (
+            "scenarios/gpu.yaml",
+            "      - {at: 'for - eval_interval', firing: []}",
+            "      - {at: 100y, firing: []}",
+            "scenarios[0].expect[0].at",
+            "(7d)",
+        ),
         (
             "scenarios/gpu.yaml",
             "name: full GPU next to an empty one on the same host",
@@ -658,7 +688,8 @@ def test_a_signal_the_dashboards_read_cannot_be_removed(specs_copy):
     text = f.read_text()
     start = text.index("  engine_preemptions_rate:\n")
     f.write_text(text[:start] + text[text.index("  engine_prompt_tokens_rate:\n") :])
-    expected = f"{f.as_posix()}:3: signals: the dashboards read signal 'engine_preemptions_rate'"
+    line = text[: text.index("\nsignals:")].count("\n") + 2  # the line of `signals:`
+    expected = f"{f.as_posix()}:{line}: signals: the dashboards read signal 'engine_preemptions_rate'"
     msgs = _errors(specs_copy)
     assert any(m.startswith(expected) for m in msgs), msgs
 

@@ -63,8 +63,8 @@ def test_check_reports_dashboards_and_runbooks_problems_without_writing(
     bad_refresh = ("refresh: 30s", "refresh: soon")
     # a runbook link to a dashboard variable that does not exist: found only on the dashboards as built
     bad_link = (
-        'vars: {host: "[[host]]", uuid: UUID}}',
-        'vars: {host: "[[host]]", uuid: UUID, nmspace: namespace}}',
+        "vars: {host: host, uuid: UUID}}\n    steps:\n      - &s_exporter_up",
+        "vars: {host: host, uuid: UUID, nmspace: namespace}}\n    steps:\n      - &s_exporter_up",
     )
     specs = specs_with({"dashboards.yaml": [bad_refresh], "runbooks.yaml": [bad_link]})
     dash_line = line_of(specs / "dashboards.yaml", bad_refresh[1])

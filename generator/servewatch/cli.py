@@ -80,7 +80,7 @@ def cmd_test(args) -> int:
     from . import verify
 
     extra = sorted(Path(args.extra).glob("*.yaml")) if args.extra and Path(args.extra).is_dir() else []
-    return 0 if verify.run(Path(args.out), extra) else 1
+    return 0 if verify.run(Path(args.out), extra, specs=Path(args.specs)) else 1
 
 
 def _version() -> str:

@@ -11,6 +11,7 @@ from functools import cached_property
 
 from . import templates
 from .grafana import slug
+from .alert_context import Context
 from .promql import builders as b
 from .signals import SignalBuilder
 from .slo.exprs import SloExprs
@@ -63,6 +64,7 @@ def effective_alert(alert: Alert, spec: Spec) -> Alert:
         k: v
         for k, v in {
             "threshold": ov.threshold,
+            "min_traffic": ov.min_traffic,
             "for_": ov.for_,
             "keep_firing_for": ov.keep_firing_for,
             "severity": ov.severity,
@@ -80,6 +82,7 @@ class Model:
         self.spec = spec
         self.config = spec.config
         self.builder = SignalBuilder(spec.config)
+        self.context = Context(self.builder)
         self.tokens = self.builder.labels.tokens()
         # dashboard uid -> {alert: id of the panel that shows it}; its dashboard_url opens that panel
         self.dashboard_panels = dashboard_panels or {}
@@ -117,20 +120,22 @@ class Model:
     @cached_property
     def groups(self) -> tuple[RuleGroup, ...]:
         out = []
+        remembered: set[str] = set()  # memory records, each in the first group whose alerts need it
         for group in self.spec.groups:
             gov = self.spec.overrides.groups.get(group.name)
             enabled = group.enabled if gov is None or gov.enabled is None else gov.enabled
             if not enabled:
                 continue
             interval = gov.interval if gov and gov.interval else group.interval
-            records = tuple(r for name in group.records for r in self._records(name))
-            alerts = tuple(
-                self._alert(a, group.name, group.family)
-                for a in (effective_alert(a, self.spec) for a in group.alerts)
-                if a.enabled
-            )
+            specs = [a for a in (effective_alert(a, self.spec) for a in group.alerts) if a.enabled]
+            records = list(self._group_records(group.records))
+            for memory in (m for a in specs for m in self.context.memories(a, self.spec.signals)):
+                if memory.record not in remembered:
+                    remembered.add(memory.record)
+                    records.append(RecordRule(memory.record, memory.expr))
+            alerts = tuple(self._alert(a, group.name, group.family) for a in specs)
             if records or alerts:
-                out.append(RuleGroup(group.name, group.family, interval, records, alerts))
+                out.append(RuleGroup(group.name, group.family, interval, tuple(records), alerts))
         for planned in self.slos.groups():
             records = tuple(RecordRule(r.record, r.expr, dict(r.labels)) for r in planned.records)
             alerts = tuple(self._alert(a, planned.name, SLO_FAMILY) for a in planned.alerts)
@@ -145,14 +150,25 @@ class Model:
         vars = {roles.get(label, "namespace"): label for label in grouping}
         return Dashboard(uid=board.uid, slug=slug(board.title), vars=vars)
 
-    def _records(self, name: str) -> list[RecordRule]:
+    def _group_records(self, names: tuple[str, ...]) -> tuple[RecordRule, ...]:
+        """A group's recording rules in order. Prometheus evaluates a group's rules one after another
+        at the same timestamp, so a rule may read a rate or bucket rate recorded before it in the
+        group: that is how a histogram's raw buckets are read once per evaluation, not once per
+        quantile."""
+        out: list[RecordRule] = []
+        for i, name in enumerate(names):
+            builder = self.builder.reading([self.spec.signals[n] for n in names[:i]])
+            out += self._records(name, builder)
+        return tuple(out)
+
+    def _records(self, name: str, builder: SignalBuilder) -> list[RecordRule]:
         s = self.spec.signals[name]
         if s.kind == "quantile":
             return [
-                RecordRule(s.record, self.builder.expr(s, quantile=q), {"quantile": f"{q:g}"}, name)
+                RecordRule(s.record, builder.expr(s, quantile=q), {"quantile": f"{q:g}"}, name)
                 for q in s.quantiles
             ]
-        return [RecordRule(s.record, self.builder.expr(s), {}, name)]
+        return [RecordRule(s.record, builder.expr(s), {}, name)]
 
     def _alert(self, alert: Alert, group: str, family: str) -> AlertRule:
         return AlertRule(
@@ -171,9 +187,22 @@ class Model:
         if isinstance(alert, BurnAlert):
             return alert.expr
         if alert.signal:
-            return b.compare(self.record_for(alert.signal, alert.quantile), alert.op, alert.threshold)
+            return self._threshold_expr(alert)
         ab = alert.absence
-        return self.builder.absence(ab.kind, ab.source, self.spec.signals, ab.signal, ab.absent_fires)
+        return self.builder.absence(ab.kind, ab.source, self.spec.signals, ab.signal, ab.absent_fires, ab)
+
+    def _threshold_expr(self, alert: Alert) -> str:
+        """`signal op threshold`; a GPU's signal keyed by the GPU alone, with the GPU's stable labels
+        (alert_context.py), so labels that come and go cannot restart `for`."""
+        signal = self.signal(alert.signal)
+        value = self.record_for(alert.signal, alert.quantile)
+        if signal.level == "gpu":
+            value = self.context.gpu(b.dedup(value, self.builder.labels.identity("gpu")))
+        condition = b.compare(value, alert.op, alert.threshold)
+        if alert.min_traffic is None:
+            return condition
+        traffic = f"{self.builder.denominator(signal)} >= {alert.min_traffic:g}"
+        return b.only_where(condition, traffic, self.builder.labels.identity(signal.level))
 
     def _annotations(self, alert: Alert) -> dict[str, str]:
         sub = lambda text: templates.substitute_tokens(text, self.tokens)  # noqa: E731

@@ -8,11 +8,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Sequence
 
 from . import catalog as catalog_mod
 from .catalog.exporter import DcgmFacts, ExporterProfile, WorkloadLabels
+from .absence import Absences
+from .alert_context import HOST, fold_host, gpu_pod_lookup
 from .promql import builders as b
 from .spec.schema import Config, Signal
+
+INF_BUCKET = 'le="+Inf"'  # a histogram's last bucket counts every observation (its _count)
 
 
 @dataclass(frozen=True)
@@ -106,14 +111,32 @@ class Labels:
             # the name another exporter generation uses: what a rename looks like from here
             **({"fb_used_renamed": renamed.metric("fb_used")} if renamed.has("fb_used") else {}),
             "cluster": self.config.cluster_label or "cluster",
+            # descriptions: " in cluster <name>" where a cluster label is configured, else nothing
+            "in_cluster": (
+                f" in cluster {{{{ $labels.{self.config.cluster_label} }}}}"
+                if self.config.cluster_label
+                else ""
+            ),
+            # descriptions: `{{ with [[gpu_pod_lookup]] }}...{{ . | first | label "pod" }}{{ end }}`
+            "gpu_pod_lookup": gpu_pod_lookup(self.identity("gpu"), self.config.remember.workload),
+            "rate_window": self.config.rate_window,
         }
 
 
 class SignalBuilder:
-    def __init__(self, config: Config, catalog: catalog_mod.Catalog | None = None):
+    def __init__(
+        self, config: Config, catalog: catalog_mod.Catalog | None = None, recorded: Sequence[Signal] = ()
+    ):
         self.config = config
         self.catalog = catalog or catalog_mod.load()
         self.labels = Labels(config, self.catalog)
+        # rate and bucket_rate signals whose recording rules are evaluated before what this builder
+        # builds (earlier in the same rule group): read from them instead of the raw counters
+        self.recorded = tuple(recorded)
+
+    def reading(self, recorded: Sequence[Signal]) -> "SignalBuilder":
+        """This builder, reading the rates and bucket rates of `recorded` signals from their records."""
+        return SignalBuilder(self.config, self.catalog, recorded)
 
     # -- names and selectors -------------------------------------------------------------
     @property
@@ -157,30 +180,76 @@ class SignalBuilder:
             return b.dedup(self.select(signal.metric), ident + list(signal.by))
         if signal.kind == "matched_ratio":
             part, rest = self.select(signal.numerator), self.select(signal.partner)
-            ratio = b.matched_ratio(part, rest, ident)
-            return (
-                b.with_context(ratio, part, ident, self.labels.gpu_context())
-                if signal.level == "gpu"
-                else ratio
-            )
+            if signal.level != "gpu":
+                return b.matched_ratio(part, rest, ident)
+            # the host also folded into the one `host` label the alerts carry (alert_context.py)
+            described = fold_host(part, self.labels.host_spellings)
+            context = self.labels.gpu_context() + [HOST]
+            return b.matched_ratio_with_context(part, rest, ident, context, described)
         if signal.kind == "rate":
-            return self._rate_at_level(self.select(signal.metric), window, signal.level, list(signal.by))
+            return self._rate_at_level(signal.metric, "", window, signal.level, list(signal.by))
         if signal.kind == "counter_ratio":
             keep = [label for label, _, _ in b.parse_matchers(signal.matchers)]
-            part = self._rate_at_level(
-                self.select(signal.metric, signal.matchers), window, signal.level, [], keep
-            )
-            whole = self._rate_at_level(self.select(signal.metric), window, signal.level, [], keep)
-            return b.guarded_div(part, whole, ident)
+            part = self._rate_at_level(signal.metric, signal.matchers, window, signal.level, [], keep)
+            return b.guarded_div(part, self.denominator(signal, window), ident)
+        if signal.kind == "bucket_rate":
+            return self.bucket_rates(signal.metric, window, signal.level)[0]
         if signal.kind == "quantile":
             q = quantile if quantile is not None else signal.quantiles[0]
             return self.histogram_quantile(signal.metric, q, window, signal.level)
         raise ValueError(f"unknown signal kind {signal.kind}")
 
+    def denominator(self, signal: Signal, window: str | None = None) -> str:
+        """A counter_ratio's denominator: the rate of every event it counts (e.g. finished requests)."""
+        keep = [label for label, _, _ in b.parse_matchers(signal.matchers)]
+        window = window or self.config.rate_window
+        return self._rate_at_level(signal.metric, "", window, signal.level, [], keep)
+
+    # -- rates: from raw counters, or from a recorded rate at the same or a finer level ------------
+    def _coarser(self, level: str, than: str) -> bool:
+        """Whether a series per `than` can be summed up to `level` (a model is a set of engines)."""
+        if level == than:
+            return True
+        return (than, level) == ("engine", "model") and set(self.labels.identity("model")) <= set(
+            self.labels.identity("engine")
+        )
+
+    def _recorded(
+        self, kind: str, metric: str, level: str, needs: Sequence[str], window: str
+    ) -> Signal | None:
+        """A recorded signal of `kind` over `metric` that `level` can be summed from, keeping `needs`."""
+        if window != self.config.rate_window:
+            return None
+        for s in self.recorded:
+            if (
+                s.kind == kind
+                and s.metric == metric
+                and not s.matchers
+                and set(needs) <= set(s.by)
+                and self._coarser(level, s.level)
+            ):
+                return s
+        return None
+
     def _rate_at_level(
-        self, series: str, window: str, level: str, by: list[str], dedup_extra: list[str] = ()
+        self, metric: str, matchers: str, window: str, level: str, by: list[str], dedup_extra: list[str] = ()
     ) -> str:
-        """Rate per engine (deduplicated), summed up to the level when the level is coarser."""
+        """Rate per engine (deduplicated), summed up to the level when the level is coarser; read from
+        a recorded rate when one is there."""
+        ident = self.labels.identity(level)
+        matched = [label for label, _, _ in b.parse_matchers(matchers)] if matchers else []
+        rec = self._recorded("rate", metric, level, [*by, *matched], window)
+        if rec is not None:
+            source = b.selector(rec.record, matchers)
+            same = rec.level == level and set(rec.by) == set(by)
+            return source if same else b.agg("sum", ident + by, source)
+        return self._raw_rate(self.select(metric, matchers), window, level, by, dedup_extra)
+
+    def _raw_rate(
+        self, series: str, window: str, level: str, by: Sequence[str] = (), dedup_extra: Sequence[str] = ()
+    ) -> str:
+        """Rate of raw counter `series` per engine (deduplicated), summed up to a coarser level."""
+        by = list(by)
         engine = (
             self.labels.identity("engine") if level in ("engine", "model") else self.labels.identity(level)
         )
@@ -189,76 +258,50 @@ class SignalBuilder:
             return per_engine if not dedup_extra else b.agg("sum", engine + by, per_engine)
         return b.agg("sum", self.labels.identity(level) + by, per_engine)
 
+    # -- histograms: bucket rates once, every quantile and heatmap from them ---------------------
+    def bucket_rates(self, metric: str, window: str, level: str, by: Sequence[str] = ()) -> tuple[str, str]:
+        """(per-second rate of each bucket of histogram `metric` per `level` (and `by`), `le` kept; the
+        condition "it observed something"), from a recorded bucket_rate signal when one is there."""
+        keep = self.labels.identity(level) + list(by)
+        rec = None if by else self._recorded("bucket_rate", metric, level, [], window)
+        if rec is not None:
+            total = b.selector(rec.record, INF_BUCKET)
+            if rec.level == level:
+                return rec.record, f"{total} > 0"
+            return b.agg("sum", keep + ["le"], rec.record), f"{b.agg('sum', keep, total)} > 0"
+        engine = self.labels.identity("engine")
+        buckets = b.dedup(b.rate(self.select(f"{metric}_bucket"), window), engine + ["le"])
+        by_le = buckets if keep == engine else b.agg("sum", keep + ["le"], buckets)
+        counts = b.agg("sum", keep, b.dedup(b.rate(self.select(f"{metric}_count"), window), engine))
+        return by_le, f"{counts} > 0"
+
     def model_rate(self, series: str, window: str, keep: tuple[str, ...] = ()) -> str:
         """Per-second rate of counter `series` per model: deduplicated per engine (and `keep`), summed.
         The SLO rules read raw series only through here."""
-        return self._rate_at_level(series, window, "model", [], list(keep))
+        return self._raw_rate(series, window, "model", [], keep)
 
     def histogram_quantile(
         self, metric: str, q: float, window: str, level: str, by: tuple[str, ...] = ()
     ) -> str:
         """Quantile per level from a histogram; no result (not NaN) where there were no observations."""
-        engine = self.labels.identity("engine")
-        keep = self.labels.identity(level) + list(by)
-        buckets = b.dedup(b.rate(self.select(f"{metric}_bucket"), window), engine + ["le"])
-        by_le = b.agg("sum", keep + ["le"], buckets)
-        counts = b.agg("sum", keep, b.dedup(b.rate(self.select(f"{metric}_count"), window), engine))
-        return b.only_where(b.quantile(q, by_le), f"{counts} > 0", keep)
+        by_le, observed = self.bucket_rates(metric, window, level, by)
+        return b.only_where(b.quantile(q, by_le), observed, self.labels.identity(level) + list(by))
 
     # -- companions that keep an alert family from going silently blind --------------------------
-    def partner_missing(self, signal: Signal) -> str:
-        ident = self.labels.identity(signal.level)
-        part, rest = self.select(signal.numerator), self.select(signal.partner)
-        g_part, g_rest = b.agg("group", ident, part), b.agg("group", ident, rest)
-        target = self.labels.target()
-        exporter_up = f"{b.agg('max', target, self.up('dcgm'))} == 1"
-        either = f"({b.agg('group', target, part)} or {b.agg('group', target, rest)})"
-        return b.any_of(
-            b.unless(g_part, g_rest, ident),
-            b.unless(g_rest, g_part, ident),
-            b.unless(exporter_up, either, target),
-        )
-
-    def target_down(self, source: str, absent_fires: bool = True) -> str:
-        down = f"{b.agg('max', self.labels.target(), self.up(source))} == 0"
-        return b.any_of(down, f"absent({self.up(source)})") if absent_fires else down
-
     def input_metrics(self, source: str, signals) -> list[str]:
         """The series the signals of a source read (a histogram through its _count), sorted."""
         out = set()
         for s in signals:
+            if s.kind == "bucket_rate":  # feeds quantiles (whose signals name the input) and heatmaps
+                continue
             for name in (s.metric, s.numerator, s.partner):
                 if name and self.source(self.metric_name(name)) == source:
                     out.add(self.metric_name(name) + ("_count" if s.kind == "quantile" else ""))
         return sorted(out)
 
-    def inputs_missing(self, source: str, metrics: list[str]) -> str:
-        """Targets that export the liveness metric but not one of the inputs (a rename or removal)."""
-        target = self.labels.target()
-        live = b.agg("group", target, self.select(self.liveness))
-        return b.any_of(
-            *(
-                f"label_replace({b.unless(live, b.agg('group', target, self.select(m)), target)}, "
-                f'"metric", "{m}", "", "")'
-                for m in metrics
-            )
-        )
-
     def absence(
-        self, kind: str, source: str, signals: dict, signal: str | None = None, absent_fires: bool = True
+        self, kind: str, source: str, signals: dict, signal=None, absent_fires: bool = True, absence=None
     ) -> str:
-        """The condition of a 'never silently blind' alert, by its kind."""
-        if kind == "partner_missing":
-            return self.partner_missing(signals[signal])
-        if kind == "target_down":
-            return self.target_down(source, absent_fires)
-        if kind == "inputs_missing":
-            return self.inputs_missing(source, self.input_metrics(source, signals.values()))
-        return self.metrics_absent(source)
-
-    def metrics_absent(self, source: str) -> str:
-        target = self.labels.target()
-        keep = target + ["namespace", "pod"]
-        up = b.agg("max", keep, self.up(source))
-        liveness = b.agg("group", target, self.select(self.liveness))
-        return b.any_of(f"{up} == 0", b.unless(f"{up} == 1", liveness, target))
+        """The condition of a 'never silently blind' alert, by its kind (absence.py); `absence` is
+        the alert's absence spec, for the options of its kind."""
+        return Absences(self).build(kind, source, signals, signal, absent_fires, absence)

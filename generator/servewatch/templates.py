@@ -6,7 +6,11 @@ possible; anything else is a spec error rather than a surprise in a test.
 
 Supported: {{ $labels.NAME }}, {{ $value }}, {{ $value | humanize }},
 {{ $value | humanizePercentage }}, {{ $value | humanizeDuration }},
-and {{ with $labels.NAME }}...{{ . }}...{{ end }}. Tokens [[host]] etc. are replaced from config first.
+{{ with $labels.NAME }}...{{ . }}...{{ else }}...{{ end }} (the else part optional), and one lookup:
+{{ with printf "<query>" $labels.A ... | query }}...{{ . | first | label "NAME" }}...{{ end }}, which
+finds context at run time that must not be a label (the pod on a GPU, alert_context.py). Servewatch
+cannot run the query; the scenario says what it finds (`context:` of an expected alert). Tokens
+[[host]] etc. are replaced from config first.
 """
 
 from __future__ import annotations
@@ -16,7 +20,14 @@ import re
 
 ACTION_RE = re.compile(r"\{\{-?\s*(.*?)\s*-?\}\}")
 TOKEN_RE = re.compile(r"\[\[([a-z_]+)\]\]")
-WITH_RE = re.compile(r"\{\{\s*with \$labels\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}(.*?)\{\{\s*end\s*\}\}", re.S)
+LOOKUP = r'printf\s+"(?:[^"\\]|\\.)*"(?:\s+\$labels\.[A-Za-z_][A-Za-z0-9_]*)*\s*\|\s*query'
+WITH_RE = re.compile(
+    r"\{\{\s*with\s+(?:\$labels\.(?P<label>[A-Za-z_][A-Za-z0-9_]*)|(?P<lookup>" + LOOKUP + r"))\s*\}\}"
+    r"(?P<then>.*?)(?:\{\{\s*else\s*\}\}(?P<else>.*?))?\{\{\s*end\s*\}\}",
+    re.S,
+)
+DOT_RE = re.compile(r"\{\{\s*\.\s*\}\}")
+FOUND_RE = re.compile(r'\{\{\s*\.\s*\|\s*first\s*\|\s*label\s+"([A-Za-z_][A-Za-z0-9_]*)"\s*\}\}')
 FILTERS = ("humanize", "humanizePercentage", "humanizeDuration")
 
 
@@ -31,7 +42,12 @@ def substitute_tokens(text: str, tokens: dict[str, str]) -> str:
 
 def problems(text: str) -> list[str]:
     out = []
-    body = WITH_RE.sub(lambda m: m.group(2).replace("{{ . }}", ""), text)
+
+    def plain(m):
+        inner = m.group("then") + (m.group("else") or "")
+        return (FOUND_RE if m.group("lookup") else DOT_RE).sub("", inner)
+
+    body = WITH_RE.sub(plain, text)
     for action in ACTION_RE.findall(body):
         if re.fullmatch(r"\$labels\.[A-Za-z_][A-Za-z0-9_]*", action):
             continue
@@ -113,10 +129,22 @@ def go_float(v: float) -> str:
     return r
 
 
-def render(text: str, labels: dict[str, str], value: float | None) -> str:
+def render(
+    text: str, labels: dict[str, str], value: float | None, found: dict[str, str] | None = None
+) -> str:
+    """`text` as Prometheus renders it for an alert with `labels` and `value`; `found` is what the
+    lookup finds (nothing when empty or None)."""
+    found = found or {}
+
     def with_block(m):
-        label_value = labels.get(m.group(1), "")
-        return m.group(2).replace("{{ . }}", label_value) if label_value else ""
+        if m.group("lookup"):
+            if not found:
+                return m.group("else") or ""
+            return FOUND_RE.sub(lambda f: found.get(f.group(1), ""), m.group("then"))
+        label_value = labels.get(m.group("label"), "")
+        if not label_value:
+            return m.group("else") or ""
+        return DOT_RE.sub(lambda _: label_value, m.group("then"))
 
     text = WITH_RE.sub(with_block, text)
 

@@ -6,9 +6,10 @@
 How it is built:
   1. ``promtool tsdb create-blocks-from openmetrics`` turns the OpenMetrics text into TSDB blocks
      inside a fresh data directory;
-  2. with ``rule_files`` (and ``backfill_rules``), Prometheus is started once without rules so that
+  2. with ``rule_files`` (and ``backfill_rules``), Prometheus is started without rules so that
      ``promtool tsdb create-blocks-from rules --url <it>`` can evaluate the recording rules over the
-     data's time range; it is stopped, the rule blocks are moved into the data directory;
+     data's time range; it is stopped, the rule blocks are moved into the data directory. Records
+     that read other records are backfilled in later stages (rule_stages.py), one restart each;
   3. Prometheus is started (again) with ``rule_files`` in its config and no scrape targets, on a
      free port; ``/-/ready`` and a query over the backfilled range must answer before it is handed out.
 
@@ -26,7 +27,7 @@ phase (Prometheus derives an offset in ``[0, interval)`` from the group's name a
 recorded samples sit that offset after the data's grid points, from the first sample to one
 interval past the last. Compare a recorded sample with its expression at the sample's own
 timestamp, or query recorded series one interval after a grid point. A rule that reads another
-recording rule of the same run sees nothing (a promtool limitation).
+recording rule sees that rule's sample of the same evaluation, as on a live server.
 """
 
 from __future__ import annotations
@@ -40,8 +41,11 @@ import time as _time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+import yaml
+
 from servewatch.promapi import Client, PromApiError, TimeLike, timestamp
 
+from . import rule_stages
 from .servers import LocalServer, ServerError
 
 __all__ = ["LocalPrometheus", "backfill_start"]
@@ -199,8 +203,22 @@ class LocalPrometheus(LocalServer):
         end = timestamp(
             self.rules_end if self.rules_end is not None else hi + _seconds(self.rule_eval_interval)
         )
-        out = self.workdir / "rule-blocks"
-        self._loaded_rules = []  # evaluate against the raw data only
+        bodies = [yaml.safe_load(f.read_text()) or {} for f in self.rule_files]
+        # a record that reads another one is backfilled after it (rule_stages.py). Each stage's files
+        # keep one path per rule file, relative to the work dir (promtool's cwd): every stage, and
+        # every run, evaluates a group at the same phase
+        staged = [Path("rule-stage") / f"{i}-{f.name}" for i, f in enumerate(self.rule_files)]
+        (self.workdir / "rule-stage").mkdir()
+        self._loaded_rules = []  # evaluate against the stored data only
+        for n, files in enumerate(rule_stages.stages(bodies)):
+            used = [path for path, body in zip(staged, files, strict=True) if body["groups"]]
+            for path, body in zip(staged, files, strict=True):
+                (self.workdir / path).write_text(json.dumps(body, indent=1) + "\n")  # JSON is YAML
+            if used:
+                self._backfill_stage(self.workdir / f"rule-blocks-{n}", start, end, used)
+        self._loaded_rules = self.rule_files
+
+    def _backfill_stage(self, out: Path, start: str, end: str, rule_files: list[Path]) -> None:
         self.serve()
         try:
             self._promtool(
@@ -213,12 +231,11 @@ class LocalPrometheus(LocalServer):
                 f"--end={end}",
                 f"--output-dir={out}",
                 f"--eval-interval={self.rule_eval_interval}",
-                *map(str, self.rule_files),
+                *map(str, rule_files),
                 what="promtool tsdb create-blocks-from rules",
             )
         finally:
             self.halt()
-            self._loaded_rules = self.rule_files
         for block in sorted(out.glob("*/meta.json")):
             block.parent.rename(self.data_dir / block.parent.name)
 

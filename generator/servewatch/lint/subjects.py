@@ -57,7 +57,7 @@ class Rule:
     name: str
     query: Query
     location: Location
-    form: str  # plain | prometheusrule | mimir | helm: the rules of one form are loaded together
+    form: str  # plain | prometheusrule | mimir | thanos | helm: one form's rules are loaded together
     group: str = ""
     for_: str | None = None
     labels: dict[str, str] = field(default_factory=dict)

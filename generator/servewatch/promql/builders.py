@@ -52,9 +52,12 @@ def dedup(series: str, identity: Sequence[str]) -> str:
     return agg("max", identity, series)
 
 
-def guarded_div(numerator: str, denominator: str, on: Sequence[str]) -> str:
-    """numerator / denominator where the denominator is > 0; 0/0 and x/0 give no result."""
-    return f"(\n  {numerator}\n/ on ({labels(on)})\n  ({denominator} > 0)\n)"
+def guarded_div(numerator: str, denominator: str, on: Sequence[str], many_left: bool = False) -> str:
+    """numerator / denominator where the denominator is > 0; 0/0 and x/0 give no result. With
+    `many_left` the result keeps the numerator's labels (group_left), not only the `on` labels."""
+    # "()": a bare group_left would read the "(" that follows as its label list
+    group = " group_left ()" if many_left else ""
+    return f"(\n  {numerator}\n/ on ({labels(on)}){group}\n  ({denominator} > 0)\n)"
 
 
 def matched_ratio(part: str, rest: str, identity: Sequence[str]) -> str:
@@ -62,6 +65,23 @@ def matched_ratio(part: str, rest: str, identity: Sequence[str]) -> str:
     p = dedup(part, identity)
     r = dedup(rest, identity)
     return guarded_div(p, f"({p} + on ({labels(identity)}) {r})", identity)
+
+
+def matched_ratio_with_context(
+    part: str, rest: str, identity: Sequence[str], context: Sequence[str], described: str | None = None
+) -> str:
+    """part / (part + rest) per identity, carrying descriptive labels (host, GPU index, pod) of
+    `described` (`part` itself, or `part` with labels derived from its own).
+
+    The numerator is `described` cut to one series per identity: topk 1 of its maximum per identity
+    and context, whose value is the identity's maximum. So the context labels cost no read of their
+    own, and a label that changed between scrapes cannot cause a many-to-many error.
+    """
+    if not context:
+        return matched_ratio(part, rest, identity)
+    p = f"topk by ({labels(identity)}) (1, {dedup(described or part, [*identity, *context])})"
+    whole = f"({dedup(part, identity)} + on ({labels(identity)}) {dedup(rest, identity)})"
+    return guarded_div(p, whole, identity, many_left=True)
 
 
 def with_context(expr: str, series: str, identity: Sequence[str], context: Sequence[str]) -> str:
@@ -110,5 +130,58 @@ def any_of(*exprs: str) -> str:
     return "\n or\n".join(exprs)
 
 
+def total(exprs: Sequence[str], on: Sequence[str]) -> str:
+    """The sum of several per-`on` vectors (a series missing on one side drops out)."""
+    return exprs[0] if len(exprs) == 1 else f"({f' + on ({labels(on)}) '.join(exprs)})"
+
+
 def compare(expr: str, op: str, threshold: float) -> str:
     return f"{expr} {op} {threshold:g}"
+
+
+def join(expr: str, info: str, on: Sequence[str], attach: Sequence[str]) -> str:
+    """`expr` with the labels `attach` copied from the one-per-`on` series of `info` (value 1); only
+    where `info` has a series (see `left_join`)."""
+    return f"({expr})\n* on ({labels(on)}) group_left ({labels(attach)})\n  {info}"
+
+
+def left_join(expr: str, info: str, on: Sequence[str], attach: Sequence[str]) -> str:
+    """`join`, and `expr` as it is where `info` has no series, so missing context never drops a result."""
+    return f"(\n  {join(expr, info, on, attach)}\nor on ({labels(on)})\n  ({expr})\n)"
+
+
+def with_label(expr: str, label: str, value: str) -> str:
+    """`expr` with a constant `label="value"` on every series."""
+    return f'label_replace({expr}, "{label}", "{value}", "", "")'
+
+
+def fill_label(expr: str, src: str, dst: str) -> str:
+    """`expr` with label `dst` set from `src` where `src` is not empty (unlike `copy_label`, an empty
+    `src` leaves `dst` alone, so several spellings of one label fold into one: Hostname, hostname)."""
+    return f'label_replace({expr}, "{dst}", "$1", "{src}", "(.+)")'
+
+
+def seen_at(series: str, by: Sequence[str]) -> str:
+    """When each `by` combination was last present: evaluation time as the value, so a recording
+    rule of it remembers what it saw (see `recall`). time(), not timestamp(): MetricsQL's
+    timestamp() of an expression that is not a plain selector gives nothing, so vmalert would
+    remember nothing."""
+    return f"{agg('group', by, series)} * time()"
+
+
+def recall(record: str, key: Sequence[str], window: str) -> str:
+    """Per `key`, the series of a `seen_at` record seen most recently within `window`: what was there
+    last, even if it is gone now (a dropped mapping, a vanished target). Value 1."""
+    return f"group without () (topk by ({labels(key)}) (1, max_over_time({record}[{window}])))"
+
+
+def gone(record: str, by: Sequence[str], window: str) -> str:
+    """The `by` combinations a record had within `window` and has no longer."""
+    return unless(f"max_over_time({record}[{window}])", record, by)
+
+
+def started_within(series: str, key: Sequence[str], window: str) -> str:
+    """Series of `key` that have never been 1 within `window` and did not exist `window` ago: things
+    that are still starting up (a new pod loading its model), not things that went down."""
+    never_up = f"{agg('max', key, f'max_over_time({series}[{window}])')} == 0"
+    return unless(never_up, agg("group", key, f"{series} offset {window}"), key)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..alert_context import HOST
 from ..model import AlertRule, Model
 from ..promql import labels as promql_labels
 from ..slo.exprs import quoted
@@ -183,7 +184,7 @@ def _causes(model: Model) -> list[Inhibition]:
             "an exporter that is down silences the GPU alerts of its host",
             tuple(exporter_down),
             tuple(gpu_alerts),
-            (*cluster, *labels.host_spellings, "instance"),
+            (*cluster, HOST, *labels.host_spellings, "instance"),
         ),
         Inhibition(
             "a vLLM target without metrics silences its latency and SLO alerts",

@@ -1,5 +1,5 @@
-"""Rule files, one per family: plain Prometheus/Thanos rule files, PrometheusRule manifests and
-mimirtool namespace files, all holding the same groups."""
+"""Rule files, one per family: plain Prometheus rule files, PrometheusRule manifests, mimirtool
+namespace files and Thanos Ruler rule files, all holding the same groups."""
 
 from __future__ import annotations
 
@@ -21,6 +21,17 @@ def mimir_path(family: str) -> str:
     return f"rules/mimir/{family}.yaml"
 
 
+def thanos_path(family: str) -> str:
+    return f"rules/thanos/{family}.yaml"
+
+
+# Thanos Ruler evaluates through a querier that fans out to every cluster's store. "abort" (Thanos'
+# default, written out) fails an evaluation when a store does not answer, and a failed evaluation
+# leaves each alert as it was; "warn" would evaluate the part that answered, so every absence alert
+# of a cluster that is only unreachable would fire and its threshold alerts would resolve.
+PARTIAL_RESPONSE = "abort"
+
+
 def _record(r: RecordRule) -> dict:
     out = {"record": r.record, "expr": r.expr}
     if r.labels:
@@ -37,10 +48,12 @@ def _alert(a: AlertRule) -> dict:
     return out
 
 
-def group_dict(model: Model, g: RuleGroup) -> dict:
+def group_dict(model: Model, g: RuleGroup, **extra: str) -> dict:
+    """A rule group; `extra` fields (a Thanos group's partial_response_strategy) go before its rules."""
     out = {"name": f"{model.config.rule_prefix}-{g.name}"}
     if g.interval:
         out["interval"] = g.interval
+    out.update(extra)
     out["rules"] = [_record(r) for r in g.records] + [_alert(a) for a in g.alerts]
     return out
 
@@ -65,4 +78,7 @@ def render(model: Model) -> dict[str, str]:
         files[mimir_path(family)] = dump(
             {"namespace": f"{model.config.rule_prefix}-{family}", **body}, GENERATED
         )
+        # thanos rule --rule-file: the same groups, each saying what to do with a partial answer
+        thanos = [group_dict(model, g, partial_response_strategy=PARTIAL_RESPONSE) for g in groups]
+        files[thanos_path(family)] = dump({"groups": thanos}, GENERATED)
     return files

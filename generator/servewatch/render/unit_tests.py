@@ -9,10 +9,9 @@ from __future__ import annotations
 import posixpath
 import re
 
-from .. import templates
+from .. import scenarios, templates
 from ..model import Model
 from ..promql import builders as b
-from ..spec.schema import seconds
 from .rules import plain_path
 from .yamlout import dump
 
@@ -21,12 +20,6 @@ SERIES_RE = re.compile(r"^\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(\{.*\})?\s*$", re.S)
 
 def test_path(family: str) -> str:
     return f"promtool/{family}.test.yaml"
-
-
-def _duration(text: str) -> str:
-    """promtool wants a single-unit duration for eval_time; normalise e.g. 1h30m to 90m."""
-    s = seconds(text)
-    return f"{int(s // 60)}m" if s % 60 == 0 else f"{int(s)}s"
 
 
 def series_with_selectors(model: Model, series: str) -> str:
@@ -45,9 +38,11 @@ def series_with_selectors(model: Model, series: str) -> str:
     return f"{name}{{{', '.join(parts)}}}" if parts else name
 
 
-def render(model: Model) -> dict[str, str]:
-    tests_by_family: dict[str, list] = {}
+def scenario_tests(model: Model) -> tuple[list[tuple[str, dict]], list[tuple[object, str]]]:
+    """(family, promtool test) for every enabled scenario that adapts to the resolved alerts, and
+    (scenario, why) for those that cannot (verify.py reports them)."""
     sub = lambda text: templates.substitute_tokens(text, model.tokens)  # noqa: E731
+    tests, unadaptable = [], []
     for scenario in model.spec.scenarios:
         override = model.spec.overrides.scenarios.get(scenario.name)
         if override is not None and not override.enabled:
@@ -55,34 +50,63 @@ def render(model: Model) -> dict[str, str]:
         alert = model.alert(scenario.alert)
         if alert is None:  # disabled alert (or group): nothing to test
             continue
+        try:
+            resolved = scenarios.resolve(model, scenario)
+        except scenarios.Unadaptable as exc:
+            unadaptable.append((scenario, f"{scenarios.field_path(exc.field)}: {exc}"))
+            continue
         checks = []
-        for exp in scenario.expect:
-            rule = model.alert(exp.alert or scenario.alert)
-            if rule is None:
-                continue
+        for check in resolved.checks:
+            rule = check.alert
             expected = []
-            for firing in exp.firing:
+            for firing in check.firing:
                 lbls = {sub(k): sub(v) for k, v in firing.labels.items()}
                 lbls = {**lbls, **rule.result_labels, **rule.labels}
                 annotations = {
-                    k: templates.render(v, lbls, firing.value) for k, v in rule.annotations.items()
+                    k: templates.render(v, lbls, firing.value, firing.context)
+                    for k, v in rule.annotations.items()
                 }
                 expected.append({"exp_labels": dict(sorted(lbls.items())), "exp_annotations": annotations})
-            checks.append({"eval_time": _duration(exp.at), "alertname": rule.alert, "exp_alerts": expected})
+            checks.append(
+                {"eval_time": scenarios.duration(check.at_s), "alertname": rule.alert, "exp_alerts": expected}
+            )
         test = {
             "name": scenario.name,
             "interval": scenario.interval,
             "input_series": [
-                {"series": series_with_selectors(model, sub(s.series)), "values": s.values}
-                for s in scenario.series
+                {"series": series_with_selectors(model, sub(series)), "values": values}
+                for series, values in resolved.series
             ],
             "alert_rule_test": checks,
         }
-        tests_by_family.setdefault(alert.family, []).append(test)
+        tests.append((alert.family, test))
+    return tests, unadaptable
+
+
+def test_file(model: Model, family: str, path: str, tests: list) -> dict:
+    """A promtool test file over a family's rule file. The groups are evaluated in the file's order:
+    without group_eval_order promtool picks a random order at each evaluation, so an alert reading
+    a record of an earlier group would see it now or one evaluation late, and a check at the end of
+    its `for` would pass or fail by chance."""
+    rule_file = posixpath.relpath(plain_path(family), posixpath.dirname(path))
+    order = [f"{model.config.rule_prefix}-{g.name}" for g in model.groups if g.family == family]
+    return {
+        "rule_files": [rule_file],
+        "evaluation_interval": scenarios.EVAL_INTERVAL,
+        "group_eval_order": order,
+        "tests": tests,
+    }
+
+
+def render(model: Model) -> dict[str, str]:
+    tests_by_family: dict[str, list] = {}
+    for family, test in scenario_tests(model)[0]:
+        tests_by_family.setdefault(family, []).append(test)
     files = {}
     for family, tests in sorted(tests_by_family.items()):
         path = test_path(family)
-        rule_file = posixpath.relpath(plain_path(family), posixpath.dirname(path))
-        body = {"rule_files": [rule_file], "evaluation_interval": "30s", "tests": tests}
+        body = test_file(model, family, path, tests)
         files[path] = dump(body, "Generated by servewatch from the scenarios in specs/. Do not edit.")
-    return files
+    from . import rule_tests  # the tests derived from the rules themselves, beside the scenarios'
+
+    return {**files, **rule_tests.render(model)}

@@ -256,7 +256,10 @@ class Queries:
         kind = q.absence or (ab.kind if ab else None)
         source = q.source or (ab.source if ab else None)
         signal = q.signal or (ab.signal if ab else None)
-        return self.sb.absence(kind, source, self.model.spec.signals, signal, ab.absent_fires if ab else True)
+        own = ab if ab is not None and ab.kind == kind else None  # the alert's options of that kind
+        return self.sb.absence(
+            kind, source, self.model.spec.signals, signal, ab.absent_fires if ab else True, own
+        )
 
     # -- expected names for `names` steps ---------------------------------------------------
     def expected_names(self, q: s.NamesQuery) -> dict[str, list[str]]:

@@ -20,6 +20,7 @@ from .. import catalog
 from ..catalog.exporter import METRIC_NAME_RE
 from .translate import did_you_mean
 from .fields import (
+    DURATION_RE,
     AlertLabels,
     Duration,
     K8sLabels,
@@ -29,12 +30,12 @@ from .fields import (
     Name,
     Number,
     PositiveDuration,
-    SampleValues,
-    Series,
     duration,
     duration_ms,
     label_name,
     label_value,
+    sample_values,
+    series,
     shown,
     url_pattern,
 )
@@ -173,6 +174,15 @@ class Identity(Strict):
         return v
 
 
+class Remember(Strict):
+    """How long the rules remember what they saw (docs/alert-labels.md)."""
+
+    workload: PositiveDuration = (
+        "1h"  # the workload last seen on a GPU stays its namespace (and pod) this long
+    )
+    targets: PositiveDuration = "12h"  # targets that vanished are reported until this long after they went
+
+
 class Config(Strict):
     cluster_label: LabelName | None = None
     scrape_interval: PositiveDuration = "30s"
@@ -186,6 +196,7 @@ class Config(Strict):
         BeforeValidator(_with_defaults(DEFAULT_TARGETS)),
     ] = Field(default_factory=lambda: dict(DEFAULT_TARGETS))
     identity: Identity = Identity()
+    remember: Remember = Remember()
     dcgm: DcgmProfile = DcgmProfile()
     rule_namespace: K8sName = "monitoring"
     rule_labels: K8sLabels = Field(default_factory=lambda: {"role": "alert-rules"})
@@ -213,6 +224,14 @@ class Config(Strict):
                 )
         return self
 
+    @field_validator("scrape_interval")
+    @classmethod
+    def _whole_seconds(cls, v):
+        # the generated promtool tests place samples and checks on whole seconds
+        if seconds(v) != int(seconds(v)):
+            raise ValueError(f"{v} is not a whole number of seconds; use 1s or more, in whole seconds")
+        return v
+
     @model_validator(mode="after")
     def _window(self):
         if seconds(self.rate_window) < 4 * seconds(self.scrape_interval):
@@ -229,10 +248,10 @@ Level = Literal["gpu", "engine", "model"]
 class Signal(Strict):
     """A quantity computed once, recorded, and shared by alerts, dashboards and runbooks."""
 
-    kind: Literal["gauge", "matched_ratio", "rate", "quantile", "counter_ratio"]
+    kind: Literal["gauge", "matched_ratio", "rate", "quantile", "counter_ratio", "bucket_rate"]
     record: str
     level: Level
-    metric: str | None = None  # gauge, rate, quantile, counter_ratio
+    metric: str | None = None  # gauge, rate, quantile, counter_ratio, bucket_rate (a histogram)
     numerator: str | None = None  # matched_ratio: the part, e.g. fb_used
     partner: str | None = None  # matched_ratio: the rest, e.g. fb_free
     by: tuple[LabelName, ...] = ()  # extra labels kept (e.g. finished_reason)
@@ -261,22 +280,37 @@ class Signal(Strict):
             "gauge": ["metric"],
             "rate": ["metric"],
             "quantile": ["metric", "quantiles"],
+            "bucket_rate": ["metric"],
             "counter_ratio": ["metric", "matchers"],
             "matched_ratio": ["numerator", "partner"],
         }[self.kind]
         missing = [f for f in need if not getattr(self, f)]
         if missing:
             raise ValueError(f"a {self.kind} signal needs {', '.join(missing)}")
+        if self.kind == "bucket_rate" and self.level == "gpu":
+            raise ValueError("a bucket_rate signal is per engine or per model (level: engine or model)")
         return self
 
 
 class Absence(Strict):
     """What a 'never silently blind' companion alert watches."""
 
-    kind: Literal["partner_missing", "target_down", "metrics_absent", "inputs_missing"]
+    kind: Literal["partner_missing", "target_down", "metrics_absent", "inputs_missing", "no_progress"]
     source: Literal["dcgm", "vllm"]
     signal: str | None = None  # partner_missing: the matched_ratio signal
-    absent_fires: bool = True  # target_down: fire when no target exists at all
+    absent_fires: bool = True  # target_down, metrics_absent: fire when no target exists at all
+    # metrics_absent: a target that has not been up since it appeared is starting (loading its
+    # weights), not down, for this long
+    startup_grace: PositiveDuration | None = None
+    # no_progress: gauge signals that say work is in flight, and rate signals that say it advances
+    work: tuple[str, ...] = ()
+    progress: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _needs(self):
+        if self.kind == "no_progress" and not (self.work and self.progress):
+            raise ValueError("a no_progress absence needs `work` and `progress` signals")
+        return self
 
 
 class Dashboard(Strict):
@@ -291,6 +325,9 @@ class Alert(Strict):
     quantile: Number | None = None
     op: Literal[">", ">=", "<", "<="] = ">"
     threshold: Number | None = None
+    # counter_ratio signals: fire only where the ratio's denominator (e.g. finished requests per
+    # second) is at least this, so a handful of events at low traffic cannot page
+    min_traffic: Number | None = None
     absence: Absence | None = None
     for_: Duration = Field("5m", alias="for")
     keep_firing_for: Duration | None = None
@@ -340,6 +377,7 @@ class Group(Strict):
 
 class AlertOverride(Strict):
     threshold: Number | None = None
+    min_traffic: Number | None = None
     for_: Duration | None = Field(None, alias="for")
     keep_firing_for: Duration | None = None
     severity: Literal["critical", "warning", "info"] | None = None
@@ -365,10 +403,55 @@ class Overrides(Strict):
     scenarios: dict[str, ScenarioOverride] = Field(default_factory=dict)
 
 
+# Scenario expressions (scenarios.py reads them; here only their alphabet and a sketch of the notation).
+EXPRESSION_RE = re.compile(r"[A-Za-z0-9_ +\-*/().,]+")
+EXPR_RE = re.compile(r"\$\{([^}]*)\}")
+REPEAT_RE = re.compile(r"\(([^()]*)\)\*([0-9]+)")
+
+
+def _expression(value: str) -> str:
+    text = value.strip()
+    if text.startswith("${") and text.endswith("}"):
+        text = text[2:-1]
+    if not EXPRESSION_RE.fullmatch(text):
+        raise ValueError(f"{shown(value)} is not an expression like '80000 * above' (README, Tuning)")
+    return value
+
+
+def _let_name(name: str) -> str:
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
+        raise ValueError(f"{shown(name)} must be a lower-case name (letters, digits, _)")
+    return name
+
+
+def _sketch(text: str) -> str:
+    """`text` with each `${...}` as 1 and each `(samples)*n` once: promtool's notation to check."""
+    for expr in EXPR_RE.findall(text):
+        _expression(expr)
+    return REPEAT_RE.sub(lambda m: m.group(1), EXPR_RE.sub("1", text))
+
+
+def _at(value: str) -> str:
+    """A duration (whole seconds, at most 7d), or an expression of durations like 'for + 2m'."""
+    if isinstance(value, str) and value and DURATION_RE.fullmatch(value):
+        return _eval_time(duration(value))
+    if isinstance(value, str) and EXPRESSION_RE.fullmatch(value):
+        return value
+    raise ValueError(
+        f"{shown(value)} is neither a duration like 10m nor an expression like 'for + 2m' (README, Tuning)"
+    )
+
+
 class ExpectedAlert(Strict):
     labels: dict[LabelOrToken, Annotated[str, AfterValidator(label_value)]] = Field(default_factory=dict)
-    # needed when the description shows $value; any digits (promtool compares the rendered text)
-    value: Annotated[float, StrictInput(), AllowInfNan(False)] | None = None
+    # needed when the description shows $value: a number, or an expression like '${above}' (scenarios.py)
+    value: (
+        Annotated[float, StrictInput(), AllowInfNan(False)]
+        | Annotated[str, AfterValidator(_expression)]
+        | None
+    ) = None
+    # what the description's lookup finds at run time (templates.py), e.g. {pod: deepseek-v3-0}
+    context: dict[LabelName, Annotated[str, AfterValidator(label_value)]] = Field(default_factory=dict)
 
 
 def _eval_time(value: str) -> str:
@@ -381,14 +464,14 @@ def _eval_time(value: str) -> str:
 
 
 class Expectation(Strict):
-    at: Annotated[Duration, AfterValidator(_eval_time)]
+    at: Annotated[str, AfterValidator(_at)]
     alert: str | None = None  # defaults to the scenario's alert
     firing: tuple[ExpectedAlert, ...] = ()
 
 
 class SeriesInput(Strict):
-    series: Series
-    values: SampleValues
+    series: Annotated[str, AfterValidator(lambda v: series(_sketch(v)) and v)]
+    values: Annotated[str, AfterValidator(lambda v: sample_values(_sketch(v)) and v)]
 
 
 class Scenario(Strict):
@@ -396,5 +479,9 @@ class Scenario(Strict):
     alert: str
     why: str = ""
     interval: PositiveDuration = "1m"
+    # names for expressions of this scenario, computed in order (scenarios.py): {used: '80000 * above'}
+    let: dict[Annotated[str, AfterValidator(_let_name)], Annotated[str, AfterValidator(_expression)]] = Field(
+        default_factory=dict
+    )
     series: tuple[SeriesInput, ...]
     expect: tuple[Expectation, ...]

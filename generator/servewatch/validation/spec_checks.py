@@ -9,8 +9,10 @@ from .. import templates
 from ..errors import Location, SpecError
 from ..signals import Labels
 from ..spec.translate import did_you_mean
+from .scenario_checks import scenario_problems
 
 METRIC_FIELDS = ("metric", "numerator", "partner")
+HISTOGRAM_KINDS = ("quantile", "bucket_rate")  # signals whose metric is a histogram's name
 
 # The signals the dashboards read by name (render/dashboards/), with the kind and level their panels
 # are written for. Without one of them a dashboard cannot be built.
@@ -46,14 +48,14 @@ def spec_problems(spec) -> list[SpecError]:
             if metric in cat.dcgm.fields and labels.unnamed_field(metric):
                 err(labels.unnamed_field(metric), ("signal", name), field)
             elif metric and metric not in cat.dcgm.fields:
-                probe = metric + ("_bucket" if signal.kind == "quantile" else "")
+                probe = metric + ("_bucket" if signal.kind in HISTOGRAM_KINDS else "")
                 problem = cat.problem(probe)
                 entry = cat.lookup(probe)
                 if problem:
                     err(problem, ("signal", name), field)
                 elif signal.kind in ("rate", "counter_ratio") and entry.type != "counter":
                     err(f"{metric!r} is a {entry.type}; rate() needs a counter", ("signal", name), field)
-                elif signal.kind == "quantile" and entry.type != "histogram":
+                elif signal.kind in HISTOGRAM_KINDS and entry.type != "histogram":
                     err(f"{metric!r} is a {entry.type}, not a histogram", ("signal", name), field)
         if signal.record in records and not (signal.kind == "quantile"):
             err(
@@ -89,6 +91,13 @@ def spec_problems(spec) -> list[SpecError]:
                         "signal",
                     )
                 sig = spec.signals[alert.signal]
+                if alert.min_traffic is not None and sig.kind != "counter_ratio":
+                    err(
+                        f"min_traffic needs a counter_ratio signal (its denominator is the traffic); "
+                        f"{alert.signal!r} is a {sig.kind}",
+                        key,
+                        "min_traffic",
+                    )
                 if sig.kind == "quantile" and alert.quantile not in sig.quantiles:
                     err(
                         f"alert on quantile signal {alert.signal!r} "
@@ -96,6 +105,9 @@ def spec_problems(spec) -> list[SpecError]:
                         key,
                         "quantile",
                     )
+            if alert.absence and alert.absence.kind == "no_progress":
+                for problem, field in _no_progress_problems(alert.absence, spec.signals, _recorded(spec)):
+                    err(problem, key, "absence", field)
             if alert.absence and alert.absence.kind == "partner_missing":
                 sig = spec.signals.get(alert.absence.signal or "")
                 if sig is None or sig.kind != "matched_ratio":
@@ -186,7 +198,49 @@ def spec_problems(spec) -> list[SpecError]:
                     ("alert", alert.alert),
                 )
     errors.extend(_dashboard_problems(spec))
+    if not errors:  # expressions are computed on a model: only of a spec sound otherwise
+        errors.extend(scenario_problems(spec))
     return errors
+
+
+def _recorded(spec) -> set[str]:
+    """The signals an enabled group records (overrides applied)."""
+    out = set()
+    for group in spec.groups:
+        ov = spec.overrides.groups.get(group.name)
+        if group.enabled if ov is None or ov.enabled is None else ov.enabled:
+            out.update(group.records)
+    return out
+
+
+def _no_progress_problems(absence, signals, recorded: set[str]) -> list[tuple[str, str]]:
+    """`work` must name gauges and `progress` rates, all of one level (the engine that stalls), each
+    recorded by an enabled group: the condition reads their recording rules."""
+    out, levels = [], set()
+    for field, kinds in (("work", ("gauge",)), ("progress", ("rate",))):
+        for name in getattr(absence, field):
+            signal = signals.get(name)
+            if signal is None:
+                out.append((f"unknown signal {name!r}{did_you_mean(name, signals)}", field))
+            elif signal.kind not in kinds:
+                out.append(
+                    (
+                        f"{field} signals must be {' or '.join(kinds)} signals; {name!r} is a {signal.kind}",
+                        field,
+                    )
+                )
+            elif name not in recorded:
+                out.append(
+                    (
+                        f"signal {name!r} is recorded by no enabled group; the condition reads its record",
+                        field,
+                    )
+                )
+            else:
+                levels.add(signal.level)
+    if len(levels) > 1:
+        out.append((f"work and progress signals must share one level, not {sorted(levels)}", "work"))
+    return out
 
 
 def _dashboard_problems(spec) -> list[SpecError]:

@@ -53,6 +53,16 @@ BASE_REQUESTS = 20
 BASE_KV = 0.45
 BASE_RUNNING = 10
 FB_USED, FB_FREE = 48592, H100_USABLE_MIB - 48592
+# vllm_engine's arguments for a healthy engine of the deployment
+BASELINE_ENGINE = dict(
+    requests=BASE_REQUESTS,
+    profiles=CHAT_MIX,
+    kv_usage=BASE_KV,
+    running=BASE_RUNNING,
+    waiting=0,
+    prior_steps=PRIOR,
+    max_model_len=MAX_MODEL_LEN,
+)
 
 
 def gpu_uuid(pod: int, gpu: int) -> str:
@@ -97,16 +107,7 @@ def _build(
                 )
         s.append(up(vllm_target(NS, pod), 1, steps=STEPS))
         for e in range(2):
-            kw = dict(
-                requests=BASE_REQUESTS,
-                profiles=CHAT_MIX,
-                kv_usage=BASE_KV,
-                running=BASE_RUNNING,
-                waiting=0,
-                prior_steps=PRIOR,
-                max_model_len=MAX_MODEL_LEN,
-            )
-            kw.update(engine_kw(p, e))
+            kw = {**BASELINE_ENGINE, **engine_kw(p, e)}
             s += vllm_engine(NS, pod, MODEL, e, steps=STEPS, step=STEP, **kw)
     base_truth = {
         "model_name": MODEL,
@@ -499,6 +500,147 @@ def vllm_kv_renamed() -> Scenario:
     )
 
 
+def wedged_engine() -> Scenario:
+    """``POD_1`` engine "0" wedges at step 80 (a hang in the expert-parallel all-to-all): the server
+    keeps answering scrapes, but the engine finishes no request and computes no token.
+
+    From step 80 its requests per step are 0, so every counter and histogram of it stays at its last
+    value, while its gauges freeze at their last values: running 10, waiting 0, KV 0.45. The other
+    three engines stay at the baseline, so the model's latency, error and throughput signals (from
+    finished requests) stay healthy. The 5 m rates of the engine are 0 from step 89 (the window
+    (step 79, step 89] holds no increment); VLLMEngineStalled holds from then on, and at ``EVAL_STEP``
+    has held for 15 min, beyond its `for`.
+    """
+    bad = (1, 0)
+
+    def engine_kw(p, e):
+        if (p, e) != bad:
+            return {}
+        return dict(requests=step_fn(BASE_REQUESTS, {INCIDENT_STEP: 0}))
+
+    return _build(
+        "wedged_engine",
+        engine_kw=engine_kw,
+        truth={
+            "bad": [{"namespace": NS, "pod": POD_1, "model_name": MODEL, "engine": "0"}],
+            "in_flight": BASE_RUNNING,
+            "stalled_from_step": INCIDENT_STEP + 9,
+            "ttft_p95": _p(0.95, CHAT_MIX, "ttft_s", TTFT_BUCKETS),
+            "error_share": 0.0,
+        },
+    )
+
+
+FLAP_STEPS = 12  # the pod mapping of the flapping GPU: there for 6 minutes, gone for 6 minutes
+
+
+def gpu_pod_label_flap() -> Scenario:
+    """``POD_0``'s GPU 1 (gpu-node-a) is full from step 80 (FB 78556/80986 MiB, ratio 0.969995) while
+    dcgm-exporter's pod mapping for it comes and goes (a pod-resources call that fails for minutes
+    at a time): from step 80 its series carry ``exported_pod``/``exported_namespace`` for
+    ``FLAP_STEPS`` steps, then none for as many, and so on. Every other GPU stays at 0.600005 with its
+    mapping. The GPU alert is keyed by the GPU and takes the namespace last seen on it, so its labels
+    stay the same through every flip and it fires; with the pod in its labels it would start over at
+    each flip. vLLM unchanged.
+    """
+    bad = (0, 1)
+
+    def gpu_kw(p, g):
+        if (p, g) != bad:
+            return {}
+        mapped = lambda i: i < INCIDENT_STEP or ((i - INCIDENT_STEP) // FLAP_STEPS) % 2 == 0  # noqa: E731
+        return dict(
+            fb_used_mib=lambda i: FULL_USED if _after(i) else FB_USED,
+            fb_free_mib=lambda i: H100_USABLE_MIB - (FULL_USED if _after(i) else FB_USED),
+            pod=lambda i: POD_0 if mapped(i) else None,
+            namespace=lambda i: NS if mapped(i) else None,
+        )
+
+    return _build(
+        "gpu_pod_label_flap",
+        gpu_kw=gpu_kw,
+        truth={
+            "bad": [{"host": HOSTS[0], "gpu": "1", "UUID": gpu_uuid(0, 1), "pod": POD_0, "namespace": NS}],
+            "fb_ratio": FULL_USED / H100_USABLE_MIB,
+            "flap_steps": FLAP_STEPS,
+        },
+    )
+
+
+CHAT_NS, CHAT_POD, CHAT_MODEL = "chat-serving", "qwen3-chat-0", "Qwen/Qwen3-32B"
+
+
+def vllm_scrape_gone() -> Scenario:
+    """Every vLLM target of ``NS`` vanishes at step 80 (a ServiceMonitor no longer selected): from then
+    on neither pod has an ``up`` series or any series with job ``vllm``; nothing fails, the targets
+    are just gone, so every vLLM rule of ``NS`` has no result. A second deployment, ``CHAT_MODEL`` in
+    ``CHAT_NS`` (one engine, the healthy baseline), keeps its target throughout, so vLLM is not absent
+    as a whole. GPUs unchanged. VLLMMetricsAbsent fires for ``NS`` alone (label ``namespace``).
+    """
+    base = _build("vllm_scrape_gone", truth={})
+    kept = [_split_at(x, INCIDENT_STEP, before=True) if x.label("job") == "vllm" else x for x in base.series]
+    chat = vllm_engine(CHAT_NS, CHAT_POD, CHAT_MODEL, 0, steps=STEPS, step=STEP, **BASELINE_ENGINE)
+    chat.append(up(vllm_target(CHAT_NS, CHAT_POD), 1, steps=STEPS))
+    truth = {**base.truth, "bad": [{"namespace": NS}], "gone_from_step": INCIDENT_STEP, "kept": CHAT_NS}
+    return Scenario(
+        "vllm_scrape_gone", tuple(kept + chat), base.steps, base.step, base.eval_step, truth, INCIDENT_STEP
+    )
+
+
+MIG_PROFILE = "3g.40gb"
+
+
+def mig_without_fb() -> Scenario:
+    """``POD_1``'s GPU 3 (gpu-node-b) is split into two MIG instances at step 80, and, a known
+    dcgm-exporter gap on H100, the instances export their other fields (temperatures, power, clocks,
+    profiling ratios) but no FB_USED, FB_FREE or FB_RESERVED, while the same exporter keeps exporting
+    them for its three other GPUs. The whole-GPU series of GPU 3 end at step 79. GPUFramebufferUsageHigh
+    cannot see the instances; GPUFramebufferMetricsMissing fires once per instance (``GPU_I_ID`` 1 and
+    2) with ``metric`` naming both FB fields. vLLM unchanged.
+    """
+    base = _build(
+        "mig_without_fb", gpu_kw=lambda p, g: dict(active=(0, INCIDENT_STEP)) if (p, g) == (1, 3) else {}
+    )
+    instances = [
+        x
+        for gi in (1, 2)
+        for x in dcgm_gpu(
+            HOSTS[1],
+            3,
+            gpu_uuid(1, 3),
+            0,
+            0,
+            steps=STEPS,
+            step=STEP,
+            util=0.85,
+            mig_instance=(gi, MIG_PROFILE),
+            pod=POD_1,
+            namespace=NS,
+            targets=[dcgm_target(HOSTS[1])],
+            active=(INCIDENT_STEP, STEPS),
+            drop=("fb_used", "fb_free", "fb_reserved"),
+        )
+    ]
+    fb = ",".join(field_names("mib", "fb_used", "fb_free"))
+    truth = {
+        **base.truth,
+        "bad": [
+            {"UUID": gpu_uuid(1, 3), "GPU_I_ID": str(gi), "host": HOSTS[1], "namespace": NS, "metric": fb}
+            for gi in (1, 2)
+        ],
+        "mig_from_step": INCIDENT_STEP,
+    }
+    return Scenario(
+        "mig_without_fb",
+        base.series + tuple(instances),
+        base.steps,
+        base.step,
+        base.eval_step,
+        truth,
+        INCIDENT_STEP,
+    )
+
+
 INCIDENTS: dict[str, Callable[[], Scenario]] = {
     "kv_saturation": kv_saturation,
     "ttft_queueing": ttft_queueing,
@@ -507,6 +649,10 @@ INCIDENTS: dict[str, Callable[[], Scenario]] = {
     "dcgm_renamed": dcgm_renamed,
     "vllm_stats_missing": vllm_stats_missing,
     "vllm_kv_renamed": vllm_kv_renamed,
+    "wedged_engine": wedged_engine,
+    "gpu_pod_label_flap": gpu_pod_label_flap,
+    "vllm_scrape_gone": vllm_scrape_gone,
+    "mig_without_fb": mig_without_fb,
     "healthy": healthy,
 }
 

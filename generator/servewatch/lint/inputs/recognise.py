@@ -1,7 +1,7 @@
 """What a document is, by its content: rule groups or a Grafana dashboard, in each delivery form.
 
-Read: plain rule files, PrometheusRule, Mimir/Thanos namespace files (`namespace:` + `groups:`),
-kube-prometheus-stack values (`additionalPrometheusRulesMap`);
+Read: plain rule files, PrometheusRule, Mimir namespace files (`namespace:` + `groups:`), Thanos
+Ruler files, kube-prometheus-stack values (`additionalPrometheusRulesMap`);
 dashboards as classic JSON, the import form (`__inputs`), the HTTP API's `{"dashboard": ...}`,
 a ConfigMap (sidecar), a GrafanaDashboard (Grafana Operator, `json` or `gzipJson`), a Grafana
 app-platform v1 resource; a Kubernetes `List` of any of these. Recognised and skipped (nothing to
@@ -85,9 +85,11 @@ def recognise(doc: Doc, file: str, known: set[str]) -> Contents:
     elif api.startswith("kustomize.config.k8s.io/") and kind in ("Kustomization", "Component"):
         out.skipped.append(f"kustomize {kind}")
     elif is_rule_groups(data.get("groups")) and "namespace" in data:
-        out.add_rules(
-            doc, ("groups",), file, "mimir", f"Mimir/Thanos rules (namespace {data['namespace']})", known
-        )
+        out.add_rules(doc, ("groups",), file, "mimir", f"Mimir rules (namespace {data['namespace']})", known)
+    elif is_rule_groups(data.get("groups")) and any(
+        isinstance(g, dict) and "partial_response_strategy" in g for g in data["groups"]
+    ):
+        out.add_rules(doc, ("groups",), file, "thanos", "Thanos Ruler rule file", known)
     elif is_rule_groups(data.get("groups")):
         out.add_rules(doc, ("groups",), file, "plain", "Prometheus rule file", known)
     elif isinstance(data.get("dashboard"), dict) and looks_like_dashboard(data["dashboard"]):

@@ -31,6 +31,10 @@ ABSENCE_LISTS = {
         "{source} metrics the alerts read, missing",
         "None: every {source} target exports every metric the alerts read.",
     ),
+    "no_progress": (
+        "{source} engines with work in flight and no progress",
+        "None: every {source} engine with work in flight computes tokens.",
+    ),
     "partner_missing": (
         "GPUs or exporters without both {numerator} and {partner}",
         "None: every GPU and exporter exports both {numerator} and {partner}.",

@@ -3,10 +3,12 @@ rules' own expressions, so a dashboard uses a rule the moment it exists, whateve
 
 A rate rule is `sum by (L) (rate(m[w]))`, possibly over a deduplication `max by (E) (...)`, or such
 a deduplication alone (one series per engine): it records m's rate per L, and summing it further
-(over engines, over le) is still m's rate. A quantile rule is `histogram_quantile(q, <a rate rule's
-expression over m_bucket>)`, possibly guarded by `and on (...) <observed> > 0`: it records m's
-q-quantile per L, and can only be read at exactly L. A rule that filters its series beyond the
-configured selectors, or adds static labels other than `quantile`, records a subset and is not used.
+(over engines, over le) is still m's rate. A rule that sums a rate rule recorded before it
+(`sum by (L) (r)`) records m's rate per L too. A quantile rule is `histogram_quantile(q, <a rate
+rule's expression over m_bucket, or that rule's record>)`, possibly guarded by `and on (...)
+<observed> > 0`: it records m's q-quantile per L, and can only be read at exactly L. A rule that
+filters its series beyond the configured selectors, or adds static labels other than `quantile`,
+records a subset and is not used.
 """
 
 from __future__ import annotations
@@ -49,14 +51,28 @@ def _grouping(node) -> list[str] | None:
     return list(node.modifier.labels)
 
 
-def _rate(node, engine: set[str], plain: Callable[[str], set]) -> tuple[str, frozenset[str]] | None:
+def _whole(node, known: dict[str, RateRule]) -> RateRule | None:
+    """The rate rule whose record `node` selects, unfiltered; None for anything else."""
+    node = _strip(node)
+    if isinstance(node, pp.VectorSelector) and node.name in known and not node.matchers.matchers:
+        return known[node.name]
+    return None
+
+
+def _rate(
+    node, engine: set[str], plain: Callable[[str], set], known: dict[str, RateRule]
+) -> tuple[str, frozenset[str]] | None:
     """(metric, labels) of a rate-rule expression, or None."""
     node = _strip(node)
+    if (read := _whole(node, known)) is not None:
+        return read.metric, read.labels
     by = _grouping(node)
     if by is None:
         return None
     inner = _strip(node.expr)
     op = str(node.op)
+    if op == "sum" and (read := _whole(inner, known)) is not None:
+        return (read.metric, frozenset(by)) if set(by) <= read.labels else None
     if op == "sum" and _grouping(inner) is not None and str(inner.op) == "max":
         if not set(_grouping(inner)) >= engine:
             return None
@@ -80,13 +96,14 @@ def rules(records, builder) -> tuple[list[RateRule], list[QuantileRule]]:
     engine = set(builder.labels.identity("engine"))
     selectors = lambda metric: plain_matchers(builder, metric)  # noqa: E731
     rates, quantiles = [], []
+    known: dict[str, RateRule] = {}  # the rate rules so far: a rule may read one recorded before it
     for rule in records:
         node = _strip(pp.parse(rule.expr))
         static = dict(rule.labels)
         if isinstance(node, pp.BinaryExpr) and str(node.op) == "and":  # an `observed > 0` guard
             node = _strip(node.lhs)
         if isinstance(node, pp.Call) and node.func.name == "histogram_quantile":
-            found = _rate(node.args[1], engine, selectors)
+            found = _rate(node.args[1], engine, selectors, known)
             if found and found[0].endswith("_bucket") and set(static) <= {"quantile"}:
                 metric, labels = found
                 quantiles.append(
@@ -99,9 +116,10 @@ def rules(records, builder) -> tuple[list[RateRule], list[QuantileRule]]:
                     )
                 )
         elif not static:
-            found = _rate(node, engine, selectors)
+            found = _rate(node, engine, selectors, known)
             if found:
                 rates.append(RateRule(rule.record, *found))
+                known.setdefault(rule.record, rates[-1])
     return rates, quantiles
 
 

@@ -100,6 +100,10 @@ class Selection:
         fitting = [r for r in self.ctx.rate_rules if r.metric == metric and needed <= r.labels]
         return min(fitting, key=lambda r: (len(r.labels), r.record), default=None)
 
+    def records_bucket_rates(self, metric: str, level: str) -> bool:
+        """Whether a recording rule holds `metric`'s bucket rates for every series of the selection."""
+        return self._rate_rule(f"{metric}_bucket", self.ctx.identity(level) + ["le"]) is not None
+
     def bucket_rates(self, metric: str, level: str, by: Sequence[str] = ()) -> str:
         """A histogram's bucket rates per `level` and `le`: what quantiles and heatmaps are made of."""
         return self.rate(f"{metric}_bucket", level, [*by, "le"])
@@ -168,7 +172,7 @@ class Selection:
         """A 'never silently blind' alert's condition, as the rule has it, in the selected clusters."""
         ab = alert.spec.absence
         return self.signals.absence(
-            ab.kind, ab.source, self.ctx.model.spec.signals, ab.signal, ab.absent_fires
+            ab.kind, ab.source, self.ctx.model.spec.signals, ab.signal, ab.absent_fires, ab
         )
 
     # -- joins between vLLM pods and the GPUs they hold ------------------------------------------------------

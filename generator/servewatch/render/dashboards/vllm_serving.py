@@ -2,7 +2,8 @@
 
 The first screen is the overview: one value per stat, the worst (or the total) of the selected models,
 read from the alerts' recording rules. Every other row opens on demand. Rows per model say that the
-pod and engine variables do not apply to them; the per-engine and request-shape rows honour them.
+pod and engine variables do not apply to them; the per-engine row honours them (and the request-length
+row while no per-model recording rule holds the lengths).
 """
 
 from __future__ import annotations
@@ -30,12 +31,12 @@ ITERATION_TOKENS = "vllm:iteration_tokens_total"
 PER_MODEL = "pod and engine do not apply"
 WORST = (  # the overview's worst-of stats, coloured by their alert: title, signal, quantile, unit, what to do
     (
-        "Aborted or failed requests",
-        "model_request_error_ratio",
+        "Failed requests (engine errors)",
+        "model_engine_error_ratio",
         None,
         "percentunit",
-        "Share of finished requests that ended in abort or error, worst model. When red, open Traffic per "
-        "model to see which model and whether clients abort.",
+        "Share of finished requests that the engine failed (finished_reason error), worst model; client "
+        "aborts are not counted. When red, open Traffic per model to see which model.",
     ),
     *(
         (
@@ -156,7 +157,12 @@ class VllmServing(BoardBuilder):
         )
 
     def length_distribution(self, metric: str) -> str:
-        """One model's bucket rates, shown only while its engines share one bucket layout."""
+        """One model's bucket rates: read from a per-model recording rule where one exists (all the
+        model's engines, added up as the latency alerts add them: one series per bucket, not one
+        per engine and bucket), else live from the selected engines' buckets, shown only while
+        those share one bucket layout."""
+        if self.one_model.records_bucket_rates(metric, "all"):
+            return self.one_model.bucket_rates(metric, "all")
         selection = self.one_model_engines
         return promql.only_where(selection.bucket_rates(metric, "all"), selection.one_layout(metric), [])
 
@@ -247,15 +253,15 @@ class VllmServing(BoardBuilder):
         )
         self.add(
             timeseries(
-                "Aborted or failed requests per model",
-                grafana.Target(self.models.signal("model_request_error_ratio"), ctx.model_legend()),
+                "Failed requests per model (engine errors)",
+                grafana.Target(self.models.signal("model_engine_error_ratio"), ctx.model_legend()),
                 unit="percentunit",
                 min=0,
-                steps=above(ctx.threshold("model_request_error_ratio")),
-                description="Share of each model's finished requests that ended in abort or error. Above "
-                "the line, see the runbook: client aborts (timeouts) or engine errors.",
+                steps=above(ctx.threshold("model_engine_error_ratio")),
+                description="Share of each model's finished requests that the engine failed (finished_reason "
+                "error). Above the line, see the runbook; client aborts are in Finished requests by reason.",
             ),
-            alert_view=ctx.alerts_of("model_request_error_ratio"),
+            alert_view=ctx.alerts_of("model_engine_error_ratio"),
         )
         self.add(
             timeseries(
@@ -436,27 +442,6 @@ class VllmServing(BoardBuilder):
                 ),
                 optional="per_engine_latency",
             )
-
-    def request_shape(self) -> None:
-        self.row("Request shape: raw histograms, one model per panel (pod and engine apply)")
-        for metric, title, what in (
-            (PROMPT_TOKENS, "Prompt length", "Prompt tokens"),
-            (GENERATION_TOKENS, "Generation length", "Generated tokens"),
-        ):
-            self.add(
-                heatmap(
-                    f"{title}: $model",
-                    grafana.Target(self.length_distribution(metric), "{{le}}", format="heatmap"),
-                    w=12,
-                    repeat="model",
-                    max_per_row=2,
-                    no_value="No finished requests, or this model's engines have different buckets "
-                    "(max_model_len): narrow the namespace or pod.",
-                    description=f"{what} per finished request, one panel per model: token buckets follow "
-                    "each deployment's max_model_len, so models are never added together.",
-                ),
-                optional="length_heatmaps",
-            )
         self.add(
             heatmap(
                 "Tokens per engine step (batch size)",
@@ -469,6 +454,34 @@ class VllmServing(BoardBuilder):
             ),
             optional="iteration_heatmap",
         )
+
+    def request_shape(self) -> None:
+        per_model = all(
+            self.one_model.records_bucket_rates(m, "all") for m in (PROMPT_TOKENS, GENERATION_TOKENS)
+        )
+        self.row(
+            f"Request lengths, one model per panel ({PER_MODEL if per_model else 'pod and engine apply'})"
+        )
+        for metric, title, what in (
+            (PROMPT_TOKENS, "Prompt length", "Prompt tokens"),
+            (GENERATION_TOKENS, "Generation length", "Generated tokens"),
+        ):
+            self.add(
+                heatmap(
+                    f"{title}: $model",
+                    grafana.Target(self.length_distribution(metric), "{{le}}", format="heatmap"),
+                    w=12,
+                    repeat="model",
+                    max_per_row=2,
+                    no_value="No finished requests (or, read live, engines with different buckets: "
+                    "narrow the namespace or pod).",
+                    description=f"{what} per finished request, one panel per model: token buckets follow "
+                    "each deployment's max_model_len, so models are never added together. Read from the "
+                    "per-model recording rule where one exists (all the model's engines), else live from "
+                    "the selected engines while they share one bucket layout.",
+                ),
+                optional="length_heatmaps",
+            )
 
     def caches_and_cost(self) -> None:
         ctx, cost = self.ctx, self.ctx.settings.defaults.cost

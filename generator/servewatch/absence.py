@@ -1,0 +1,118 @@
+"""The conditions of the 'never silently blind' alerts (DESIGN.md invariants 7 and 11), one per
+`absence.kind`: what stops being monitored raises an alert, with the labels its route needs
+(docs/alert-labels.md).
+
+  partner_missing  a GPU exports only part of a matched ratio's inputs, or an exporter none of them
+  target_down      a target is down, or all targets of a source are gone (per cluster)
+  metrics_absent   a target is down, up without its engine metrics, or all are gone (per namespace)
+  inputs_missing   a target exports engine metrics but not one that a signal reads
+  no_progress      work is in flight and nothing advances (a wedged engine still serving /metrics)
+"""
+
+from __future__ import annotations
+
+from .alert_context import TARGET_CONTEXT, Context
+from .promql import builders as b
+
+
+class Absences:
+    def __init__(self, builder):
+        self.sb = builder
+        self.labels = builder.labels
+        self.context = Context(builder)
+
+    def build(
+        self, kind: str, source: str, signals: dict, signal=None, absent_fires: bool = True, absence=None
+    ) -> str:
+        """The condition of kind `kind`; `absence` is the alert's absence spec, for its options."""
+        if kind == "partner_missing":
+            return self.partner_missing(signals[signal])
+        if kind == "target_down":
+            return self.target_down(source, absent_fires)
+        if kind == "inputs_missing":
+            return self.inputs_missing(source, self.sb.input_metrics(source, signals.values()))
+        if kind == "no_progress":
+            return self.no_progress(
+                [signals[s] for s in absence.work], [signals[s] for s in absence.progress]
+            )
+        grace = absence.startup_grace if absence is not None else None
+        return self.metrics_absent(source, absent_fires, grace)
+
+    # -- the kinds ------------------------------------------------------------------------------
+    def partner_missing(self, signal) -> str:
+        """Per GPU: one of the pair missing, or neither while its other fields and other GPUs' pairs
+        are exported (MIG instances without framebuffer fields); per exporter: up without either."""
+        ident, target = self.labels.identity(signal.level), self.labels.target()
+        part, rest = self.sb.select(signal.numerator), self.sb.select(signal.partner)
+        names = [self.sb.metric_name(signal.numerator), self.sb.metric_name(signal.partner)]
+        half = [
+            b.with_label(
+                b.unless(b.agg("group", ident, have), b.agg("group", ident, lacks), ident), "metric", name
+            )
+            for have, lacks, name in ((part, rest, names[1]), (rest, part, names[0]))
+        ]
+        pair_by_target = f"({b.agg('group', target, part)} or {b.agg('group', target, rest)})"
+        pair_by_gpu = f"({b.agg('group', ident, part)} or {b.agg('group', ident, rest)})"
+        exported = b.only_where(self.context.presence(ident + target), pair_by_target, target)
+        neither = b.agg("group", ident, b.unless(exported, pair_by_gpu, ident))
+        per_gpu = b.any_of(*half, b.with_label(neither, "metric", ",".join(names)))
+        up = f"{b.agg('max', target + list(TARGET_CONTEXT), self.sb.up('dcgm'))} == 1"
+        exporter = b.with_label(b.unless(up, pair_by_target, target), "metric", ",".join(names))
+        return b.any_of(self.context.gpu(per_gpu), self.context.dcgm_target(exporter))
+
+    def target_down(self, source: str, absent_fires: bool = True) -> str:
+        """Targets down (with their namespace, pod and what they served), all targets of a cluster
+        gone within `config.remember.targets`, or none at all."""
+        down = f"{b.agg('max', self.labels.target() + list(TARGET_CONTEXT), self.sb.up(source))} == 0"
+        return self._or_gone(source, self._served(source, down), absent_fires)
+
+    def metrics_absent(self, source: str, absent_fires: bool = True, startup_grace: str | None = None) -> str:
+        """Targets down (except new ones still starting within `startup_grace`), targets up that
+        exported engine metrics within `config.remember.targets` and no longer do (a target that never
+        did is not an engine: a router or gateway matching the job regex), and gone or no targets."""
+        target = self.labels.target()
+        up = b.agg("max", target + list(TARGET_CONTEXT), self.sb.up(source))
+        down = f"{up} == 0"
+        if startup_grace:
+            down = b.unless(down, b.started_within(self.sb.up(source), target, startup_grace), target)
+        live = b.agg("group", target, self.sb.select(self.sb.liveness))
+        stopped = b.only_where(b.unless(f"{up} == 1", live, target), self.context.was_engine(), target)
+        return self._or_gone(source, self._served(source, b.any_of(down, stopped)), absent_fires)
+
+    def inputs_missing(self, source: str, metrics: list[str]) -> str:
+        """Targets that export the liveness metric but not one of the inputs (a rename or removal),
+        with the target's namespace, pod and model."""
+        target = self.labels.target()
+        live = b.agg("group", target + [*TARGET_CONTEXT, "model_name"], self.sb.select(self.sb.liveness))
+        return b.any_of(
+            *(
+                b.with_label(b.unless(live, b.agg("group", target, self.sb.select(m)), target), "metric", m)
+                for m in metrics
+            )
+        )
+
+    def no_progress(self, work: list, progress: list) -> str:
+        """Engines with work in flight (the `work` gauges sum above 0) whose `progress` rates are all 0:
+        /metrics answers, the gauges are frozen, no token is produced and no request finishes. Read
+        from the signals' recording rules (spec_checks: recorded by an enabled group), so a dashboard
+        shows exactly this condition without a rate over a fixed window."""
+        ident = self.labels.identity(work[0].level)
+        read = lambda s: self.context.recorded(s.record, s.level)  # noqa: E731
+        in_flight = f"{b.total([read(s) for s in work], ident)} > 0"
+        stalled = f"{b.total([read(s) for s in progress], ident)} == 0"
+        return b.only_where(in_flight, stalled, ident)
+
+    # -- shared parts ---------------------------------------------------------------------------
+    def _served(self, source: str, per_target: str) -> str:
+        return (
+            self.context.dcgm_target(per_target) if source == "dcgm" else self.context.vllm_target(per_target)
+        )
+
+    def _or_gone(self, source: str, per_target: str, absent_fires: bool) -> str:
+        gone = self.context.gone(source)
+        branches = (
+            [per_target]
+            + ([gone] if gone else [])
+            + ([f"absent({self.sb.up(source)})"] if absent_fires else [])
+        )
+        return b.any_of(*branches)

@@ -1,0 +1,115 @@
+"""`python -m servewatch_testkit.mutate` (`make mutate`): mutate the generated rules, run the tests, report.
+
+    --list                 print each mutant's id and change, run nothing
+    --only TEXT            run the mutants whose id contains TEXT (repeatable; for development)
+    --with-incidents       also run the real-Prometheus incident tests on mutants promtool did not kill
+    --jobs N --timeout S   parallel mutants (default 2) and the deadline of each (default 300 s)
+
+A full run writes REPORT.md and report.json to --out (default bench/mutation); a run with --only
+prints the report and writes nothing unless --out is given. The notes on survivors are read from
+bench/mutation/ (--notes to read them elsewhere).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import platform
+import sys
+import time
+from pathlib import Path
+
+from servewatch import tools
+
+from . import mutants as mutants_mod
+from . import report, rules, runner
+from .operators import OPERATORS
+
+DEFAULT_OUT = Path("bench/mutation")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m servewatch_testkit.mutate", description=__doc__.splitlines()[0]
+    )
+    p.add_argument("--root", type=Path, default=Path("."), help="the servewatch checkout (default: .)")
+    p.add_argument("--list", action="store_true", help="list the mutants and exit")
+    p.add_argument("--only", action="append", default=[], metavar="TEXT", help="ids containing TEXT")
+    p.add_argument("--operator", action="append", default=[], choices=[o.name for o in OPERATORS])
+    p.add_argument("--with-incidents", action="store_true", help="also run tests/test_alerts_on_incidents.py")
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant, all its tests")
+    p.add_argument(
+        "--out", type=Path, default=None, help=f"report folder (default {DEFAULT_OUT} for full runs)"
+    )
+    p.add_argument(
+        "--notes", type=Path, default=None, help=f"equivalent.yaml/gaps.yaml folder (default {DEFAULT_OUT})"
+    )
+    return p
+
+
+def _selected(all_mutants: list, only: list[str], operators: list[str]) -> list:
+    out = all_mutants
+    if only:
+        out = [m for m in out if any(t in m.id for t in only)]
+    if operators:
+        out = [m for m in out if m.operator in operators]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    root = args.root.resolve()
+    all_mutants, unmutated = mutants_mod.generate(root / "rules")
+    chosen = _selected(all_mutants, args.only, args.operator)
+    if args.list:
+        for m in chosen:
+            print(f"{m.id}\t{m.description}" + (f"\t(invalid: {m.invalid})" if m.invalid else ""))
+        print(f"{len(chosen)} mutants ({len(all_mutants)} in all)", file=sys.stderr)
+        return 0
+    full = len(chosen) == len(all_mutants)
+    out = args.out or (root / DEFAULT_OUT if full else None)
+    notes = report.Notes.load(args.notes or root / DEFAULT_OUT)
+    try:
+        tools.find("promtool")
+    except tools.ToolError as e:
+        print(f"mutate: {e}", file=sys.stderr)
+        return 2
+
+    opts = runner.Options(root, args.with_incidents, args.jobs, args.timeout)
+    started = time.monotonic()
+    base = runner.baseline(opts, rules.load(root / "rules"))
+    if base.status != "survived":
+        print(
+            f"mutate: the tests fail on the unmutated rules ({base.status}), so no mutant can be judged:",
+            file=sys.stderr,
+        )
+        for line in base.killed_by or (base.detail,):
+            print(f"  {line}", file=sys.stderr)
+        return 2
+    print(f"baseline: every test passes on the unmutated rules ({base.seconds} s)", file=sys.stderr)
+    results = runner.run(opts, chosen, progress=lambda line: print(line, file=sys.stderr))
+
+    run_info = {
+        "date": dt.date.today().isoformat(),
+        "tests": "promtool unit tests"
+        + (" + incident tests on real Prometheus" if args.with_incidents else ""),
+        "jobs": args.jobs,
+        "wall_s": round(time.monotonic() - started),
+        "machine": f"{platform.machine()}, Python {platform.python_version()}",
+    }
+    markdown = report.to_markdown(all_mutants, results, notes, run_info, unmutated)
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "REPORT.md").write_text(markdown)
+        (out / "report.json").write_text(report.to_json(all_mutants, results, notes, run_info))
+        print(f"wrote {out / 'REPORT.md'} and report.json", file=sys.stderr)
+    else:
+        print(markdown)
+    s = report.summarize(all_mutants, results, notes)
+    print(
+        f"{s['killed']}/{s['valid']} killed ({100 * (s['kill_rate'] or 0):.1f}%), "
+        f"{s['equivalent']} equivalent, {s['known_gap']} known gaps, {s['undocumented']} undocumented",
+        file=sys.stderr,
+    )
+    return 0

@@ -1,0 +1,206 @@
+"""Run the tests against each mutant: killed when a test fails, survived when all pass.
+
+Per mutant, in a throwaway copy of the rules and tests (workspace.py):
+  1. `promtool check rules` on the changed file: a mutant it rejects is invalid, not run;
+  2. `promtool test rules` on every test file that loads the changed file (the generated tests in
+     promtool/ and the hand-written ones in tests/promtool/), with a JUnit report naming what failed;
+  3. with incidents, for a mutant the promtool tests did not kill: the real-Prometheus incident
+     tests (tests/test_alerts_on_incidents.py), pointed at the copy by SERVEWATCH_RULES_DIR.
+Mutants run in parallel (a thread per job, each waiting on its own child processes), every child with
+GOMAXPROCS=1 so that N jobs use about N cores, and each mutant has one deadline for all its steps.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import xml.etree.ElementTree as ET
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+from servewatch import tools
+
+from . import tree, workspace
+from .mutants import Mutant
+from .rules import Rule
+from .workspace import Edit
+
+INCIDENT_TESTS = "tests/test_alerts_on_incidents.py"
+RULES_ENV = "SERVEWATCH_RULES_DIR"  # the incident tests read the rule files from this folder when set
+
+
+@dataclass(frozen=True)
+class Options:
+    root: Path
+    with_incidents: bool = False
+    jobs: int = 2
+    timeout_s: float = 300.0
+
+
+@dataclass(frozen=True)
+class Result:
+    status: str  # killed | survived | invalid | timeout | error
+    killed_by: tuple[str, ...] = ()  # the failing tests, `file: test name`
+    detail: str = ""
+    seconds: float = 0.0
+    stage: str = ""  # what decided it: promtool | incidents
+
+
+@dataclass
+class _Step:
+    returncode: int
+    output: str
+    timed_out: bool = False
+
+
+class _Deadline:
+    def __init__(self, seconds: float):
+        self.end = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return max(self.end - time.monotonic(), 0.1)
+
+
+def _run(cmd: list[str], cwd: Path, deadline: _Deadline, env: dict | None = None) -> _Step:
+    """Run cmd in its own process group, so a timeout ends it and every process it started."""
+    full_env = {**os.environ, "GOMAXPROCS": "1", **(env or {})}
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        env=full_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=deadline.left())
+        return _Step(proc.returncode, out)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        return _Step(-9, out, timed_out=True)
+
+
+def junit_failures(path: Path) -> list[str]:
+    """`suite: test case` for each failing case of a promtool JUnit report."""
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError):
+        return []
+    out = []
+    for suite in root.iter("testsuite"):
+        for case in suite.iter("testcase"):
+            if case.find("failure") is not None or case.find("error") is not None:
+                out.append(f"{suite.get('name')}: {case.get('name')}")
+    return out
+
+
+def pytest_failures(output: str) -> list[str]:
+    return [m.group(1) for m in re.finditer(r"^(?:FAILED|ERROR) (\S+)", output, re.M)]
+
+
+def _first_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0] if lines else ""
+
+
+@dataclass
+class _Checker:
+    """The test steps for one workspace; `check` returns None when every test passed."""
+
+    opts: Options
+    promtool: str = field(init=False)
+
+    def __post_init__(self):
+        self.promtool = str(tools.find("promtool"))
+
+    def check(self, work: Path, changed: set[str], deadline: _Deadline) -> Result | None:
+        step = _run(
+            [self.promtool, "check", "rules", *(f"rules/{f}" for f in sorted(changed))], work, deadline
+        )
+        if step.timed_out:
+            return Result("timeout", detail="promtool check rules")
+        if step.returncode != 0:
+            return Result("invalid", detail="promtool check rules: " + _first_line(step.output))
+        tests = [t for t in workspace.test_files(work) if changed & workspace.rule_files_of(work, t)]
+        if tests:
+            junit = work / "junit.xml"
+            step = _run(
+                [self.promtool, "test", "rules", f"--junit={junit}", *map(str, tests)], work, deadline
+            )
+            if step.timed_out:
+                return Result("timeout", detail="promtool test rules")
+            if step.returncode != 0:
+                failed = junit_failures(junit)
+                detail = "" if failed else _first_line(step.output)
+                return Result("killed", tuple(failed), detail, stage="promtool")
+        if self.opts.with_incidents:
+            return self._incidents(work, deadline)
+        return None
+
+    def _incidents(self, work: Path, deadline: _Deadline) -> Result | None:
+        cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--install-tools"]
+        cmd.append(str(self.opts.root / INCIDENT_TESTS))
+        step = _run(cmd, self.opts.root, deadline, {RULES_ENV: str(work / workspace.RULES)})
+        if step.timed_out:
+            return Result("timeout", detail="incident tests")
+        if step.returncode == 1:
+            return Result("killed", tuple(pytest_failures(step.output)), stage="incidents")
+        if step.returncode != 0:
+            tail = " | ".join(step.output.strip().splitlines()[-3:])
+            return Result("error", detail=f"incident tests exited {step.returncode}: {tail}")
+        return None
+
+
+def run_edits(opts: Options, edits: list[Edit], checker: _Checker | None = None) -> Result:
+    """The tests' verdict on the repo's rules with these edits."""
+    checker = checker or _Checker(opts)
+    started = time.monotonic()
+    deadline = _Deadline(opts.timeout_s)
+    work = workspace.create(opts.root, edits)
+    try:
+        result = checker.check(work, {e.rule.file for e in edits}, deadline) or Result("survived")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return replace(result, seconds=round(time.monotonic() - started, 1))
+
+
+def baseline(opts: Options, rules: list[Rule]) -> Result:
+    """Every rule printed back through the mutator's tree, nothing changed: every test must pass.
+
+    This proves the harness itself (the copy, the printer, the test selection) before any mutant
+    is blamed on the tests."""
+    edits = [Edit(r, tree.render(tree.parse(r.expr))) for r in rules]
+    return run_edits(opts, edits)
+
+
+def run(opts: Options, mutants: list[Mutant], progress: Callable[[str], None] = print) -> dict[str, Result]:
+    """Each mutant's result, by id; invalid mutants are not run."""
+    checker = _Checker(opts)
+    results: dict[str, Result] = {}
+    lock = threading.Lock()
+    done = [0]
+
+    def one(m: Mutant) -> None:
+        if m.invalid:
+            result = Result("invalid", detail=m.invalid)
+        else:
+            result = run_edits(opts, [Edit(m.rule, m.expr, m.for_)], checker)
+        with lock:
+            results[m.id] = result
+            done[0] += 1
+            progress(f"[{done[0]}/{len(mutants)}] {result.status:8} {result.seconds:6.1f}s  {m.id}")
+
+    with ThreadPoolExecutor(max_workers=max(opts.jobs, 1)) as pool:
+        for future in [pool.submit(one, m) for m in mutants]:
+            future.result()
+    return results

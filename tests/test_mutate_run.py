@@ -1,0 +1,144 @@
+"""The mutation harness end to end on a tiny rule set with real promtool: a mutant the tests notice is
+killed (and the failing test named), one they cannot notice survives, promtool's rejection makes a
+mutant invalid, and the report says which survivors a human explained."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from servewatch_testkit.mutate import cli, mutants, report, runner, workspace
+from servewatch_testkit.mutate.rules import load
+from servewatch_testkit.mutate.workspace import Edit
+
+pytestmark = [pytest.mark.integration, pytest.mark.tools("promtool")]
+
+RULES = """\
+groups:
+- name: tiny
+  rules:
+  - alert: QueueLong
+    expr: queue_length > 10
+    for: 2m
+    labels: {severity: warning}
+"""
+
+# 20 fires after `for`; 5 stays silent. Nothing sits near 10, and nothing looks before `for` has passed.
+TESTS = """\
+rule_files: [../rules/tiny.rules.yaml]
+evaluation_interval: 1m
+tests:
+- name: a long queue fires
+  interval: 1m
+  input_series:
+  - {series: 'queue_length{q="a"}', values: '20x10'}
+  alert_rule_test:
+  - eval_time: 5m
+    alertname: QueueLong
+    exp_alerts: [{exp_labels: {severity: warning, q: a}}]
+- name: a short queue stays silent
+  interval: 1m
+  input_series:
+  - {series: 'queue_length{q="b"}', values: '5x10'}
+  alert_rule_test:
+  - {eval_time: 5m, alertname: QueueLong, exp_alerts: []}
+"""
+
+
+@pytest.fixture
+def tiny(tmp_path) -> Path:
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "tiny.rules.yaml").write_text(RULES)
+    (tmp_path / "promtool").mkdir()
+    (tmp_path / "promtool" / "tiny.test.yaml").write_text(TESTS)
+    return tmp_path
+
+
+def _by_operator(root: Path) -> dict[str, runner.Result]:
+    ms, _ = mutants.generate(root / "rules")
+    results = runner.run(runner.Options(root, jobs=2, timeout_s=120), ms, progress=lambda _: None)
+    return {m.operator: results[m.id] for m in ms}
+
+
+def test_killed_and_surviving_mutants_on_real_promtool(tiny):
+    got = _by_operator(tiny)
+    # the tests resolve the threshold only to (5, 20]: 12.5 and 7.5 both pass them
+    assert got["threshold-up"].status == "survived"
+    assert got["threshold-down"].status == "survived"
+    assert got["comparison-inclusive"].status == "survived"
+    assert got["for-zero"].status == "survived"  # nothing is checked before `for` has passed
+    flipped = got["comparison-flipped"]
+    assert flipped.status == "killed" and flipped.stage == "promtool"
+    assert set(flipped.killed_by) == {
+        "promtool/tiny.test.yaml: a long queue fires",
+        "promtool/tiny.test.yaml: a short queue stays silent",
+    }
+
+
+def test_a_test_near_the_threshold_kills_the_threshold_mutants(tiny):
+    near = TESTS.replace("'20x10'", "'11x10'").replace("'5x10'", "'9x10'")
+    (tiny / "promtool" / "tiny.test.yaml").write_text(near)
+    got = _by_operator(tiny)
+    assert got["threshold-up"].status == "killed"
+    assert got["threshold-down"].status == "killed"
+    assert got["comparison-inclusive"].status == "survived"  # only a value of exactly 10 tells > from >=
+
+
+def test_a_rule_promtool_rejects_is_invalid_and_the_baseline_passes(tiny):
+    (rule,) = load(tiny / "rules")
+    opts = runner.Options(tiny, timeout_s=60)
+    bad = runner.run_edits(opts, [Edit(rule, expr="queue_length >")])
+    assert bad.status == "invalid" and "promtool check rules" in bad.detail
+    assert runner.baseline(opts, [rule]).status == "survived"
+
+
+def test_the_workspace_keeps_the_layout_the_tests_point_at(tiny):
+    (rule,) = load(tiny / "rules")
+    work = workspace.create(tiny, [Edit(rule, expr="queue_length > 99", for_="0s")], parent=tiny)
+    text = (work / "rules" / "tiny.rules.yaml").read_text()
+    assert "queue_length > 99" in text and "for:" not in text
+    assert workspace.test_files(work) == [Path("promtool/tiny.test.yaml")]
+    assert workspace.rule_files_of(work, Path("promtool/tiny.test.yaml")) == {"tiny.rules.yaml"}
+    assert (tiny / "rules" / "tiny.rules.yaml").read_text() == RULES  # the original is untouched
+
+
+def test_the_report_counts_explained_survivors_and_flags_stale_notes(tiny):
+    notes_dir = tiny / "notes"
+    notes_dir.mkdir()
+    ms, _ = mutants.generate(tiny / "rules")
+    ids = {m.operator: m.id for m in ms}
+    (notes_dir / "equivalent.yaml").write_text(
+        f"{ids['comparison-inclusive']}: no queue is exactly 10 long\n"
+    )
+    (notes_dir / "gaps.yaml").write_text(
+        textwrap.dedent(f"""\
+        {ids["threshold-up"]}: a scenario at 11 that fires
+        {ids["comparison-flipped"]}: wrongly noted, this one is killed
+        QueueLong/threshold-up/000000: an id that no longer exists
+        """)
+    )
+    out = tiny / "out"
+    assert cli.main(["--root", str(tiny), "--out", str(out), "--notes", str(notes_dir)]) == 0
+    data = json.loads((out / "report.json").read_text())
+    outcome = {m["operator"]: m["outcome"] for m in data["mutants"]}
+    assert outcome["comparison-inclusive"] == "equivalent"
+    assert outcome["threshold-up"] == "known-gap"
+    assert outcome["threshold-down"] == "survived"
+    assert outcome["comparison-flipped"] == "killed"
+    s = data["summary"]
+    assert s["valid"] == len(ms) and s["killed"] + s["survived"] == s["valid"]
+    assert s["score"] == pytest.approx(s["killed"] / (s["valid"] - 1))
+    assert [i for i, _ in s["stale_notes"]] == sorted(
+        [ids["comparison-flipped"], "QueueLong/threshold-up/000000"]
+    )
+    md = (out / "REPORT.md").read_text()
+    assert "no queue is exactly 10 long" in md and "Stale notes" in md
+
+
+def test_notes_that_are_not_a_mapping_are_refused(tmp_path):
+    (tmp_path / "equivalent.yaml").write_text("- just a list\n")
+    with pytest.raises(ValueError, match="mapping of mutant id"):
+        report.Notes.load(tmp_path)

@@ -7,9 +7,10 @@ The incident, in the minutes before now (Prometheus evaluates rules at now, so t
   llm-a  DeepSeek: every first token takes 3 s. All four TTFT burn-rate rows fire: the pages arrive
          together in one notification, the tickets are muted by them.
   llm-b  Qwen: 2% of requests fail (4x the 0.5% budget): the two availability ticket rows arrive.
-  llm-c  Mixtral is as slow as DeepSeek, but the namespace's other vLLM pod is up without any vllm:
-         metric (VLLMMetricsAbsent, its `for` set to 0s here, the SLO rows' to 20s): it arrives,
-         and silences the TTFT alerts of its namespace.
+  llm-c  Mixtral is as slow as DeepSeek, but the namespace's other vLLM pod, which served Mixtral
+         until 8 minutes ago, is up without any vllm: metric since (VLLMMetricsAbsent, its `for`
+         set to 0s here, the SLO rows' to 20s): it arrives, and silences the TTFT alerts of
+         Mixtral in its namespace.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from servewatch_testkit.synth import RequestProfile, Series, to_openmetrics, up,
 pytestmark = [pytest.mark.integration, pytest.mark.tools("promtool", "prometheus", "alertmanager")]
 
 STEP, STEPS = 15.0, 41  # 10 minutes of data, the last sample just before now
+SILENT_FROM = 8  # step from which mixtral-1 exports no vllm: metric (8 minutes before now)
 SLOW = RequestProfile(1, 800, 200, 2.0, 1.0, 0.035)
 FAST = RequestProfile(49, 800, 200, 0.05, 0.20, 0.035)
 FAILED = RequestProfile(1, 800, 1, 0.05, 0.20, 0.035, finished_reason="error")
@@ -49,8 +51,12 @@ def incident() -> list[Series]:
     out = vllm_engine("llm-a", "deepseek-0", DEEPSEEK, 0, requests=20, profiles=[SLOW], **kw)
     out += vllm_engine("llm-b", "qwen-0", QWEN, 0, requests=50, profiles=[FAST, FAILED], **kw)
     out += vllm_engine("llm-c", "mixtral-0", MIXTRAL, 0, requests=20, profiles=[SLOW], **kw)
-    silent = vllm_target("llm-c", "mixtral-1")  # up, but exports no vllm: metric
-    out.append(up(silent, 1, steps=STEPS))
+    # the namespace's other pod served Mixtral for the first minutes, then stopped exporting vllm:
+    # metrics while staying up (VLLMMetricsAbsent remembers what a target exported before)
+    out += vllm_engine(
+        "llm-c", "mixtral-1", MIXTRAL, 1, requests=20, profiles=[SLOW], active=(0, SILENT_FROM), **kw
+    )
+    out.append(up(vllm_target("llm-c", "mixtral-1"), 1, steps=STEPS))
     return out
 
 
@@ -140,7 +146,8 @@ def oncall(tmp_path_factory, specs_with):
         prom = AlertingPrometheus(
             om,
             rule_files=rule_files,
-            backfill_rules=False,
+            # the recording rules over the data too: VLLMMetricsAbsent reads what each target
+            # exported in the past, and the burn rates their windows' history
             rule_eval_interval="2s",
             alertmanager_url=am.url,
             extra_args=["--rules.alert.resend-delay=2s"],

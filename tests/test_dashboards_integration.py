@@ -191,7 +191,8 @@ def _serve(scenario, extra: list, default_build, folder: Path, more_rules: dict[
     model, files = default_build
     start = backfill_start(scenario.steps, scenario.step)
     openmetrics = synth.to_openmetrics(list(scenario) + extra, start, scenario.step)
-    boards = {n: json.loads(files[f"dashboards/{n}.json"]) for n in NAMES}
+    # every board an alert links to: the three, and the SLO board the burn-rate alerts open
+    boards = {n: json.loads(files[f"dashboards/{n}.json"]) for n in (*NAMES, "slo")}
     rule_files = _rule_files(files, folder)
     if more_rules:
         rule_files.append(folder / "more.rules.yaml")

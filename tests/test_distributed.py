@@ -305,8 +305,13 @@ def test_vmalert_tool_passes_the_generated_promtool_tests(repo, tmp_path):
     vmalert adds the group name as a label to every alert, which the expectations do not list.
     The boundary files are Prometheus' arithmetic to the last digit (a rate a hair past its
     threshold with PromQL's extrapolation is a hair below it without), so they are promtool's only;
-    docs/scale.md says so."""
-    tests = sorted(t for t in (repo / "promtool").glob("*.test.yaml") if ".boundaries." not in t.name)
+    so are the SLO tests, which check each burn-rate row at the evaluation it starts and stops firing
+    (vmalert's later start moves both edges). docs/scale.md says so."""
+    tests = sorted(
+        t
+        for t in (repo / "promtool").glob("*.test.yaml")
+        if ".boundaries." not in t.name and t.name != "slo.test.yaml"
+    )
     assert tests and all(yaml.safe_load(t.read_text())["tests"] for t in tests)
     timed = [vmalert_timed(t, tmp_path) for t in tests]
     res = subprocess.run(

@@ -62,12 +62,16 @@ def test_the_committed_mixin_gives_the_committed_rules_and_dashboards(tmp_path, 
 
 
 def test_groups_of_records_alone_go_to_prometheus_rules(tmp_path, repo):
-    """A group of recording rules alone (the ones only dashboards read) is kube-prometheus'
-    prometheusRules; every group that alerts is in prometheusAlerts."""
+    """A group of recording rules alone (the ones only dashboards read, and the SLO goodput) is
+    kube-prometheus' prometheusRules; every group that alerts is in prometheusAlerts."""
     got = evaluate(tmp_path, repo)
-    names = [g["name"] for g in got["rules"]["groups"]]
-    assert names == ["servewatch-vllm-engine-latency", "servewatch-vllm-request-lengths"]
-    assert [r["record"] for r in got["rules"]["groups"][1]["rules"]] == [
+    groups = {g["name"]: g for g in got["rules"]["groups"]}
+    assert sorted(groups) == [
+        "servewatch-slo-goodput",
+        "servewatch-vllm-engine-latency",
+        "servewatch-vllm-request-lengths",
+    ]
+    assert [r["record"] for r in groups["servewatch-vllm-request-lengths"]["rules"]] == [
         "model:vllm_request_prompt_tokens_bucket:rate5m",
         "model:vllm_request_generation_tokens_bucket:rate5m",
     ]

@@ -16,10 +16,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from pathlib import Path
 
 import pytest
-import yaml
 
 from servewatch import generate
 from servewatch.cli import main
@@ -50,13 +48,6 @@ QUIET = [
 TTFT_ERROR = 3 / 44  # traffic-weighted share of first tokens slower than 2.5 s
 AVAIL_ERROR = 1 / 44  # traffic-weighted share of errors
 TOKENS_PER_S = (40 * 200 + 2 * 200 + 1 * 1 + 1 * 200) / STEP  # generated tokens of DeepSeek per second
-# Records in the order they read each other: a stage reads only what the stages before recorded.
-STAGES = (
-    r"slo:valid_events:.*",
-    r"slo:good_events:.*|slo:objective:ratio",
-    r"slo:sli_error:.*",
-    r"slo:period_error_budget_remaining:ratio|model:vllm_goodput_tokens:.*",
-)
 
 
 def traffic() -> list:
@@ -74,42 +65,6 @@ def traffic() -> list:
     return out
 
 
-class StagedPrometheus(LocalPrometheus):
-    """LocalPrometheus whose recording rules are backfilled stage after stage."""
-
-    def __init__(self, *args, stages: list[list[Path]], **kw):
-        super().__init__(*args, **kw)
-        self.stages = stages
-
-    def _backfill_rules(self) -> None:
-        every = self.rule_files
-        try:
-            for stage in self.stages:
-                self.rule_files = stage
-                super()._backfill_rules()
-        finally:
-            self.rule_files = every
-        self._loaded_rules = every
-
-
-def _stage_files(text: str, where: Path) -> list[list[Path]]:
-    """The rule file's recording rules split by STAGES, one file per stage."""
-    groups = yaml.safe_load(text)["groups"]
-    out = []
-    for i, pattern in enumerate(STAGES):
-        staged = [
-            {
-                "name": g["name"],
-                "rules": [r for r in g["rules"] if re.fullmatch(pattern, r.get("record", ""))],
-            }
-            for g in groups
-        ]
-        path = where / f"stage-{i}.rules.yaml"
-        path.write_text(yaml.safe_dump({"groups": [g for g in staged if g["rules"]]}))
-        out.append([path])
-    return out
-
-
 @pytest.fixture(scope="module")
 def env(tmp_path_factory, specs_with):
     specs = specs_with(
@@ -121,14 +76,11 @@ def env(tmp_path_factory, specs_with):
     rules.write_text(files["rules/slo.rules.yaml"])
     start = backfill_start(STEPS, STEP)
     om = to_openmetrics(traffic(), start, STEP)
-    # rules start recording 10 minutes in, when every rate window is full: the stages record at
-    # phases of their own, which would otherwise read the first minutes' ramp differently
-    stages = _stage_files(rules.read_text(), work)
-    # the dashboards read the vLLM recording rules too (they read raw series only: the first stage)
+    # the dashboards read the vLLM recording rules too; LocalPrometheus backfills a record that
+    # reads another one after it. Rules start recording 10 minutes in, when every rate window is full
     vllm = work / "vllm.rules.yaml"
     vllm.write_text(files["rules/vllm.rules.yaml"])
-    stages[0].append(vllm)
-    with StagedPrometheus(om, rule_files=[rules, vllm], stages=stages, rules_start=start + 600) as prom:
+    with LocalPrometheus(om, rule_files=[rules, vllm], rules_start=start + 600) as prom:
         yield {
             "prom": prom,
             "t": start + (STEPS - 1) * STEP,

@@ -82,6 +82,12 @@ def test_override_of_unknown_alert_suggests(specs_with):
     assert "overrides.yaml:3" in msg and "did you mean 'GPUFramebufferUsageHigh'" in msg
 
 
+def test_override_of_an_slo_alert_points_at_its_slo(specs_with):
+    tuned = "overrides:\n  alerts:\n    VLLMTTFTErrorBudgetBurn: {for: 2m}\n"
+    [msg] = _errors(specs_with({"overrides.yaml": tuned}))
+    assert "overrides.yaml:3" in msg and "tune it under slos.vllm-ttft" in msg
+
+
 def test_alert_without_scenarios_is_refused(specs_with):
     renamed = ("alert: VLLMRequestsWaitingHigh", "alert: VLLMRequestsWaitingVeryHigh")
     msgs = _errors(specs_with({"alerts/vllm.yaml": [renamed]}))

@@ -137,8 +137,16 @@ def spec_problems(spec) -> list[SpecError]:
         ("groups", {g.name for g in spec.groups}),
         ("scenarios", {s.name for s in spec.scenarios}),
     ):
+        slo_alerts = {slo.alerting.alert: key for key, slo in spec.slos.items()}
         for name in getattr(spec.overrides, section):
-            if name not in known:
+            if section == "alerts" and name in slo_alerts:
+                err(
+                    f"{name!r} is the burn-rate alert of SLO {slo_alerts[name]!r}: tune it under "
+                    f"slos.{slo_alerts[name]} (objective, alerting.windows, alerting.min_events), "
+                    "not in overrides",
+                    (f"override of {section[:-1]}", name),
+                )
+            elif name not in known:
                 err(
                     f"override of unknown {section[:-1]} {name!r}{did_you_mean(name, known)}",
                     (f"override of {section[:-1]}", name),

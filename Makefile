@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# pytest workers (pytest-xdist): one per core; a module's tests and its servers stay on one worker
+TEST_WORKERS ?= auto
 
 .PHONY: setup tools generate check test test-fast lint bench bench-fleet fuzz mutate clean
 
@@ -17,11 +19,12 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-# promtool and prometheus 3.5 into .cache/tools (from Debian's archive; see generator/servewatch/tools/).
-# Tests that need the other real binaries (Alertmanager, VictoriaMetrics, ...) install them on demand.
+# Every real binary the tests use (promtool and prometheus 3.5, Alertmanager, VictoriaMetrics, kustomize)
+# into .cache/tools, from Debian's archive (see generator/servewatch/tools/): once, before the test
+# workers start, so no two of them fetch the same tool.
 tools: $(STAMP)
-	$(BIN)/servewatch promtool install
-	$(BIN)/servewatch promtool where
+	$(BIN)/servewatch tools install
+	$(BIN)/servewatch tools where
 
 # The main job: every output from the default specs.
 generate: $(STAMP)
@@ -41,7 +44,7 @@ lint: $(STAMP)
 test: lint tools
 	$(BIN)/servewatch generate --check
 	$(BIN)/servewatch test
-	$(BIN)/python -m pytest -q --install-tools
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --install-tools
 
 # No servers, no download: a test that needs a binary missing here is skipped, and says which and why.
 test-fast: $(STAMP)

@@ -10,6 +10,17 @@ from .render import runbooks as runbook_pages
 from .spec.loader import load
 from .validation import Validated, validate
 
+# The renderers of the model: each a pure function model -> {relative path: text}. A new output format
+# is one more module under render/ listed here (docs/architecture.md); the writer and the manifest
+# take its files as they take every other.
+RENDERERS = (
+    rules.render,
+    unit_tests.render,
+    slo_tests.render,
+    runbook_pages.render,
+    alertmanager.render,
+)
+
 
 def build(specs: Path, out: Path | None = None) -> tuple[Model, dict[str, str]]:
     """The model and every output, paths relative to `out` (default: the folder that holds the specs,
@@ -23,15 +34,9 @@ def build(specs: Path, out: Path | None = None) -> tuple[Model, dict[str, str]]:
 def render(validated: Validated) -> dict[str, str]:
     """Every output; each renderer formats its part of what the validation stage built."""
     model = validated.model
+    # the dashboards were built by the validation stage; their renderer only delivers them
     files = _merge(
-        [
-            rules.render(model),
-            unit_tests.render(model),
-            slo_tests.render(model),
-            runbook_pages.render(model),
-            dashboards.render(model, validated.dashboards),
-            alertmanager.render(model),
-        ]
+        [*(renderer(model) for renderer in RENDERERS), dashboards.render(model, validated.dashboards)]
     )
     # the deployment tools' views of the files above (kustomize, Helm, jsonnet-bundler)
     return _merge([files, ecosystem.render(files)])

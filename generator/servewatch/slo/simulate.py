@@ -4,8 +4,8 @@ which remaining budget in their descriptions.
 
 It follows the rules' semantics from the SLO spec (good and valid event rates per minute, averaged
 over each window, burn = error ratio / (1 - objective), the low-traffic guard, `for`), with
-Prometheus' own arithmetic where the last digits matter: `rate()` extrapolation (promql/functions.go
-extrapolatedRate), Kahan-compensated `avg_over_time` and `sum`, left-open ranges `(t - w, t]`.
+Prometheus' own arithmetic where the last digits matter: `rate()`'s extrapolation to the window's
+edges (`extrapolated` below), Kahan-compensated `avg_over_time` and `sum`, left-open ranges `(t - w, t]`.
 promtool then checks every one of these numbers against the real rules.
 
 Time is in steps of one minute: input sample i is at i minutes, and the rules are evaluated every
@@ -27,7 +27,7 @@ Values = list[float | None]  # one counter sample per minute (None: no sample)
 
 
 def kahan_inc(inc: float, total: float, c: float) -> tuple[float, float]:
-    """One step of Prometheus' Neumaier-Kahan summation (promql/functions.go kahanSumInc)."""
+    """One step of the Neumaier-Kahan compensated summation Prometheus uses for sums."""
     t = total + inc
     if math.isinf(t):
         c = 0.0
@@ -58,7 +58,7 @@ def extrapolated(
     values: Values, at: int, window_s: float, step_s: float = STEP_S, is_rate: bool = True
 ) -> float | None:
     """rate() (or increase()) of a float counter sampled every `step_s` (sample i at i * step_s), over
-    `(t - window, t]` at step `at`: Prometheus 3.5's extrapolatedRate (promql/functions.go). None
+    `(t - window, t]` at step `at`: extrapolated to the window's edges as Prometheus 3.5 does. None
     where Prometheus returns no sample (fewer than two samples in the window)."""
     lo = at - window_s / step_s
     pts = [(i, values[i]) for i in range(max(0, math.floor(lo)), min(at, len(values) - 1) + 1) if i > lo]

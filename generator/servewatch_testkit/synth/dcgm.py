@@ -1,6 +1,6 @@
 """dcgm-exporter series for one GPU or one MIG GPU instance, with the exporter's label layout.
 
-Label layout (dcgm-exporter 4.5.3-4.8.2 ``render_metrics.go``; reference/dcgm.md section 2):
+Label layout (dcgm-exporter 4.5.3-4.8.2; the labels catalog/dcgm.yaml lists):
 ``gpu, UUID, pci_bus_id, device, modelName, [GPU_I_PROFILE, GPU_I_ID], [Hostname|hostname],
 [<driver label>], [container, namespace, pod]`` plus the scrape target's labels.
 

@@ -55,7 +55,7 @@ def rate(series: Series, at: int, window_s: float, step: float = 30.0) -> float 
 
 
 def _extrapolated(series: Series, at: int, window_s: float, step: float, is_rate: bool) -> float | None:
-    # the product's port of promql/functions.go extrapolatedRate (the generated SLO tests use it too)
+    # Prometheus' rate() extrapolation as slo/simulate.py computes it (the generated SLO tests use it too)
     return extrapolated(series.values, at, window_s, step, is_rate)
 
 

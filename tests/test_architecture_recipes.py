@@ -279,3 +279,25 @@ def test_the_exporter_profile_recipe_points_at_the_test_that_follows_it(repo):
     assert "add_profile(" in body and "fb_units=" in body and "verify.run(" in body
     assert "synth.dcgm_gpu(" in body and 'profile="next"' in body
     assert "catalog/dcgm.yaml" in text and "profiles:" in text
+
+
+# -- the map -----------------------------------------------------------------------------------------
+def packages(repo: Path) -> list[str]:
+    """Every package under generator/servewatch/ and generator/servewatch_testkit/, one level deep."""
+    return sorted(
+        f"`{d.name}/`"
+        for top in ("servewatch", "servewatch_testkit")
+        for d in (repo / "generator" / top).iterdir()
+        if d.is_dir() and any(d.glob("*.py"))
+    )
+
+
+def test_the_readme_layout_and_the_architecture_rooms_list_every_package(repo):
+    readme = (repo / "README.md").read_text()
+    layout = readme[readme.index("- Layout") :]
+    rooms = DOC.read_text()
+    rooms = rooms[rooms.index("## Rooms") : rooms.index("## Invariants")]
+    assert len(packages(repo)) >= 15
+    assert [p for p in packages(repo) if p not in layout] == []
+    assert [p for p in packages(repo) if p not in rooms] == []
+    assert "docs/architecture.md" in layout

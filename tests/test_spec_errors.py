@@ -88,6 +88,17 @@ def test_override_of_an_slo_alert_points_at_its_slo(specs_with):
     assert "overrides.yaml:3" in msg and "tune it under slos.vllm-ttft" in msg
 
 
+def test_override_tunes_only_what_its_alert_has(specs_with):
+    """Found by `make fuzz`: a threshold on an absence alert was a traceback."""
+    tuned = (
+        "overrides:\n  alerts:\n    DCGMExporterDown: {threshold: 0.5}\n"
+        "    VLLMKVCacheUsageHigh: {min_traffic: 0.1}\n"
+    )
+    msgs = _errors(specs_with({"overrides.yaml": tuned}))
+    assert any("overrides.yaml:3" in m and "no threshold to override" in m for m in msgs), msgs
+    assert any("overrides.yaml:4" in m and "min_traffic needs" in m and "a gauge" in m for m in msgs), msgs
+
+
 def test_alert_without_scenarios_is_refused(specs_with):
     renamed = ("alert: VLLMRequestsWaitingHigh", "alert: VLLMRequestsWaitingVeryHigh")
     msgs = _errors(specs_with({"alerts/vllm.yaml": [renamed]}))

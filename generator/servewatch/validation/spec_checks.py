@@ -152,6 +152,24 @@ def spec_problems(spec) -> list[SpecError]:
                     (f"override of {section[:-1]}", name),
                 )
 
+    # an override may only tune what its alert has: a threshold needs a signal, min_traffic a ratio's
+    # denominator
+    by_name = {a.alert: a for g in spec.groups for a in g.alerts}
+    for name, ov in spec.overrides.alerts.items():
+        alert, key = by_name.get(name), ("override of alert", name)
+        if alert is None:
+            continue
+        if ov.threshold is not None and not alert.signal:
+            err(f"{name} fires on something missing and has no threshold to override", key, "threshold")
+        sig = spec.signals.get(alert.signal) if alert.signal else None
+        if ov.min_traffic is not None and (sig is None or sig.kind != "counter_ratio"):
+            err(
+                f"min_traffic needs an alert on a counter_ratio signal (its denominator is the traffic); "
+                f"{name} has {'a ' + sig.kind if sig else 'no'} signal",
+                key,
+                "min_traffic",
+            )
+
     # alerts whose annotations show $value: a firing expectation must say which value it expects
     shows_value = {
         a.alert

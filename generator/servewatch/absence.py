@@ -81,13 +81,15 @@ class Absences:
 
     def inputs_missing(self, source: str, metrics: list[str]) -> str:
         """Targets that export the liveness metric but not one of the inputs (a rename or removal),
-        with the target's namespace, pod and model."""
+        with the target's namespace, pod and model. The liveness metric itself gets no branch: a target
+        is only checked while it exports it, so that branch could never fire."""
         target = self.labels.target()
         live = b.agg("group", target + [*TARGET_CONTEXT, "model_name"], self.sb.select(self.sb.liveness))
         return b.any_of(
             *(
                 b.with_label(b.unless(live, b.agg("group", target, self.sb.select(m)), target), "metric", m)
                 for m in metrics
+                if m != self.sb.liveness
             )
         )
 

@@ -236,3 +236,12 @@ def test_the_same_change_twice_in_a_rule_gets_a_numbered_id():
 def test_records_sharing_a_name_are_told_apart_by_their_labels():
     keys = [r.key for r in rules.load(REPO / "rules") if r.name.endswith("histogram_quantile_rate5m")]
     assert len(keys) == len(set(keys)) and any(k.endswith("[quantile=0.95]") for k in keys)
+
+
+def test_a_report_of_a_subset_says_which_mutants_ran():
+    from servewatch_testkit.mutate.cli import _selection
+
+    assert _selection([], [], 874, 874) == "all 874 mutants"
+    assert _selection(["VLLMKV", "DCGM"], ["for-zero"], 3, 874) == (
+        "3 of 874 mutants (ids containing `VLLMKV` or `DCGM`; operators for-zero)"
+    )

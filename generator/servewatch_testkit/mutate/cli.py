@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import platform
 import sys
 import time
@@ -57,6 +58,29 @@ def _selected(all_mutants: list, only: list[str], operators: list[str]) -> list:
     return out
 
 
+def _machine() -> str:
+    """Cores and CPU model, so a run time can be compared with another machine's."""
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    cpu = f"{os.cpu_count()} cores" + (f" ({model})" if model else "")
+    return f"{platform.machine()}, {cpu}, Python {platform.python_version()}"
+
+
+def _selection(only: list[str], operators: list[str], chosen: int, total: int) -> str:
+    """Which mutants ran: a report of a subset says so, and which."""
+    if chosen == total:
+        return f"all {total} mutants"
+    parts = [f"ids containing {' or '.join(f'`{t}`' for t in only)}"] if only else []
+    parts += [f"operators {', '.join(operators)}"] if operators else []
+    return f"{chosen} of {total} mutants ({'; '.join(parts)})"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     root = args.root.resolve()
@@ -96,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         + (" + incident tests on real Prometheus" if args.with_incidents else ""),
         "jobs": args.jobs,
         "wall_s": round(time.monotonic() - started),
-        "machine": f"{platform.machine()}, Python {platform.python_version()}",
+        "machine": _machine(),
+        "selection": _selection(args.only, args.operator, len(chosen), len(all_mutants)),
     }
     markdown = report.to_markdown(all_mutants, results, notes, run_info, unmutated)
     if out:

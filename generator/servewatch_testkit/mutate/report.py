@@ -150,6 +150,7 @@ def to_markdown(
         "",
         f"Run: {run_info.get('date', '?')}, {run_info.get('tests', '?')}, {run_info.get('jobs', '?')} jobs, "
         f"{run_info.get('wall_s', '?')} s.",
+        f"Mutants run: {run_info.get('selection', '?')}. Machine: {run_info.get('machine', '?')}.",
         "",
         "| mutants | valid | killed | survived | of which equivalent | known gap | undocumented | invalid |"
         " timeout/error |",

@@ -20,7 +20,7 @@ from .. import alert_context as ctx
 from .. import scenarios, templates
 from ..model import Model
 from ..spec.schema import seconds
-from .synthetic import Synth, bucket_quantile, exact_total, series_text
+from .synthetic import REQUESTS, Synth, bucket_quantile, exact_total, series_text
 from .unit_tests import series_with_selectors, test_file
 from .yamlout import dump
 
@@ -115,30 +115,81 @@ def _boundaries(model: Model, alert) -> list[dict]:
                 alert_rule_test=checks,
             )
         )
-    if alert.spec.op in (">", "<") and _exact(signal, names["threshold"]):
-        checks = [check(fires_at, [])]
-        inputs = series(names["threshold"])
+    exact = (
+        _exact(model, alert, signal, names["threshold"], labels, fires_at)
+        if alert.spec.op in (">", "<")
+        else None
+    )
+    if exact is not None:
+        inputs, at_s = exact
         tests.append(
             _test(
                 model,
                 f"boundary: {alert.alert} exactly at its threshold",
                 inputs,
                 interval,
-                alert_rule_test=checks,
+                alert_rule_test=[check(at_s, [])],
             )
         )
     return tests
 
 
-def _exact(signal, threshold: float) -> bool:
-    """Whether the signal reproduces the threshold to the last bit from the series written for it."""
+EXACT_SCALES = range(1, 17)  # how many times REQUESTS observations a quantile's exact case may try
+
+
+def _exact(model: Model, alert, signal, threshold: float, labels: dict, fires_at: float):
+    """(series, when to check) that give the signal exactly `threshold`, to the last bit, at every
+    evaluation of the `for` before the check; None where servewatch cannot show that it does. Only then
+    is "silent at the threshold" a test: a comparison that includes the threshold fires there.
+
+    A gauge is read as written; a used / (used + free) is checked as Prometheus divides. A rate or a
+    quantile is worked out as Prometheus 3.5 computes it (render/synthetic.py, rate_at and
+    quantile_at), at each evaluation time: a rate's window and a quantile's bucket rates only settle once
+    the window is full, so the check may move later, never past the data."""
+    interval = _interval(model)
     if signal.kind == "gauge":
-        return True
+        synth = Synth(model, interval, math.ceil((fires_at + MARGIN_S) / interval))
+        return synth.signal(signal, threshold, labels).series, fires_at
     if signal.kind == "matched_ratio":
         total = exact_total(threshold)
         part = threshold * total
-        return part / (part + (total - part)) == threshold
-    return False
+        if part / (part + (total - part)) != threshold:
+            return None
+        synth = Synth(model, interval, math.ceil((fires_at + MARGIN_S) / interval))
+        return synth.signal(signal, threshold, labels).series, fires_at
+    if signal.kind not in ("rate", "quantile"):
+        return None
+    window = float(seconds(model.config.rate_window))
+    for_s = float(seconds(alert.for_))
+    step = float(seconds(scenarios.EVAL_INTERVAL))
+    latest = fires_at + window + interval  # from here on every evaluation's window looks the same
+    synth = Synth(model, interval, math.ceil((latest + MARGIN_S) / interval))
+    checks = [fires_at + i * step for i in range(int((latest - fires_at) // step) + 1)]
+    if signal.kind == "rate":
+        layouts = [None]
+    else:
+        layouts = [
+            synth.quantile_counts(signal, threshold, alert.spec.quantile, REQUESTS * k) for k in EXACT_SCALES
+        ]
+    for counts in layouts:
+        if signal.kind == "quantile" and counts is None:
+            return None
+        exact_at: dict[float, bool] = {}  # evaluation time -> whether the value is the threshold there
+        for at_s in checks:
+            span = [at_s - for_s + i * step for i in range(int(for_s // step) + 1)]
+            for t in span:
+                if t not in exact_at:
+                    value = (
+                        synth.rate_at(threshold * interval, t, window)
+                        if counts is None
+                        else synth.quantile_at(signal, counts, alert.spec.quantile, t, window)
+                    )
+                    exact_at[t] = value == threshold
+            if all(exact_at[t] for t in span):
+                if counts is None:
+                    return synth.signal(signal, threshold, labels).series, at_s
+                return synth.histogram(signal.metric, labels, counts), at_s
+    return None
 
 
 def _expected(model: Model, alert, signal, labels: dict, value: float) -> dict:

@@ -10,6 +10,8 @@ once its window is full (before that rate() counts from the counter's start at 0
 from __future__ import annotations
 
 import re
+import sys
+from fractions import Fraction
 from dataclasses import dataclass
 
 from .. import scenarios
@@ -110,25 +112,28 @@ class Synth:
         return {label: f"{label}-a" for label in signal.by}
 
     # -- histograms -----------------------------------------------------------------------------
-    def quantile_counts(self, signal, value: float, q: float | None = None) -> dict[float, float] | None:
+    def quantile_counts(
+        self, signal, value: float, q: float | None = None, requests: float = REQUESTS
+    ) -> dict[float, float] | None:
         """Observations per sample, per bucket upper bound, that put quantile q (the alert's) at `value`:
         in the bucket holding `value`, a share past its lower bound such that the linear interpolation
-        lands on `value`, the rest just below it or above every finite bucket."""
+        lands on `value`, the rest just below it or above every finite bucket; `requests` of them.
+        Worked out on the numbers as written (decimal, exactly), so round inputs give whole counts."""
         bounds = self.buckets_of(signal.metric)
         q = q if q is not None else signal.quantiles[0]
         i = next((i for i, bound in enumerate(bounds) if value <= bound), None)
         if i is None:
             return None  # past the last finite bucket
         lo, hi = (bounds[i - 1] if i > 0 else 0.0), bounds[i]
-        f = (value - lo) / (hi - lo)
-        n = REQUESTS
-        if f >= q:
-            inside = q * n / f
-            return {hi: inside, float("inf"): n - inside}
+        f = (_decimal(value) - _decimal(lo)) / (_decimal(hi) - _decimal(lo))
+        n, q_ = _decimal(requests), _decimal(q)
+        if f >= q_:
+            inside = q_ * n / f
+            return {hi: float(inside), float("inf"): float(n - inside)}
         if i == 0:
             return None  # the rest would have to lie below 0
-        below = n * (q - f) / (1 - f)
-        return {lo: below, hi: n - below}
+        below = n * (q_ - f) / (1 - f)
+        return {lo: float(below), hi: float(n - below)}
 
     def histogram(
         self,
@@ -142,10 +147,12 @@ class Synth:
         bounds = [*(self.buckets_of(metric) if bounds is None else bounds), float("inf")]
         out = []
         for bound in bounds:
-            cumulative = sum(c for upper, c in counts.items() if upper <= bound)
             le = "+Inf" if bound == float("inf") else scenarios.number(bound)
             out.append(
-                (series_text(f"{metric}_bucket", {**labels, "le": le}), self.counter_per_sample(cumulative))
+                (
+                    series_text(f"{metric}_bucket", {**labels, "le": le}),
+                    self.counter_per_sample(cumulative(counts, bound)),
+                )
             )
         out.append((series_text(f"{metric}_count", labels), self.counter_per_sample(sum(counts.values()))))
         return out
@@ -156,6 +163,50 @@ class Synth:
 
     def counter_per_sample(self, per_sample: float) -> str:
         return f"0+{scenarios.number(per_sample)}x{self.steps}"
+
+    # -- what Prometheus computes from them, to the last bit -----------------------------------------
+    def rate_at(self, per_sample: float, at_s: float, window_s: float) -> float | None:
+        """rate(x[window]) at `at_s` of the counter `counter_per_sample(per_sample)` writes, operation by
+        operation as Prometheus 3.5 computes it (promql/functions.go, extrapolatedRate): the samples
+        promtool expands by repeated addition, a left-open window, extrapolation to the window's edges
+        or to the counter's zero point. None with fewer than two samples in the window."""
+        increment = float(scenarios.number(per_sample))
+        step_ms, end_ms = round(self.interval * 1000), round(at_s * 1000)
+        start_ms = end_ms - round(window_s * 1000)
+        points, value = [], 0.0
+        for i in range(self.steps + 1):
+            if start_ms < i * step_ms <= end_ms:
+                points.append((i * step_ms, value))
+            value += increment
+        if len(points) < 2:
+            return None
+        (first_t, first), (last_t, last) = points[0], points[-1]
+        result = last - first  # a steady increment never resets
+        to_start, to_end = (first_t - start_ms) / 1000, (end_ms - last_t) / 1000
+        sampled = (last_t - first_t) / 1000
+        average = sampled / (len(points) - 1)
+        if to_start >= average * 1.1:
+            to_start = average / 2
+        if result > 0 and first >= 0:
+            to_start = min(to_start, sampled * (first / result))
+        if to_end >= average * 1.1:
+            to_end = average / 2
+        factor = (sampled + to_start + to_end) / sampled
+        factor /= window_s
+        return result * factor
+
+    def quantile_at(
+        self, signal, counts: dict[float, float], q: float, at_s: float, window_s: float
+    ) -> float | None:
+        """histogram_quantile(q, rate(bucket[window])) at `at_s` of the histogram `histogram` writes from
+        `counts`, as Prometheus 3.5 computes it (one engine: its max and sum change nothing)."""
+        buckets = []
+        for bound in [*self.buckets_of(signal.metric), float("inf")]:
+            rate = self.rate_at(cumulative(counts, bound), at_s, window_s)
+            if rate is None:
+                return None
+            buckets.append((bound if bound == float("inf") else float(scenarios.number(bound)), rate))
+        return bucket_quantile(q, buckets)
 
 
 def exact_total(ratio: float) -> float:
@@ -185,15 +236,49 @@ def matcher_split(matchers: str) -> tuple[dict[str, str], dict[str, str]] | None
     return part, rest
 
 
+def _decimal(x: float) -> Fraction:
+    return Fraction(scenarios.number(x))
+
+
+def cumulative(counts: dict[float, float], bound: float) -> float:
+    """Observations per sample at or below `bound`: what its `le` bucket counts."""
+    return sum(c for upper, c in counts.items() if upper <= bound)
+
+
+SMALL_DELTA = 1e-12  # relative: bucket counts closer than this are read as equal (promql/quantile.go)
+
+
 def bucket_quantile(q: float, buckets: list[tuple[float, float]]) -> float:
-    """histogram_quantile over (upper bound, cumulative count) pairs sorted by bound, +Inf last, as
-    Prometheus interpolates inside the bucket that holds the rank."""
-    total = buckets[-1][1]
-    rank = q * total
-    for i, (upper, count) in enumerate(buckets):
-        if count >= rank:
-            if upper == float("inf"):
-                return buckets[-2][0]
-            lower, below = (buckets[i - 1][0], buckets[i - 1][1]) if i > 0 else (0.0, 0.0)
-            return lower + (upper - lower) * (rank - below) / (count - below)
-    return buckets[-2][0]
+    """histogram_quantile over (upper bound, cumulative count) pairs sorted by bound, +Inf last,
+    operation by operation as Prometheus 3.5 computes it (promql/quantile.go, BucketQuantile): counts
+    made monotonic, then a linear interpolation inside the bucket that holds the rank."""
+    counts = [count for _, count in buckets]
+    previous = counts[0]
+    for i in range(1, len(counts)):
+        current = counts[i]
+        if current == previous:
+            continue
+        if _almost_equal(previous, current) or current < previous:
+            counts[i] = previous
+            continue
+        previous = current
+    rank = q * counts[-1]
+    b = next((i for i in range(len(counts) - 1) if counts[i] >= rank), len(counts) - 1)
+    if b == len(counts) - 1:
+        return buckets[-2][0]
+    if b == 0 and buckets[0][0] <= 0:
+        return buckets[0][0]
+    start, end, count = 0.0, buckets[b][0], counts[b]
+    if b > 0:
+        start = buckets[b - 1][0]
+        count -= counts[b - 1]
+        rank -= counts[b - 1]
+    return start + (end - start) * (rank / count)
+
+
+def _almost_equal(a: float, b: float) -> bool:
+    if a == b:
+        return True
+    if a == 0 or b == 0:
+        return abs(a - b) < SMALL_DELTA * sys.float_info.min
+    return abs(a - b) / (abs(a) + abs(b)) < SMALL_DELTA

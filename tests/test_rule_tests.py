@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from servewatch import tools
+from servewatch import generate, scenarios, tools
 from servewatch.render import rule_tests
 from servewatch.render.synthetic import Synth, bucket_quantile, exact_total
 
@@ -34,6 +34,9 @@ def test_every_threshold_alert_has_its_boundaries(default_build):
     # an exact check where the value can be written exactly: a gauge, a used / (used + free)
     assert "boundary: GPUFramebufferUsageHigh exactly at its threshold" in names
     assert "boundary: VLLMKVCacheUsageHigh exactly at its threshold" in names
+    # and a rate, quantiles at a bucket bound (ITL, E2E) and inside a bucket (TTFT), worked out to the bit
+    for alert in EXACT_ALERTS:
+        assert f"boundary: {alert} exactly at its threshold" in names, alert
 
 
 def test_just_past_fires_exactly_for_after_onset_and_not_before(default_build):
@@ -81,6 +84,14 @@ MUTANTS = {
     "a shorter for": ("gpu", ") > 0.95\n    for: 5m", ") > 0.95\n    for: 4m", "boundaries"),
     "threshold moved": ("vllm", "kv_cache_usage:max > 0.95", "kv_cache_usage:max > 0.951", "boundaries"),
     "rate threshold moved": ("vllm", "preemptions:rate5m > 1", "preemptions:rate5m > 1.00001", "boundaries"),
+    "> became >= on a rate": ("vllm", "preemptions:rate5m > 1\n", "preemptions:rate5m >= 1\n", "boundaries"),
+    "> became >= on a quantile at a bucket bound": (
+        "vllm",
+        '"0.95"} > 0.1\n',
+        '"0.95"} >= 0.1\n',
+        "boundaries",
+    ),
+    "> became >= on a quantile inside a bucket": ("vllm", '"0.95"} > 2\n', '"0.95"} >= 2\n', "boundaries"),
     "max became sum: a thing scraped twice counts twice": (
         "vllm",
         f"max {ENGINE} {KV}",
@@ -117,6 +128,119 @@ def test_a_broken_rule_fails_the_generated_tests(repo, tmp_path, why):
     assert tools.run("promtool", "test", "rules", tests).returncode == 0  # the rules as generated pass
     (tmp_path / "rules" / f"{family}.rules.yaml").write_text(rules.replace(old, new))
     assert tools.run("promtool", "test", "rules", tests).returncode == 1, why
+
+
+# -- exactly at the threshold, to the last bit -----------------------------------------------------------
+EXACT_ALERTS = (
+    "VLLMPreemptionsHigh",
+    "VLLMTimeToFirstTokenP95High",
+    "VLLMInterTokenLatencyP95High",
+    "VLLMEndToEndLatencyP95High",
+)
+TUNINGS = {  # thresholds halved, quadrupled, and odd ones that are no bucket bound and no round rate
+    "halved": {
+        "VLLMPreemptionsHigh": 0.5,
+        "VLLMTimeToFirstTokenP95High": 1,
+        "VLLMInterTokenLatencyP95High": 0.05,
+    },
+    "quadrupled": {
+        "VLLMPreemptionsHigh": 4,
+        "VLLMTimeToFirstTokenP95High": 8,
+        "VLLMEndToEndLatencyP95High": 240,
+    },
+    "odd": {
+        "VLLMPreemptionsHigh": 0.37,
+        "VLLMTimeToFirstTokenP95High": 2.2,
+        "VLLMInterTokenLatencyP95High": 0.123,
+        "VLLMEndToEndLatencyP95High": 45,
+    },
+}
+
+
+def _promtool(tmp_path, rules: str, tests: str):
+    for folder in ("rules", "promtool"):
+        (tmp_path / folder).mkdir(exist_ok=True)
+    (tmp_path / "rules" / "vllm.rules.yaml").write_text(rules)
+    path = tmp_path / "promtool" / "vllm.boundaries.test.yaml"
+    path.write_text(tests)
+    return tools.run("promtool", "test", "rules", path)
+
+
+def _inclusive(rules: str, alert: str) -> str:
+    """The rules with `alert`'s `>` made `>=`."""
+    doc = yaml.safe_load(rules)
+    rule = next(r for g in doc["groups"] for r in g["rules"] if r.get("alert") == alert)
+    head, sep, tail = rule["expr"].rpartition(" > ")
+    assert sep, rule["expr"]
+    rule["expr"] = f"{head} >= {tail}"
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+@pytest.mark.tools("promtool")
+@pytest.mark.parametrize("tuning", TUNINGS)
+def test_a_tuned_exact_case_is_silent_and_fails_when_the_comparison_includes_the_threshold(
+    specs_with, tmp_path, tuning
+):
+    """Whatever the tuning, an exact case is written only where promtool's value is the threshold: the
+    rule passes it, and the same rule with `>=` fails it (a value a bit below would pass both)."""
+    thresholds = TUNINGS[tuning]
+    overrides = "".join(f"    {a}: {{threshold: {t}}}\n" for a, t in thresholds.items())
+    _, files = generate.build(specs_with({"overrides.yaml": f"overrides:\n  alerts:\n{overrides}"}))
+    rules, tests = files["rules/vllm.rules.yaml"], files["promtool/vllm.boundaries.test.yaml"]
+    names = {t["name"] for t in yaml.safe_load(tests)["tests"]}
+    exact = [a for a in thresholds if f"boundary: {a} exactly at its threshold" in names]
+    if tuning != "odd":  # round rates and bucket bounds are always exact
+        assert exact == list(thresholds)
+    result = _promtool(tmp_path, rules, tests)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for alert in exact:
+        result = _promtool(tmp_path, _inclusive(rules, alert), tests)
+        assert result.returncode == 1, alert
+        assert f"boundary: {alert} exactly at its threshold" in result.stdout + result.stderr
+
+
+@pytest.mark.tools("promtool")
+def test_the_worked_out_values_are_to_the_bit_what_promtool_computes(default_model, tmp_path):
+    """rate_at and quantile_at against promtool itself: `==` in PromQL compares exactly, and each value is
+    written in the shortest form that reads back to the same float; in the ramp and once settled."""
+    synth = Synth(default_model, 30, 45)
+    series, checks = [], []
+    times = (30, 60, 150, 300, 330, 600, 900)
+    for i, per_sample in enumerate((30, 9, 11.1, 0.37 * 30, 0.001, 123456.789)):
+        name = f'counter{{i="{i}"}}'
+        series.append({"series": name, "values": synth.counter_per_sample(per_sample)})
+        for at in times:
+            value = synth.rate_at(per_sample, at, 300)
+            checks.append((f"rate({name}[5m])", value, f'{{i="{i}"}}', at))
+    ttft = default_model.signal("model_ttft")
+    for i, counts in enumerate(
+        ({1.0: 85.0, 2.5: 15.0}, {0.1: 95.0, float("inf"): 5.0}, {0.5: 3.3, 10.0: 7.1})
+    ):
+        labels = {"h": str(i)}
+        series += [{"series": s, "values": v} for s, v in synth.histogram(ttft.metric, labels, counts)]
+        for at in times:
+            value = synth.quantile_at(ttft, counts, 0.95, at, 300)
+            expr = f'histogram_quantile(0.95, rate({ttft.metric}_bucket{{h="{i}"}}[5m]))'
+            checks.append((expr, value, f'{{h="{i}"}}', at))
+    test = {
+        "name": "worked out values",
+        "interval": "30s",
+        "input_series": series,
+        "promql_expr_test": [
+            {
+                "expr": f"{expr} == bool {scenarios.number(value)}",
+                "eval_time": scenarios.duration(at),
+                "exp_samples": [{"labels": labels, "value": 1}],
+            }
+            for expr, value, labels, at in checks
+        ],
+    }
+    rules = tmp_path / "empty.rules.yaml"
+    rules.write_text("groups: []\n")
+    path = tmp_path / "values.test.yaml"
+    path.write_text(yaml.safe_dump({"rule_files": [rules.name], "tests": [test]}))
+    result = tools.run("promtool", "test", "rules", path)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 # -- the synthetic inputs ------------------------------------------------------------------------------

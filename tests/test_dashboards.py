@@ -385,6 +385,12 @@ def alert_link_problems(model, boards: dict[str, dict]) -> tuple[list[str], int]
         url = alert.annotations.get("dashboard_url")
         if not url:
             continue
+        # a variable an absence alert sets only where it has the label: read it as the label it takes
+        url = re.sub(
+            r"\{\{ with \$labels\.(\w+) \}\}&var-(\w+)=\{\{ \. \}\}\{\{ end \}\}",
+            r"&var-\2={{ $labels.\1 }}",
+            url,
+        )
         m = re.search(r"/d/([^/?]+)/[^?]*(?:\?(.*))?$", url)
         if not (m and m.group(1) in by_uid):
             problems.append(f"{alert.alert}: {url} lands on no generated dashboard")

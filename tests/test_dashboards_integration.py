@@ -29,7 +29,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import pytest
 import yaml
 
-from servewatch import generate
+from servewatch import generate, templates
 from servewatch.model import Model
 from servewatch.render import dashboards
 from servewatch_testkit import synth
@@ -604,9 +604,7 @@ def test_an_alerts_link_opens_the_panel_that_shows_the_culprit(served, name):
             continue
         for fired in env.prom.query(alert.expr, env.t):
             labels, val = fired["metric"], float(fired["value"][1])
-            url = re.sub(
-                r"\{\{ \$labels\.(\w+) \}\}", lambda m, seen=labels: seen.get(m.group(1), ""), template
-            )
+            url = templates.render(template, labels, val)  # as Prometheus fills it in
             _, panel, values = opened(env, url)
             why = culprit_shown(env, panel, values, labels, val)
             if why:

@@ -19,7 +19,7 @@ import promql_parser as pp
 import pytest
 import yaml
 
-from servewatch import catalog, generate
+from servewatch import catalog, generate, templates
 from servewatch.lint import runner
 from servewatch.lint.facts import LintContext
 from servewatch.promql import labels as promql_labels
@@ -431,6 +431,12 @@ def test_datasource_variable_takes_the_configured_regex(specs_with, boards):
 # ---------------------------------------------------------------------------------------------
 # an alert's link opens the panel that shows it
 # ---------------------------------------------------------------------------------------------
+def _view_panel(url: str) -> str | None:
+    """The panel a dashboard_url opens, whichever labels fill its variables in (an absence alert sets
+    each only inside a {{ with }})."""
+    return dict(parse_qsl(urlsplit(templates.render(url, {}, None)).query)).get("viewPanel")
+
+
 def test_every_alert_link_opens_the_panel_that_shows_the_alert(built, boards):
     model = built[0]
     by_uid = {b["uid"]: b for b in boards.values()}
@@ -441,7 +447,7 @@ def test_every_alert_link_opens_the_panel_that_shows_the_alert(built, boards):
             continue
         parts = urlsplit(url)
         uid = parts.path.split("/")[2]
-        view = dict(parse_qsl(parts.query)).get("viewPanel")
+        view = _view_panel(url)
         assert view, f"{alert.alert}: {url} names no panel"
         panel = next((p for _, _, p in sections(by_uid[uid]) if str(p["id"]) == view), None)
         assert panel is not None, f"{alert.alert}: {uid} has no panel {view}"
@@ -469,7 +475,7 @@ def test_an_alert_set_per_deployment_adds_no_panel_and_every_copy_opens_its_pane
     for alert in model.alerts():
         if alert.spec.dashboard:
             views.setdefault(alert.alert.split("Copy")[0], set()).add(
-                dict(parse_qsl(urlsplit(alert.annotations["dashboard_url"]).query)).get("viewPanel")
+                _view_panel(alert.annotations["dashboard_url"])
             )
     assert views and all(len(ids) == 1 and None not in ids for ids in views.values()), views
 

@@ -215,13 +215,23 @@ class Model:
             url = self.config.dashboard_url.format(
                 uid=alert.dashboard.uid, slug=alert.dashboard.slug or alert.dashboard.uid
             )
+            # an absence alert may lack any label (its absent() branch has none, a down target may have
+            # no remembered host): it sets a variable only where the label is there, never `var-host=`
+            optional = alert.absence is not None
             params = [
-                f"var-{var}={{{{ $labels.{sub(label)} }}}}" for var, label in alert.dashboard.vars.items()
+                f"var-{var}={{{{ $labels.{sub(label)} }}}}"
+                for var, label in alert.dashboard.vars.items()
+                if not optional
             ]
             panel = self.dashboard_panels.get(alert.dashboard.uid, {}).get(alert.alert)
             params += [f"viewPanel={panel}"] if panel is not None else []
-            if params:
+            if params or optional and alert.dashboard.vars:
                 url = f"{url}?{'&'.join(params)}"
+            if optional:
+                url += "".join(
+                    f"{{{{ with $labels.{sub(label)} }}}}&var-{var}={{{{ . }}}}{{{{ end }}}}"
+                    for var, label in alert.dashboard.vars.items()
+                )
             out["dashboard_url"] = url
         out.update({k: sub(v) for k, v in alert.annotations.items()})
         return dict(sorted(out.items()))

@@ -167,7 +167,7 @@ class Synth:
     # -- what Prometheus computes from them, to the last bit -----------------------------------------
     def rate_at(self, per_sample: float, at_s: float, window_s: float) -> float | None:
         """rate(x[window]) at `at_s` of the counter `counter_per_sample(per_sample)` writes, operation by
-        operation as Prometheus 3.5 computes it (promql/functions.go, extrapolatedRate): the samples
+        operation as Prometheus 3.5's rate() computes it: the samples
         promtool expands by repeated addition, a left-open window, extrapolation to the window's edges
         or to the counter's zero point. None with fewer than two samples in the window."""
         increment = float(scenarios.number(per_sample))
@@ -245,12 +245,12 @@ def cumulative(counts: dict[float, float], bound: float) -> float:
     return sum(c for upper, c in counts.items() if upper <= bound)
 
 
-SMALL_DELTA = 1e-12  # relative: bucket counts closer than this are read as equal (promql/quantile.go)
+SMALL_DELTA = 1e-12  # relative: Prometheus reads bucket counts this close as equal
 
 
 def bucket_quantile(q: float, buckets: list[tuple[float, float]]) -> float:
     """histogram_quantile over (upper bound, cumulative count) pairs sorted by bound, +Inf last,
-    operation by operation as Prometheus 3.5 computes it (promql/quantile.go, BucketQuantile): counts
+    operation by operation as Prometheus 3.5's histogram_quantile() computes it: counts
     made monotonic, then a linear interpolation inside the bucket that holds the rank."""
     counts = [count for _, count in buckets]
     previous = counts[0]

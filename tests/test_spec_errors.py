@@ -123,6 +123,13 @@ def test_scrape_interval_in_fractions_of_a_second_is_refused(specs_with, line_of
     assert f"config.yaml:{line}: config.scrape_interval" in msg and "whole number of seconds" in msg
 
 
+def test_for_in_fractions_of_a_second_is_refused(specs_with):
+    """Found by `make fuzz`: `for: 1ms` in an override was a traceback in the boundary tests."""
+    tuned = "overrides:\n  alerts:\n    VLLMKVCacheUsageHigh: {for: 1ms}\n"
+    [msg] = _errors(specs_with({"overrides.yaml": tuned}))
+    assert "overrides.yaml:3" in msg and "for" in msg and "whole number of seconds" in msg
+
+
 def test_rate_on_a_gauge_is_refused(specs_with):
     gauge = ("metric: vllm:num_preemptions_total", "metric: vllm:num_requests_running")
     [msg] = _errors(specs_with({"signals.yaml": [gauge]}))

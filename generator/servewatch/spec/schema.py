@@ -224,13 +224,7 @@ class Config(Strict):
                 )
         return self
 
-    @field_validator("scrape_interval")
-    @classmethod
-    def _whole_seconds(cls, v):
-        # the generated promtool tests place samples and checks on whole seconds
-        if seconds(v) != int(seconds(v)):
-            raise ValueError(f"{v} is not a whole number of seconds; use 1s or more, in whole seconds")
-        return v
+    _whole = field_validator("scrape_interval")(classmethod(lambda cls, v: whole_seconds(v)))
 
     @model_validator(mode="after")
     def _window(self):
@@ -240,6 +234,13 @@ class Config(Strict):
                 "rate() would miss samples"
             )
         return self
+
+
+def whole_seconds(value: str | None) -> str | None:
+    """A duration in whole seconds: the generated promtool tests place samples and checks on them."""
+    if value is not None and seconds(value) != int(seconds(value)):
+        raise ValueError(f"{value} is not a whole number of seconds; use 1s or more, in whole seconds")
+    return value
 
 
 Level = Literal["gpu", "engine", "model"]
@@ -339,6 +340,8 @@ class Alert(Strict):
     dashboard: Dashboard | None = None
     enabled: bool = True
 
+    _whole = field_validator("for_", "keep_firing_for")(classmethod(lambda cls, v: whole_seconds(v)))
+
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     _name = field_validator("alert")(classmethod(lambda cls, v: _alert_name(v)))
@@ -386,6 +389,7 @@ class AlertOverride(Strict):
     enabled: bool | None = None
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    _whole = field_validator("for_", "keep_firing_for")(classmethod(lambda cls, v: whole_seconds(v)))
 
 
 class GroupOverride(Strict):

@@ -183,6 +183,13 @@ class Remember(Strict):
     targets: PositiveDuration = "12h"  # targets that vanished are reported until this long after they went
 
 
+def whole_seconds(value: str | None) -> str | None:
+    """A duration in whole seconds: the generated promtool tests place samples and checks on them."""
+    if value is not None and seconds(value) != int(seconds(value)):
+        raise ValueError(f"{value} is not a whole number of seconds; use 1s or more, in whole seconds")
+    return value
+
+
 class Config(Strict):
     cluster_label: LabelName | None = None
     scrape_interval: PositiveDuration = "30s"
@@ -234,13 +241,6 @@ class Config(Strict):
                 "rate() would miss samples"
             )
         return self
-
-
-def whole_seconds(value: str | None) -> str | None:
-    """A duration in whole seconds: the generated promtool tests place samples and checks on them."""
-    if value is not None and seconds(value) != int(seconds(value)):
-        raise ValueError(f"{value} is not a whole number of seconds; use 1s or more, in whole seconds")
-    return value
 
 
 Level = Literal["gpu", "engine", "model"]

@@ -132,12 +132,12 @@ def spec_problems(spec) -> list[SpecError]:
                 if "{{" in templates.ACTION_RE.sub("", text):
                     err("a template action {{ is not closed with }}", key, *field)
 
+    slo_alerts = {slo.alerting.alert: key for key, slo in spec.slos.items()}
     for section, known in (
         ("alerts", alert_names),
         ("groups", {g.name for g in spec.groups}),
         ("scenarios", {s.name for s in spec.scenarios}),
     ):
-        slo_alerts = {slo.alerting.alert: key for key, slo in spec.slos.items()}
         for name in getattr(spec.overrides, section):
             if section == "alerts" and name in slo_alerts:
                 err(

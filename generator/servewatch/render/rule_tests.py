@@ -20,6 +20,7 @@ from .. import alert_context as ctx
 from .. import scenarios, templates
 from ..model import Model
 from ..spec.schema import seconds
+from .traffic_guard import guard_tests
 from .synthetic import REQUESTS, Synth, bucket_quantile, exact_total, series_text
 from .unit_tests import series_with_selectors, test_file
 from .yamlout import dump
@@ -131,6 +132,13 @@ def _boundaries(model: Model, alert) -> list[dict]:
                 alert_rule_test=[check(at_s, [])],
             )
         )
+    tests += guard_tests(
+        model,
+        alert,
+        names,
+        lambda thing, value: _expected(model, alert, signal, thing, value),
+        lambda name, inputs, **checks: _test(model, name, inputs, interval, **checks),
+    )
     return tests
 
 
@@ -157,7 +165,7 @@ def _exact(model: Model, alert, signal, threshold: float, labels: dict, fires_at
             return None
         synth = Synth(model, interval, math.ceil((fires_at + MARGIN_S) / interval))
         return synth.signal(signal, threshold, labels).series, fires_at
-    if signal.kind not in ("rate", "quantile"):
+    if signal.kind not in ("rate", "quantile", "counter_ratio"):
         return None
     window = float(seconds(model.config.rate_window))
     for_s = float(seconds(alert.for_))
@@ -165,30 +173,37 @@ def _exact(model: Model, alert, signal, threshold: float, labels: dict, fires_at
     latest = fires_at + window + interval  # from here on every evaluation's window looks the same
     synth = Synth(model, interval, math.ceil((latest + MARGIN_S) / interval))
     checks = [fires_at + i * step for i in range(int((latest - fires_at) // step) + 1)]
+    # a layout: the histogram's counts, a counter ratio's events per second (as Synth.signal writes them)
+    traffic = max(1.0, 100 * (alert.spec.min_traffic or 0))
     if signal.kind == "rate":
         layouts = [None]
+    elif signal.kind == "counter_ratio":
+        layouts = [traffic * k for k in EXACT_SCALES]
     else:
         layouts = [
             synth.quantile_counts(signal, threshold, alert.spec.quantile, REQUESTS * k) for k in EXACT_SCALES
         ]
-    for counts in layouts:
-        if signal.kind == "quantile" and counts is None:
+    for layout in layouts:
+        if signal.kind == "quantile" and layout is None:
             return None
         exact_at: dict[float, bool] = {}  # evaluation time -> whether the value is the threshold there
         for at_s in checks:
             span = [at_s - for_s + i * step for i in range(int(for_s // step) + 1)]
             for t in span:
                 if t not in exact_at:
-                    value = (
-                        synth.rate_at(threshold * interval, t, window)
-                        if counts is None
-                        else synth.quantile_at(signal, counts, alert.spec.quantile, t, window)
-                    )
+                    if layout is None:
+                        value = synth.rate_at(threshold * interval, t, window)
+                    elif signal.kind == "counter_ratio":
+                        value = synth.counter_ratio_at(threshold, layout, t, window)
+                    else:
+                        value = synth.quantile_at(signal, layout, alert.spec.quantile, t, window)
                     exact_at[t] = value == threshold
             if all(exact_at[t] for t in span):
-                if counts is None:
+                if layout is None:
                     return synth.signal(signal, threshold, labels).series, at_s
-                return synth.histogram(signal.metric, labels, counts), at_s
+                if signal.kind == "counter_ratio":
+                    return synth.counter_ratio(signal, threshold, labels, layout), at_s
+                return synth.histogram(signal.metric, labels, layout), at_s
     return None
 
 

@@ -90,15 +90,10 @@ class Synth:
         elif signal.kind == "rate":
             out = [(series_text(name(signal.metric), {**labels, **self._by(signal)}), self.counter(value))]
         elif signal.kind == "counter_ratio":
-            split = matcher_split(signal.matchers)
-            if split is None:
+            # its rate() ramps up too: past the guard at once
+            out = self.counter_ratio(signal, value, labels, max(1.0, 100 * min_traffic))
+            if out is None:
                 return None
-            part, rest = split
-            rate = max(1.0, 100 * min_traffic)  # its rate() ramps up too: past the guard at once
-            out = [
-                (series_text(name(signal.metric), {**labels, **part}), self.counter(value * rate)),
-                (series_text(name(signal.metric), {**labels, **rest}), self.counter((1 - value) * rate)),
-            ]
         elif signal.kind == "quantile":
             counts = self.quantile_counts(signal, value)
             if counts is None:
@@ -107,6 +102,27 @@ class Synth:
         else:
             return None
         return Input(tuple(out), self.onset(signal))
+
+    def counter_ratio(self, signal, value: float, labels: dict[str, str], per_second: float) -> list | None:
+        """Counters of `per_second` events, `value` of them matching the ratio's numerator; None for
+        matchers servewatch cannot split."""
+        split = matcher_split(signal.matchers)
+        if split is None:
+            return None
+        part, rest = split
+        name = self.sb.metric_name(signal.metric)
+        return [
+            (series_text(name, {**labels, **part}), self.counter(value * per_second)),
+            (series_text(name, {**labels, **rest}), self.counter((1 - value) * per_second)),
+        ]
+
+    def counter_ratio_at(self, value: float, per_second: float, at_s: float, window_s: float) -> float | None:
+        """The ratio of the counters `counter_ratio` writes at `at_s`, as Prometheus divides the rates."""
+        part = self.rate_at(value * per_second * self.interval, at_s, window_s)
+        rest = self.rate_at((1 - value) * per_second * self.interval, at_s, window_s)
+        if part is None or rest is None or part + rest == 0:
+            return None
+        return part / (part + rest)
 
     def _by(self, signal) -> dict[str, str]:
         return {label: f"{label}-a" for label in signal.by}

@@ -1,0 +1,168 @@
+"""Boundary tests of an alert's `min_traffic` guard (a counter ratio evaluated only while its model
+finishes at least `min_traffic` events per second), part of promtool/<family>.boundaries.test.yaml:
+
+- timing: traffic just past the guard, from a standing start; the guard holds once its rate window
+  has filled far enough, and the alert fires exactly `for` after that, not one evaluation earlier;
+- who: models that differ in one model label (one past the guard, one short of it), an engine scraped
+  twice (its traffic counts once), and a model whose two engines, differing in one engine label, are
+  each short of the guard but past it together: the guard adds a model's engines and nothing else;
+- exactly at the guard, where the rates come out exact: the guard includes it (`>=`), so it fires.
+
+Every rate is worked out as Prometheus 3.5 computes it (render/synthetic.py, rate_at), so the
+evaluation times follow any rate window, scrape interval, `for` or `min_traffic`.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .. import scenarios
+from ..spec.schema import seconds
+from .synthetic import Synth, matcher_split, series_text
+
+STEP = 0.1  # past / short of the guard by this share: well inside what a moved guard would change
+SHARES = (0.5, 1.0)  # error shares tried first: their ratio is exact whatever the traffic
+
+
+def guard_tests(model, alert, names: dict, expected, test) -> list[dict]:
+    """The guard's tests for `alert`; `expected(labels, value)` is the alert as promtool must see it and
+    `test(name, series, **checks)` one promtool test. [] without a guard or inputs servewatch can write."""
+    signal = model.signal(alert.spec.signal)
+    guard = float(alert.spec.min_traffic or 0)
+    split = matcher_split(signal.matchers) if signal.kind == "counter_ratio" else None
+    shares = _shares(alert, names)
+    if guard <= 0 or split is None or not shares:
+        return []
+    plan = _Plan(model, signal, split, guard)
+    tests = [plan.timing(alert, shares[0], expected, test), plan.who(alert, shares[0], expected, test)]
+    exact = plan.exact(alert, shares, expected, test)
+    return [t for t in (*tests, exact) if t is not None]
+
+
+def _shares(alert, names: dict) -> list[float]:
+    """Error shares on the firing side of the ratio's threshold, best first: 0.5 and 1 where they are
+    (their ratios come out exact whatever the traffic), else the boundary tests' value just past it."""
+    t, op = alert.spec.threshold, alert.spec.op
+    fires = {">": t.__lt__, ">=": t.__le__, "<": t.__gt__, "<=": t.__ge__}.get(op) if t is not None else None
+    if fires is None:
+        return []
+    out = [share for share in SHARES if fires(share)]
+    past = names["just_above"] if op in (">", ">=") else names["just_below"]
+    if not out and past is not None and 0 < past <= 1:
+        out.append(past)
+    return out
+
+
+class _Plan:
+    """Inputs for one guard: counters of a thing's finished events, split by the ratio's matchers."""
+
+    def __init__(self, model, signal, split, guard: float):
+        self.model, self.signal, self.guard = model, signal, guard
+        self.part, self.rest = split
+        self.interval = float(seconds(model.config.scrape_interval))
+        self.window = float(seconds(model.config.rate_window))
+        self.step = float(seconds(scenarios.EVAL_INTERVAL))
+
+    def synth(self, until_s: float) -> Synth:
+        return Synth(self.model, self.interval, math.ceil((until_s + 300) / self.interval))
+
+    def counters(self, synth: Synth, labels: dict, per_second: float, share: float) -> list:
+        """The thing's two counters: `share` of `per_second` matches the ratio's numerator."""
+        name = series_text(self.model.builder.metric_name(self.signal.metric), {**labels, **self.part})
+        out = [(name, synth.counter_per_sample(share * per_second * self.interval))]
+        if share < 1:
+            rest = series_text(self.model.builder.metric_name(self.signal.metric), {**labels, **self.rest})
+            out.append((rest, synth.counter_per_sample((1 - share) * per_second * self.interval)))
+        return out
+
+    def traffic_at(self, synth: Synth, per_second: float, share: float, at_s: float) -> float | None:
+        """The guard's value at `at_s` for one thing: its counters' rates, added."""
+        rates = [synth.rate_at(share * per_second * self.interval, at_s, self.window)]
+        if share < 1:
+            rates.append(synth.rate_at((1 - share) * per_second * self.interval, at_s, self.window))
+        return None if None in rates else sum(rates)
+
+    def settled(self, for_s: float) -> float:
+        """An evaluation time by which every window is full and every steady guard held for `for`."""
+        return math.ceil((self.window + self.interval + for_s) / self.step) * self.step + self.step
+
+    # -- the tests -------------------------------------------------------------------------------
+    def timing(self, alert, share: float, expected, test) -> dict | None:
+        for_s = float(seconds(alert.for_))
+        traffic = self.guard * (1 + STEP)
+        synth = self.synth(self.settled(for_s))
+        labels = synth.identity("model")
+        onset = None
+        for i in range(1, int(self.settled(0) // self.step) + 1):
+            value = self.traffic_at(synth, traffic, share, i * self.step)
+            if value is not None and value >= self.guard:
+                onset = i * self.step
+                break
+        if onset is None:
+            return None
+        fires_at = onset + for_s
+        checks = [self.check(alert, fires_at - self.step, [])]
+        checks.append(self.check(alert, fires_at, [expected(labels, share)]))
+        return test(
+            f"boundary: {alert.alert} fires `for` after its traffic passes min_traffic",
+            self.counters(synth, labels, traffic, share),
+            alert_rule_test=checks,
+        )
+
+    def who(self, alert, share: float, expected, test) -> dict | None:
+        at_s = self.settled(float(seconds(alert.for_)))
+        synth = self.synth(at_s)
+        lb = self.model.builder.labels
+        pinned = synth.pinned("vllm")
+        model_labels = [x for x in lb.identity("model") if x not in pinned]
+        engine_labels = [x for x in lb.identity("engine") if x not in [*lb.identity("model"), *pinned]]
+        past, short, together = (self.guard * k for k in (1 + STEP, 1 - STEP, (1 + STEP) / 2))
+        series, firing, keys = [], [], []
+
+        def add(labels: dict, per_second: float, fires: bool) -> None:
+            series.extend(self.counters(synth, labels, per_second, share))
+            keys.append(tuple(sorted(synth.key("model", labels).items())))
+            if fires:
+                firing.append(expected(labels, share))
+
+        add(synth.identity("model"), past, True)
+        for label in model_labels:  # another model, short of the guard: the guard is per model
+            add(synth.identity("model", change=label), short, False)
+        duplicate = synth.identity("model", variant="dup")  # one engine scraped twice
+        add(duplicate, short, False)
+        series.extend(self.counters(synth, {**duplicate, "instance": "second-scrape"}, short, share))
+        for label in engine_labels:  # two engines apart in `label`, each short, together past
+            first = synth.identity("model", variant=f"sum-{label.lower()}")
+            second = {**first, label: f"{label.lower()}-second"}
+            add(first, together, True)
+            series.extend(self.counters(synth, second, together, share))
+        if len(set(keys)) != len(keys) or "instance" in lb.identity("engine"):
+            return None  # the selectors pin the labels that would tell the models apart
+        firing.sort(key=lambda alert_: sorted(alert_["exp_labels"].items()))
+        return test(
+            f"boundary: {alert.alert} adds up a model's engines against min_traffic, and nothing else",
+            series,
+            alert_rule_test=[self.check(alert, at_s, firing)],
+        )
+
+    def exact(self, alert, shares: list[float], expected, test) -> dict | None:
+        """Traffic whose guard value is exactly `min_traffic` at every evaluation of the `for` before
+        the check, where servewatch finds one; None otherwise."""
+        for_s = float(seconds(alert.for_))
+        first = self.settled(for_s)
+        synth = self.synth(first + self.window)
+        for share in shares:
+            for at_s in (first + i * self.step for i in range(int(self.window // self.step) + 1)):
+                span = [at_s - for_s + i * self.step for i in range(int(for_s // self.step) + 1)]
+                if all(self.traffic_at(synth, self.guard, share, t) == self.guard for t in span):
+                    labels = synth.identity("model")
+                    return test(
+                        f"boundary: {alert.alert} traffic of exactly min_traffic is enough",
+                        self.counters(synth, labels, self.guard, share),
+                        alert_rule_test=[self.check(alert, at_s, [expected(labels, share)])],
+                    )
+        return None
+
+    @staticmethod
+    def check(alert, at_s: float, firing: list) -> dict:
+        return {"eval_time": scenarios.duration(at_s), "alertname": alert.alert, "exp_alerts": firing}

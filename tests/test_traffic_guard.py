@@ -1,0 +1,128 @@
+"""The generated boundary tests of a `min_traffic` guard (render/traffic_guard.py): written for any
+tuning, passed by the rules as generated, and failed by each way the guard breaks: moved, made strict,
+its dedup or its sum changed, a label dropped from its grouping, its window changed."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from servewatch import generate, tools
+
+ALERT = "VLLMRequestErrorRateHigh"
+GUARD_RE = re.compile(r"(sum by \(([^)]*)\) \(max by \(([^)]*)\) \(rate\(([^\[]*)\[(\w+)\]\)\)\)) >= (\S+)")
+
+
+def _build(specs_with, tuning: str | None = None):
+    edits = {"overrides.yaml": f"overrides:\n  alerts:\n    {ALERT}: {tuning}\n"} if tuning else {}
+    _, files = generate.build(specs_with(edits))
+    return files["rules/vllm.rules.yaml"], files["promtool/vllm.boundaries.test.yaml"]
+
+
+def _guard_tests(tests: str) -> list[dict]:
+    return [t for t in yaml.safe_load(tests)["tests"] if "min_traffic" in t["name"]]
+
+
+def _broken(rules: str, how) -> str:
+    """The rules with the guard of ALERT rewritten by `how(match) -> new guard text`."""
+    doc = yaml.safe_load(rules)
+    rule = next(r for g in doc["groups"] for r in g["rules"] if r.get("alert") == ALERT)
+    match = GUARD_RE.search(rule["expr"])
+    assert match, rule["expr"]
+    rule["expr"] = rule["expr"].replace(match.group(0), how(match))
+    return yaml.safe_dump(doc, sort_keys=False, width=1000)
+
+
+def _promtool(tmp_path, rules: str, tests: str):
+    for folder in ("rules", "promtool"):
+        (tmp_path / folder).mkdir(exist_ok=True)
+    (tmp_path / "rules" / "vllm.rules.yaml").write_text(rules)
+    path = tmp_path / "promtool" / "vllm.boundaries.test.yaml"
+    path.write_text(tests)
+    return tools.run("promtool", "test", "rules", path)
+
+
+def _drop(labels: str, label: str) -> str:
+    return ", ".join(x for x in labels.split(", ") if x != label)
+
+
+BREAKS = {  # how the guard breaks -> its text instead
+    "moved a quarter up": lambda m: f"{m.group(1)} >= {float(m.group(6)) * 1.25}",
+    "moved a quarter down": lambda m: f"{m.group(1)} >= {float(m.group(6)) * 0.75}",
+    "made strict": lambda m: f"{m.group(1)} > {m.group(6)}",
+    "a duplicate scrape counted twice": lambda m: m.group(0).replace("(max by", "(sum by"),
+    "a model's engines not added up": lambda m: m.group(0).replace("sum by", "max by", 1),
+    "namespace dropped": lambda m: m.group(0).replace(m.group(2), _drop(m.group(2), "namespace"), 1),
+    "model_name dropped": lambda m: m.group(0).replace(m.group(2), _drop(m.group(2), "model_name"), 1),
+    "pod dropped from the dedup": lambda m: m.group(0).replace(m.group(3), _drop(m.group(3), "pod")),
+    "engine dropped from the dedup": lambda m: m.group(0).replace(m.group(3), _drop(m.group(3), "engine")),
+    "finished_reason dropped from the dedup": lambda m: m.group(0).replace(
+        m.group(3), _drop(m.group(3), "finished_reason")
+    ),
+    "window doubled": lambda m: m.group(0).replace(f"[{m.group(5)}]", "[10m]"),
+}
+
+
+@pytest.fixture(scope="module")
+def default_guard(specs_with):
+    return _build(specs_with)
+
+
+def test_the_guard_has_its_tests(default_guard):
+    _, tests = default_guard
+    names = {t["name"] for t in _guard_tests(tests)}
+    assert names == {
+        f"boundary: {ALERT} fires `for` after its traffic passes min_traffic",
+        f"boundary: {ALERT} adds up a model's engines against min_traffic, and nothing else",
+        f"boundary: {ALERT} traffic of exactly min_traffic is enough",
+    }
+
+
+def test_a_model_past_the_guard_fires_and_one_short_of_it_does_not(default_guard):
+    """min_traffic 0.1/s: the past model finishes 0.11/s, the short ones 0.09/s, each of a pair 0.055/s."""
+    _, tests = default_guard
+    who = next(t for t in _guard_tests(tests) if "adds up" in t["name"])
+    per_sample = {s["series"]: float(s["values"].split("+")[1].split("x")[0]) for s in who["input_series"]}
+    fired = {a["exp_labels"]["model_name"] for a in who["alert_rule_test"][0]["exp_alerts"]}
+    assert fired == {"model_name-a", "model_name-sum-pod", "model_name-sum-engine"}
+    # both halves of a finished request (error and the rest) at 30 s a sample
+    past = [
+        v
+        for s, v in per_sample.items()
+        if 'namespace="namespace-a", pod="pod-a", model_name="model_name-a"' in s
+    ]
+    assert sum(past) / 30 == pytest.approx(0.11)
+
+
+@pytest.mark.tools("promtool")
+@pytest.mark.parametrize("why", BREAKS)
+def test_a_broken_guard_fails_the_generated_tests(default_guard, tmp_path, why):
+    rules, tests = default_guard  # as generated they pass: `servewatch test` in `make test`
+    result = _promtool(tmp_path, _broken(rules, BREAKS[why]), tests)
+    assert result.returncode == 1, why
+    assert "min_traffic" in result.stdout + result.stderr, why
+
+
+TUNINGS = {
+    "a higher guard and a shorter for": "{min_traffic: 2, for: 3m}",
+    "a lower guard": "{min_traffic: 0.03}",
+    "a threshold above one half": "{threshold: 0.6, min_traffic: 0.5}",
+}
+
+
+@pytest.mark.tools("promtool")
+@pytest.mark.parametrize("tuning", TUNINGS)
+def test_tuned_guard_tests_pass_and_still_catch_a_moved_guard(specs_with, tmp_path, tuning):
+    rules, tests = _build(specs_with, TUNINGS[tuning])
+    assert len(_guard_tests(tests)) >= 2  # timing and who; exact where the rates come out exact
+    result = _promtool(tmp_path, rules, tests)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for why in ("moved a quarter up", "moved a quarter down", "window doubled"):
+        assert _promtool(tmp_path, _broken(rules, BREAKS[why]), tests).returncode == 1, why
+
+
+def test_no_guard_no_guard_tests(specs_with):
+    _, tests = _build(specs_with, "{min_traffic: 0}")
+    assert _guard_tests(tests) == []

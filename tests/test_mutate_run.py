@@ -78,6 +78,23 @@ def test_killed_and_surviving_mutants_on_real_promtool(tiny):
     }
 
 
+def test_first_kill_stops_at_the_first_failing_test_file(tiny):
+    """Two test files both kill the flipped comparison: --first-kill runs the first only, and says so."""
+    (tiny / "promtool" / "tiny2.test.yaml").write_text(TESTS.replace("a long queue", "a queue again"))
+    ms, _ = mutants.generate(tiny / "rules")
+    flipped = next(m for m in ms if m.operator == "comparison-flipped")
+    full = runner.run(runner.Options(tiny, timeout_s=120), [flipped], progress=lambda _: None)
+    first = runner.run(
+        runner.Options(tiny, timeout_s=120, first_kill=True), [flipped], progress=lambda _: None
+    )
+    assert {k.split(":")[0] for k in full[flipped.id].killed_by} == {
+        "promtool/tiny.test.yaml",
+        "promtool/tiny2.test.yaml",
+    }
+    assert first[flipped.id].status == "killed"
+    assert {k.split(":")[0] for k in first[flipped.id].killed_by} == {"promtool/tiny.test.yaml"}
+
+
 def test_a_test_near_the_threshold_kills_the_threshold_mutants(tiny):
     near = TESTS.replace("'20x10'", "'11x10'").replace("'5x10'", "'9x10'")
     (tiny / "promtool" / "tiny.test.yaml").write_text(near)

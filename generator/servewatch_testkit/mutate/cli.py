@@ -38,6 +38,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--only", action="append", default=[], metavar="TEXT", help="ids containing TEXT")
     p.add_argument("--operator", action="append", default=[], choices=[o.name for o in OPERATORS])
     p.add_argument("--with-incidents", action="store_true", help="also run tests/test_alerts_on_incidents.py")
+    p.add_argument(
+        "--first-kill",
+        action="store_true",
+        help="stop each mutant at the first test file that fails (faster; killed_by names only that file)",
+    )
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant, all its tests")
     p.add_argument(
@@ -100,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mutate: {e}", file=sys.stderr)
         return 2
 
-    opts = runner.Options(root, args.with_incidents, args.jobs, args.timeout)
+    opts = runner.Options(root, args.with_incidents, args.jobs, args.timeout, args.first_kill)
     started = time.monotonic()
     base = runner.baseline(opts, rules.load(root / "rules"))
     if base.status != "survived":
@@ -119,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         "tests": "promtool unit tests"
         + (" + incident tests on real Prometheus" if args.with_incidents else ""),
         "jobs": args.jobs,
+        "first_kill": args.first_kill,
         "wall_s": round(time.monotonic() - started),
         "machine": _machine(),
         "selection": _selection(args.only, args.operator, len(chosen), len(all_mutants)),

@@ -41,6 +41,9 @@ class Notes:
         return cls(read("equivalent.yaml"), read("gaps.yaml"))
 
 
+FIRST_KILL = " (each mutant stopped at the first test file that failed)."
+
+
 def outcome(m: Mutant, r: Result, notes: Notes) -> str:
     """killed | equivalent | known-gap | survived | invalid | timeout | error"""
     if r.status == "survived":
@@ -149,7 +152,7 @@ def to_markdown(
         "missing and planned).",
         "",
         f"Run: {run_info.get('date', '?')}, {run_info.get('tests', '?')}, {run_info.get('jobs', '?')} jobs, "
-        f"{run_info.get('wall_s', '?')} s.",
+        f"{run_info.get('wall_s', '?')} s{FIRST_KILL if run_info.get('first_kill') else '.'}",
         f"Mutants run: {run_info.get('selection', '?')}. Machine: {run_info.get('machine', '?')}.",
         "",
         "| mutants | valid | killed | survived | of which equivalent | known gap | undocumented | invalid |"

@@ -3,7 +3,8 @@
 Per mutant, in a throwaway copy of the rules and tests (workspace.py):
   1. `promtool check rules` on the changed file: a mutant it rejects is invalid, not run;
   2. `promtool test rules` on every test file that loads the changed file (the generated tests in
-     promtool/ and the hand-written ones in tests/promtool/), with a JUnit report naming what failed;
+     promtool/ and the hand-written ones in tests/promtool/), with a JUnit report naming what failed
+     (with --first-kill one file at a time, stopping at the first that fails);
   3. with incidents, for a mutant the promtool tests did not kill: the real-Prometheus incident
      tests (tests/test_alerts_on_incidents.py), pointed at the copy by SERVEWATCH_RULES_DIR.
 Mutants run in parallel (a thread per job, each waiting on its own child processes), every child with
@@ -43,6 +44,7 @@ class Options:
     with_incidents: bool = False
     jobs: int = 2
     timeout_s: float = 300.0
+    first_kill: bool = False  # stop at the first test file that fails: faster, killed_by names only it
 
 
 @dataclass(frozen=True)
@@ -132,19 +134,24 @@ class _Checker:
         if step.returncode != 0:
             return Result("invalid", detail="promtool check rules: " + _first_line(step.output))
         tests = [t for t in workspace.test_files(work) if changed & workspace.rule_files_of(work, t)]
-        if tests:
-            junit = work / "junit.xml"
-            step = _run(
-                [self.promtool, "test", "rules", f"--junit={junit}", *map(str, tests)], work, deadline
-            )
-            if step.timed_out:
-                return Result("timeout", detail="promtool test rules")
-            if step.returncode != 0:
-                failed = junit_failures(junit)
-                detail = "" if failed else _first_line(step.output)
-                return Result("killed", tuple(failed), detail, stage="promtool")
+        batches = [[t] for t in tests] if self.opts.first_kill else [tests] if tests else []
+        for batch in batches:
+            result = self._promtool_tests(work, batch, deadline)
+            if result is not None:
+                return result
         if self.opts.with_incidents:
             return self._incidents(work, deadline)
+        return None
+
+    def _promtool_tests(self, work: Path, tests: list[Path], deadline: _Deadline) -> Result | None:
+        junit = work / "junit.xml"
+        step = _run([self.promtool, "test", "rules", f"--junit={junit}", *map(str, tests)], work, deadline)
+        if step.timed_out:
+            return Result("timeout", detail="promtool test rules")
+        if step.returncode != 0:
+            failed = junit_failures(junit)
+            detail = "" if failed else _first_line(step.output)
+            return Result("killed", tuple(failed), detail, stage="promtool")
         return None
 
     def _incidents(self, work: Path, deadline: _Deadline) -> Result | None:

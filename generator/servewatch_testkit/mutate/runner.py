@@ -4,7 +4,7 @@ Per mutant, in a throwaway copy of the rules and tests (workspace.py):
   1. `promtool check rules` on the changed file: a mutant it rejects is invalid, not run;
   2. `promtool test rules` on every test file that loads the changed file (the generated tests in
      promtool/ and the hand-written ones in tests/promtool/), with a JUnit report naming what failed
-     (with --first-kill one file at a time, stopping at the first that fails);
+     (with --first-kill one file at a time, smallest first, stopping at the first that fails);
   3. with incidents, for a mutant the promtool tests did not kill: the real-Prometheus incident
      tests (tests/test_alerts_on_incidents.py), pointed at the copy by SERVEWATCH_RULES_DIR.
 Mutants run in parallel (a thread per job, each waiting on its own child processes), every child with
@@ -134,7 +134,10 @@ class _Checker:
         if step.returncode != 0:
             return Result("invalid", detail="promtool check rules: " + _first_line(step.output))
         tests = [t for t in workspace.test_files(work) if changed & workspace.rule_files_of(work, t)]
-        batches = [[t] for t in tests] if self.opts.first_kill else [tests] if tests else []
+        if self.opts.first_kill:  # the smallest files first: most mutants die in a cheap one
+            batches = [[t] for t in sorted(tests, key=lambda t: ((work / t).stat().st_size, str(t)))]
+        else:
+            batches = [tests] if tests else []
         for batch in batches:
             result = self._promtool_tests(work, batch, deadline)
             if result is not None:

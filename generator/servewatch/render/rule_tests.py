@@ -265,6 +265,10 @@ def _signal_record(model: Model, rule) -> dict | None:
     things = [synth.identity(level)] + [
         synth.identity(level, change=label) for label in ids if label not in pinned
     ]
+    if level == "gpu":  # the descriptive labels a GPU's record carries for the dashboards
+        spellings = synth.labels.host_spellings  # the host is folded from these: one is set already
+        context = [k for k in synth.labels.gpu_context() if k not in things[0] and k not in spellings]
+        things = [{**t, **{k: f"{k.lower()}-{i}" for k in context}} for i, t in enumerate(things)]
     if level == "model":  # and a second engine of the first model, which its engines add up with
         engine_only = [label for label in synth.labels.identity("engine") if label not in [*ids, *pinned]]
         if not engine_only:
@@ -279,8 +283,12 @@ def _signal_record(model: Model, rule) -> dict | None:
         series += made
         per_thing.append((thing, value))
     series += _record_input(synth, signal, values[0], {**things[0], "job": "duplicate"}, quantile) or []
-    idle = _idle(synth, signal, synth.identity(level, variant="idle"))
-    series += idle
+    # idle things: one of its own, and one beside each busy thing that differs from it in one label only,
+    # so a result kept for the busy one cannot carry the idle one along
+    for idle in [synth.identity(level, variant="idle")] + [
+        {**things[0], label: f"{label.lower()}-idle"} for label in ids if label not in pinned
+    ]:
+        series += _idle(synth, signal, idle)
     expected = _combine(model, synth, signal, per_thing, quantile)
     static = dict(rule.labels)
     return _test(

@@ -8,6 +8,7 @@ import json
 import textwrap
 from pathlib import Path
 
+
 import pytest
 
 from servewatch_testkit.mutate import cli, mutants, report, runner, workspace
@@ -159,3 +160,25 @@ def test_notes_that_are_not_a_mapping_are_refused(tmp_path):
     (tmp_path / "equivalent.yaml").write_text("- just a list\n")
     with pytest.raises(ValueError, match="mapping of mutant id"):
         report.Notes.load(tmp_path)
+
+
+def test_runs_of_parts_combine_into_one_report(tiny, tmp_path):
+    """A full run in two parts: the combined report covers every mutant once, each with its verdict."""
+
+    ms, _ = mutants.generate(tiny / "rules")
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    common = ["--root", str(tiny), "--notes", str(notes), "--jobs", "2"]
+    assert cli.main([*common, "--only", "threshold", "--out", str(tmp_path / "a")]) == 0
+    assert cli.main([*common, "--operator", "comparison-flipped", "--out", str(tmp_path / "b")]) == 0
+    out = tmp_path / "all"
+    combine = ["--combine", str(tmp_path / "a"), "--combine", str(tmp_path / "b"), "--out", str(out)]
+    assert cli.main([*common, *combine]) == 0
+    doc = json.loads((out / "report.json").read_text())
+    outcomes = {m["id"]: m["outcome"] for m in doc["mutants"]}
+    ran = [m for m in ms if "threshold" in m.id or m.operator == "comparison-flipped"]
+    assert set(outcomes) == {m.id for m in ran}
+    assert {outcomes[m.id] for m in ran if m.operator == "comparison-flipped"} == {"killed"}
+    assert {outcomes[m.id] for m in ran if "threshold" in m.id} == {"survived"}
+    assert doc["run"]["selection"].startswith(f"{len(ran)} of {len(ms)} mutants, combined from 2 runs")
+    assert cli.main([*common, "--combine", str(tmp_path / "missing"), "--out", str(out)]) == 2

@@ -4,6 +4,8 @@
     --only TEXT            run the mutants whose id contains TEXT (repeatable; for development)
     --with-incidents       also run the real-Prometheus incident tests on mutants promtool did not kill
     --jobs N --timeout S   parallel mutants (default 2) and the deadline of each (default 300 s)
+    --first-kill           stop each mutant at the first test file that fails
+    --combine DIR          run nothing: one report from the report.json of runs of parts (repeatable)
 
 A full run writes REPORT.md and report.json to --out (default bench/mutation); a run with --only
 prints the report and writes nothing unless --out is given. The notes on survivors are read from
@@ -42,6 +44,14 @@ def parser() -> argparse.ArgumentParser:
         "--first-kill",
         action="store_true",
         help="stop each mutant at the first test file that fails (faster; killed_by names only that file)",
+    )
+    p.add_argument(
+        "--combine",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="DIR",
+        help="run nothing: combine the report.json of runs of parts (later DIRs win) into one report",
     )
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant, all its tests")
@@ -96,9 +106,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{m.id}\t{m.description}" + (f"\t(invalid: {m.invalid})" if m.invalid else ""))
         print(f"{len(chosen)} mutants ({len(all_mutants)} in all)", file=sys.stderr)
         return 0
+    notes = report.Notes.load(args.notes or root / DEFAULT_OUT)
+    if args.combine:
+        return _combine(args, all_mutants, unmutated, notes)
     full = len(chosen) == len(all_mutants)
     out = args.out or (root / DEFAULT_OUT if full else None)
-    notes = report.Notes.load(args.notes or root / DEFAULT_OUT)
     try:
         tools.find("promtool")
     except tools.ToolError as e:
@@ -129,6 +141,39 @@ def main(argv: list[str] | None = None) -> int:
         "machine": _machine(),
         "selection": _selection(args.only, args.operator, len(chosen), len(all_mutants)),
     }
+    return _write(out, all_mutants, results, notes, run_info, unmutated)
+
+
+def _combine(args, all_mutants: list, unmutated: list, notes) -> int:
+    """One report from the runs of parts of the mutants: each mutant's latest result, judged by
+    today's notes; mutants of rules that changed since a part ran are left out (their ids differ)."""
+    results, parts = {}, []
+    for folder in args.combine:
+        try:
+            info, part = report.results_from_json((folder / "report.json").read_text())
+        except (OSError, ValueError, KeyError) as e:
+            print(f"mutate: {folder / 'report.json'}: not a mutation report ({e})", file=sys.stderr)
+            return 2
+        results.update(part)
+        parts.append(info)
+    ids = {m.id for m in all_mutants}
+    results = {i: r for i, r in results.items() if i in ids}
+    covered = sum(1 for m in all_mutants if m.id in results)
+    run_info = {
+        "date": max(p.get("date", "") for p in parts),
+        "tests": " / ".join(sorted({p.get("tests", "?") for p in parts})),
+        "jobs": max(p.get("jobs", 0) for p in parts),
+        "first_kill": any(p.get("first_kill") for p in parts),
+        "wall_s": sum(p.get("wall_s", 0) for p in parts),
+        "machine": parts[-1].get("machine", "?"),
+        "selection": f"{covered} of {len(all_mutants)} mutants, combined from {len(parts)} runs: "
+        + "; ".join(p.get("selection", "?") for p in parts),
+    }
+    out = args.out or args.root.resolve() / DEFAULT_OUT
+    return _write(out, all_mutants, results, notes, run_info, unmutated)
+
+
+def _write(out, all_mutants, results, notes, run_info, unmutated) -> int:
     markdown = report.to_markdown(all_mutants, results, notes, run_info, unmutated)
     if out:
         out.mkdir(parents=True, exist_ok=True)

@@ -126,6 +126,16 @@ def to_json(mutants: list[Mutant], results: dict[str, Result], notes: Notes, run
     return json.dumps({"run": run_info, "summary": summary, "mutants": entries}, indent=2) + "\n"
 
 
+def results_from_json(text: str) -> tuple[dict, dict[str, Result]]:
+    """(run info, results by id) of a report.json: what a later report can be combined from."""
+    doc = json.loads(text)
+    results = {}
+    for e in doc["mutants"]:
+        status = "survived" if e["outcome"] in ("equivalent", "known-gap") else e["outcome"]
+        results[e["id"]] = Result(status, tuple(e["killed_by"]), e.get("detail") or "", stage=e["stage"])
+    return doc["run"], results
+
+
 def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 

@@ -21,7 +21,7 @@ from .. import scenarios, templates
 from ..model import Model
 from ..spec.schema import seconds
 from .traffic_guard import guard_tests
-from .synthetic import REQUESTS, Synth, bucket_quantile, exact_total, series_text
+from .synthetic import REQUESTS, Synth, bucket_quantile, exact_total, matcher_split, series_text
 from .unit_tests import series_with_selectors, test_file
 from .yamlout import dump
 
@@ -273,7 +273,8 @@ def _signal_record(model: Model, rule) -> dict | None:
         engine_only = [label for label in synth.labels.identity("engine") if label not in [*ids, *pinned]]
         if not engine_only:
             return None
-        things.insert(1, synth.identity("engine", change=engine_only[-1]))
+        for label in engine_only:  # one more engine apart in each engine label: all add up
+            things.insert(1, synth.identity("engine", change=label))
     values = _values(signal, len(things))
     series, per_thing = [], []
     for thing, value in zip(things, values, strict=True):
@@ -347,8 +348,10 @@ def _idle(synth: Synth, signal, labels: dict) -> list[tuple[str, str]]:
             (series_text(name(signal.numerator), labels), f"0x{synth.steps}"),
             (series_text(name(signal.partner), labels), f"0x{synth.steps}"),
         ]
-    if signal.kind == "counter_ratio":
-        return [(series_text(name(signal.metric), labels), flat)]
+    if signal.kind == "counter_ratio":  # both halves present and still: 0 / 0
+        split = matcher_split(signal.matchers)
+        halves = split if split is not None else ({}, {})
+        return [(series_text(name(signal.metric), {**labels, **half}), flat) for half in halves]
     if signal.kind == "bucket_rate":
         return []  # an idle histogram's bucket rates are 0, not absent: nothing to tell apart
     if signal.kind == "quantile":

@@ -15,7 +15,7 @@ from .. import templates
 from ..model import AlertRule, Model
 from ..slo.exprs import quoted
 from ..slo.plan import FAMILY, budget_left_text
-from ..slo.scenarios import Designer, ModelRun, Proof, Scenario
+from ..slo.scenarios import IDLE_CHECK, Designer, ModelRun, Proof, Scenario, scenario_model
 from .rules import plain_path
 from .unit_tests import series_with_selectors, test_path
 from .yamlout import dump
@@ -100,7 +100,24 @@ def _test(model: Model, name: str, slo, proof: Proof) -> dict:
             {"series": x.series, "values": notation(x.values)} for run in proof.runs for x in run.series
         ],
         "alert_rule_test": checks,
+        "promql_expr_test": _idle_records(model, name, slo),
     }
+
+
+def _idle_records(model: Model, name: str, slo) -> list[dict]:
+    """slo-test/idle's counters are there and do not move: its valid events are recorded as 0, and no
+    window has an error ratio for it (0/0 is no sample, not NaN)."""
+    engine = engine_labels(model, scenario_model("idle"))
+    labels = {k: engine[k] for k in model.builder.labels.identity("model")} | {"slo": name}
+    selector = "{" + ", ".join(f"{k}={quoted(v)}" for k, v in labels.items()) + "}"
+    at = f"{IDLE_CHECK}m"
+    valid = model.slos.x.valid_record()
+    out = [
+        {"expr": valid + selector, "eval_time": at, "exp_samples": [{"labels": valid + selector, "value": 0}]}
+    ]
+    for window in model.slos.x.windows(slo):
+        out.append({"expr": model.slos.x.error_record(window) + selector, "eval_time": at, "exp_samples": []})
+    return out
 
 
 def _rule(model: Model, name: str, row) -> AlertRule:

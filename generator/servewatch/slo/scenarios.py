@@ -20,12 +20,13 @@ from ..errors import SpecError
 from ..spec import slos as s
 from ..spec.schema import seconds
 from .kinds import Synthetic, kind_of
-from .simulate import Counters, Firing, Timeline
+from .simulate import Counters, Firing, Timeline, avg_over_time, rate
 
 SCENARIO_PREFIX = "slo-test/"  # model names of the scenarios' synthetic engines
 # Every scenario is quiet until this minute (clean history first), so the checks up to it prove that
 # nothing fires for any model: each SLO alert has silent checks besides its firing ones.
 QUIET_UNTIL = 60
+IDLE_CHECK = 120  # slo-test/idle, well past every short window: the generated test checks its records
 
 
 def scenario_model(key: str) -> str:
@@ -90,6 +91,9 @@ class Scenario:
     runs: list[ModelRun]
     prove: Callable[["Scenario"], list[int] | None]
     checks: list[int] = field(default_factory=list)
+    # a boundary case some settings cannot show (a `for` as long as the window, a row no failure
+    # ratio reaches): left out then, instead of refusing the spec
+    optional: bool = False
 
     def fires(self, at: int, run: int | None = None) -> bool:
         runs = self.runs if run is None else [self.runs[run]]
@@ -143,6 +147,8 @@ class Designer:
     def proof(self) -> Proof:
         designs = [self.steady_burn(), self.slow_burn(), self.burst(), self.idle(), self.counter_reset()]
         designs += [self.tiny()] + [self.override(m, o) for m, o in sorted(self.slo.per_model.items())]
+        for i, row in enumerate(self.slo.alerting.windows, 1):
+            designs += [self.guard_edge(i, row), self.short_edge(i, row), self.long_edge(i, row)]
         scenarios = [sc for sc in designs if sc is not None]
         steps = max(sc.steps for sc in scenarios)
         kind = kind_of(self.slo.sli)
@@ -150,11 +156,14 @@ class Designer:
             for r in sc.runs:
                 self._simulate(kind, r.traffic.until(steps), r, steps)
             checks = sc.prove(sc)
+            if checks is None and sc.optional:
+                continue
             if checks is None:
                 raise SpecError(
                     f"the generated SLO tests cannot show that {sc.claim} with these settings", self.where
                 )
             sc.checks = sorted(set(checks))
+        scenarios = [sc for sc in scenarios if sc.checks or not sc.optional]
         proof = Proof(scenarios, steps, [])
         if any(r.timeline.fires(QUIET_UNTIL) for r in proof.runs):
             raise SpecError(
@@ -287,7 +296,9 @@ class Designer:
 
         def prove(sc: Scenario) -> list[int] | None:
             return (
-                None if any(sc.fires(at) for at in range(sc.steps)) else [10, QUIET_UNTIL, 120, sc.steps - 1]
+                None
+                if any(sc.fires(at) for at in range(sc.steps))
+                else [10, QUIET_UNTIL, IDLE_CHECK, sc.steps - 1]
             )
 
         return Scenario(
@@ -378,3 +389,139 @@ class Designer:
             [run],
             prove,
         )
+
+    # -- boundaries of one row: each condition just met, and just missed, with the others holding ----
+    def guard_edge(self, i: int, row: s.BurnWindow) -> Scenario | None:
+        """Every request fails, at traffic whose events over the row's long window land just past
+        (1.1x) and just short (0.9x) of min_events."""
+        guard = self.slo.alerting.min_events
+        if not guard:
+            return None
+        long_min = minutes(row.long)
+        settle = self.rate_min + self.for_min + 2
+        # Traffic starts one long window into the series where the test stays short enough, so the
+        # guard over twice the window would see half the events (the series is there, idle, before).
+        doubled = long_min <= max((minutes(r.long) for r in self.pages), default=0)
+        start = max(QUIET_UNTIL, long_min) if doubled else QUIET_UNTIL
+        at = start + (long_min if doubled else 2 * QUIET_UNTIL) + settle
+        unit = self._events_per_request_a_minute(start, at, row.long)
+        past = self.run(scenario_model(f"guard-edge-{i}-past"))
+        short = self.run(scenario_model(f"guard-edge-{i}-short"))
+        for run, share in ((past, 1.1), (short, 0.9)):
+            run.traffic.add(start, 0.0, 0.0).add(at - start, share * guard / unit, 1.0)
+
+        def prove(sc: Scenario) -> list[int] | None:
+            p, q = sc.runs[0].timeline, sc.runs[1].timeline
+            before = at - self.for_min
+            if not p.fires_row(at, row) or q.fires_row(at, row):
+                return None
+            if not (guard < p.events(before, row.long) and p.events(at, row.long) < 1.2 * guard):
+                return None
+            if not (0.8 * guard < q.events(before, row.long) and q.events(at, row.long) < guard):
+                return None
+            # the guard's average over twice the window, still times the window's seconds
+            if doubled and not p.events(at, f"{2 * long_min}m") / 2 < guard:
+                return None
+            return [at]
+
+        return Scenario(
+            f"guard-edge-{i}",
+            f"the {row.long} row's guard fires from {guard} events on",
+            f"every request fails from minute {start}; at {at}m the {row.long} window saw 1.1x min_events "
+            f"({guard}) on -past, which fires the {row.long}/{row.short} row, and 0.9x on -short, which "
+            "does not" + ("; twice the window would halve -past's events" if doubled else ""),
+            at + 1,
+            [past, short],
+            prove,
+            optional=True,
+        )
+
+    def short_edge(self, i: int, row: s.BurnWindow) -> Scenario | None:
+        """The long window burns well past the row's rate, the short one at 0.875x of it: no alert."""
+        f, long_min = row.burn_rate, minutes(row.long)
+        low, high = 0.875 * f, self.feasible(2 * f)
+        settle = minutes(row.short) + self.rate_min + self.for_min + 2
+        # the high burn lasts until the long window, healthy minutes included, burns 1.2x the rate
+        burning = next(
+            (h for h in range(1, 4 * long_min) if self._long_burn(h, high, settle, low, row) >= 1.2 * f), None
+        )
+        if burning is None:
+            return None
+        at = QUIET_UNTIL + burning + settle
+        run = self.run(scenario_model(f"short-edge-{i}"))
+        run.traffic.add(QUIET_UNTIL, self.per_min, 0.0).add(burning, self.per_min, self.error_ratio(high))
+        run.traffic.add(settle, self.per_min, self.error_ratio(low))
+
+        def prove(sc: Scenario) -> list[int] | None:
+            t = sc.runs[0].timeline
+            if t.fires_row(at, row):
+                return None
+            for m in range(at - self.for_min, at + 1):
+                if not (0.8 * f < t.burn(m, row.short) < 0.95 * f and t.burn(m, row.long) > 1.05 * f):
+                    return None
+            return [at]
+
+        return Scenario(
+            f"short-edge-{i}",
+            f"the {row.long}/{row.short} row needs its short window past {f:g}x too",
+            f"{high:g}x for {burning} minutes, then {low:g}x for {settle}: at {at}m the {row.long} window "
+            f"burns past {f:g}x and the {row.short} window at {low:g}x, so the row holds back",
+            at + 1,
+            [run],
+            prove,
+            optional=True,
+        )
+
+    def long_edge(self, i: int, row: s.BurnWindow) -> Scenario | None:
+        """The short window burns past the row's rate, the long one at 0.875x of it: no alert."""
+        f, long_min = row.burn_rate, minutes(row.long)
+        base = 0.5 * f
+        settle = minutes(row.short) + self.rate_min + self.for_min + 2
+        before = min(max(long_min - settle, 1), 2 * QUIET_UNTIL)  # minutes at the base burn
+        window = min(long_min, QUIET_UNTIL + before + settle)  # the long window's minutes at the end
+        base_minutes = min(before, window - settle)
+        if base_minutes < 0:
+            return None
+        # the burst that brings the long window's average to 0.875x the rate
+        high = (0.875 * f * window - base * base_minutes) / settle
+        if not f < high < 1 / self.budget:
+            return None
+        at = QUIET_UNTIL + before + settle
+        run = self.run(scenario_model(f"long-edge-{i}"))
+        run.traffic.add(QUIET_UNTIL, self.per_min, 0.0).add(before, self.per_min, self.error_ratio(base))
+        run.traffic.add(settle, self.per_min, self.error_ratio(high))
+
+        def prove(sc: Scenario) -> list[int] | None:
+            t = sc.runs[0].timeline
+            if t.fires_row(at, row):
+                return None
+            for m in range(at - self.for_min, at + 1):
+                if not (0.8 * f < t.burn(m, row.long) < 0.95 * f and t.burn(m, row.short) > 1.05 * f):
+                    return None
+            return [at]
+
+        return Scenario(
+            f"long-edge-{i}",
+            f"the {row.long}/{row.short} row needs its long window past {f:g}x too",
+            f"{base:g}x for {before} minutes, then {high:.3g}x for {settle}: at {at}m the {row.short} "
+            f"window burns past {f:g}x and the {row.long} window at 0.875x of it, so the row holds back",
+            at + 1,
+            [run],
+            prove,
+            optional=True,
+        )
+
+    def _long_burn(self, burning: int, high: float, settle: int, low: float, row: s.BurnWindow) -> float:
+        """Roughly (by whole minutes) the long window's burn at the end of short_edge's traffic."""
+        window = min(minutes(row.long), QUIET_UNTIL + burning + settle)
+        if settle >= window:
+            return 0.0
+        return (high * min(burning, window - settle) + low * settle) / window
+
+    def _events_per_request_a_minute(self, start: int, at: int, window: str) -> float:
+        """A row's guard value at `at` for one request a minute from minute `start` on (0 before)."""
+        _, valid = Traffic("").add(start, 0.0, 0.0).add(at - start, 1.0, 0.0).counters()
+        rate_s, window_s = seconds(self.rate_window), seconds(window)
+        first = max(0, math.floor(at - window_s / 60) + 1)
+        rates = [rate(valid, m, rate_s) for m in range(first, at + 1)]
+        return avg_over_time([r for r in rates if r is not None]) * window_s

@@ -219,6 +219,19 @@ class Timeline:
     def fires(self, at: int) -> bool:
         return bool(self._rough[at])
 
+    def fires_row(self, at: int, row: s.BurnWindow) -> bool:
+        return row in self._rough[at]
+
+    def events(self, at: int, window: str) -> float | None:
+        """What a row's low-traffic guard compares with min_events: the valid events over `window`."""
+        rate_ = self._avg("valid", at, seconds(window), exact=True)
+        return None if rate_ is None else rate_ * seconds(window)
+
+    def burn(self, at: int, window: str) -> float | None:
+        """The burn rate over `window` at `at` (the SLI error ratio over the budget)."""
+        err = self.error(at, window)
+        return None if err is None else err / self.budget
+
     def pages(self, at: int) -> bool:
         return any(row.tier == "page" for row in self._rough[at])
 

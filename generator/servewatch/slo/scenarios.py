@@ -439,7 +439,7 @@ class Designer:
     def short_edge(self, i: int, row: s.BurnWindow) -> Scenario | None:
         """The long window burns well past the row's rate, the short one at 0.875x of it: no alert."""
         f, long_min = row.burn_rate, minutes(row.long)
-        low, high = 0.875 * f, self.feasible(2 * f)
+        low, high = 0.875 * f, self.feasible(2.1 * f)  # 2.1x: off every workbook rate (2 x 3 = 6)
         settle = minutes(row.short) + self.rate_min + self.for_min + 2
         # the high burn lasts until the long window, healthy minutes included, burns 1.2x the rate
         burning = next(
@@ -475,7 +475,7 @@ class Designer:
     def long_edge(self, i: int, row: s.BurnWindow) -> Scenario | None:
         """The short window burns past the row's rate, the long one at 0.875x of it: no alert."""
         f, long_min = row.burn_rate, minutes(row.long)
-        base = 0.5 * f
+        base = 0.45 * f  # 0.45x: off every workbook rate (0.5 x 6 = 3)
         settle = minutes(row.short) + self.rate_min + self.for_min + 2
         before = min(max(long_min - settle, 1), 2 * QUIET_UNTIL)  # minutes at the base burn
         window = min(long_min, QUIET_UNTIL + before + settle)  # the long window's minutes at the end

@@ -1,0 +1,140 @@
+"""The generated boundary cases of the SLO burn-rate rows (slo/scenarios.py: guard_edge, short_edge,
+long_edge; render/slo_tests.py: the idle model's records): there for every row, and failed by each
+way a row's guard, its windows or an error ratio's zero guard breaks."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from servewatch import generate, tools
+
+ALERT = "VLLMTTFTErrorBudgetBurn"
+ROW = 1  # its second row (0-based): 6x over 6h and 30m, min_events 100
+GUARD = re.compile(r'(avg_over_time\(slo:valid_events:rate5m\{slo="vllm-ttft"\}\[6h\]\) \* 21600) >= 100')
+EDGES = ("guard-edge-2-past", "guard-edge-2-short", "short-edge-2", "long-edge-2", "idle")
+
+
+@pytest.fixture(scope="module")
+def default_files(specs_with):
+    _, files = generate.build(specs_with({}))
+    return files
+
+
+def _ttft_test(files) -> dict:
+    return next(
+        t for t in yaml.safe_load(files["promtool/slo.test.yaml"])["tests"] if "vllm-ttft" in t["name"]
+    )
+
+
+def test_every_row_has_its_edges_and_the_idle_records_are_checked(default_files):
+    test = _ttft_test(default_files)
+    models = set(re.findall(r'model_name="slo-test/([^"]+)"', str(test["input_series"])))
+    for row in range(1, 5):
+        assert {
+            f"guard-edge-{row}-past",
+            f"guard-edge-{row}-short",
+            f"short-edge-{row}",
+            f"long-edge-{row}",
+        } <= models
+    exprs = {e["expr"].split("{")[0]: e["exp_samples"] for e in test["promql_expr_test"]}
+    assert exprs["slo:valid_events:rate5m"] == [
+        {"labels": next(e["expr"] for e in test["promql_expr_test"] if "valid" in e["expr"]), "value": 0}
+    ]
+    for window in ("5m", "30m", "1h", "2h", "6h", "1d", "3d", "28d"):
+        assert exprs[f"slo:sli_error:ratio_rate{window}"] == []
+
+
+def _the_row(doc: dict) -> dict:
+    return [r for g in doc["groups"] for r in g["rules"] if r.get("alert") == ALERT][ROW]
+
+
+def _break_alert(how):
+    def edit(doc: dict) -> None:
+        rule = _the_row(doc)
+        new = how(rule["expr"])
+        assert new != rule["expr"]
+        rule["expr"] = new
+
+    return edit
+
+
+def _drop_zero_guard(doc: dict) -> None:
+    rule = next(
+        r
+        for g in doc["groups"]
+        for r in g["rules"]
+        if r.get("record") == "slo:sli_error:ratio_rate6h" and r["labels"]["slo"] == "vllm-ttft"
+    )
+    rule["expr"] = rule["expr"].replace("[6h]) > 0)", "[6h]))")
+
+
+BREAKS = {  # how the first row (or an error ratio it reads) breaks -> the edit
+    "guard moved a quarter up": _break_alert(lambda e: GUARD.sub(r"\1 >= 125", e)),
+    "guard moved a quarter down": _break_alert(lambda e: GUARD.sub(r"\1 >= 75", e)),
+    "guard window doubled": _break_alert(lambda e: e.replace("[6h]) * 21600", "[12h]) * 21600")),
+    "long window's rate lowered": _break_alert(lambda e: e.replace(") > 6\n", ") > 4.5\n", 1)),
+    "short window's rate lowered": _break_alert(lambda e: e[::-1].replace("6 >", "5.4 >", 1)[::-1]),
+    "error ratio's zero guard removed": _drop_zero_guard,
+}
+
+
+def _only_edges(test: dict) -> dict:
+    """The generated test cut down to the row's edge models (promtool's cost is per series and step)."""
+    keep = lambda text: any(f'slo-test/{m}"' in text or f"slo-test/{m}'" in text for m in EDGES)  # noqa: E731
+    series = [s for s in test["input_series"] if keep(s["series"])]
+    checks = []
+    for check in test["alert_rule_test"]:
+        alerts = [a for a in check["exp_alerts"] if a["exp_labels"]["model_name"].split("/")[-1] in EDGES]
+        checks.append({**check, "exp_alerts": alerts})
+    last = max(int(c["eval_time"][:-1]) for c in checks if c["exp_alerts"]) + 1
+    checks = [c for c in checks if int(c["eval_time"][:-1]) <= last]
+    return {**test, "input_series": series, "alert_rule_test": checks}
+
+
+def _promtool(tmp_path, rules: dict, test: dict):
+    (tmp_path / "rules").mkdir(exist_ok=True)
+    (tmp_path / "rules" / "slo.rules.yaml").write_text(yaml.safe_dump(rules, sort_keys=False, width=1000))
+    path = tmp_path / "slo.test.yaml"
+    body = {"rule_files": ["rules/slo.rules.yaml"], "evaluation_interval": "1m", "tests": [test]}
+    path.write_text(yaml.safe_dump(body, sort_keys=False, width=1000))
+    return tools.run("promtool", "test", "rules", path)
+
+
+@pytest.mark.tools("promtool")
+def test_the_cut_down_edges_pass_on_the_rules_as_generated(default_files, tmp_path):
+    res = _promtool(
+        tmp_path,
+        yaml.safe_load(default_files["rules/slo.rules.yaml"]),
+        _only_edges(_ttft_test(default_files)),
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+@pytest.mark.tools("promtool")
+@pytest.mark.parametrize("how", BREAKS.values(), ids=BREAKS.keys())
+def test_a_broken_row_fails_its_edges(default_files, tmp_path, how):
+    rules = yaml.safe_load(default_files["rules/slo.rules.yaml"])
+    how(rules)
+    res = _promtool(tmp_path, rules, _only_edges(_ttft_test(default_files)))
+    assert res.returncode != 0, res.stdout
+
+
+@pytest.mark.tools("promtool")
+def test_a_guard_reading_the_other_slos_events_fails_the_written_test(default_files, tmp_path):
+    rules = yaml.safe_load(default_files["rules/slo.rules.yaml"])
+    _break_alert(
+        lambda e: e.replace('slo:valid_events:rate5m{slo="vllm-ttft"}[6h]', "slo:valid_events:rate5m[6h]")
+    )(rules)
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "slo.rules.yaml").write_text(yaml.safe_dump(rules, sort_keys=False, width=1000))
+    test = yaml.safe_load(open("tests/promtool/slo-records.test.yaml").read())
+    test["rule_files"] = ["rules/slo.rules.yaml"]
+    path = tmp_path / "records.test.yaml"
+    path.write_text(yaml.safe_dump(test, sort_keys=False, width=1000))
+    res = tools.run("promtool", "test", "rules", path)
+    assert res.returncode != 0 and "each SLO's guard counts its own events" in res.stdout + res.stderr, (
+        res.stdout
+    )

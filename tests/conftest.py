@@ -118,3 +118,19 @@ def run_servewatch(*args, cwd=None) -> subprocess.CompletedProcess:
 @pytest.fixture
 def servewatch():
     return run_servewatch
+
+
+def _vllm_boundaries(folder: Path, rules: str, tests: str) -> subprocess.CompletedProcess:
+    for sub in ("rules", "promtool"):
+        (folder / sub).mkdir(exist_ok=True)
+    (folder / "rules" / "vllm.rules.yaml").write_text(rules)
+    path = folder / "promtool" / "vllm.boundaries.test.yaml"
+    path.write_text(tests)
+    return tools.run("promtool", "test", "rules", path)
+
+
+@pytest.fixture
+def vllm_boundaries() -> Callable[[Path, str, str], subprocess.CompletedProcess]:
+    """``vllm_boundaries(folder, rules, tests)``: promtool's verdict on the vLLM boundary tests `tests`
+    run against the vLLM rule file `rules`, both written under `folder` in the repo's layout."""
+    return _vllm_boundaries

@@ -157,15 +157,6 @@ TUNINGS = {  # thresholds halved, quadrupled, and odd ones that are no bucket bo
 }
 
 
-def _promtool(tmp_path, rules: str, tests: str):
-    for folder in ("rules", "promtool"):
-        (tmp_path / folder).mkdir(exist_ok=True)
-    (tmp_path / "rules" / "vllm.rules.yaml").write_text(rules)
-    path = tmp_path / "promtool" / "vllm.boundaries.test.yaml"
-    path.write_text(tests)
-    return tools.run("promtool", "test", "rules", path)
-
-
 def _inclusive(rules: str, alert: str) -> str:
     """The rules with `alert`'s `>` made `>=`."""
     doc = yaml.safe_load(rules)
@@ -179,7 +170,7 @@ def _inclusive(rules: str, alert: str) -> str:
 @pytest.mark.tools("promtool")
 @pytest.mark.parametrize("tuning", TUNINGS)
 def test_a_tuned_exact_case_is_silent_and_fails_when_the_comparison_includes_the_threshold(
-    specs_with, tmp_path, tuning
+    specs_with, vllm_boundaries, tmp_path, tuning
 ):
     """Whatever the tuning, an exact case is written only where promtool's value is the threshold: the
     rule passes it, and the same rule with `>=` fails it (a value a bit below would pass both)."""
@@ -191,10 +182,10 @@ def test_a_tuned_exact_case_is_silent_and_fails_when_the_comparison_includes_the
     exact = [a for a in thresholds if f"boundary: {a} exactly at its threshold" in names]
     if tuning != "odd":  # round rates and bucket bounds are always exact
         assert exact == list(thresholds)
-    result = _promtool(tmp_path, rules, tests)
+    result = vllm_boundaries(tmp_path, rules, tests)
     assert result.returncode == 0, result.stdout + result.stderr
     for alert in exact:
-        result = _promtool(tmp_path, _inclusive(rules, alert), tests)
+        result = vllm_boundaries(tmp_path, _inclusive(rules, alert), tests)
         assert result.returncode == 1, alert
         assert f"boundary: {alert} exactly at its threshold" in result.stdout + result.stderr
 

@@ -9,7 +9,7 @@ import re
 import pytest
 import yaml
 
-from servewatch import generate, tools
+from servewatch import generate
 
 ALERT = "VLLMRequestErrorRateHigh"
 GUARD_RE = re.compile(r"(sum by \(([^)]*)\) \(max by \(([^)]*)\) \(rate\(([^\[]*)\[(\w+)\]\)\)\)) >= (\S+)")
@@ -33,15 +33,6 @@ def _broken(rules: str, how) -> str:
     assert match, rule["expr"]
     rule["expr"] = rule["expr"].replace(match.group(0), how(match))
     return yaml.safe_dump(doc, sort_keys=False, width=1000)
-
-
-def _promtool(tmp_path, rules: str, tests: str):
-    for folder in ("rules", "promtool"):
-        (tmp_path / folder).mkdir(exist_ok=True)
-    (tmp_path / "rules" / "vllm.rules.yaml").write_text(rules)
-    path = tmp_path / "promtool" / "vllm.boundaries.test.yaml"
-    path.write_text(tests)
-    return tools.run("promtool", "test", "rules", path)
 
 
 def _drop(labels: str, label: str) -> str:
@@ -98,9 +89,9 @@ def test_a_model_past_the_guard_fires_and_one_short_of_it_does_not(default_guard
 
 @pytest.mark.tools("promtool")
 @pytest.mark.parametrize("why", BREAKS)
-def test_a_broken_guard_fails_the_generated_tests(default_guard, tmp_path, why):
+def test_a_broken_guard_fails_the_generated_tests(default_guard, vllm_boundaries, tmp_path, why):
     rules, tests = default_guard  # as generated they pass: `servewatch test` in `make test`
-    result = _promtool(tmp_path, _broken(rules, BREAKS[why]), tests)
+    result = vllm_boundaries(tmp_path, _broken(rules, BREAKS[why]), tests)
     assert result.returncode == 1, why
     assert "min_traffic" in result.stdout + result.stderr, why
 
@@ -114,13 +105,13 @@ TUNINGS = {
 
 @pytest.mark.tools("promtool")
 @pytest.mark.parametrize("tuning", TUNINGS)
-def test_tuned_guard_tests_pass_and_still_catch_a_moved_guard(specs_with, tmp_path, tuning):
+def test_tuned_guard_tests_pass_and_still_catch_a_moved_guard(specs_with, vllm_boundaries, tmp_path, tuning):
     rules, tests = _build(specs_with, TUNINGS[tuning])
     assert len(_guard_tests(tests)) >= 2  # timing and who; exact where the rates come out exact
-    result = _promtool(tmp_path, rules, tests)
+    result = vllm_boundaries(tmp_path, rules, tests)
     assert result.returncode == 0, result.stdout + result.stderr
     for why in ("moved a quarter up", "moved a quarter down", "window doubled"):
-        assert _promtool(tmp_path, _broken(rules, BREAKS[why]), tests).returncode == 1, why
+        assert vllm_boundaries(tmp_path, _broken(rules, BREAKS[why]), tests).returncode == 1, why
 
 
 def test_no_guard_no_guard_tests(specs_with):

@@ -90,8 +90,7 @@ class Synth:
         elif signal.kind == "rate":
             out = [(series_text(name(signal.metric), {**labels, **self._by(signal)}), self.counter(value))]
         elif signal.kind == "counter_ratio":
-            # its rate() ramps up too: past the guard at once
-            out = self.counter_ratio(signal, value, labels, max(1.0, 100 * min_traffic))
+            out = self.counter_ratio(signal, value, labels, ratio_traffic(min_traffic))
             if out is None:
                 return None
         elif signal.kind == "quantile":
@@ -116,13 +115,20 @@ class Synth:
             (series_text(name, {**labels, **rest}), self.counter((1 - value) * per_second)),
         ]
 
-    def counter_ratio_at(self, value: float, per_second: float, at_s: float, window_s: float) -> float | None:
-        """The ratio of the counters `counter_ratio` writes at `at_s`, as Prometheus divides the rates."""
+    def counter_ratio_rates(
+        self, value: float, per_second: float, at_s: float, window_s: float
+    ) -> tuple[float, float] | None:
+        """The rates of the two counters `counter_ratio` writes, at `at_s`, as Prometheus computes them."""
         part = self.rate_at(value * per_second * self.interval, at_s, window_s)
         rest = self.rate_at((1 - value) * per_second * self.interval, at_s, window_s)
-        if part is None or rest is None or part + rest == 0:
+        return None if part is None or rest is None else (part, rest)
+
+    def counter_ratio_at(self, value: float, per_second: float, at_s: float, window_s: float) -> float | None:
+        """The ratio of the counters `counter_ratio` writes at `at_s`, as Prometheus divides the rates."""
+        rates = self.counter_ratio_rates(value, per_second, at_s, window_s)
+        if rates is None or sum(rates) == 0:
             return None
-        return part / (part + rest)
+        return rates[0] / (rates[0] + rates[1])
 
     def _by(self, signal) -> dict[str, str]:
         return {label: f"{label}-a" for label in signal.by}
@@ -223,6 +229,15 @@ class Synth:
                 return None
             buckets.append((bound if bound == float("inf") else float(scenarios.number(bound)), rate))
         return bucket_quantile(q, buckets)
+
+
+def ratio_traffic(min_traffic: float) -> float:
+    """Events per second of a synthetic counter ratio: its rate() ramps up too, so past any
+    `min_traffic` guard at once."""
+    return max(1.0, 100 * min_traffic)
+
+
+MARGIN_S = 300  # samples past the last evaluation, so every lookback still sees data
 
 
 def exact_total(ratio: float) -> float:

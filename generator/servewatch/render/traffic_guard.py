@@ -18,7 +18,7 @@ import math
 
 from .. import scenarios
 from ..spec.schema import seconds
-from .synthetic import Synth, matcher_split, series_text
+from .synthetic import MARGIN_S, Synth, matcher_split
 
 STEP = 0.1  # past / short of the guard by this share: well inside what a moved guard would change
 SHARES = (0.5, 1.0)  # error shares tried first: their ratio is exact whatever the traffic
@@ -33,7 +33,7 @@ def guard_tests(model, alert, names: dict, expected, test) -> list[dict]:
     shares = _shares(alert, names)
     if guard <= 0 or split is None or not shares:
         return []
-    plan = _Plan(model, signal, split, guard)
+    plan = _Plan(model, signal, guard)
     tests = [plan.timing(alert, shares[0], expected, test), plan.who(alert, shares[0], expected, test)]
     exact = plan.exact(alert, shares, expected, test)
     return [t for t in (*tests, exact) if t is not None]
@@ -54,33 +54,22 @@ def _shares(alert, names: dict) -> list[float]:
 
 
 class _Plan:
-    """Inputs for one guard: counters of a thing's finished events, split by the ratio's matchers."""
+    """Inputs for one guard: counters of a thing's finished events, split by the ratio's matchers
+    (Synth.counter_ratio), and the guard's value on them."""
 
-    def __init__(self, model, signal, split, guard: float):
+    def __init__(self, model, signal, guard: float):
         self.model, self.signal, self.guard = model, signal, guard
-        self.part, self.rest = split
         self.interval = float(seconds(model.config.scrape_interval))
         self.window = float(seconds(model.config.rate_window))
         self.step = float(seconds(scenarios.EVAL_INTERVAL))
 
     def synth(self, until_s: float) -> Synth:
-        return Synth(self.model, self.interval, math.ceil((until_s + 300) / self.interval))
-
-    def counters(self, synth: Synth, labels: dict, per_second: float, share: float) -> list:
-        """The thing's two counters: `share` of `per_second` matches the ratio's numerator."""
-        name = series_text(self.model.builder.metric_name(self.signal.metric), {**labels, **self.part})
-        out = [(name, synth.counter_per_sample(share * per_second * self.interval))]
-        if share < 1:
-            rest = series_text(self.model.builder.metric_name(self.signal.metric), {**labels, **self.rest})
-            out.append((rest, synth.counter_per_sample((1 - share) * per_second * self.interval)))
-        return out
+        return Synth(self.model, self.interval, math.ceil((until_s + MARGIN_S) / self.interval))
 
     def traffic_at(self, synth: Synth, per_second: float, share: float, at_s: float) -> float | None:
         """The guard's value at `at_s` for one thing: its counters' rates, added."""
-        rates = [synth.rate_at(share * per_second * self.interval, at_s, self.window)]
-        if share < 1:
-            rates.append(synth.rate_at((1 - share) * per_second * self.interval, at_s, self.window))
-        return None if None in rates else sum(rates)
+        rates = synth.counter_ratio_rates(share, per_second, at_s, self.window)
+        return None if rates is None else rates[0] + rates[1]
 
     def settled(self, for_s: float) -> float:
         """An evaluation time by which every window is full and every steady guard held for `for`."""
@@ -105,7 +94,7 @@ class _Plan:
         checks.append(self.check(alert, fires_at, [expected(labels, share)]))
         return test(
             f"boundary: {alert.alert} fires `for` after its traffic passes min_traffic",
-            self.counters(synth, labels, traffic, share),
+            synth.counter_ratio(self.signal, share, labels, traffic),
             alert_rule_test=checks,
         )
 
@@ -120,7 +109,7 @@ class _Plan:
         series, firing, keys = [], [], []
 
         def add(labels: dict, per_second: float, fires: bool) -> None:
-            series.extend(self.counters(synth, labels, per_second, share))
+            series.extend(synth.counter_ratio(self.signal, share, labels, per_second))
             keys.append(tuple(sorted(synth.key("model", labels).items())))
             if fires:
                 firing.append(expected(labels, share))
@@ -130,12 +119,14 @@ class _Plan:
             add(synth.identity("model", change=label), short, False)
         duplicate = synth.identity("model", variant="dup")  # one engine scraped twice
         add(duplicate, short, False)
-        series.extend(self.counters(synth, {**duplicate, "instance": "second-scrape"}, short, share))
+        series.extend(
+            synth.counter_ratio(self.signal, share, {**duplicate, "instance": "second-scrape"}, short)
+        )
         for label in engine_labels:  # two engines apart in `label`, each short, together past
             first = synth.identity("model", variant=f"sum-{label.lower()}")
             second = {**first, label: f"{label.lower()}-second"}
             add(first, together, True)
-            series.extend(self.counters(synth, second, together, share))
+            series.extend(synth.counter_ratio(self.signal, share, second, together))
         if len(set(keys)) != len(keys) or "instance" in lb.identity("engine"):
             return None  # the selectors pin the labels that would tell the models apart
         firing.sort(key=lambda alert_: sorted(alert_["exp_labels"].items()))
@@ -158,7 +149,7 @@ class _Plan:
                     labels = synth.identity("model")
                     return test(
                         f"boundary: {alert.alert} traffic of exactly min_traffic is enough",
-                        self.counters(synth, labels, self.guard, share),
+                        synth.counter_ratio(self.signal, share, labels, self.guard),
                         alert_rule_test=[self.check(alert, at_s, [expected(labels, share)])],
                     )
         return None

@@ -452,15 +452,6 @@ class Designer:
         run.traffic.add(QUIET_UNTIL, self.per_min, 0.0).add(burning, self.per_min, self.error_ratio(high))
         run.traffic.add(settle, self.per_min, self.error_ratio(low))
 
-        def prove(sc: Scenario) -> list[int] | None:
-            t = sc.runs[0].timeline
-            if t.fires_row(at, row):
-                return None
-            for m in range(at - self.for_min, at + 1):
-                if not (0.8 * f < t.burn(m, row.short) < 0.95 * f and t.burn(m, row.long) > 1.05 * f):
-                    return None
-            return [at]
-
         return Scenario(
             f"short-edge-{i}",
             f"the {row.long}/{row.short} row needs its short window past {f:g}x too",
@@ -468,9 +459,25 @@ class Designer:
             f"burns past {f:g}x and the {row.short} window at {low:g}x, so the row holds back",
             at + 1,
             [run],
-            prove,
+            self._held_back(at, row, short_of=row.short, past=row.long),
             optional=True,
         )
+
+    def _held_back(self, at: int, row: s.BurnWindow, short_of: str, past: str):
+        """A proof that the row stays silent at `at` although window `past` burns beyond its rate: over
+        the whole `for` before it, window `short_of` burns at 0.8-0.95x of the rate."""
+        f = row.burn_rate
+
+        def prove(sc: Scenario) -> list[int] | None:
+            t = sc.runs[0].timeline
+            if t.fires_row(at, row):
+                return None
+            for m in range(at - self.for_min, at + 1):
+                if not (0.8 * f < t.burn(m, short_of) < 0.95 * f and t.burn(m, past) > 1.05 * f):
+                    return None
+            return [at]
+
+        return prove
 
     def long_edge(self, i: int, row: s.BurnWindow) -> Scenario | None:
         """The short window burns past the row's rate, the long one at 0.875x of it: no alert."""
@@ -491,15 +498,6 @@ class Designer:
         run.traffic.add(QUIET_UNTIL, self.per_min, 0.0).add(before, self.per_min, self.error_ratio(base))
         run.traffic.add(settle, self.per_min, self.error_ratio(high))
 
-        def prove(sc: Scenario) -> list[int] | None:
-            t = sc.runs[0].timeline
-            if t.fires_row(at, row):
-                return None
-            for m in range(at - self.for_min, at + 1):
-                if not (0.8 * f < t.burn(m, row.long) < 0.95 * f and t.burn(m, row.short) > 1.05 * f):
-                    return None
-            return [at]
-
         return Scenario(
             f"long-edge-{i}",
             f"the {row.long}/{row.short} row needs its long window past {f:g}x too",
@@ -507,7 +505,7 @@ class Designer:
             f"window burns past {f:g}x and the {row.long} window at 0.875x of it, so the row holds back",
             at + 1,
             [run],
-            prove,
+            self._held_back(at, row, short_of=row.long, past=row.short),
             optional=True,
         )
 

@@ -80,8 +80,9 @@ def test_killed_and_surviving_mutants_on_real_promtool(tiny):
 
 
 def test_first_kill_stops_at_the_first_failing_test_file(tiny):
-    """Two test files both kill the flipped comparison: --first-kill runs the first only, and says so."""
-    (tiny / "promtool" / "tiny2.test.yaml").write_text(TESTS.replace("a long queue", "a queue again"))
+    """Two test files both kill the flipped comparison: --first-kill runs only the smaller one."""
+    bigger = TESTS.replace("a long queue", "a queue again") + "# padding: this file is the larger one\n"
+    (tiny / "promtool" / "tiny2.test.yaml").write_text(bigger)
     ms, _ = mutants.generate(tiny / "rules")
     flipped = next(m for m in ms if m.operator == "comparison-flipped")
     full = runner.run(runner.Options(tiny, timeout_s=120), [flipped], progress=lambda _: None)

@@ -1,6 +1,7 @@
 """The generated boundary cases of the SLO burn-rate rows (slo/scenarios.py: guard_edge, short_edge,
-long_edge; render/slo_tests.py: the idle model's records): there for every row, and failed by each
-way a row's guard, its windows or an error ratio's zero guard breaks."""
+long_edge, and exact_long, exact_short, exact_guard searched onto the edges by slo/edges.py;
+render/slo_tests.py: the idle model's records): there for every row, and failed by each way a row's
+guard, its windows, its comparisons or an error ratio's zero guard breaks."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ ALERT = "VLLMTTFTErrorBudgetBurn"
 ROW = 1  # its second row (0-based): 6x over 6h and 30m, min_events 100
 GUARD = re.compile(r'(avg_over_time\(slo:valid_events:rate5m\{slo="vllm-ttft"\}\[6h\]\) \* 21600) >= 100')
 EDGES = ("guard-edge-2-past", "guard-edge-2-short", "short-edge-2", "long-edge-2", "idle")
+EXACT = ("exact-long-2", "exact-short-2", "exact-guard-2")
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +40,9 @@ def test_every_row_has_its_edges_and_the_idle_records_are_checked(default_files)
             f"guard-edge-{row}-short",
             f"short-edge-{row}",
             f"long-edge-{row}",
+            f"exact-long-{row}",
+            f"exact-short-{row}",
+            f"exact-guard-{row}",
         } <= models
     checks = {e["expr"].split("{")[0]: e for e in test["promql_expr_test"]}
     assert all('model_name="slo-test/idle"' in e["expr"] for e in checks.values())
@@ -81,17 +86,29 @@ BREAKS = {  # how the first row (or an error ratio it reads) breaks -> the edit
 }
 
 
-def _only_edges(test: dict) -> dict:
-    """The generated test cut down to the row's edge models (promtool's cost is per series and step)."""
-    keep = lambda text: any(f'slo-test/{m}"' in text or f"slo-test/{m}'" in text for m in EDGES)  # noqa: E731
+def _only_edges(test: dict, models: tuple[str, ...] = EDGES, last: int | None = None) -> dict:
+    """The generated test cut down to some models, checked up to minute `last` (default: their last
+    alert), since promtool's cost is per series and step."""
+    keep = lambda text: any(f'slo-test/{m}"' in text or f"slo-test/{m}'" in text for m in models)  # noqa: E731
     series = [s for s in test["input_series"] if keep(s["series"])]
     checks = []
     for check in test["alert_rule_test"]:
-        alerts = [a for a in check["exp_alerts"] if a["exp_labels"]["model_name"].split("/")[-1] in EDGES]
+        alerts = [a for a in check["exp_alerts"] if a["exp_labels"]["model_name"].split("/")[-1] in models]
         checks.append({**check, "exp_alerts": alerts})
-    last = max(int(c["eval_time"][:-1]) for c in checks if c["exp_alerts"]) + 1
+    if last is None:
+        last = max(int(c["eval_time"][:-1]) for c in checks if c["exp_alerts"]) + 1
     checks = [c for c in checks if int(c["eval_time"][:-1]) <= last]
-    return {**test, "input_series": series, "alert_rule_test": checks}
+    records = test["promql_expr_test"] if "idle" in models else []  # the idle model's records
+    return {**test, "input_series": series, "alert_rule_test": checks, "promql_expr_test": records}
+
+
+def _only_exact(files) -> dict:
+    """The TTFT test cut down to the second row's exact-edge models, up to the last minute they claim."""
+    claimed = re.findall(
+        r"slo-test/(exact-[a-z]+-2): .*?checked at (\d+)m\)", files["promtool/slo.test.yaml"]
+    )
+    assert {m for m, _ in claimed} == set(EXACT), claimed
+    return _only_edges(_ttft_test(files), EXACT, max(int(at) for _, at in claimed))
 
 
 def _promtool(tmp_path, rules: dict, test: dict):
@@ -119,6 +136,30 @@ def test_a_broken_row_fails_its_edges(default_files, tmp_path, how):
     rules = yaml.safe_load(default_files["rules/slo.rules.yaml"])
     how(rules)
     res = _promtool(tmp_path, rules, _only_edges(_ttft_test(default_files)))
+    assert res.returncode != 0, res.stdout
+
+
+@pytest.mark.tools("promtool")
+def test_the_exact_edges_pass_on_the_rules_as_generated(default_files, tmp_path):
+    res = _promtool(
+        tmp_path, yaml.safe_load(default_files["rules/slo.rules.yaml"]), _only_exact(default_files)
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+EXACT_BREAKS = {  # a comparison of the row that takes its edge the wrong way -> the edit
+    "long window fires at exactly the rate": _break_alert(lambda e: e.replace(") > 6\n", ") >= 6\n", 1)),
+    "short window fires at exactly the rate": _break_alert(lambda e: e[::-1].replace("6 >", "6 =>", 1)[::-1]),
+    "guard wants more than min_events": _break_alert(lambda e: GUARD.sub(r"\1 > 100", e)),
+}
+
+
+@pytest.mark.tools("promtool")
+@pytest.mark.parametrize("how", EXACT_BREAKS.values(), ids=EXACT_BREAKS.keys())
+def test_a_row_taking_its_edge_the_wrong_way_fails_the_exact_edges(default_files, tmp_path, how):
+    rules = yaml.safe_load(default_files["rules/slo.rules.yaml"])
+    how(rules)
+    res = _promtool(tmp_path, rules, _only_exact(default_files))
     assert res.returncode != 0, res.stdout
 
 

@@ -20,6 +20,7 @@ from ..errors import SpecError
 from ..spec import slos as s
 from ..spec.schema import seconds
 from .kinds import Synthetic, kind_of
+from .edges import Edge, Probe, on_edge, secant
 from .simulate import Counters, Firing, Timeline, avg_over_time, rate
 
 SCENARIO_PREFIX = "slo-test/"  # model names of the scenarios' synthetic engines
@@ -45,6 +46,8 @@ class Traffic:
     valid_per_min: list[float] = field(default_factory=list)
     error_ratio: list[float] = field(default_factory=list)
     resets: tuple[int, ...] = ()  # minutes at which the engine restarts (counters start over)
+    # sample -> (good, valid) counts set exactly there (edges.py); later minutes count on from them
+    pinned: dict[int, tuple[float, float]] = field(default_factory=dict)
 
     def add(self, length: int, per_min: float, error_ratio: float) -> "Traffic":
         self.valid_per_min += [per_min] * length
@@ -65,6 +68,8 @@ class Traffic:
                 continue
             good.append(good[-1] + n * (1 - e))
             valid.append(valid[-1] + n)
+            if i in self.pinned:
+                good[-1], valid[-1] = self.pinned[i]
         return good, valid
 
 
@@ -76,6 +81,7 @@ class ModelRun:
     decoys: tuple[float, ...] = ()
     series: Synthetic = field(default_factory=list)
     timeline: Timeline | None = None
+    exact_steps: frozenset[int] = frozenset()  # steps whose inputs sit exactly on an edge (edges.py)
 
 
 @dataclass
@@ -149,6 +155,7 @@ class Designer:
         designs += [self.tiny()] + [self.override(m, o) for m, o in sorted(self.slo.per_model.items())]
         for i, row in enumerate(self.slo.alerting.windows, 1):
             designs += [self.guard_edge(i, row), self.short_edge(i, row), self.long_edge(i, row)]
+            designs += [self.exact_long(i, row), self.exact_short(i, row), self.exact_guard(i, row)]
         scenarios = [sc for sc in designs if sc is not None]
         steps = max(sc.steps for sc in scenarios)
         kind = kind_of(self.slo.sli)
@@ -164,6 +171,7 @@ class Designer:
                 )
             sc.checks = sorted(set(checks))
         scenarios = [sc for sc in scenarios if sc.checks or not sc.optional]
+        scenarios = _without_clashes(scenarios, steps)
         proof = Proof(scenarios, steps, [])
         if any(r.timeline.fires(QUIET_UNTIL) for r in proof.runs):
             raise SpecError(
@@ -177,15 +185,15 @@ class Designer:
         good, valid = traffic.counters()
         name = lambda metric, extra: self.series_name(traffic.model, metric, extra)  # noqa: E731
         run.series = kind.synthetic(name, self.slo.sli, run.param, good, valid, run.decoys)
-        counters = Counters(
-            good=tuple(x.values for x in run.series if x.good),
-            valid=tuple(x.values for x in run.series if x.valid),
-        )
-        run.timeline = Timeline(self.slo, run.objective, counters, steps, self.rate_window)
+        counters = _counters(run.series)
+        run.timeline = Timeline(self.slo, run.objective, counters, steps, self.rate_window, run.exact_steps)
 
     @staticmethod
     def _steady(proof: Proof, at: int) -> int:
-        """`at`, or the next minute whose outcome float noise cannot flip for any model."""
+        """`at`, or the next minute whose outcome float noise cannot flip for any model. A minute
+        where a model sits exactly on an edge stays: it was searched for, and is decided exactly."""
+        if any(at in r.exact_steps for r in proof.runs):
+            return at
         while at + 1 < proof.steps:
             proof.firing(at)  # computes the step exactly, noting close calls
             if not any(at in r.timeline.close_calls for r in proof.runs):
@@ -523,3 +531,150 @@ class Designer:
         first = max(0, math.floor(at - window_s / 60) + 1)
         rates = [rate(valid, m, rate_s) for m in range(first, at + 1)]
         return avg_over_time([r for r in rates if r is not None]) * window_s
+
+    # -- exactly on one edge of a row (edges.py): where `>` and `>=` part -----------------------------
+    def exact_long(self, i: int, row: s.BurnWindow) -> Scenario | None:
+        """The long window burns exactly the row's rate, the short one past it: no alert (a row that
+        fired at its rate would)."""
+        f, fb = row.burn_rate, row.burn_rate * self.budget
+        k = min(1.5, (1 + 1 / fb) / 2)  # the short stretch burns k x the rate, the calm one none
+        settle = minutes(row.short) + self.rate_min + 2
+        calm = max(1, round(settle * (k - 1)))
+        at = QUIET_UNTIL + calm + settle
+
+        def build(model: str, e: float) -> Traffic:
+            return (
+                Traffic(model)
+                .add(QUIET_UNTIL, 0.0, 0.0)
+                .add(calm, self.per_min, 0.0)
+                .add(settle, self.per_min, e)
+            )
+
+        return self._on_edge(
+            f"exact-long-{i}",
+            row,
+            Edge("burn", row.long, f, at),
+            build,
+            k * fb,
+            f"the {row.long}/{row.short} row holds back at exactly {f:g}x over {row.long}",
+            f"{calm} healthy minutes, then {settle} at about {k:g}x, the last counter samples searched "
+            f"so the {row.long} window burns exactly {f:g}x as Prometheus computes it",
+            lambda t: t.burn(at, row.short) > 1.01 * f and not t.fires_row(at, row),
+        )
+
+    def exact_short(self, i: int, row: s.BurnWindow) -> Scenario | None:
+        """The short window burns exactly the row's rate, the long one past it: no alert."""
+        f, fb = row.burn_rate, row.burn_rate * self.budget
+        hot_ratio = min(2.1 * fb, (1 + fb) / 2)  # 2.1x: off every workbook rate
+        settle = minutes(row.short) + self.rate_min + 2
+        hot = max(2, settle // 2)
+        at = QUIET_UNTIL + hot + settle
+
+        def build(model: str, e: float) -> Traffic:
+            # the settling stretch burns a little past the rate and its last minutes bring the short
+            # window onto it: a steady stretch at the rate would be a close call at every minute
+            traffic = Traffic(model).add(QUIET_UNTIL, 0.0, 0.0).add(hot, self.per_min, hot_ratio)
+            traffic.add(settle - self.rate_min, self.per_min, 1.002 * fb)
+            return traffic.add(self.rate_min, self.per_min, e)
+
+        return self._on_edge(
+            f"exact-short-{i}",
+            row,
+            Edge("burn", row.short, f, at),
+            build,
+            fb,
+            f"the {row.long}/{row.short} row holds back at exactly {f:g}x over {row.short}",
+            f"{hot} minutes at {hot_ratio / self.budget:g}x, then {settle} at about {f:g}x, the last "
+            f"{self.rate_min} and the last counter samples searched so the {row.short} window burns "
+            f"exactly {f:g}x",
+            lambda t: t.burn(at, row.long) > 1.01 * f and not t.fires_row(at, row),
+        )
+
+    def exact_guard(self, i: int, row: s.BurnWindow) -> Scenario | None:
+        """Exactly min_events in the long window, both windows well past the rate: the row fires (a
+        guard that wanted more than min_events would not)."""
+        guard = self.slo.alerting.min_events
+        f, fb = row.burn_rate, row.burn_rate * self.budget
+        if not guard:
+            return None
+        ratio = min(2.1 * fb, (1 + fb) / 2)
+        span = minutes(row.short) + self.rate_min + 2
+        at = QUIET_UNTIL + span
+
+        def build(model: str, per_min: float) -> Traffic:
+            return Traffic(model).add(QUIET_UNTIL, 0.0, 0.0).add(span, per_min, ratio)
+
+        return self._on_edge(
+            f"exact-guard-{i}",
+            row,
+            Edge("events", row.long, float(guard), at),
+            build,
+            guard / span,
+            f"the {row.long} row fires at exactly {guard} events",
+            f"{span} minutes at {ratio / self.budget:g}x, the request rate and last samples searched so "
+            f"the {row.long} window saw exactly min_events",
+            lambda t: (
+                t.burn(at, row.long) > 1.01 * f and t.burn(at, row.short) > 1.01 * f and t.fires_row(at, row)
+            ),
+        )
+
+    def _on_edge(self, key, row, edge: Edge, build, knob, claim, why, also) -> Scenario | None:
+        """A model whose traffic `build(model, knob)` is searched (edges.py) to put `edge` exactly on
+        its target at edge.at, healthy afterwards. The claim stands where the search succeeds and
+        `also(timeline)` holds; a `for` would need the edge at every evaluation of it: left out."""
+        if self.for_min or row.burn_rate * self.budget >= 1:
+            return None
+        kind, at = kind_of(self.slo.sli), edge.at
+        run = self.run(scenario_model(key))
+
+        def make(good: list[float], valid: list[float]) -> Counters:
+            return _counters(kind.synthetic(lambda m, x: m, self.slo.sli, run.param, good, valid, run.decoys))
+
+        def probe(k: float) -> Probe:
+            return Probe(build(run.traffic.model, k).counters(), make, edge, self.rate_window, self.budget)
+
+        def quantity(k: float) -> float | None:
+            p = probe(k)
+            return p.value(p.good[at], p.valid[at])
+
+        k = secant(quantity, edge.target, knob, knob * 1.01)
+        if k is None:
+            return None
+        p = probe(k)
+        tune = "valid" if edge.what == "events" else "good"
+        lo = p.good[at - 1] if tune == "good" else p.valid[at - 1]
+        minute = p.valid[at] - p.valid[at - 1]
+        found = on_edge(
+            p, tune, (p.good[at], p.valid[at]), lo, lo + (minute if tune == "good" else 4 * minute)
+        )
+        if found is None:
+            return None
+        run.traffic = build(run.traffic.model, k)
+        run.traffic.pinned[at] = found
+        run.traffic.add(1, self.per_min, 0.0)
+        run.exact_steps = frozenset({at})
+
+        def prove(sc: Scenario) -> list[int] | None:
+            t = sc.runs[0].timeline
+            value = t.events(at, edge.window) if edge.what == "events" else t.burn(at, edge.window)
+            return [at] if value == edge.target and also(t) else None
+
+        return Scenario(key, claim, why, at + 1, [run], prove, optional=True)
+
+
+def _without_clashes(scenarios: list[Scenario], steps: int) -> list[Scenario]:
+    """The scenarios without those whose edge minute (which cannot move) is a close call for another
+    model: at every check the test lists every model's alerts, and a close call there is no claim."""
+    runs = [r for sc in scenarios for r in sc.runs]
+    proof = Proof(scenarios, steps, [])
+    for at in {at for r in runs for at in r.exact_steps}:
+        proof.firing(at)  # notes close calls
+    clash = {at for r in runs for at in r.timeline.close_calls if at not in r.exact_steps}
+    return [sc for sc in scenarios if not any(r.exact_steps & clash for r in sc.runs)]
+
+
+def _counters(series: Synthetic) -> Counters:
+    return Counters(
+        good=tuple(x.values for x in series if x.good),
+        valid=tuple(x.values for x in series if x.valid),
+    )

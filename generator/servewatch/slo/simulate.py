@@ -14,14 +14,22 @@ minute on the same grid (the generated test file sets both).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 from ..spec import slos as s
-from ..spec.schema import seconds
+from ..spec.schema import seconds as _seconds
 from ..templates import humanize, humanize_percentage
 
 STEP_S = 60
+
+
+@functools.cache
+def seconds(duration: str) -> float:
+    """A window's seconds, parsed once: the timeline asks for the same few windows at every step."""
+    return _seconds(duration)
+
 
 Values = list[float | None]  # one counter sample per minute (None: no sample)
 
@@ -94,6 +102,23 @@ def rate(values: Values, at: int, window_s: float) -> float | None:
     return extrapolated(values, at, window_s)
 
 
+def avg_with_last(prefix: list[float]):
+    """avg_over_time of `prefix` plus one more sample, as a function of that sample: the summation
+    of the prefix is done once (Prometheus adds in time order, so the last sample comes last)."""
+    if not prefix:
+        return lambda last: avg_over_time([last])
+    total, c = prefix[0], 0.0
+    for v in prefix[1:]:
+        total, c = kahan_inc(v, total, c)
+    n = float(len(prefix) + 1)
+
+    def avg(last: float) -> float:
+        t, cc = kahan_inc(last, total, c)
+        return t / n + cc / n
+
+    return avg
+
+
 @dataclass(frozen=True)
 class Counters:
     """The raw counters of one model: those the SLI counts as good and those it counts as valid
@@ -101,6 +126,15 @@ class Counters:
 
     good: tuple[Values, ...]
     valid: tuple[Values, ...]
+
+
+def recorded(counters: Counters, at: int, rate_s: float) -> tuple[float | None, float | None]:
+    """The good and valid event rates the rules record at step `at` (None: no sample)."""
+    valid = _sum([rate(v, at, rate_s) for v in counters.valid])
+    good = _sum([rate(v, at, rate_s) for v in counters.good])
+    if good is None and valid is not None:
+        good = 0 * valid  # the good recording falls back to 0 where there are valid events
+    return good, valid
 
 
 @dataclass(frozen=True)
@@ -135,21 +169,30 @@ class Timeline:
     values the generated test prints.
     """
 
-    def __init__(self, slo: s.SLO, objective: float, counters: Counters, steps: int, rate_window: str):
+    def __init__(
+        self,
+        slo: s.SLO,
+        objective: float,
+        counters: Counters,
+        steps: int,
+        rate_window: str,
+        exact_steps: frozenset[int] = frozenset(),
+    ):
         self.slo, self.rate_window = slo, rate_window
         self.budget = 1 - objective  # the rules compute 1 - slo:objective:ratio, and 0 * x + o is o
+        # steps whose inputs were searched to sit on an edge (edges.py): decided with Prometheus'
+        # own sums, and an edge met there is the point, not a close call
+        self.exact_steps = exact_steps
         rate_s = seconds(rate_window)
         self.valid: list[float | None] = []
         self.good: list[float | None] = []
         for at in range(steps):
-            valid = _sum([rate(v, at, rate_s) for v in counters.valid])
-            good = _sum([rate(v, at, rate_s) for v in counters.good])
-            if good is None and valid is not None:
-                good = 0 * valid  # the good recording falls back to 0 where there are valid events
+            good, valid = recorded(counters, at, rate_s)
             self.valid.append(valid)
             self.good.append(good)
         self._running = {"valid": _running(self.valid), "good": _running(self.good)}
         self.close_calls: set[int] = set()
+        self._exact: dict[tuple[str, int, float], float | None] = {}
         self._rough: list[list[s.BurnWindow]] = []
         self._decide(steps)
 
@@ -157,8 +200,11 @@ class Timeline:
     def _avg(self, which: str, at: int, window_s: float, exact: bool) -> float | None:
         first = max(0, math.floor(at - window_s / STEP_S) + 1)
         if exact:
-            values = [v for v in getattr(self, which)[first : at + 1] if v is not None]
-            return avg_over_time(values) if values else None
+            key = (which, at, window_s)
+            if key not in self._exact:  # the same steps are asked for again and again (checks, text)
+                values = [v for v in getattr(self, which)[first : at + 1] if v is not None]
+                self._exact[key] = avg_over_time(values) if values else None
+            return self._exact[key]
         sums, counts = self._running[which]
         n = counts[at + 1] - counts[first]
         return (sums[at + 1] - sums[first]) / n if n else None
@@ -187,7 +233,7 @@ class Timeline:
             if err is None:
                 return False
             burn = err / self.budget
-            if _near(burn, row.burn_rate):
+            if _near(burn, row.burn_rate) and at not in self.exact_steps:
                 self.close_calls.add(at)
             held = held and burn > row.burn_rate
         guard = self.slo.alerting.min_events
@@ -196,7 +242,7 @@ class Timeline:
             if rate_ is None:
                 return False
             events = rate_ * seconds(row.long)
-            if _near(events, guard):
+            if _near(events, guard) and at not in self.exact_steps:
                 self.close_calls.add(at)
             held = held and events >= guard
         return held
@@ -209,7 +255,7 @@ class Timeline:
         for at in range(steps):
             now = []
             for ri, row in enumerate(self.slo.alerting.windows):
-                if not self.holds(at, row, exact=False):
+                if not self.holds(at, row, exact=at in self.exact_steps):
                     since.pop(ri, None)
                     continue
                 if (at - since.setdefault(ri, at)) * STEP_S >= for_s:

@@ -557,7 +557,7 @@ class Designer:
             build,
             k * fb,
             f"the {row.long}/{row.short} row holds back at exactly {f:g}x over {row.long}",
-            f"{calm} healthy minutes, then {settle} at about {k:g}x, the last counter samples searched "
+            f"{calm} healthy minutes, then {settle} at about {k * f:g}x, the last counter samples searched "
             f"so the {row.long} window burns exactly {f:g}x as Prometheus computes it",
             lambda t: t.burn(at, row.short) > 1.01 * f and not t.fires_row(at, row),
         )
@@ -585,8 +585,8 @@ class Designer:
             fb,
             f"the {row.long}/{row.short} row holds back at exactly {f:g}x over {row.short}",
             f"{hot} minutes at {hot_ratio / self.budget:g}x, then {settle} at about {f:g}x, the last "
-            f"{self.rate_min} and the last counter samples searched so the {row.short} window burns "
-            f"exactly {f:g}x",
+            f"{self.rate_min} minutes' error ratio and the last counter samples searched so the "
+            f"{row.short} window burns exactly {f:g}x",
             lambda t: t.burn(at, row.long) > 1.01 * f and not t.fires_row(at, row),
         )
 

@@ -105,13 +105,18 @@ def line_of() -> Callable[[Path, str], int]:
     return _line_of
 
 
+# A guard against a hung run, not a speed limit: `servewatch test` runs every promtool test, which
+# took over 300 s on a shared machine under load.
+SERVEWATCH_HANG_S = 1200
+
+
 def run_servewatch(*args, cwd=None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "servewatch", *map(str, args)],
         cwd=cwd or REPO,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=SERVEWATCH_HANG_S,
     )
 
 

@@ -117,3 +117,13 @@ def test_tuned_guard_tests_pass_and_still_catch_a_moved_guard(specs_with, vllm_b
 def test_no_guard_no_guard_tests(specs_with):
     _, tests = _build(specs_with, "{min_traffic: 0}")
     assert _guard_tests(tests) == []
+
+
+def test_a_ratio_whose_matchers_cannot_be_split_gets_no_guard_or_exact_cases(specs_with):
+    # found by `make fuzz`: an error ratio that selects every series of a job (no label value servewatch
+    # can give half the counters) made the exact-threshold case write no series at all: a traceback
+    specs = specs_with({"signals.yaml": [("'finished_reason=\"error\"'", "'job=~\".*\"'")]})
+    _, files = generate.build(specs)
+    assert 'job=~".*"' in files["rules/vllm.rules.yaml"]
+    names = [t["name"] for t in yaml.safe_load(files["promtool/vllm.boundaries.test.yaml"])["tests"]]
+    assert not [n for n in names if ALERT in n and ("min_traffic" in n or "exactly at" in n)], names

@@ -175,6 +175,8 @@ def _exact(model: Model, alert, signal, threshold: float, labels: dict, fires_at
         return synth.signal(signal, threshold, labels).series, fires_at
     if signal.kind not in ("rate", "quantile", "counter_ratio"):
         return None
+    if signal.kind == "counter_ratio" and matcher_split(signal.matchers) is None:
+        return None  # no two counters servewatch can write whose ratio the matchers pick
     window = float(seconds(model.config.rate_window))
     for_s = float(seconds(alert.for_))
     step = float(seconds(scenarios.EVAL_INTERVAL))

@@ -769,3 +769,29 @@ def test_an_output_folder_that_cannot_be_written_changes_nothing(specs_copy, tmp
     assert "cannot write the output" in res.stderr and "nothing was written" in res.stderr
     after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert after == before  # the rules that could be written were not: no mix of old and new
+
+
+def test_ratio_threshold_outside_zero_to_one_is_refused(specs_with):
+    """Found by `make fuzz`: a GPU memory threshold of 1e300 was a traceback. A percent written where
+    the ratio is meant (95 for 0.95) would make an alert that never fires."""
+    tuned = (
+        "overrides:\n  alerts:\n    GPUFramebufferUsageHigh: {threshold: 95}\n"
+        "    VLLMKVCacheUsageHigh: {threshold: 1.0e+300}\n"
+        "    VLLMRequestsWaitingHigh: {threshold: 500}\n"
+    )
+    msgs = _errors(specs_with({"overrides.yaml": tuned}))
+    assert len(msgs) == 2, msgs  # the queue length is a count, not a ratio: 500 is fine
+    assert any("overrides.yaml:3" in m and "threshold 95 is outside 0-1" in m and "write 0.95" in m for m in msgs)
+    assert any("overrides.yaml:4" in m and "threshold 1e+300 is outside 0-1" in m for m in msgs), msgs
+
+
+def test_ratio_threshold_at_the_ends_of_zero_to_one_is_accepted(specs_with):
+    tuned = "overrides:\n  alerts:\n    GPUFramebufferUsageHigh: {threshold: 1}\n    VLLMKVCacheUsageHigh: {threshold: 0}\n"
+    model = validate(load(specs_with({"overrides.yaml": tuned}))).model
+    assert model.alert("GPUFramebufferUsageHigh").spec.threshold == 1
+    assert model.alert("VLLMKVCacheUsageHigh").spec.threshold == 0
+
+
+def test_ratio_threshold_in_an_alert_spec_is_checked_too(specs_with):
+    [msg] = _errors(specs_with({"alerts/gpu.yaml": [("threshold: 0.95", "threshold: 95")]}))
+    assert "alerts/gpu.yaml:11" in msg and "groups[0].alerts[0].threshold" in msg and "write 0.95" in msg

@@ -246,7 +246,8 @@ def exact_total(ratio: float) -> float:
     for k in range(0, 40):
         total = float(2**k) * 1000
         part = ratio * total
-        if part / (part + (total - part)) == ratio:
+        whole = part + (total - part)
+        if whole != 0 and part / whole == ratio:
             return total
     return 80000.0
 

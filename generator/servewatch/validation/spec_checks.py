@@ -31,6 +31,19 @@ DASHBOARD_SIGNALS = {
 }
 
 
+def _ratio_threshold_problem(signal, threshold: float, cat) -> str | None:
+    """A threshold a 0-1 ratio can never cross (or always crosses): most often a percent written
+    where a ratio is meant, an alert that would never fire."""
+    ratio = signal.kind in ("matched_ratio", "counter_ratio")
+    if signal.kind == "gauge" and signal.metric:
+        entry = cat.lookup(signal.metric)
+        ratio = bool(entry and entry.unit == "ratio")
+    if not ratio or 0 <= threshold <= 1:
+        return None
+    hint = f"; for {threshold:g}% write {threshold / 100:g}" if 1 < threshold <= 100 else ""
+    return f"threshold {threshold:g} is outside 0-1, the range of a ratio{hint}"
+
+
 def spec_problems(spec) -> list[SpecError]:
     errors: list[SpecError] = []
     cat = catalog_mod.load()
@@ -98,6 +111,10 @@ def spec_problems(spec) -> list[SpecError]:
                         key,
                         "min_traffic",
                     )
+                if alert.threshold is not None:
+                    problem = _ratio_threshold_problem(sig, alert.threshold, cat)
+                    if problem:
+                        err(problem, key, "threshold")
                 if sig.kind == "quantile" and alert.quantile not in sig.quantiles:
                     err(
                         f"alert on quantile signal {alert.signal!r} "
@@ -162,6 +179,10 @@ def spec_problems(spec) -> list[SpecError]:
         if ov.threshold is not None and not alert.signal:
             err(f"{name} fires on something missing and has no threshold to override", key, "threshold")
         sig = spec.signals.get(alert.signal) if alert.signal else None
+        if sig is not None and ov.threshold is not None:
+            problem = _ratio_threshold_problem(sig, ov.threshold, cat)
+            if problem:
+                err(problem, key, "threshold")
         if ov.min_traffic is not None and (sig is None or sig.kind != "counter_ratio"):
             err(
                 f"min_traffic needs an alert on a counter_ratio signal (its denominator is the traffic); "

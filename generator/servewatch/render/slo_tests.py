@@ -9,6 +9,7 @@ claim each model proves.
 
 from __future__ import annotations
 
+import json
 import posixpath
 
 from .. import templates
@@ -29,7 +30,7 @@ def render(model: Model) -> dict[str, str]:
     tests, claims = [], []
     for name, slo in model.slos.slos.items():
         where = model.spec.locate("slo", name)
-        proof = Designer(name, slo, model.config.rate_window, _series_name(model), where).proof()
+        proof = _proof(model, name, slo, where)
         tests.append(_test(model, name, slo, proof))
         claims += [f"{name}:"] + [_claim(sc) for sc in proof.scenarios]
     if not tests:
@@ -39,6 +40,24 @@ def render(model: Model) -> dict[str, str]:
     body = {"rule_files": [rule_file], "evaluation_interval": "1m", "tests": tests}
     header = "\n# ".join([HEADER, "One synthetic model per scenario; the claim each one proves:", *claims])
     return {path: dump(body, header)}
+
+
+# Proofs already made in this process, by everything they are made from. Making one simulates weeks
+# of traffic (most of a build's time); a process that builds many spec sets sharing an SLO (the
+# tests, the fuzzer, `servewatch test` after `generate`) makes it once.
+_PROOFS: dict[str, Proof] = {}
+PROOFS_KEPT = 8
+
+
+def _proof(model: Model, name: str, slo, where) -> Proof:
+    made_from = [name, slo.model_dump(mode="json"), model.config.model_dump(mode="json"), str(where)]
+    key = json.dumps(made_from, sort_keys=True)
+    if key not in _PROOFS:
+        proof = Designer(name, slo, model.config.rate_window, _series_name(model), where).proof()
+        while len(_PROOFS) >= PROOFS_KEPT:
+            del _PROOFS[next(iter(_PROOFS))]
+        _PROOFS[key] = proof
+    return _PROOFS[key]
 
 
 def _claim(sc: Scenario) -> str:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import promql_parser as pp
 import yaml
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from servewatch import catalog as catalog_mod
@@ -41,9 +41,26 @@ from servewatch.spec.loader import load
 REPO = Path(__file__).resolve().parents[1]
 CASES = int(os.environ.get("SERVEWATCH_FUZZ_CASES", "120"))
 PROGRESS = os.environ.get("SERVEWATCH_FUZZ_PROGRESS")  # a file that gets the summary every 250 cases
+# `make fuzz` runs one process per core, each on its own fixed seed (a shard); without one the sequence
+# is derandomized, the same on every run
+SHARD = os.environ.get("SERVEWATCH_FUZZ_SHARD") or None
 BASE = {
     p.relative_to(REPO / "specs").as_posix(): p.read_bytes() for p in sorted((REPO / "specs").rglob("*.yaml"))
 }
+# libyaml where the machine has it: the harness parses every generated rule file of every case, and
+# the pure-Python parser took most of a case's time
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+def yaml_load(text):
+    return yaml.load(text, Loader=_LOADER)
+
+
+def yaml_dump(data, **kwargs) -> str:
+    return yaml.dump(data, Dumper=_DUMPER, **kwargs)
+
+
 ERROR_RE = re.compile(r"servewatch: error: (?P<file>.+?):(?P<line>\d+)(?::\d+)?: \S")
 
 # -- what a hostile pull request writes --------------------------------------------------------------
@@ -93,7 +110,7 @@ def structural(draw, files: dict[str, bytes]) -> str:
     """Load one YAML file, change one thing in its data, dump it back."""
     name = draw(st.sampled_from(sorted(n for n in files if n.endswith(".yaml"))))
     try:
-        data = yaml.safe_load(files[name].decode("utf-8"))
+        data = yaml_load(files[name].decode("utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError):
         return "structural: skipped (file no longer YAML)"
     if not isinstance(data, (dict, list)):
@@ -115,7 +132,7 @@ def structural(draw, files: dict[str, bytes]) -> str:
         parent.insert(key, json.loads(json.dumps(parent[key], default=str)))
     elif op == "wrap" and path:
         parent[key] = draw(st.sampled_from([[parent[key]], {"x": parent[key]}, str(parent[key])]))
-    files[name] = yaml.safe_dump(data, sort_keys=False, allow_unicode=True).encode("utf-8")
+    files[name] = yaml_dump(data, sort_keys=False, allow_unicode=True).encode("utf-8")
     return f"structural: {op} {'.'.join(map(str, path))} in {name}"
 
 
@@ -223,7 +240,7 @@ def tuning(draw, files: dict[str, bytes]) -> str:
     name, path, values = draw(st.sampled_from(TUNABLE))
     path = tuple(draw(st.sampled_from(ALERTS)) if p == "*" else p for p in path)
     try:
-        data = yaml.safe_load(files[name].decode("utf-8"))
+        data = yaml_load(files[name].decode("utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError):
         return "tuning: skipped (file no longer YAML)"
     if not isinstance(data, dict):
@@ -235,7 +252,7 @@ def tuning(draw, files: dict[str, bytes]) -> str:
         node = node[part]
     value = draw(st.sampled_from(draw(st.sampled_from([values, values, values, HOSTILE_VALUES]))))
     node[path[-1]] = value
-    files[name] = yaml.safe_dump(data, sort_keys=False, allow_unicode=True).encode("utf-8")
+    files[name] = yaml_dump(data, sort_keys=False, allow_unicode=True).encode("utf-8")
     return f"tuning: {'.'.join(path)} = {value!r} in {name}"[:200]
 
 
@@ -271,14 +288,14 @@ def rule_groups(files: dict[str, bytes]) -> list[tuple[str, str]]:
                 and all(isinstance(g, dict) and "rules" in g for g in groups)
             ):
                 plain = [{k: v for k, v in g.items() if k != "partial_response_strategy"} for g in groups]
-                out.append((where, yaml.safe_dump({"groups": plain}, sort_keys=False)))
+                out.append((where, yaml_dump({"groups": plain}, sort_keys=False)))
                 return
             for key, value in node.items():
                 find(value, f"{where}:{key}")
 
     for rel, data in sorted(files.items()):
         if rel.startswith("rules/") and rel.endswith(".yaml"):
-            find(yaml.safe_load(data), rel)
+            find(yaml_load(data), rel)
     return out
 
 
@@ -297,7 +314,7 @@ def selector_problems(specs: Path, files: dict[str, bytes]) -> list[str]:
     ops = {"MatchOp.Equal": "=", "MatchOp.NotEqual": "!=", "MatchOp.Re": "=~", "MatchOp.NotRe": "!~"}
     problems = []
     for rel, text in rule_groups(files):
-        rules = [r for g in yaml.safe_load(text)["groups"] for r in g["rules"]]
+        rules = [r for g in yaml_load(text)["groups"] for r in g["rules"]]
         records = {r["record"] for r in rules if "record" in r}
         for rule in rules:
             for node, _ in walk(pp.parse(rule["expr"])):
@@ -437,7 +454,7 @@ def test_mutated_specs_generate_valid_rules_or_fail_cleanly(tmp_path):
 
     @settings(
         max_examples=CASES,
-        derandomize=True,
+        derandomize=SHARD is None,
         database=None,
         deadline=None,
         suppress_health_check=list(HealthCheck),
@@ -449,7 +466,7 @@ def test_mutated_specs_generate_valid_rules_or_fail_cleanly(tmp_path):
     def one_case(data):
         run.case(data.draw)
 
-    one_case()
+    (seed(int(SHARD))(one_case) if SHARD else one_case)()
     print("\n" + run.report())
     # both outcomes must occur, or the mutations are too timid (or too wild) to test anything
     assert run.outcomes["generated"] >= CASES // 20 and run.outcomes["refused"] >= CASES // 4, run.report()

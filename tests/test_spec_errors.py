@@ -781,12 +781,17 @@ def test_ratio_threshold_outside_zero_to_one_is_refused(specs_with):
     )
     msgs = _errors(specs_with({"overrides.yaml": tuned}))
     assert len(msgs) == 2, msgs  # the queue length is a count, not a ratio: 500 is fine
-    assert any("overrides.yaml:3" in m and "threshold 95 is outside 0-1" in m and "write 0.95" in m for m in msgs)
+    assert any(
+        "overrides.yaml:3" in m and "threshold 95 is outside 0-1" in m and "write 0.95" in m for m in msgs
+    )
     assert any("overrides.yaml:4" in m and "threshold 1e+300 is outside 0-1" in m for m in msgs), msgs
 
 
 def test_ratio_threshold_at_the_ends_of_zero_to_one_is_accepted(specs_with):
-    tuned = "overrides:\n  alerts:\n    GPUFramebufferUsageHigh: {threshold: 1}\n    VLLMKVCacheUsageHigh: {threshold: 0}\n"
+    tuned = (
+        "overrides:\n  alerts:\n    GPUFramebufferUsageHigh: {threshold: 1}\n"
+        "    VLLMKVCacheUsageHigh: {threshold: 0}\n"
+    )
     model = validate(load(specs_with({"overrides.yaml": tuned}))).model
     assert model.alert("GPUFramebufferUsageHigh").spec.threshold == 1
     assert model.alert("VLLMKVCacheUsageHigh").spec.threshold == 0

@@ -16,7 +16,10 @@ def scenario_problems(spec) -> list[SpecError]:
     defaults = Model(replace(spec, overrides=spec.overrides.model_copy(update={"alerts": {}})))
     errors = []
     for scenario in spec.scenarios:
-        if defaults.alert(scenario.alert) is None:  # disabled: nothing is rendered from it
+        override = spec.overrides.scenarios.get(scenario.name)
+        if override is not None and not override.enabled:  # switched off: nothing is rendered from it
+            continue
+        if defaults.alert(scenario.alert) is None:  # disabled alert: likewise
             continue
         try:
             scenarios.resolve(defaults, scenario)

@@ -301,3 +301,39 @@ def test_every_default_scenario_of_a_threshold_alert_is_relative():
             literal.append(scenario.name)
     assert literal == [], literal
     assert re.search(r"\$\{", (REPO / "specs" / "scenarios" / "gpu.yaml").read_text())
+
+
+def test_expectations_the_settings_put_at_one_moment_must_agree(specs_copy):
+    """promtool passes a test whose two checks at one eval_time contradict each other (one silent, one
+    firing): with startup_grace gone, the drain scenario's "silent at back + for" and "fires at back +
+    startup_grace + for" coincide, and servewatch must say so instead of writing that test."""
+    alerts = specs_copy / "alerts" / "vllm.yaml"
+    alerts.write_text(alerts.read_text().replace(", startup_grace: 45m}", "}", 1))
+    path = specs_copy / "scenarios" / "vllm.yaml"
+    line = _line_of(path, "      - at: 'back + startup_grace + for'")
+    with pytest.raises(SpecErrors) as err:
+        validate(load(specs_copy))
+    got = [str(e) for e in err.value.errors]
+    assert any(
+        g.startswith(f"{path.as_posix()}:{line}: ")
+        and "expect[0] and expect[2] both check VLLMMetricsAbsent at 25m" in g
+        for g in got
+    ), got
+
+
+def test_a_switched_off_scenario_is_not_checked(specs_copy):
+    """The way out a user is told to take for a scenario that cannot adapt: switch it off."""
+    alerts = specs_copy / "alerts" / "vllm.yaml"
+    alerts.write_text(alerts.read_text().replace(", startup_grace: 45m}", "}", 1))
+    off = [
+        "a new pod loading a large MoE model is not down",
+        "a pod back on its node after an eviction loads its weights again",
+    ]
+    (specs_copy / "overrides.yaml").write_text(
+        yaml.safe_dump({"overrides": {"scenarios": {name: {"enabled": False} for name in off}}})
+    )
+    model = validate(load(specs_copy)).model  # no SpecErrors: the two are not resolved
+    tests, unadaptable = unit_tests.scenario_tests(model)
+    written = {test["name"] for _, test in tests}
+    assert not set(off) & written and unadaptable == []
+    assert "vllm target down" in written  # the other scenarios of the alert still are

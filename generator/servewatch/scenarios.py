@@ -375,6 +375,7 @@ def resolve(model, scenario) -> Resolved:
             **{k: early[k] for k in scenario.let if k in early},
         }
         timed.append((_at_field(("expect", ei, "at"), at_seconds, exp.at, names), exp_rule, ei, exp))
+    _no_contradictions(timed)
     last = max((at for at, *_ in timed), default=0.0)
     span = float(math.ceil((last + SPAN_MARGIN_S) / interval))
     own = _lets(scenario, {**base, "span": span})
@@ -397,6 +398,21 @@ def resolve(model, scenario) -> Resolved:
         )
         checks.append(Check(at, exp_rule, firing))
     return Resolved(scenario, series, tuple(checks))
+
+
+def _no_contradictions(timed: list) -> None:
+    """Two expectations of one alert that the settings put at the same moment must agree: promtool
+    passes a test whose checks at one eval_time contradict each other, so servewatch must not write one."""
+    seen: dict[tuple[float, str], tuple[int, object]] = {}
+    for at, rule, ei, exp in timed:
+        first = seen.setdefault((at, rule.alert), (ei, exp.firing))
+        if first[1] != exp.firing:
+            exc = Unadaptable(
+                f"expect[{first[0]}] and expect[{ei}] both check {rule.alert} at {duration(at)} and expect "
+                "different alerts: with these settings the two moments coincide"
+            )
+            exc.field = ("expect", ei, "at")
+            raise exc
 
 
 def _value(value, names: dict, field: tuple) -> float | None:

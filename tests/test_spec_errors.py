@@ -482,6 +482,21 @@ GPU_SCENARIO = '{series: \'[[fb_used]]{UUID="GPU-aaaa", gpu="0"'
             "not closed",
         ),
         ("config.yaml", "cluster_label: null", "cluster_label: __name__", "config.cluster_label", "reserved"),
+        # found by `make fuzz`: PromQL reads NaN and Inf as numbers where a label is due, a traceback
+        (
+            "config.yaml",
+            "cluster_label: null",
+            "cluster_label: NaN",
+            "config.cluster_label",
+            "reads as a number",
+        ),
+        (
+            "config.yaml",
+            "dcgm: [UUID, GPU_I_ID]",
+            "dcgm: [UUID, inf]",
+            "config.identity.dcgm",
+            "reads as a number",
+        ),
         (
             "config.yaml",
             "dcgm: [UUID, GPU_I_ID]",
@@ -800,3 +815,4 @@ def test_ratio_threshold_at_the_ends_of_zero_to_one_is_accepted(specs_with):
 def test_ratio_threshold_in_an_alert_spec_is_checked_too(specs_with):
     [msg] = _errors(specs_with({"alerts/gpu.yaml": [("threshold: 0.95", "threshold: 95")]}))
     assert "alerts/gpu.yaml:11" in msg and "groups[0].alerts[0].threshold" in msg and "write 0.95" in msg
+

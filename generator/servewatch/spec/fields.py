@@ -30,6 +30,7 @@ MAX_DURATION_MS = (2**63 - 1) // 1_000_000
 # duration as 32 bits: 4294967296ms is an error there, while 4294967295ms or 50d are fine.
 MAX_DURATION_NUMBER = 2**32 - 1
 LABEL_NAME_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+NUMBER_WORDS = ("nan", "inf")  # PromQL's lexer reads these as numbers, in any case, where a label is due
 CONTROL_RE = re.compile("[\x00-\x1f\x7f-\x9f]")
 K8S_NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")  # RFC 1123 label: namespaces, names
 K8S_LABEL_VALUE_RE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
@@ -98,6 +99,10 @@ def label_name(value: str) -> str:
         )
     if value.startswith("__"):
         raise ValueError(f"{shown(value)}: label names starting with __ are reserved for Prometheus")
+    if value.lower() in NUMBER_WORDS:
+        raise ValueError(
+            f"{shown(value)} reads as a number in PromQL (`by ({value})` does not parse); choose another name"
+        )
     return value
 
 

@@ -37,6 +37,7 @@ class Synth:
     def __init__(self, model, interval_s: float, steps: int):
         self.model, self.sb, self.labels = model, model.builder, model.builder.labels
         self.interval, self.steps = interval_s, steps
+        self._sums: dict[float, list[float]] = {}  # increment -> counter value at each sample
 
     # -- who ------------------------------------------------------------------------------------
     def pinned(self, source: str) -> dict[str, str]:
@@ -187,6 +188,13 @@ class Synth:
         return f"0+{scenarios.number(per_sample)}x{self.steps}"
 
     # -- what Prometheus computes from them, to the last bit -----------------------------------------
+    def _counter_values(self, increment: float, upto: int) -> list[float]:
+        """The counter's value at samples 0..upto, by repeated addition as promtool expands `0+ixN`."""
+        values = self._sums.setdefault(increment, [0.0])
+        while len(values) <= upto:
+            values.append(values[-1] + increment)
+        return values
+
     def rate_at(self, per_sample: float, at_s: float, window_s: float) -> float | None:
         """rate(x[window]) at `at_s` of the counter `counter_per_sample(per_sample)` writes, operation by
         operation as Prometheus 3.5's rate() computes it: the samples
@@ -195,18 +203,16 @@ class Synth:
         increment = float(scenarios.number(per_sample))
         step_ms, end_ms = round(self.interval * 1000), round(at_s * 1000)
         start_ms = end_ms - round(window_s * 1000)
-        points, value = [], 0.0
-        for i in range(self.steps + 1):
-            if start_ms < i * step_ms <= end_ms:
-                points.append((i * step_ms, value))
-            value += increment
-        if len(points) < 2:
+        first_i = max(start_ms // step_ms + 1, 0)  # the samples in the left-open window
+        last_i = min(end_ms // step_ms, self.steps)
+        if last_i - first_i < 1:
             return None
-        (first_t, first), (last_t, last) = points[0], points[-1]
+        values = self._counter_values(increment, last_i)
+        first_t, first, last_t, last = first_i * step_ms, values[first_i], last_i * step_ms, values[last_i]
         result = last - first  # a steady increment never resets
         to_start, to_end = (first_t - start_ms) / 1000, (end_ms - last_t) / 1000
         sampled = (last_t - first_t) / 1000
-        average = sampled / (len(points) - 1)
+        average = sampled / (last_i - first_i)
         if to_start >= average * 1.1:
             to_start = average / 2
         if result > 0 and first >= 0:

@@ -74,6 +74,22 @@ def test_the_tests_follow_a_tuning(specs_with):
     assert [c["eval_time"] for c in past["alert_rule_test"]] == ["90s", "2m"]
 
 
+def test_a_for_of_weeks_keeps_its_boundaries_without_the_exact_search(specs_with):
+    """Found by `make fuzz`: with a `for` of years the search for the exact case listed every evaluation
+    of the `for` (10 GB, minutes). Past a week of evaluations the search is skipped; hours keep it."""
+    from servewatch.model import Model
+    from servewatch.spec.loader import load
+
+    tuned = "    VLLMRequestErrorRateHigh: {for: 30d}\n    VLLMPreemptionsHigh: {for: 6h}\n"
+    model = Model(load(specs_with({"overrides.yaml": f"overrides:\n  alerts:\n{tuned}"})))
+    names = {t["name"] for _, t in rule_tests.boundary_tests(model)}
+    for alert in ("VLLMRequestErrorRateHigh", "VLLMPreemptionsHigh"):
+        assert f"boundary: {alert} just past its threshold" in names
+        assert f"boundary: {alert} just short of its threshold" in names
+    assert "boundary: VLLMRequestErrorRateHigh exactly at its threshold" not in names
+    assert "boundary: VLLMPreemptionsHigh exactly at its threshold" in names
+
+
 # -- the generated tests fail on broken rules -----------------------------------------------------------
 E2E_BUCKETS = "model:vllm_e2e_request_latency_seconds_bucket:rate5m)"
 KV, WAITING = "(vllm:kv_cache_usage_perc)", "(vllm:num_requests_waiting)"

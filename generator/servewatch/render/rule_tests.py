@@ -151,6 +151,9 @@ def _boundaries(model: Model, alert) -> list[dict]:
 
 
 EXACT_SCALES = range(1, 17)  # how many times REQUESTS observations a quantile's exact case may try
+# Evaluations a search for the exact case may work out per layout (a week of them at 30s): a `for` of
+# weeks would take minutes for a quantile; such an alert keeps its just-past and just-short cases only.
+EXACT_EVALS_MAX = 20_000
 
 
 def _exact(model: Model, alert, signal, threshold: float, labels: dict, fires_at: float):
@@ -182,7 +185,10 @@ def _exact(model: Model, alert, signal, threshold: float, labels: dict, fires_at
     step = float(seconds(scenarios.EVAL_INTERVAL))
     latest = fires_at + window + interval  # from here on every evaluation's window looks the same
     synth = Synth(model, interval, math.ceil((latest + MARGIN_S) / interval))
-    checks = [fires_at + i * step for i in range(int((latest - fires_at) // step) + 1)]
+    holds = int(for_s // step)  # evaluations before a check that its `for` needs on the threshold too
+    checks = int((latest - fires_at) // step) + 1  # the times a check may move to
+    if holds + checks > EXACT_EVALS_MAX:
+        return None
     # a layout: the histogram's counts, a counter ratio's events per second (as Synth.signal writes them)
     traffic = ratio_traffic(alert.spec.min_traffic or 0)
     if signal.kind == "rate":
@@ -196,19 +202,18 @@ def _exact(model: Model, alert, signal, threshold: float, labels: dict, fires_at
     for layout in layouts:
         if signal.kind == "quantile" and layout is None:
             return None
-        exact_at: dict[float, bool] = {}  # evaluation time -> whether the value is the threshold there
-        for at_s in checks:
-            span = [at_s - for_s + i * step for i in range(int(for_s // step) + 1)]
-            for t in span:
-                if t not in exact_at:
-                    if layout is None:
-                        value = synth.rate_at(threshold * interval, t, window)
-                    elif signal.kind == "counter_ratio":
-                        value = synth.counter_ratio_at(threshold, layout, t, window)
-                    else:
-                        value = synth.quantile_at(signal, layout, alert.spec.quantile, t, window)
-                    exact_at[t] = value == threshold
-            if all(exact_at[t] for t in span):
+        run = 0  # evaluations in a row, up to this one, where the value is exactly the threshold
+        for k in range(holds + checks):
+            t = fires_at - for_s + k * step
+            if layout is None:
+                value = synth.rate_at(threshold * interval, t, window)
+            elif signal.kind == "counter_ratio":
+                value = synth.counter_ratio_at(threshold, layout, t, window)
+            else:
+                value = synth.quantile_at(signal, layout, alert.spec.quantile, t, window)
+            run = run + 1 if value == threshold else 0
+            if k >= holds and run > holds:  # the check at fires_at + (k - holds) steps and its whole `for`
+                at_s = fires_at + (k - holds) * step
                 if layout is None:
                     return synth.signal(signal, threshold, labels).series, at_s
                 if signal.kind == "counter_ratio":

@@ -816,3 +816,16 @@ def test_ratio_threshold_in_an_alert_spec_is_checked_too(specs_with):
     [msg] = _errors(specs_with({"alerts/gpu.yaml": [("threshold: 0.95", "threshold: 95")]}))
     assert "alerts/gpu.yaml:11" in msg and "groups[0].alerts[0].threshold" in msg and "write 0.95" in msg
 
+
+def test_a_for_the_generated_tests_cannot_hold_is_refused(specs_with):
+    """Found by `make fuzz`: `for: 292y` made building the boundary tests run out of memory. They need
+    a sample every scrape_interval through the `for`, and promtool loads every one."""
+    tuned = (
+        "overrides:\n  alerts:\n    VLLMRequestErrorRateHigh: {for: 292y}\n"
+        "    VLLMPreemptionsHigh: {for: 30d}\n"  # 30d fits
+    )
+    [msg] = _errors(specs_with({"overrides.yaml": tuned}))
+    assert "overrides.yaml:3: overrides.alerts.VLLMRequestErrorRateHigh.for: for 292y" in msg
+    assert "promtool loads at most 100,000 per series, so `for` can be at most about 34d" in msg
+    [msg] = _errors(specs_with({"alerts/gpu.yaml": [("for: 5m", "for: 40d")]}))
+    assert "alerts/gpu.yaml:" in msg and "groups[0].alerts[0].for: for 40d" in msg

@@ -4,10 +4,16 @@ its own uid."""
 
 from __future__ import annotations
 
+import math
+from datetime import timedelta
+
 from .. import catalog as catalog_mod
 from .. import templates
 from ..errors import Location, SpecError
 from ..signals import Labels
+from ..render.synthetic import MARGIN_S
+from ..spec.fields import MAX_SAMPLES
+from ..spec.schema import seconds
 from ..spec.translate import did_you_mean
 from .scenario_checks import scenario_problems
 
@@ -42,6 +48,37 @@ def _ratio_threshold_problem(signal, threshold: float, cat) -> str | None:
         return None
     hint = f"; for {threshold:g}% write {threshold / 100:g}" if 1 < threshold <= 100 else ""
     return f"threshold {threshold:g} is outside 0-1, the range of a ratio{hint}"
+
+
+def _test_length_problems(spec) -> list[SpecError]:
+    """The generated boundary tests of a threshold alert hold a sample every scrape_interval from the
+    start to past its `for` and rate window, and promtool loads every one: past MAX_SAMPLES per series
+    they could not run (and making them would not end)."""
+    config = spec.config
+    scrape, window = seconds(config.scrape_interval), seconds(config.rate_window)
+    longest = timedelta(seconds=int(MAX_SAMPLES * scrape - window - MARGIN_S))
+    out = []
+    for group in spec.groups:
+        for alert in group.alerts:
+            override = spec.overrides.alerts.get(alert.alert)
+            tuned = override is not None and override.for_ is not None
+            for_ = override.for_ if tuned else alert.for_
+            samples = math.ceil((seconds(for_) + window + MARGIN_S) / scrape)
+            if alert.signal and samples > MAX_SAMPLES:
+                where = ("override of alert", alert.alert) if tuned else ("alert", alert.alert)
+                out.append(
+                    SpecError(
+                        f"for {for_} makes the generated tests {samples:,} samples long at scrape_interval "
+                        f"{config.scrape_interval} and rate_window {config.rate_window}; promtool loads at "
+                        f"most {MAX_SAMPLES:,} per series, so `for` can be at most about {_days(longest)}",
+                        spec.locate(*where, "for"),
+                    )
+                )
+    return out
+
+
+def _days(span: timedelta) -> str:
+    return f"{span.days}d" if span.days else f"{span.seconds // 3600}h"
 
 
 def spec_problems(spec) -> list[SpecError]:
@@ -190,6 +227,8 @@ def spec_problems(spec) -> list[SpecError]:
                 key,
                 "min_traffic",
             )
+
+    errors.extend(_test_length_problems(spec))
 
     # alerts whose annotations show $value: a firing expectation must say which value it expects
     shows_value = {

@@ -352,6 +352,12 @@ def _at_field(field: tuple, compute, *args):
         raise
 
 
+def switched_off(spec, scenario) -> bool:
+    """Whether overrides.scenarios switches `scenario` off: nothing is resolved or rendered from it."""
+    override = spec.overrides.scenarios.get(scenario.name)
+    return override is not None and not override.enabled
+
+
 def resolve(model, scenario) -> Resolved:
     """`scenario` with its expressions computed. Raises Unadaptable (the resolved alert leaves the
     expression without a value) or ExpressionError (a mistake); both carry the `field` path."""

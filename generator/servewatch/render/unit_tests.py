@@ -44,8 +44,7 @@ def scenario_tests(model: Model) -> tuple[list[tuple[str, dict]], list[tuple[obj
     sub = lambda text: templates.substitute_tokens(text, model.tokens)  # noqa: E731
     tests, unadaptable = [], []
     for scenario in model.spec.scenarios:
-        override = model.spec.overrides.scenarios.get(scenario.name)
-        if override is not None and not override.enabled:
+        if scenarios.switched_off(model.spec, scenario):
             continue
         alert = model.alert(scenario.alert)
         if alert is None:  # disabled alert (or group): nothing to test

@@ -16,11 +16,8 @@ def scenario_problems(spec) -> list[SpecError]:
     defaults = Model(replace(spec, overrides=spec.overrides.model_copy(update={"alerts": {}})))
     errors = []
     for scenario in spec.scenarios:
-        override = spec.overrides.scenarios.get(scenario.name)
-        if override is not None and not override.enabled:  # switched off: nothing is rendered from it
-            continue
-        if defaults.alert(scenario.alert) is None:  # disabled alert: likewise
-            continue
+        if scenarios.switched_off(spec, scenario) or defaults.alert(scenario.alert) is None:
+            continue  # nothing is rendered from it
         try:
             scenarios.resolve(defaults, scenario)
         except (scenarios.ExpressionError, scenarios.Unadaptable) as exc:

@@ -243,12 +243,10 @@ def bounds_of(model, alert) -> Bounds:
     if alert.spec.signal is None:
         return Bounds()
     signal = model.signal(alert.spec.signal)
-    if signal.kind in ("matched_ratio", "counter_ratio"):
-        return Bounds(ratio=True)
-    entry = model.builder.catalog.lookup(model.builder.metric_name(signal.metric))
     if signal.kind == "quantile":
+        entry = model.builder.catalog.lookup(model.builder.metric_name(signal.metric))
         return Bounds(buckets=tuple(entry.buckets or ()) if entry else (), quantile=alert.spec.quantile)
-    return Bounds(ratio=bool(entry and entry.unit == "ratio"))
+    return Bounds(ratio=model.builder.is_ratio(signal))
 
 
 def alert_names(model, alert, interval_s: float) -> dict[str, float | None]:

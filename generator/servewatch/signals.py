@@ -158,6 +158,13 @@ class SignalBuilder:
         entry = self.catalog.lookup(name)
         return entry.unit if entry else None
 
+    def is_ratio(self, signal: Signal) -> bool:
+        """Whether a signal's value is a 0-1 ratio: one series over another, or a field or metric the
+        catalog gives unit `ratio`."""
+        if signal.kind in ("matched_ratio", "counter_ratio"):
+            return True
+        return bool(signal.metric) and self.unit(signal.metric) == "ratio"
+
     def source(self, metric: str) -> str:
         if self.labels.profile.field_of(metric):  # configured names need not be in the catalog
             return "dcgm"

@@ -10,7 +10,8 @@ from datetime import timedelta
 from .. import catalog as catalog_mod
 from .. import templates
 from ..errors import Location, SpecError
-from ..signals import Labels
+from ..model import effective_alert
+from ..signals import SignalBuilder
 from ..render.synthetic import MARGIN_S
 from ..spec.fields import MAX_SAMPLES
 from ..spec.schema import seconds
@@ -37,14 +38,10 @@ DASHBOARD_SIGNALS = {
 }
 
 
-def _ratio_threshold_problem(signal, threshold: float, cat) -> str | None:
+def _ratio_threshold_problem(builder, signal, threshold: float) -> str | None:
     """A threshold a 0-1 ratio can never cross (or always crosses): most often a percent written
     where a ratio is meant, an alert that would never fire."""
-    ratio = signal.kind in ("matched_ratio", "counter_ratio")
-    if signal.kind == "gauge" and signal.metric:
-        entry = cat.lookup(signal.metric)
-        ratio = bool(entry and entry.unit == "ratio")
-    if not ratio or 0 <= threshold <= 1:
+    if 0 <= threshold <= 1 or not builder.is_ratio(signal):
         return None
     hint = f"; for {threshold:g}% write {threshold / 100:g}" if 1 < threshold <= 100 else ""
     return f"threshold {threshold:g} is outside 0-1, the range of a ratio{hint}"
@@ -56,13 +53,13 @@ def _test_length_problems(spec) -> list[SpecError]:
     they could not run (and making them would not end)."""
     config = spec.config
     scrape, window = seconds(config.scrape_interval), seconds(config.rate_window)
-    longest = timedelta(seconds=int(MAX_SAMPLES * scrape - window - MARGIN_S))
+    longest = timedelta(seconds=max(int(MAX_SAMPLES * scrape - window - MARGIN_S), 0))
     out = []
     for group in spec.groups:
         for alert in group.alerts:
             override = spec.overrides.alerts.get(alert.alert)
             tuned = override is not None and override.for_ is not None
-            for_ = override.for_ if tuned else alert.for_
+            for_ = effective_alert(alert, spec).for_
             samples = math.ceil((seconds(for_) + window + MARGIN_S) / scrape)
             if alert.signal and samples > MAX_SAMPLES:
                 where = ("override of alert", alert.alert) if tuned else ("alert", alert.alert)
@@ -84,7 +81,8 @@ def _days(span: timedelta) -> str:
 def spec_problems(spec) -> list[SpecError]:
     errors: list[SpecError] = []
     cat = catalog_mod.load()
-    labels = Labels(spec.config, cat)
+    builder = SignalBuilder(spec.config, cat)
+    labels = builder.labels
     tokens = labels.tokens()
 
     def err(msg, key, *field):
@@ -149,7 +147,7 @@ def spec_problems(spec) -> list[SpecError]:
                         "min_traffic",
                     )
                 if alert.threshold is not None:
-                    problem = _ratio_threshold_problem(sig, alert.threshold, cat)
+                    problem = _ratio_threshold_problem(builder, sig, alert.threshold)
                     if problem:
                         err(problem, key, "threshold")
                 if sig.kind == "quantile" and alert.quantile not in sig.quantiles:
@@ -217,7 +215,7 @@ def spec_problems(spec) -> list[SpecError]:
             err(f"{name} fires on something missing and has no threshold to override", key, "threshold")
         sig = spec.signals.get(alert.signal) if alert.signal else None
         if sig is not None and ov.threshold is not None:
-            problem = _ratio_threshold_problem(sig, ov.threshold, cat)
+            problem = _ratio_threshold_problem(builder, sig, ov.threshold)
             if problem:
                 err(problem, key, "threshold")
         if ov.min_traffic is not None and (sig is None or sig.kind != "counter_ratio"):

@@ -252,8 +252,7 @@ def exact_total(ratio: float) -> float:
     for k in range(0, 40):
         total = float(2**k) * 1000
         part = ratio * total
-        whole = part + (total - part)
-        if whole != 0 and part / whole == ratio:
+        if part / (part + (total - part)) == ratio:
             return total
     return 80000.0
 

@@ -196,3 +196,26 @@ def test_every_rule_of_a_row_carries_slo_tier_severity_and_windows(default_model
         assert (
             "$value | humanize" in a.annotations["description"] and "| query" in a.annotations["description"]
         )
+
+
+def test_a_proof_made_once_per_process_follows_every_change(specs_with):
+    """The SLO proofs are kept per process (render/slo_tests.py): a spec set that changes the SLO or
+    the config gets its own proof, and a kept proof gives the bytes a fresh one gives."""
+    from servewatch.render import slo_tests
+
+    variants = {
+        "default": {},
+        "objective": {TTFT: [("objective: 0.99", "objective: 0.995")]},
+        "cluster": {"config.yaml": [("cluster_label: null", "cluster_label: cluster")]},
+    }
+
+    def slo_test(edits) -> str:
+        return generate.build(specs_with(edits))[1]["promtool/slo.test.yaml"]
+
+    kept = {name: slo_test(edits) for name, edits in variants.items()}
+    kept = {name: slo_test(edits) for name, edits in variants.items()}  # now from the kept proofs
+    assert len(set(kept.values())) == 3
+    assert 'cluster="cluster-a"' in kept["cluster"] and 'cluster="cluster-a"' not in kept["default"]
+    for name, edits in variants.items():
+        slo_tests._PROOFS.clear()
+        assert slo_test(edits) == kept[name], name

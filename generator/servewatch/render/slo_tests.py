@@ -42,9 +42,10 @@ def render(model: Model) -> dict[str, str]:
     return {path: dump(body, header)}
 
 
-# Proofs already made in this process, by everything they are made from. Making one simulates weeks
-# of traffic (most of a build's time); a process that builds many spec sets sharing an SLO (the
-# tests, the fuzzer, `servewatch test` after `generate`) makes it once.
+# Proofs already made in this process, by everything they are made from (the SLO, the config its
+# series names and rules follow, its location for errors). Making one simulates weeks of traffic, most
+# of a build's time; a process that builds many spec sets sharing an SLO (the tests, the fuzzer) makes
+# it once.
 _PROOFS: dict[str, Proof] = {}
 PROOFS_KEPT = 8
 

@@ -16,7 +16,7 @@ from .. import templates
 from ..model import AlertRule, Model
 from ..slo.exprs import quoted
 from ..slo.plan import FAMILY, budget_left_text
-from ..slo.scenarios import IDLE_CHECK, Designer, ModelRun, Proof, Scenario, scenario_model
+from ..slo.scenarios import IDLE, IDLE_CHECK, Batch, Designer, ModelRun, Proof, Scenario, scenario_model
 from .rules import plain_path
 from .unit_tests import series_with_selectors, test_path
 from .yamlout import dump
@@ -31,7 +31,7 @@ def render(model: Model) -> dict[str, str]:
     for name, slo in model.slos.slos.items():
         where = model.spec.locate("slo", name)
         proof = _proof(model, name, slo, where)
-        tests.append(_test(model, name, slo, proof))
+        tests += _tests(model, name, slo, proof)
         claims += [f"{name}:"] + [_claim(sc) for sc in proof.scenarios]
     if not tests:
         return {}
@@ -105,29 +105,37 @@ def notation(values: list[float]) -> str:
     return " ".join(parts)
 
 
-def _test(model: Model, name: str, slo, proof: Proof) -> dict:
+def _tests(model: Model, name: str, slo, proof: Proof) -> list[dict]:
+    return [_test(model, name, slo, batch) for batch in proof.batches]
+
+
+def _test(model: Model, name: str, slo, batch: Batch) -> dict:
+    """One batch's test: its models' series up to its last check, and at each check every burn-rate
+    alert of its models that fires."""
     alert = slo.alerting.alert
     checks = []
-    for at in proof.checks:
-        expected = [_expected(model, name, slo, run, f) for run, f in proof.firing(at)]
+    for at in batch.checks:
+        expected = [_expected(model, name, slo, run, f) for run, f in batch.firing(at)]
         expected.sort(key=lambda e: sorted(e["exp_labels"].items()))
         checks.append({"eval_time": f"{at}m", "alertname": alert, "exp_alerts": expected})
-    claims = "; ".join(sc.claim for sc in proof.scenarios)
-    return {
-        "name": f"{name}: {claims}",
+    end = batch.checks[-1] + 1  # nothing after the last check can change what promtool sees
+    test = {
+        "name": f"{name}: {'; '.join(sc.claim for sc in batch.scenarios)}",
         "interval": "1m",
         "input_series": [
-            {"series": x.series, "values": notation(x.values)} for run in proof.runs for x in run.series
+            {"series": x.series, "values": notation(x.values[:end])} for run in batch.runs for x in run.series
         ],
         "alert_rule_test": checks,
-        "promql_expr_test": _idle_records(model, name, slo),
     }
+    if any(sc.key == IDLE for sc in batch.scenarios):
+        test["promql_expr_test"] = _idle_records(model, name, slo)
+    return test
 
 
 def _idle_records(model: Model, name: str, slo) -> list[dict]:
     """slo-test/idle's counters are there and do not move: its valid events are recorded as 0, and no
     window has an error ratio for it (0/0 is no sample, not NaN)."""
-    engine = engine_labels(model, scenario_model("idle"))
+    engine = engine_labels(model, scenario_model(IDLE))
     labels = {k: engine[k] for k in model.builder.labels.identity("model")} | {"slo": name}
     selector = "{" + ", ".join(f"{k}={quoted(v)}" for k, v in labels.items()) + "}"
     at = f"{IDLE_CHECK}m"

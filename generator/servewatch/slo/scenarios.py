@@ -27,6 +27,7 @@ SCENARIO_PREFIX = "slo-test/"  # model names of the scenarios' synthetic engines
 # Every scenario is quiet until this minute (clean history first), so the checks up to it prove that
 # nothing fires for any model: each SLO alert has silent checks besides its firing ones.
 QUIET_UNTIL = 60
+IDLE = "idle"  # the scenario with no traffic, whose records the generated test checks too
 IDLE_CHECK = 120  # slo-test/idle, well past every short window: the generated test checks its records
 
 
@@ -113,12 +114,12 @@ class Scenario:
 
 
 @dataclass
-class Proof:
-    """All scenarios of one SLO, simulated side by side over `steps` minutes."""
+class Batch:
+    """Scenarios proven side by side in one promtool test, over their longest one's minutes: at each
+    of `checks` the test lists every alert of every model in it."""
 
     scenarios: list[Scenario]
-    steps: int
-    checks: list[int]
+    checks: list[int] = field(default_factory=list)
 
     @property
     def runs(self) -> list[ModelRun]:
@@ -127,6 +128,47 @@ class Proof:
     def firing(self, at: int) -> list[tuple[ModelRun, Firing]]:
         """Every alert firing at `at`, with the values Prometheus computes."""
         return [(r, f) for r in self.runs for f in r.timeline.firing(at)]
+
+
+@dataclass
+class Proof:
+    """All scenarios of one SLO, simulated over `steps` minutes and proven in batches."""
+
+    batches: list[Batch]
+    steps: int
+
+    @property
+    def scenarios(self) -> list[Scenario]:
+        return [sc for b in self.batches for sc in b.scenarios]
+
+    @property
+    def runs(self) -> list[ModelRun]:
+        return [r for b in self.batches for r in b.runs]
+
+
+# promtool's cost of a test, measured on the default SLOs: each evaluated minute costs about as much as
+# this many input series evaluated for a minute (the rules' fixed work against the range reads).
+MINUTE_COST_IN_SERIES = 8
+
+
+def batched(scenarios: list[Scenario]) -> list[list[Scenario]]:
+    """The scenarios in the batches promtool proves fastest: by length, each batch a run of similar
+    lengths (a short claim in a long test pays for minutes it does not need, and every test pays each
+    of its minutes once)."""
+    ordered = sorted(scenarios, key=lambda sc: (max(sc.checks), sc.key))
+    best, cut = [0.0] + [math.inf] * len(ordered), [0] * (len(ordered) + 1)
+    for j in range(1, len(ordered) + 1):
+        series = 0
+        for i in range(j - 1, -1, -1):
+            series += sum(len(r.series) for r in ordered[i].runs)
+            cost = best[i] + (MINUTE_COST_IN_SERIES + series) * (max(ordered[j - 1].checks) + 1)
+            if cost < best[j]:
+                best[j], cut[j] = cost, i
+    out, j = [], len(ordered)
+    while j:
+        out.append(ordered[cut[j] : j])
+        j = cut[j]
+    return out[::-1]
 
 
 # (model_name, metric, extra labels) -> the selector of one input series of that model
@@ -171,13 +213,17 @@ class Designer:
                 )
             sc.checks = sorted(set(checks))
         scenarios = [sc for sc in scenarios if sc.checks or not sc.optional]
-        scenarios = _without_clashes(scenarios, steps)
-        proof = Proof(scenarios, steps, [])
+        proof = Proof([Batch(b) for b in batched(scenarios)], steps)
         if any(r.timeline.fires(QUIET_UNTIL) for r in proof.runs):
             raise SpecError(
                 f"the generated SLO tests need minute {QUIET_UNTIL} quiet for every model", self.where
             )
-        proof.checks = sorted({self._steady(proof, at) for sc in scenarios for at in sc.checks})
+        for batch in proof.batches:
+            batch.scenarios = _without_clashes(batch)
+            batch.checks = sorted(
+                {self._steady(batch, steps, at) for sc in batch.scenarios for at in sc.checks}
+            )
+        proof.batches = [b for b in proof.batches if b.scenarios]
         return proof
 
     def _simulate(self, kind, traffic: Traffic, run: ModelRun, steps: int) -> None:
@@ -189,14 +235,15 @@ class Designer:
         run.timeline = Timeline(self.slo, run.objective, counters, steps, self.rate_window, run.exact_steps)
 
     @staticmethod
-    def _steady(proof: Proof, at: int) -> int:
-        """`at`, or the next minute whose outcome float noise cannot flip for any model. A minute
-        where a model sits exactly on an edge stays: it was searched for, and is decided exactly."""
-        if any(at in r.exact_steps for r in proof.runs):
+    def _steady(batch: Batch, steps: int, at: int) -> int:
+        """`at`, or the next minute whose outcome float noise cannot flip for any model of the batch.
+        A minute where a model sits exactly on an edge stays: it was searched for, and is decided
+        exactly."""
+        if any(at in r.exact_steps for r in batch.runs):
             return at
-        while at + 1 < proof.steps:
-            proof.firing(at)  # computes the step exactly, noting close calls
-            if not any(at in r.timeline.close_calls for r in proof.runs):
+        while at + 1 < steps:
+            batch.firing(at)  # computes the step exactly, noting close calls
+            if not any(at in r.timeline.close_calls for r in batch.runs):
                 break
             at += 1
         return at
@@ -299,7 +346,7 @@ class Designer:
         )
 
     def idle(self) -> Scenario:
-        run = self.run(scenario_model("idle"))
+        run = self.run(scenario_model(IDLE))
         run.traffic.add(180, 0.0, 0.0)
 
         def prove(sc: Scenario) -> list[int] | None:
@@ -310,7 +357,7 @@ class Designer:
             )
 
         return Scenario(
-            "idle",
+            IDLE,
             "no traffic never fires",
             "counters that do not move give no error ratio at all (0/0), not a burn",
             181,
@@ -662,15 +709,14 @@ class Designer:
         return Scenario(key, claim, why, at + 1, [run], prove, optional=True)
 
 
-def _without_clashes(scenarios: list[Scenario], steps: int) -> list[Scenario]:
-    """The scenarios without those whose edge minute (which cannot move) is a close call for another
-    model: at every check the test lists every model's alerts, and a close call there is no claim."""
-    runs = [r for sc in scenarios for r in sc.runs]
-    proof = Proof(scenarios, steps, [])
-    for at in {at for r in runs for at in r.exact_steps}:
-        proof.firing(at)  # notes close calls
-    clash = {at for r in runs for at in r.timeline.close_calls if at not in r.exact_steps}
-    return [sc for sc in scenarios if not any(r.exact_steps & clash for r in sc.runs)]
+def _without_clashes(batch: Batch) -> list[Scenario]:
+    """The batch's scenarios without those whose edge minute (which cannot move) is a close call for
+    another model: at every check the test lists every model's alerts, and a close call there is no
+    claim."""
+    for at in {at for r in batch.runs for at in r.exact_steps}:
+        batch.firing(at)  # notes close calls
+    clash = {at for r in batch.runs for at in r.timeline.close_calls if at not in r.exact_steps}
+    return [sc for sc in batch.scenarios if not any(r.exact_steps & clash for r in sc.runs)]
 
 
 def _counters(series: Synthetic) -> Counters:

@@ -80,7 +80,18 @@ def cmd_test(args) -> int:
     from . import verify
 
     extra = sorted(Path(args.extra).glob("*.yaml")) if args.extra and Path(args.extra).is_dir() else []
-    return 0 if verify.run(Path(args.out), extra, specs=Path(args.specs)) else 1
+    ok = verify.run(Path(args.out), extra, specs=Path(args.specs), cache=not args.no_cache, jobs=args.jobs)
+    return 0 if ok else 1
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"want a whole number of at least 1, not {text!r}")
+    return n
 
 
 def _version() -> str:
@@ -128,6 +139,18 @@ def parser() -> argparse.ArgumentParser:
         "--extra",
         default="tests/promtool",
         help="folder of hand-written promtool tests (default: tests/promtool)",
+    )
+    t.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="run every promtool check and test again, even those that passed before on the same bytes",
+    )
+    t.add_argument(
+        "--jobs",
+        "-j",
+        type=_positive,
+        default=None,
+        help="promtool processes at once (default: one per core)",
     )
     t.set_defaults(func=cmd_test)
 

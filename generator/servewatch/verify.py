@@ -8,10 +8,14 @@ failures no override explains: those mean the rules or the scenarios are wrong.
 
 from __future__ import annotations
 
+import os
 import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
-from . import scenarios, tools
+from . import scenarios, tools, verdicts
 from .errors import ServewatchError
 
 FAILED_RE = re.compile(r"^\s+name: (?P<name>.*),\s*$")
@@ -26,29 +30,156 @@ def test_files(root: Path, extra: list[Path] = ()) -> list[Path]:
     return sorted((root / "promtool").glob("*.test.yaml")) + list(extra)
 
 
-def run(root: Path, extra_tests: list[Path] = (), echo=print, specs: Path | None = None) -> bool:
-    """Check and unit-test the rules under `root`; `specs` (default: root/specs) explains failures."""
-    ok = True
+def run(
+    root: Path,
+    extra_tests: list[Path] = (),
+    echo=print,
+    specs: Path | None = None,
+    cache: bool = True,
+    jobs: int | None = None,
+) -> bool:
+    """Check and unit-test the rules under `root`; `specs` (default: root/specs) explains failures.
+    The test files run side by side on `jobs` processes (default: one per core); a run whose
+    promtool, arguments and files all passed before is not run again unless `cache` is off."""
     rules = rule_files(root)
     if not rules:
         echo("servewatch: no rule files under rules/; run `servewatch generate` first")
         return False
-    res = tools.run("promtool", "check", "rules", "--lint=all", "--lint-fatal", *rules)
-    echo((res.stdout + res.stderr).strip())
-    ok &= res.returncode == 0
-    tests = test_files(root, list(extra_tests))
-    res = tools.run("promtool", "test", "rules", *tests)
-    out = (res.stdout + res.stderr).strip()
+    tools.ensure("promtool")
+    checked = Job(
+        ("check", "rules", "--lint=all", "--lint-fatal"),
+        tuple(rules),
+        tuple(rules),
+        f"{len(rules)} rule files",
+    )
+    units = _units(test_files(root, list(extra_tests)), jobs or os.cpu_count() or 1)
+    results = _run_all([checked, *units], cache, jobs)
+    check_result, unit_results = results[0], results[1:]
+    ok = check_result.passed
+    echo(check_result.summary() if check_result.passed else check_result.output)
+    out = "\n".join(r.output for r in unit_results if not r.passed)
     model = _model(specs if specs is not None else root / "specs")
-    explained = _explain_failures(model, failed_tests(out)) if model is not None else {}
-    echo(_without(out, explained))
-    ok &= res.returncode == 0
+    explained = _explain_failures(model, failed_tests(out)) if model is not None and out else {}
+    for result in unit_results:
+        echo(result.summary() if result.passed else _without(result.output, explained))
+        ok &= result.passed
     for paragraph in explained.values():
         echo(paragraph)
     for scenario, why in _unadaptable(model):
         echo(cannot_adapt(model, scenario, why))
         ok = False
     return ok
+
+
+# -- running promtool ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Job:
+    args: tuple[str, ...]  # promtool's arguments before the files
+    files: tuple[Path, ...]  # the files named on its command line
+    reads: tuple[Path, ...]  # every file its verdict depends on
+    label: str  # what it proves, for the summary
+    share: float = 1.0  # the part of its file's tests it runs
+
+    @property
+    def cost(self) -> float:
+        return sum(p.stat().st_size for p in self.reads) * self.share
+
+
+@dataclass(frozen=True)
+class Result:
+    job: Job
+    passed: bool
+    output: str
+    seconds: float
+    cached: bool
+
+    def summary(self) -> str:
+        """One line for a pass: which files, how many tests, how long."""
+        how = "passed before with the same promtool and files" if self.cached else f"{self.seconds:.1f} s"
+        if self.job.args[0] == "check":
+            return f"promtool check rules: {self.job.label} passed ({how})"
+        return f"promtool test rules {self.job.files[0]}: {self.job.label} passed ({how})"
+
+
+def _units(paths: list[Path], cores: int) -> list[Job]:
+    """One promtool process per test file; a file that costs more than a core's share is cut into
+    shards of whole tests (promtool's --run), so every core has work."""
+    out = []
+    sizes = {path: path.stat().st_size for path in paths}
+    fair = sum(sizes.values()) / cores
+    for path in paths:
+        reads = _reads(path)
+        names = _test_names(path) if sizes[path] > fair else []
+        shards = min(cores, len(names))
+        if shards < 2:
+            out.append(Job(("test", "rules"), (path,), reads, _tests_text(len(names) or _count_tests(path))))
+            continue
+        for i in range(shards):
+            part = names[i::shards]
+            runs = tuple(f"--run=^{_go_literal(n)}$" for n in part)
+            label = f"{len(part)} of {len(names)} tests"
+            out.append(Job(("test", "rules", *runs), (path,), reads, label, len(part) / len(names)))
+    return out
+
+
+def _tests_text(n: int) -> str:
+    return "1 test" if n == 1 else f"{n} tests"
+
+
+def _test_names(path: Path) -> list[str]:
+    doc = _load(path)
+    return [t.get("name", "") for t in doc.get("tests") or [] if isinstance(t, dict)]
+
+
+def _count_tests(path: Path) -> int:
+    return len(_load(path).get("tests") or [])
+
+
+def _load(path: Path) -> dict:
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        doc = yaml.load(path.read_text(), Loader=loader)
+    except (OSError, yaml.YAMLError):
+        return {}  # promtool says what is wrong with it
+    return doc if isinstance(doc, dict) else {}
+
+
+def _reads(test_file: Path) -> tuple[Path, ...]:
+    """The test file and the rule files it names (relative to it, as promtool reads them)."""
+    doc = _load(test_file)
+    rules = [test_file.parent / r for r in doc.get("rule_files") or [] if isinstance(r, str)]
+    found = sorted({p for pattern in rules for p in (sorted(pattern.parent.glob(pattern.name)) or [pattern])})
+    return (test_file, *(p for p in found if p.is_file()))
+
+
+GO_SPECIAL = set("\\.+*?()|[]{}^$")
+
+
+def _go_literal(text: str) -> str:
+    """`text` as a Go regular expression matching it literally."""
+    return "".join("\\" + c if c in GO_SPECIAL else c for c in text)
+
+
+def _run_all(jobs: list[Job], cache: bool, workers: int | None) -> list[Result]:
+    """Every job's result, in the order given; the costliest (by the bytes they read) start first,
+    so the last to finish is a short one."""
+    with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
+        futures = {job: pool.submit(_run_one, job, cache) for job in sorted(jobs, key=lambda j: -j.cost)}
+        return [futures[job].result() for job in jobs]
+
+
+def _run_one(job: Job, cache: bool) -> Result:
+    run_key = verdicts.key([*job.args, *map(str, job.files)], job.reads)
+    if cache and verdicts.passed(run_key):
+        return Result(job, True, "", 0.0, True)
+    start = time.monotonic()
+    res = tools.run("promtool", *job.args, *job.files)
+    seconds = time.monotonic() - start
+    if res.returncode == 0:
+        verdicts.remember(run_key)
+    return Result(job, res.returncode == 0, (res.stdout + res.stderr).strip(), seconds, False)
 
 
 # -- reading promtool ----------------------------------------------------------------------------

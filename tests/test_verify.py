@@ -1,0 +1,111 @@
+"""`servewatch test`'s runner (verify.py, verdicts.py): test files side by side, a large file cut
+into shards of whole tests, and verdicts kept for runs that passed on the same promtool and bytes."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from servewatch import verify
+
+pytestmark = pytest.mark.tools("promtool")
+
+RULES = {
+    "groups": [
+        {
+            "name": "demo",
+            "rules": [
+                {"record": "job:up:sum", "expr": "sum by (job) (up)"},
+                {
+                    "alert": "DemoDown",
+                    "expr": "up == 0",
+                    "for": "1m",
+                    "labels": {"severity": "warning"},
+                    "annotations": {"summary": "Down.", "description": "{{ $labels.job }} is down."},
+                },
+            ],
+        }
+    ]
+}
+# test names with what a regular expression reads as syntax: a shard must select each literally
+NAMES = ["a.b (x)", "c|d [e]", "f+g*h? ^i$", "j{1} \\k", "plain"]
+
+
+def _test(name: str, value: int) -> dict:
+    """A test that passes for value 0 (DemoDown fires) and fails for any other (it is not expected)."""
+    fired = {
+        "exp_labels": {"job": "x", "severity": "warning"},
+        "exp_annotations": {"summary": "Down.", "description": "x is down."},
+    }
+    expected = [fired] if value == 0 else []
+    return {
+        "name": name,
+        "interval": "1m",
+        "input_series": [{"series": 'up{job="x"}', "values": "0x5"}],
+        "alert_rule_test": [{"eval_time": "3m", "alertname": "DemoDown", "exp_alerts": expected}],
+    }
+
+
+def _tree(tmp_path, values: dict[str, int], small: int = 0):
+    """rules/demo.rules.yaml and promtool/big.test.yaml with a test per name (value 0 passes), and
+    `small` more test files of one passing test each."""
+    (tmp_path / "rules").mkdir(parents=True)
+    (tmp_path / "rules" / "demo.rules.yaml").write_text(yaml.safe_dump(RULES, sort_keys=False))
+    (tmp_path / "promtool").mkdir()
+    body = {"rule_files": ["../rules/demo.rules.yaml"], "tests": [_test(n, v) for n, v in values.items()]}
+    (tmp_path / "promtool" / "big.test.yaml").write_text(yaml.safe_dump(body, sort_keys=False))
+    for i in range(small):
+        one = {"rule_files": ["../rules/demo.rules.yaml"], "tests": [_test(f"small {i}", 0)]}
+        (tmp_path / "promtool" / f"small{i}.test.yaml").write_text(yaml.safe_dump(one, sort_keys=False))
+    return tmp_path
+
+
+@pytest.fixture(autouse=True)
+def verdicts(tmp_path, monkeypatch):
+    folder = tmp_path / "verdicts"
+    monkeypatch.setenv("SERVEWATCH_VERDICTS", str(folder))
+    return folder
+
+
+def _run(root, **kw) -> tuple[bool, list[str]]:
+    said: list[str] = []
+    ok = verify.run(root, echo=said.append, specs=root / "no-specs", **kw)
+    return ok, said
+
+
+def test_a_file_larger_than_its_share_runs_in_shards_that_cover_each_test_once(tmp_path):
+    # every test fails, so promtool names each test a shard ran
+    root = _tree(tmp_path / "t", dict.fromkeys(NAMES, 1))
+    jobs = verify._units(verify.test_files(root), cores=2)
+    assert len(jobs) == 2 and all(any(a.startswith("--run=") for a in j.args) for j in jobs)
+    ok, said = _run(root, jobs=2)
+    assert not ok
+    ran = re.findall(r"^\s+name: (.*),\s*$", "\n".join(said), re.M)
+    assert sorted(ran) == sorted(NAMES), said
+
+
+def test_a_pass_is_kept_and_any_changed_byte_runs_again(tmp_path, verdicts):
+    root = _tree(tmp_path / "t", dict.fromkeys(NAMES, 0), small=2)
+    ok, first = _run(root)
+    assert ok, first
+    assert not any("passed before" in line for line in first)
+    assert len(list(verdicts.iterdir())) == len(first)  # the check, two shards, two small files
+    ok, second = _run(root)
+    assert ok and all("passed before with the same promtool and files" in line for line in second), second
+    # a rule file the tests read changed: the check and every test run again, and still pass
+    rules = root / "rules" / "demo.rules.yaml"
+    rules.write_text(rules.read_text() + "# a comment\n")
+    ok, third = _run(root)
+    assert ok and not any("passed before" in line for line in third), third
+    ok, forced = _run(root, cache=False)
+    assert ok and not any("passed before" in line for line in forced), forced
+
+
+def test_a_failure_is_never_kept(tmp_path, verdicts):
+    root = _tree(tmp_path / "t", {"fails": 1})
+    for _ in range(2):
+        ok, said = _run(root)
+        assert not ok and any("name: fails," in line for line in said), said
+    assert len(list(verdicts.iterdir())) == 1  # only the rule check passed

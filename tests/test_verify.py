@@ -64,9 +64,8 @@ def _tree(tmp_path, values: dict[str, int], small: int = 0):
 
 @pytest.fixture(autouse=True)
 def verdicts(tmp_path, monkeypatch):
-    folder = tmp_path / "verdicts"
-    monkeypatch.setenv("SERVEWATCH_VERDICTS", str(folder))
-    return folder
+    monkeypatch.setenv("SERVEWATCH_CACHE_HOME", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "verdicts"
 
 
 def _run(root, **kw) -> tuple[bool, list[str]]:

@@ -4,24 +4,18 @@ A run's key is the promtool binary (path, version, size, modification time), its
 bytes of every file it reads; a run with the same key passes again, so `servewatch test` skips it.
 Only passes are kept: a failure is always run again, and shown in full. The folder is safe to delete.
 
-    $SERVEWATCH_VERDICTS, else $XDG_CACHE_HOME/servewatch/verdicts, else ~/.cache/servewatch/verdicts
+It lives in servewatch's cache folder (diskcache.py), under verdicts/.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
-from . import tools
+from . import diskcache, tools
 
 
-def folder() -> Path:
-    env = os.environ.get("SERVEWATCH_VERDICTS")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "servewatch" / "verdicts"
+KIND = "verdicts"
 
 
 def key(args: list[str], files: list[Path]) -> str:
@@ -37,16 +31,11 @@ def key(args: list[str], files: list[Path]) -> str:
 
 
 def passed(run_key: str) -> bool:
-    return (folder() / run_key).is_file()
+    return diskcache.get(KIND, run_key) == PASSED
 
 
 def remember(run_key: str) -> None:
-    """Note a pass; a cache that cannot be written only costs the next run its time."""
-    path = folder() / run_key
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{run_key}.{os.getpid()}")
-        tmp.write_text("passed\n")
-        tmp.replace(path)
-    except OSError:
-        pass
+    diskcache.put(KIND, run_key, PASSED)
+
+
+PASSED = "passed\n"

@@ -31,7 +31,7 @@ import yaml
 
 from servewatch import generate, tools
 from servewatch.spec.schema import seconds
-from servewatch.lint import tree
+from servewatch.promql import tree
 from servewatch.promapi import Client
 from servewatch_testkit.collectors import LocalPrometheusAgent, LocalVMAgent, LocalVMAlert
 from servewatch_testkit.fastforward import compressed_specs

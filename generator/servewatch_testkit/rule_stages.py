@@ -16,7 +16,7 @@ from typing import Iterable
 
 import promql_parser as pp
 
-from servewatch.lint import tree
+from servewatch.promql import tree
 
 __all__ = ["reads", "stages"]
 

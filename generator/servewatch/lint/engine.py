@@ -1,8 +1,8 @@
 """Linting one PromQL expression: the entry point for code and tests that hold a string.
 
 `lint(expr, ctx)` runs every query check that reads free-standing expressions (checks/); files,
-dashboards and the command line go through runner.py. The AST helpers and Grafana macro
-substitution are re-exported here for the modules that already import them from this place.
+dashboards and the command line go through runner.py. The AST helpers (promql/tree.py) and Grafana
+macro substitution (promql/variables.py) are re-exported here for callers that hold this module.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from .facts import LintContext
 from .findings import Location, Problem
 from .runner import query_problems
 from .subjects import parse_query
-from .tree import children, is_scalar, walk
-from .variables import substitute_macros
+from ..promql.tree import children, is_scalar, walk
+from ..promql.variables import substitute_macros
 
 # The checks that read a single expression (rule-, dashboard- and rule-set checks need files).
 CHECKS: dict[str, Check] = {k: c for k, c in ALL.items() if c.scope == "query" and "expr" in c.origins}

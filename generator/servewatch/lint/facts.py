@@ -13,7 +13,7 @@ from functools import cached_property
 import promql_parser as pp
 
 from .. import catalog as catalog_mod
-from . import tree
+from ..promql import tree
 
 # Labels Prometheus or the Prometheus Operator put on every scraped series (the target's labels).
 SCRAPE_LABELS = frozenset({"job", "instance", "namespace", "pod", "container", "service", "endpoint", "node"})

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import promql_parser as pp
 
 from .. import catalog as catalog_mod
-from . import tree
+from ..promql import tree
 from .facts import OPEN_LABEL_METRICS, SCRAPE_LABELS, LintContext
 
 KEEP_INPUT_AGGS = {"topk", "bottomk", "limitk", "limit_ratio"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from . import variables
+from ..promql import variables
 
 # Keys whose text Grafana shows as written, or that hold a variable's own state.
 NOT_INTERPOLATED = {"description", "content", "current", "options", "name", "label", "__inputs", "__requires"}

@@ -12,7 +12,7 @@ from typing import Callable, Iterator
 
 import promql_parser as pp
 
-from . import variables
+from ..promql import variables
 from .findings import Location
 
 ORIGINS = ("rule", "panel", "variable", "expr")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import promql_parser as pp
 
-from . import tree
+from ..promql import tree
 from .facts import LintContext, lineage
 
 # Grafana unit ids by quantity (Grafana's unit picker).

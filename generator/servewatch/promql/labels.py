@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import promql_parser as pp
 
-from ..lint.engine import is_scalar as _scalar
-from ..lint.engine import substitute_macros
+from .tree import is_scalar as _scalar
+from .variables import substitute_macros
 
 NO_LABELS = {
     "vector",

@@ -7,7 +7,7 @@ alternatives that differ in labels on purpose.
 
 from __future__ import annotations
 
-from .. import tree
+from ...promql import tree
 from ..findings import Severity
 from . import Check
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import promql_parser as pp
 
-from .. import tree
+from ...promql import tree
 from ..facts import IDENTITY_NOUN, identity_gaps, identity_sources, partial_key_gaps
 from ..findings import Severity
 from ..flow import flow

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import promql_parser as pp
 
-from .. import tree
+from ...promql import tree
 from ..findings import Severity
 from . import Check
 

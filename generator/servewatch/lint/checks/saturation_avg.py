@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import promql_parser as pp
 
-from .. import tree
+from ...promql import tree
 from ..facts import ENGINE_LABEL, GPU_LABELS, IDENTITY_PLURAL, MIG_LABEL, SERVER_LABELS
 from ..facts import identity_gaps, identity_source, lineage
 from ..findings import Severity

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 
-from .. import variables
+from ...promql import variables
 from ..findings import Severity
 from ..references import references
 from . import Check

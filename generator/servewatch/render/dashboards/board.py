@@ -10,8 +10,8 @@ from typing import ClassVar, Iterable
 import promql_parser as pp
 
 from ... import grafana
-from ...lint import tree
-from ...lint.engine import substitute_macros
+from ...promql import tree
+from ...promql.variables import substitute_macros
 from ...model import AlertRule
 from ...promql import builders as promql
 from ...spec.dashboards import OPTIONAL_PANELS

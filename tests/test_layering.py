@@ -1,0 +1,157 @@
+"""servewatch's packages form layers, and a module imports only from its own layer or one below.
+
+Read with `ast`, nothing imported: every `import`/`from ... import` in generator/servewatch, also the
+ones inside functions, is resolved to the top-level package or module it reaches (`promql`, `model`,
+`lint`, ...) and checked against LAYERS, the table of docs/architecture.md ("Rooms").
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "generator" / "servewatch"
+
+# Bottom to top. A unit is a subpackage or a top-level module of servewatch.
+LAYERS: list[tuple[str, set[str]]] = [
+    # facts and PromQL: no spec, no model; diskcache is a stdlib-only cache folder
+    ("core", {"catalog", "errors", "promql", "templates", "diskcache"}),
+    # the spec and what is built from it
+    (
+        "model",
+        {
+            "spec",
+            "model",
+            "signals",
+            "alert_context",
+            "absence",
+            "scenarios",
+            "slo",
+            "grafana",
+            "runbooks",
+        },
+    ),
+    # the files; validation sits here, not under model: it builds the dashboards once (render/dashboards)
+    # to check links on them and hands them to the renderer, and reads render/synthetic's margin
+    ("render", {"render", "validation", "generate", "writer"}),
+    # the commands and what talks to the outside (binaries, a live Prometheus)
+    (
+        "commands",
+        {
+            "lint",
+            "investigate",
+            "detect",
+            "promapi",
+            "tools",
+            "verdicts",
+            "verify",
+            "init",
+            "cli",
+            "__main__",
+            "__init__",
+        },
+    ),
+]
+LAYER = {unit: i for i, (_, units) in enumerate(LAYERS) for unit in units}
+
+# (importing file relative to PACKAGE, imported unit): imports that break the table today and are not
+# fixed yet, each with why. Empty: keep it so, and remove an entry once its import is gone.
+KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {}
+
+
+def _modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def _unit(path: Path) -> str:
+    rel = path.relative_to(PACKAGE)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def _imports(path: Path) -> list[tuple[int, str, str]]:
+    """(line, the import as written, the servewatch unit it reaches) for each import of servewatch."""
+    rel = path.relative_to(PACKAGE).with_suffix("").parts
+    package = list(rel[:-1])  # the package the module is in, under servewatch
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] == "servewatch" and len(parts) > 1:
+                    out.append((node.lineno, f"import {alias.name}", parts[1]))
+        elif isinstance(node, ast.ImportFrom):
+            names = ", ".join(a.name for a in node.names)
+            text = f"from {'.' * node.level}{node.module or ''} import {names}"
+            if node.level:
+                up = node.level - 1
+                assert up <= len(package), f"{path}:{node.lineno}: {text} leaves the package"
+                base = package[: len(package) - up]
+                module = node.module.split(".") if node.module else []
+            elif node.module and node.module.split(".")[0] == "servewatch":
+                base, module = [], node.module.split(".")[1:]
+            else:
+                continue
+            target = base + module
+            if target:
+                out.append((node.lineno, text, target[0]))
+            else:  # from servewatch's root: `from .. import catalog, templates`
+                out += [(node.lineno, text, a.name) for a in node.names]
+    return out
+
+
+def _violations() -> list[tuple[str, int, str, str, str]]:
+    found = []
+    for path in _modules():
+        unit = _unit(path)
+        for line, text, target in _imports(path):
+            if target == unit:
+                continue
+            if LAYER[target] > LAYER[unit]:
+                rel = path.relative_to(PACKAGE).as_posix()
+                found.append((rel, line, text, unit, target))
+    return found
+
+
+def test_every_unit_has_a_layer():
+    units = {_unit(p) for p in _modules()} | {t for p in _modules() for _, _, t in _imports(p)}
+    missing = sorted(units - LAYER.keys())
+    assert not missing, f"put these servewatch modules/packages in a layer of LAYERS: {missing}"
+
+
+def test_no_module_imports_a_higher_layer():
+    names = [name for name, _ in LAYERS]
+    bad = [
+        f"servewatch/{rel}:{line}: {text}  ({unit} is in {names[LAYER[unit]]!r}, "
+        f"{target} in the higher {names[LAYER[target]]!r})"
+        for rel, line, text, unit, target in _violations()
+        if (rel, target) not in KNOWN_EXCEPTIONS
+    ]
+    assert not bad, "a lower layer imports a higher one:\n" + "\n".join(bad)
+
+
+def test_known_exceptions_still_exist():
+    current = {(rel, target) for rel, _, _, _, target in _violations()}
+    stale = sorted(set(KNOWN_EXCEPTIONS) - current)
+    assert not stale, f"these imports are gone; remove them from KNOWN_EXCEPTIONS: {stale}"
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("from ..lint import engine\n", "lint"),
+        ("from ..lint.engine import substitute_macros\n", "lint"),
+        ("from .. import lint\n", "lint"),
+        ("from servewatch.lint import tree\n", "lint"),
+        ("import servewatch.lint.tree\n", "lint"),
+        ("def f():\n    from ..lint import tree\n", "lint"),
+        ("from .tree import walk\n", "promql"),
+    ],
+)
+def test_imports_resolve_to_the_unit_they_reach(tmp_path, monkeypatch, source, expected):
+    module = tmp_path / "promql" / "probe.py"
+    module.parent.mkdir()
+    module.write_text(source)
+    monkeypatch.setattr(f"{__name__}.PACKAGE", tmp_path)
+    assert [t for _, _, t in _imports(module)] == [expected]

@@ -46,7 +46,7 @@ def run(
         echo("servewatch: no rule files under rules/; run `servewatch generate` first")
         return False
     tools.ensure("promtool")
-    checked = Job(
+    checked = PromtoolJob(
         ("check", "rules", "--lint=all", "--lint-fatal"),
         tuple(rules),
         tuple(rules),
@@ -73,7 +73,7 @@ def run(
 
 # -- running promtool ----------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Job:
+class PromtoolJob:
     args: tuple[str, ...]  # promtool's arguments before the files
     files: tuple[Path, ...]  # the files named on its command line
     reads: tuple[Path, ...]  # every file its verdict depends on
@@ -86,8 +86,8 @@ class Job:
 
 
 @dataclass(frozen=True)
-class Result:
-    job: Job
+class PromtoolResult:
+    job: PromtoolJob
     passed: bool
     output: str
     seconds: float
@@ -101,38 +101,30 @@ class Result:
         return f"promtool test rules {self.job.files[0]}: {self.job.label} passed ({how})"
 
 
-def _units(paths: list[Path], cores: int) -> list[Job]:
+def _units(paths: list[Path], cores: int) -> list[PromtoolJob]:
     """One promtool process per test file; a file that costs more than a core's share is cut into
     shards of whole tests (promtool's --run), so every core has work."""
     out = []
     sizes = {path: path.stat().st_size for path in paths}
     fair = sum(sizes.values()) / cores
     for path in paths:
-        reads = _reads(path)
-        names = _test_names(path) if sizes[path] > fair else []
-        shards = min(cores, len(names))
+        doc = _load(path)  # read once: its rule files and its tests' names
+        reads = _reads(path, doc)
+        names = [t.get("name", "") for t in doc.get("tests") or [] if isinstance(t, dict)]
+        shards = min(cores, len(names)) if sizes[path] > fair else 1
         if shards < 2:
-            out.append(Job(("test", "rules"), (path,), reads, _tests_text(len(names) or _count_tests(path))))
+            out.append(PromtoolJob(("test", "rules"), (path,), reads, _tests_text(len(names))))
             continue
         for i in range(shards):
             part = names[i::shards]
             runs = tuple(f"--run=^{_go_literal(n)}$" for n in part)
             label = f"{len(part)} of {len(names)} tests"
-            out.append(Job(("test", "rules", *runs), (path,), reads, label, len(part) / len(names)))
+            out.append(PromtoolJob(("test", "rules", *runs), (path,), reads, label, len(part) / len(names)))
     return out
 
 
 def _tests_text(n: int) -> str:
     return "1 test" if n == 1 else f"{n} tests"
-
-
-def _test_names(path: Path) -> list[str]:
-    doc = _load(path)
-    return [t.get("name", "") for t in doc.get("tests") or [] if isinstance(t, dict)]
-
-
-def _count_tests(path: Path) -> int:
-    return len(_load(path).get("tests") or [])
 
 
 def _load(path: Path) -> dict:
@@ -146,9 +138,8 @@ def _load(path: Path) -> dict:
     return doc if isinstance(doc, dict) else {}
 
 
-def _reads(test_file: Path) -> tuple[Path, ...]:
-    """The test file and the rule files it names (relative to it, as promtool reads them)."""
-    doc = _load(test_file)
+def _reads(test_file: Path, doc: dict) -> tuple[Path, ...]:
+    """The test file and the rule files its `doc` names (relative to it, as promtool reads them)."""
     rules = [test_file.parent / r for r in doc.get("rule_files") or [] if isinstance(r, str)]
     found = sorted({p for pattern in rules for p in (sorted(pattern.parent.glob(pattern.name)) or [pattern])})
     return (test_file, *(p for p in found if p.is_file()))
@@ -162,7 +153,7 @@ def _go_literal(text: str) -> str:
     return "".join("\\" + c if c in GO_SPECIAL else c for c in text)
 
 
-def _run_all(jobs: list[Job], cache: bool, workers: int | None) -> list[Result]:
+def _run_all(jobs: list[PromtoolJob], cache: bool, workers: int | None) -> list[PromtoolResult]:
     """Every job's result, in the order given; the costliest (by the bytes they read) start first,
     so the last to finish is a short one."""
     with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
@@ -170,16 +161,16 @@ def _run_all(jobs: list[Job], cache: bool, workers: int | None) -> list[Result]:
         return [futures[job].result() for job in jobs]
 
 
-def _run_one(job: Job, cache: bool) -> Result:
+def _run_one(job: PromtoolJob, cache: bool) -> PromtoolResult:
     run_key = verdicts.key([*job.args, *map(str, job.files)], job.reads)
     if cache and verdicts.passed(run_key):
-        return Result(job, True, "", 0.0, True)
+        return PromtoolResult(job, True, "", 0.0, True)
     start = time.monotonic()
     res = tools.run("promtool", *job.args, *job.files)
     seconds = time.monotonic() - start
     if res.returncode == 0:
         verdicts.remember(run_key)
-    return Result(job, res.returncode == 0, (res.stdout + res.stderr).strip(), seconds, False)
+    return PromtoolResult(job, res.returncode == 0, (res.stdout + res.stderr).strip(), seconds, False)
 
 
 # -- reading promtool ----------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Generation: deterministic bytes, drift check, overrides, exporter profiles, promtool proof."""
 
+import itertools
 import re
 
 import pytest
@@ -30,15 +31,37 @@ def test_check_reports_a_hand_edit_and_a_stale_file(repo, specs_with, tmp_path, 
     specs = repo / "specs"
     rules = out / "rules" / "gpu.rules.yaml"
     rules.write_text(rules.read_text().replace("> 0.95", "> 0.9"))
-    res = servewatch("generate", "--check", "--specs", specs, "--out", out)
+    res = servewatch("generate", "--check", "--diff", "--specs", specs, "--out", out)
     assert res.returncode == 1
+    verdict, *rest = res.stdout.splitlines()
+    listed = list(itertools.takewhile(lambda line: re.match(r"  (changed|missing|stale)", line), rest))
+    assert verdict.startswith(f"servewatch: {len(listed)} generated file(s) differ from the specs")
+    assert "  stale (no longer generated): rules/exporter.rules.yaml" in listed
+    assert any(line.startswith("  changed: rules/gpu.rules.yaml (+") for line in listed), listed
     assert "-      ) > 0.9\n" in res.stdout
     assert "+      ) > 0.95\n" in res.stdout
-    assert "stale (no longer generated): rules/exporter.rules.yaml" in res.stdout
     # generate repairs both
     assert servewatch("generate", "--specs", specs, "--out", out).returncode == 0
     assert not (out / "rules" / "exporter.rules.yaml").exists()
     assert servewatch("generate", "--check", "--specs", specs, "--out", out).returncode == 0
+
+
+def test_check_leads_with_its_verdict_and_cuts_a_long_diff_unless_asked(repo, tmp_path, servewatch):
+    out, specs = tmp_path / "out", repo / "specs"
+    assert servewatch("generate", "--specs", specs, "--out", out).returncode == 0
+    board = next((out / "dashboards").glob("*.json"))
+    board.write_text(board.read_text().replace('"', "'"))  # every line with a quote changes
+    short = servewatch("generate", "--check", "--specs", specs, "--out", out)
+    full = servewatch("generate", "--check", "--diff", "--specs", specs, "--out", out)
+    assert short.returncode == full.returncode == 1
+    rel = board.relative_to(out).as_posix()
+    assert short.stdout.splitlines()[1].startswith(f"  changed: {rel} (+")
+    whole = full.stdout.splitlines()
+    assert f"--- {rel} (committed)" in whole and not any("the diff goes on" in x for x in whole)
+    cut = short.stdout.splitlines()
+    assert len(cut) < len(whole) and cut[-1].endswith("`servewatch generate --check --diff` shows all of it")
+    assert cut[:-1] == whole[: len(cut) - 1], "the excerpt is the start of the whole diff"
+    assert servewatch("generate", "--diff", "--specs", specs, "--out", out).returncode == 2
 
 
 def test_hand_written_files_beside_generated_ones_are_never_removed(repo, tmp_path, servewatch):

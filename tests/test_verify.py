@@ -3,6 +3,7 @@ into shards of whole tests, and verdicts kept for runs that passed on the same p
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
@@ -90,9 +91,10 @@ def test_a_pass_is_kept_and_any_changed_byte_runs_again(tmp_path, verdicts):
     ok, first = _run(root)
     assert ok, first
     assert not any("passed before" in line for line in first)
-    assert len(list(verdicts.iterdir())) == len(first)  # the check, two shards, two small files
+    jobs = 1 + len(verify._units(verify.test_files(root), cores=os.cpu_count() or 1))  # with the check
+    assert len(list(verdicts.iterdir())) == jobs
     ok, second = _run(root)
-    assert ok and all("passed before with the same promtool and files" in line for line in second), second
+    assert ok and all("passed before on the same bytes" in line for line in second), second
     # a rule file the tests read changed: the check and every test run again, and still pass
     rules = root / "rules" / "demo.rules.yaml"
     rules.write_text(rules.read_text() + "# a comment\n")
@@ -108,3 +110,23 @@ def test_a_failure_is_never_kept(tmp_path, verdicts):
         ok, said = _run(root)
         assert not ok and any("name: fails," in line for line in said), said
     assert len(list(verdicts.iterdir())) == 1  # only the rule check passed
+
+
+def test_the_report_puts_failures_first_then_a_line_per_file_then_the_total(tmp_path):
+    values = {"passes": 0, "fails once": 1, "fails twice": 1}
+    root = _tree(tmp_path / "t", values, small=2)
+    first = root / "promtool" / "a-passing.test.yaml"  # sorts before the failing file
+    first.write_text((root / "promtool" / "small0.test.yaml").read_text())
+    ok, said = _run(root, jobs=2)
+    assert not ok
+    lines = "\n".join(said).splitlines()
+    assert all(line.strip() for line in lines), "no blank-line padding"
+    big, smalls = root / "promtool" / "big.test.yaml", [first, *sorted((root / "promtool").glob("small*"))]
+    heading = lines.index(f"{big}, what promtool said:")
+    failures = [i for i, line in enumerate(lines) if re.match(r"\s+name: fails (once|twice),", line)]
+    per_file = [i for i, line in enumerate(lines) if line.startswith(f"{root}") and i != heading]
+    assert len(failures) == 2 and heading < min(failures) and max(failures) < min(per_file)
+    assert [lines[i].split(": ")[0] for i in per_file] == [str(big), *map(str, smalls)]  # failed first
+    assert lines[per_file[0]].startswith(f"{big}: 2 of 3 tests FAILED (")
+    assert all(": 1 test passed (" in lines[i] for i in per_file[1:])
+    assert lines[-1].startswith("servewatch test: FAILED: 4 test files, 6 tests, 2 failed in "), lines[-1]

@@ -22,20 +22,39 @@ def _fail(message: str, code: int = 2) -> int:
 def cmd_generate(args) -> int:
     from . import generate, writer
 
+    if args.diff and not args.check:
+        return _fail("--diff goes with --check: `servewatch generate --check --diff`")
     root = Path(args.out)
     _, files = generate.build(Path(args.specs), root)
     if args.check:
-        problems = writer.check(root, files)
-        if problems:
-            print("\n".join(problems))
-            return _fail(
-                f"{len(problems)} generated file(s) are stale; run `servewatch generate` and commit", 1
-            )
-        print(f"servewatch: {len(files)} generated files are up to date")
-        return 0
+        drift = writer.check(root, files)
+        if not drift:
+            print(f"servewatch: {len(files)} generated files are up to date")
+            return 0
+        print(
+            f"servewatch: {len(drift)} generated file(s) differ from the specs; "
+            "run `servewatch generate` and commit them"
+        )
+        print("\n".join(f"  {d.line()}" for d in drift))
+        print(diff_excerpt(drift, None if args.diff else DIFF_EXCERPT_LINES), end="")
+        return 1
     written, removed = writer.write(root, files)
     print(f"servewatch: {len(files)} files generated ({len(written)} changed, {len(removed)} stale removed)")
     return 0
+
+
+DIFF_EXCERPT_LINES = 60  # of `generate --check`'s diff, unless --diff
+
+
+def diff_excerpt(drift, limit: int | None) -> str:
+    """The diffs of the changed files, cut after `limit` lines with a note on how to see them all."""
+    lines = "".join(d.diff for d in drift).splitlines(keepends=True)
+    if limit is None or len(lines) <= limit:
+        return "".join(lines)
+    return "".join(lines[:limit]) + (
+        f"... the diff goes on for {len(lines) - limit} more lines: "
+        "`servewatch generate --check --diff` shows all of it\n"
+    )
 
 
 def cmd_check(args) -> int:
@@ -103,6 +122,14 @@ def _version() -> str:
         return "unknown"
 
 
+SPEC_ERROR = "2 the specs are invalid or the command was misused (the message says which)"
+
+
+def exits(*codes: str) -> str:
+    """An --help epilog listing a command's exit statuses."""
+    return "Exit status: " + "; ".join((*codes, SPEC_ERROR)) + "."
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="servewatch",
@@ -120,20 +147,35 @@ def parser() -> argparse.ArgumentParser:
             help="folder that holds rules/, dashboards/, runbooks/, promtool/ (default: .)",
         )
 
-    g = sub.add_parser("generate", help="write all outputs from the specs")
+    g = sub.add_parser(
+        "generate",
+        help="write all outputs from the specs",
+        epilog=exits("0 written (with --check: up to date)", "1 with --check: outputs differ from the specs"),
+    )
     common(g)
     g.add_argument(
         "--check",
         action="store_true",
-        help="write nothing; exit 1 with a diff when committed outputs are stale",
+        help="write nothing; exit 1, listing the files that differ and a part of the diff, "
+        "when committed outputs are stale",
     )
+    g.add_argument("--diff", action="store_true", help="with --check: print the whole diff")
     g.set_defaults(func=cmd_generate)
 
-    c = sub.add_parser("check", help="validate the specs without writing anything")
+    c = sub.add_parser(
+        "check", help="validate the specs without writing anything", epilog=exits("0 the specs are valid")
+    )
     common(c)
     c.set_defaults(func=cmd_check)
 
-    t = sub.add_parser("test", help="promtool check rules + promtool unit tests on the generated files")
+    t = sub.add_parser(
+        "test",
+        help="promtool check rules + promtool unit tests on the generated files",
+        epilog=exits(
+            "0 every rule file and test passed",
+            "1 a check or test failed, a scenario cannot adapt to the tuning, or promtool is missing",
+        ),
+    )
     common(t)
     t.add_argument(
         "--extra",
@@ -155,14 +197,18 @@ def parser() -> argparse.ArgumentParser:
     t.set_defaults(func=cmd_test)
 
     i = sub.add_parser(
-        "init", help="copy the default specs and a make fragment into a repository of your own"
+        "init",
+        help="copy the default specs and a make fragment into a repository of your own",
+        epilog=exits("0 written"),
     )
     i.add_argument("dir", nargs="?", default=".", help="target folder (default: .)")
     i.add_argument("--force", action="store_true", help="replace an existing specs/ and servewatch.mk")
     i.set_defaults(func=cmd_init)
 
     s = sub.add_parser(
-        "schema", help="print the JSON Schema of a spec file (editors validate specs against it)"
+        "schema",
+        help="print the JSON Schema of a spec file (editors validate specs against it)",
+        epilog=exits("0 printed or written"),
     )
     s.add_argument(
         "--out", metavar="FILE", help="write it to FILE instead (e.g. specs/servewatch.schema.json)"

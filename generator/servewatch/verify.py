@@ -53,22 +53,55 @@ def run(
         f"{len(rules)} rule files",
     )
     units = _units(test_files(root, list(extra_tests)), jobs or os.cpu_count() or 1)
+    start = time.monotonic()
     results = _run_all([checked, *units], cache, jobs)
-    check_result, unit_results = results[0], results[1:]
-    ok = check_result.passed
-    echo(check_result.summary() if check_result.passed else check_result.output)
-    out = "\n".join(r.output for r in unit_results if not r.passed)
+    check_result, files = results[0], _by_file(results[1:])
+    failed = [f for f in files if not f.passed]
+    out = "\n".join(f.output for f in failed)
     model = _model(specs if specs is not None else root / "specs")
     explained = _explain_failures(model, failed_tests(out)) if model is not None and out else {}
-    for result in unit_results:
-        echo(result.summary() if result.passed else _without(result.output, explained))
-        ok &= result.passed
+    unadaptable = _unadaptable(model)
+    # failures first, in full; then one line per file, the failed ones on top; then the total
+    if not check_result.passed:
+        echo(_compact(check_result.output))
+    for outcome in failed:
+        left = _compact(_without(outcome.output, explained))
+        if left:  # promtool does not name the file it reports on
+            echo(f"{outcome.path}, what promtool said:\n{left}")
     for paragraph in explained.values():
         echo(paragraph)
-    for scenario, why in _unadaptable(model):
+    for scenario, why in unadaptable:
         echo(cannot_adapt(model, scenario, why))
-        ok = False
+    if check_result.passed:
+        echo(check_result.summary())
+    for outcome in failed + [f for f in files if f.passed]:
+        echo(outcome.line())
+    ok = check_result.passed and not failed and not unadaptable
+    echo(_total(check_result, files, len(unadaptable), time.monotonic() - start))
     return ok
+
+
+def _compact(text: str) -> str:
+    """promtool's output without its blank lines."""
+    return "\n".join(line for line in text.splitlines() if line.strip())
+
+
+def _total(check: PromtoolResult, files: list[FileOutcome], unadaptable: int, seconds: float) -> str:
+    tests = sum(f.tests for f in files)
+    failed = sum(f.failures for f in files)
+    kept = sum(f.cached for f in files)
+    verdict = "passed" if check.passed and not failed and not unadaptable else "FAILED"
+    parts = [
+        f"{len(files)} test files",
+        _tests_text(tests),
+        f"{failed} failed" if all(f.counted for f in files) else "failures uncounted (see above)",
+    ]
+    if not check.passed:
+        parts.append("rule check failed")
+    if unadaptable:
+        parts.append(f"{unadaptable} scenario(s) cannot adapt")
+    kept_text = f"; {kept} file(s) passed before on the same bytes and were not run again" if kept else ""
+    return f"servewatch test: {verdict}: {', '.join(parts)} in {seconds:.1f} s{kept_text}"
 
 
 # -- running promtool ----------------------------------------------------------------------------
@@ -78,6 +111,7 @@ class PromtoolJob:
     files: tuple[Path, ...]  # the files named on its command line
     reads: tuple[Path, ...]  # every file its verdict depends on
     label: str  # what it proves, for the summary
+    tests: int = 0  # the unit tests it runs
     share: float = 1.0  # the part of its file's tests it runs
 
     @property
@@ -94,11 +128,59 @@ class PromtoolResult:
     cached: bool
 
     def summary(self) -> str:
-        """One line for a pass: which files, how many tests, how long."""
-        how = "passed before with the same promtool and files" if self.cached else f"{self.seconds:.1f} s"
-        if self.job.args[0] == "check":
-            return f"promtool check rules: {self.job.label} passed ({how})"
-        return f"promtool test rules {self.job.files[0]}: {self.job.label} passed ({how})"
+        """One line for a passed rule check: which files, how long."""
+        how = "passed before on the same bytes" if self.cached else f"{self.seconds:.1f} s"
+        return f"promtool check rules: {self.job.label} passed ({how})"
+
+
+@dataclass(frozen=True)
+class FileOutcome:
+    """What the shards of one test file proved together."""
+
+    path: Path
+    tests: int
+    passed: bool
+    output: str  # promtool's, of the shards that failed
+    seconds: float  # promtool time over the shards
+    cached: bool  # every shard passed before on the same bytes
+
+    @property
+    def failed_names(self) -> list[str]:
+        return list(failed_tests(self.output))
+
+    @property
+    def counted(self) -> bool:
+        """Whether promtool named the failed tests (it does not when it cannot read the file)."""
+        return self.passed or bool(self.failed_names)
+
+    @property
+    def failures(self) -> int:
+        return len(self.failed_names)
+
+    def line(self) -> str:
+        how = "passed before on the same bytes" if self.cached else f"{self.seconds:.1f} s"
+        if self.passed:
+            return f"{self.path}: {_tests_text(self.tests)} passed ({how})"
+        what = f"{self.failures} of {self.tests} tests FAILED" if self.counted else "FAILED (see above)"
+        return f"{self.path}: {what} ({self.seconds:.1f} s)"
+
+
+def _by_file(results: list[PromtoolResult]) -> list[FileOutcome]:
+    """The results of a file's shards, as one outcome per file, in the order the files came."""
+    groups: dict[Path, list[PromtoolResult]] = {}
+    for result in results:
+        groups.setdefault(result.job.files[0], []).append(result)
+    return [
+        FileOutcome(
+            path,
+            sum(r.job.tests for r in parts),
+            all(r.passed for r in parts),
+            "\n".join(r.output for r in parts if not r.passed),
+            sum(r.seconds for r in parts),
+            all(r.cached for r in parts),
+        )
+        for path, parts in groups.items()
+    ]
 
 
 def _units(paths: list[Path], cores: int) -> list[PromtoolJob]:
@@ -113,13 +195,14 @@ def _units(paths: list[Path], cores: int) -> list[PromtoolJob]:
         names = [t.get("name", "") for t in doc.get("tests") or [] if isinstance(t, dict)]
         shards = min(cores, len(names)) if sizes[path] > fair else 1
         if shards < 2:
-            out.append(PromtoolJob(("test", "rules"), (path,), reads, _tests_text(len(names))))
+            out.append(PromtoolJob(("test", "rules"), (path,), reads, _tests_text(len(names)), len(names)))
             continue
         for i in range(shards):
             part = names[i::shards]
             runs = tuple(f"--run=^{_go_literal(n)}$" for n in part)
             label = f"{len(part)} of {len(names)} tests"
-            out.append(PromtoolJob(("test", "rules", *runs), (path,), reads, label, len(part) / len(names)))
+            share = len(part) / len(names)
+            out.append(PromtoolJob(("test", "rules", *runs), (path,), reads, label, len(part), share))
     return out
 
 

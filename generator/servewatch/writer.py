@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ServewatchError
@@ -105,14 +106,30 @@ def write(root: Path, files: dict[str, str]) -> tuple[list[str], list[str]]:
     return [rel for rel, _ in staged], removed
 
 
-def check(root: Path, files: dict[str, str]) -> list[str]:
-    """Unified diffs (and notes on missing/stale files) between disk and what would be generated."""
-    problems = []
-    gone = stale(root, files)
+@dataclass(frozen=True)
+class Drift:
+    """A file on disk that differs from what the specs generate."""
+
+    path: str
+    state: str  # "changed", "missing" or "stale" (no longer generated)
+    diff: str = ""  # unified diff, committed -> generated, for a changed file
+
+    def line(self) -> str:
+        if self.state != "changed":
+            return f"{self.state}: {self.path}"
+        lines = self.diff.splitlines()[2:]  # without the ---/+++ heading
+        added = sum(line.startswith("+") for line in lines)
+        removed = sum(line.startswith("-") for line in lines)
+        return f"changed: {self.path} (+{added} -{removed} lines)"
+
+
+def check(root: Path, files: dict[str, str]) -> list[Drift]:
+    """Every generated file that is missing, differs (with its diff) or is stale on disk."""
+    out = []
     for rel, text in sorted(with_manifest(files).items()):
         path = root / rel
         if not path.is_file():
-            problems.append(f"missing: {rel}")
+            out.append(Drift(rel, "missing"))
             continue
         current = path.read_text(encoding="utf-8")
         if current != text:
@@ -122,6 +139,6 @@ def check(root: Path, files: dict[str, str]) -> list[str]:
                 fromfile=f"{rel} (committed)",
                 tofile=f"{rel} (generated)",
             )
-            problems.append("".join(diff))
-    problems.extend(f"stale (no longer generated): {rel}" for rel in gone)
-    return problems
+            out.append(Drift(rel, "changed", "".join(diff)))
+    out.extend(Drift(rel, "stale (no longer generated)") for rel in stale(root, files))
+    return out

@@ -63,6 +63,8 @@ def add_cli(sub) -> None:
         "investigate",
         help="run an alert's runbook queries against a Prometheus and print a verdict",
         description=DESCRIPTION,
+        epilog="Exit status: 0 investigated (whatever the verdict); 1 Prometheus could not be asked or a "
+        "query failed; 2 the specs are invalid or the command was misused.",
         formatter_class=_Formatter,
     )
     p.add_argument(

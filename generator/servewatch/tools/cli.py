@@ -62,6 +62,12 @@ def _tool_name(text: str) -> str:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+EXITS = (
+    "Exit status: 0 done; 1 a tool is missing, of the wrong version, or could not be installed; "
+    "2 the command was misused."
+)
+
+
 def _add_commands(parser: argparse.ArgumentParser, default_names: tuple[str, ...], names: bool) -> None:
     parser.set_defaults(default_names=default_names, names=[])
     sub = parser.add_subparsers(dest="tools_command", metavar="{where,version,install}", required=True)
@@ -76,7 +82,7 @@ def _add_commands(parser: argparse.ArgumentParser, default_names: tuple[str, ...
         ("install", f"fetch {fetched} from Debian into the cache", cmd_install),
     )
     for command, text, func in commands:
-        p = sub.add_parser(command, help=text)
+        p = sub.add_parser(command, help=text, epilog=EXITS)
         if names:
             p.add_argument("names", nargs="*", type=_tool_name, metavar="NAME", help=", ".join(TOOLS))
         if command == "install":

@@ -13,6 +13,7 @@ from . import templates
 from .grafana import slug
 from .alert_context import Context
 from .promql import builders as b
+from .runbooks import links
 from .signals import SignalBuilder
 from .slo.exprs import SloExprs
 from .slo.plan import FAMILY as SLO_FAMILY
@@ -218,19 +219,18 @@ class Model:
             # an absence alert may lack any label (its absent() branch has none, a down target may have
             # no remembered host): it sets a variable only where the label is there, never `var-host=`
             optional = alert.absence is not None
+            vars = links.scoped_vars(self.config, alert.dashboard.vars) if alert.dashboard.vars else {}
             params = [
-                f"var-{var}={{{{ $labels.{sub(label)} }}}}"
-                for var, label in alert.dashboard.vars.items()
-                if not optional
+                f"var-{var}={{{{ $labels.{sub(label)} }}}}" for var, label in vars.items() if not optional
             ]
             panel = self.dashboard_panels.get(alert.dashboard.uid, {}).get(alert.alert)
             params += [f"viewPanel={panel}"] if panel is not None else []
-            if params or optional and alert.dashboard.vars:
+            if params or optional and vars:
                 url = f"{url}?{'&'.join(params)}"
             if optional:
                 url += "".join(
                     f"{{{{ with $labels.{sub(label)} }}}}&var-{var}={{{{ . }}}}{{{{ end }}}}"
-                    for var, label in alert.dashboard.vars.items()
+                    for var, label in vars.items()
                 )
             out["dashboard_url"] = url
         out.update({k: sub(v) for k, v in alert.annotations.items()})

@@ -29,6 +29,15 @@ def anchors(text: str) -> set[str]:
     return set(ANCHOR_RE.findall(text))
 
 
+def scoped_vars(config, vars: dict[str, str]) -> dict[str, str]:
+    """A link's variables with the cluster first when config names a cluster label: every
+    servewatch board then has a `cluster` variable, and a link without it opens another cluster's
+    series of the same name."""
+    if not config.cluster_label or "cluster" in vars:
+        return dict(vars)
+    return {"cluster": config.cluster_label, **vars}
+
+
 def dashboard_url(
     config,
     uid: str,
@@ -40,7 +49,7 @@ def dashboard_url(
     """Grafana link with `var-X` set from label values; placeholders `<label>` where a value is unknown."""
     url = config.dashboard_url.format(uid=uid, slug=slug or uid)
     parts = []
-    for var, label in vars.items():
+    for var, label in (scoped_vars(config, vars) if vars else {}).items():
         label = _token(label, tokens or {})
         if values is not None:
             if label in values:

@@ -46,6 +46,13 @@ def _ints(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got {text!r}") from None
 
 
+def _folder(text: str) -> Path:
+    path = Path(text)
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a folder; create it first (mkdir -p {text})")
+    return path
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.fleet", description=__doc__.split("\n\n")[0])
     p.add_argument("--gpus", type=_ints, default=(512, 1024, 2048, 4096), help="fleet sizes in GPUs")
@@ -61,7 +68,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--deployments", type=_ints, default=(1, 100), help="spec scales for generation time")
     p.add_argument("--label", default=datetime.date.today().isoformat(), help="results file name")
     p.add_argument("--out", type=Path, default=REPO / "bench" / "results")
-    p.add_argument("--workdir", type=Path, help="where the OpenMetrics text and the TSDB go (default: tmp)")
+    p.add_argument(
+        "--workdir", type=_folder, help="where the OpenMetrics text and the TSDB go (default: tmp)"
+    )
     p.add_argument("--note", default="", help="free text stored with the results (e.g. the machine's load)")
     p.add_argument(
         "--before",

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from bench import anchors, grafana, report
+from bench import anchors, fleet, grafana, report
 from bench.promstats import Cost, Runner, median, total
 
 # --------------------------------------------------------------------------- Grafana variables
@@ -295,3 +295,11 @@ def test_the_fleet_fits_one_tsdb_block_whatever_the_hour():
         assert end < now
     with pytest.raises(SystemExit, match="do not fit"):
         block_aligned_start(240, 30, 7200 * 1000)
+
+
+def test_a_workdir_that_is_not_there_is_a_usage_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        fleet.parse_args(["--workdir", str(tmp_path / "missing"), "--gpus", "512"])
+    assert stopped.value.code == 2
+    assert "is not a folder; create it first" in capsys.readouterr().err
+    assert fleet.parse_args(["--workdir", str(tmp_path), "--gpus", "512"]).workdir == tmp_path

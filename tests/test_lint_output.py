@@ -59,7 +59,11 @@ def test_text_names_place_check_and_fix(servewatch):
     ],
 )
 def test_exit_code_follows_fail_on(servewatch, fail_on, path, code):
-    assert lint(servewatch, "--fail-on", fail_on, path).returncode == code
+    res = lint(servewatch, "--fail-on", fail_on, path)
+    assert res.returncode == code
+    # the summary says what the exit status says
+    verdict = "passed" if code == 0 else "failed"
+    assert res.stderr.rstrip().endswith(f"info: {verdict} (--fail-on {fail_on})"), res.stderr
 
 
 def test_disable_and_enable_by_id(servewatch):

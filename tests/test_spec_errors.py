@@ -76,6 +76,21 @@ def test_yaml_syntax_error_has_a_line(specs_with):
     assert "overrides.yaml:" in msg and "not valid YAML" in msg
 
 
+def test_a_tab_is_named_with_its_line_and_column(specs_with, line_of):
+    specs = specs_with({"config.yaml": [("  scrape_interval: 30s", "\tscrape_interval: 30s")]})
+    line = line_of(specs / "config.yaml", "\tscrape_interval")
+    [msg] = _errors(specs)
+    assert f"config.yaml:{line}:" in msg and "a tab character at column 1" in msg, msg
+    assert "replace the tab with spaces" in msg
+
+
+def test_a_value_in_the_wrong_case_suggests_the_right_one(specs_with, line_of):
+    specs = specs_with({"config.yaml": [("fb_units: mib", "fb_units: MiB")]})
+    line = line_of(specs / "config.yaml", "fb_units: MiB")
+    [msg] = _errors(specs)
+    assert f"config.yaml:{line}: config.dcgm.fb_units" in msg and msg.endswith("did you mean 'mib'?"), msg
+
+
 def test_override_of_unknown_alert_suggests(specs_with):
     typo = "overrides:\n  alerts:\n    GPUFramebufferUsageHi: {threshold: 0.9}\n"
     [msg] = _errors(specs_with({"overrides.yaml": typo}))

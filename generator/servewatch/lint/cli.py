@@ -102,16 +102,22 @@ def cmd_lint(args) -> int:
     fail_on = Severity.parse(args.fail_on)
     sys.stdout.write(report.RENDER[args.format](result, fail_on))
     counts = report.summary_counts(result)
+    code = (
+        EXIT_ERROR
+        if result.input_errors
+        else EXIT_FINDINGS
+        if any(f.severity >= fail_on for f in result.findings)
+        else EXIT_CLEAN
+    )
+    verdict = {EXIT_CLEAN: "passed", EXIT_FINDINGS: "failed", EXIT_ERROR: "failed: unreadable input"}[code]
     print(
         f"servewatch lint: {counts['files']} files, {counts['rules']} rules, "
         f"{counts['dashboards']} dashboards, {counts['queries']} queries: "
         f"{counts['error']} errors, {counts['warning']} warnings, "
-        f"{counts['info']} info (failing at {fail_on} or worse)",
+        f"{counts['info']} info: {verdict} (--fail-on {fail_on})",
         file=sys.stderr,
     )
-    if result.input_errors:
-        return EXIT_ERROR
-    return EXIT_FINDINGS if any(f.severity >= fail_on for f in result.findings) else EXIT_CLEAN
+    return code
 
 
 def runner_missing(path: str):

@@ -179,6 +179,12 @@ def parse_yaml(text: str, display: str) -> SourceDoc:
         mark = getattr(exc, "problem_mark", None)
         line = _LineIndex(text).line(mark.index) if mark else None
         problem = getattr(exc, "problem", None) or str(exc)
+        if mark is not None and text[mark.index : mark.index + 1] == "\t":
+            column = mark.index - text.rfind("\n", 0, mark.index)
+            problem = (
+                f"a tab character at column {column}: YAML indents with spaces only; "
+                "replace the tab with spaces"
+            )
         raise SpecError(f"not valid YAML: {problem}", Location(display, line)) from None
     if node is None:
         return SourceDoc(display, {}, {})

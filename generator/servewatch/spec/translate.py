@@ -29,7 +29,11 @@ def schema_errors(exc: ValidationError, model: type[BaseModel], doc: SourceDoc) 
 
 
 def did_you_mean(word, options) -> str:
-    close = difflib.get_close_matches(str(word), [str(o) for o in options], n=1)
+    """'; did you mean X?' for the option `word` is closest to: first one that differs only in case
+    (difflib ranks 'MiB' far from 'mib'), then a near spelling."""
+    options = [str(o) for o in options]
+    same = [o for o in options if o.lower() == str(word).lower()]
+    close = same or difflib.get_close_matches(str(word), options, n=1)
     return f"; did you mean {close[0]!r}?" if close else ""
 
 

@@ -48,6 +48,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "verdicts",
             "verify",
             "init",
+            "demo",
             "cli",
             "__main__",
             "__init__",

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import detect, init
+from . import demo, detect, init
 from .tools import ToolError
 from .tools import cli as tools_cli
 from .lint import cli as lint_cli
@@ -219,6 +219,7 @@ def parser() -> argparse.ArgumentParser:
     lint_cli.add_cli(sub)
     investigate_cli.add_cli(sub)
     detect.add_cli(sub)
+    demo.add_cli(sub).set_defaults(commands=tuple(sub.choices))  # it names the commands there are
     return p
 
 

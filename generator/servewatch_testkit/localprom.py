@@ -78,6 +78,8 @@ class LocalPrometheus(LocalServer):
     ``rule_files``: rule files loaded by the server; their recording rules are also backfilled over
     ``[rules_start, rules_end]`` (default: the data's first and last sample) every
     ``rule_eval_interval`` when ``backfill_rules`` is true. ``retention`` keeps old blocks alive.
+    ``scrape_configs``: Prometheus scrape configs (e.g. ScrapeServer.scrape_config) for live data;
+    ``alertmanagers``: Alertmanager URLs the server sends its alerts to.
     ``keep=True`` leaves the temp dir (data, config, prometheus.log) behind for debugging.
     """
 
@@ -95,12 +97,16 @@ class LocalPrometheus(LocalServer):
         rule_eval_interval: str = "30s",
         retention: str = "100y",
         lookback_delta: str | None = None,
+        scrape_configs: Sequence[dict] = (),
+        alertmanagers: Sequence[str] = (),
         extra_args: Sequence[str] = (),
         ready_timeout: float = 60.0,
         keep: bool = False,
     ):
         super().__init__(extra_args=extra_args, ready_timeout=ready_timeout, keep=keep)
         self.openmetrics = openmetrics
+        self.scrape_configs = list(scrape_configs)
+        self.alertmanagers = [a.removeprefix("http://") for a in alertmanagers]
         self.rule_files = [Path(f).resolve() for f in rule_files]
         for f in self.rule_files:
             if not f.is_file():
@@ -243,8 +249,10 @@ class LocalPrometheus(LocalServer):
         cfg = {
             "global": {"scrape_interval": "1m", "evaluation_interval": self.rule_eval_interval},
             "rule_files": [str(f) for f in rule_files],
-            "scrape_configs": [],
+            "scrape_configs": self.scrape_configs,
         }
+        if self.alertmanagers:
+            cfg["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": self.alertmanagers}]}]}
         path = self.workdir / "prometheus.yml"
         path.write_text(json.dumps(cfg, indent=2) + "\n")  # JSON is YAML
         return path

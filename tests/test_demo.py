@@ -1,0 +1,134 @@
+"""`servewatch demo` as a user meets it: started, its printed commands run against it, stopped with
+Ctrl-C. The incidents fire what tests/test_alerts_on_incidents.py says they fire, in their own
+cluster; the healthy copy fires nothing."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from servewatch.promapi import Client
+
+from conftest import REPO
+
+pytestmark = [pytest.mark.integration, pytest.mark.tools("prometheus", "alertmanager")]
+
+START_S = 180  # generating, starting two servers: slow on a loaded 2-core machine
+FIRE_S = 150
+
+
+def _read_until(proc: subprocess.Popen, marker: str) -> str:
+    seen = []
+    deadline = time.monotonic() + START_S
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            pytest.fail(f"demo ended before it was up: {''.join(seen)}{proc.stderr.read()}")
+        seen.append(line)
+        if marker in line:
+            return "".join(seen)
+    pytest.fail(f"demo not up after {START_S} s: {''.join(seen)}")
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    work = tmp_path_factory.mktemp("demo") / "work"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "servewatch", "demo", "--incident", "kv_saturation", "--incident", "healthy"]
+        + ["--workdir", str(work)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        printed = _read_until(proc, "Ctrl-C stops it.")
+        yield proc, printed, work
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _url(printed: str, what: str) -> str:
+    return re.search(rf"^servewatch demo: {what} +(http://127\.0\.0\.1:\d+)$", printed, re.M).group(1)
+
+
+def _firing(url: str) -> list[dict]:
+    with Client(url) as client:
+        return [a for a in client.get("/api/v1/alerts")["alerts"] if a["state"] == "firing"]
+
+
+def test_the_demo_serves_the_fleet_fires_the_incident_and_its_commands_work(demo):
+    proc, printed, work = demo
+    prom, am = _url(printed, "Prometheus 3.5"), _url(printed, "Alertmanager")
+    with Client(prom) as client:
+        deadline = time.monotonic() + FIRE_S
+        while not client.query("vllm:num_requests_running") and time.monotonic() < deadline:
+            time.sleep(1)
+        clusters = {
+            r["metric"]["cluster"] for r in client.query("count by (cluster) (vllm:num_requests_running)")
+        }
+    assert clusters == {"kv-saturation", "healthy"}
+    deadline = time.monotonic() + FIRE_S
+    while not any(a["labels"]["alertname"] == "VLLMKVCacheUsageHigh" for a in _firing(prom)):
+        assert time.monotonic() < deadline, f"VLLMKVCacheUsageHigh not firing after {FIRE_S} s"
+        time.sleep(2)
+    fired = _firing(prom)
+    assert {a["labels"]["cluster"] for a in fired} == {"kv-saturation"}, "the healthy copy fires nothing"
+    # Prometheus sends it to the demo's Alertmanager
+    deadline = time.monotonic() + 60
+    while True:
+        with urllib.request.urlopen(f"{am}/api/v2/alerts", timeout=5) as r:
+            names = {a["labels"]["alertname"] for a in json.load(r)}
+        if "VLLMKVCacheUsageHigh" in names or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    assert "VLLMKVCacheUsageHigh" in names
+    # the printed investigate command, as printed
+    line = next(x for x in printed.splitlines() if x.strip().endswith("VLLMKVCacheUsageHigh"))
+    args = line.split()[1:]
+    res = subprocess.run(
+        [sys.executable, "-m", "servewatch", *args], capture_output=True, text=True, timeout=300
+    )
+    assert res.returncode == 0, res.stderr
+    assert "== VLLMKVCacheUsageHigh: UNHEALTHY" in res.stdout
+    # the generated dashboards it points Grafana at are there
+    assert sorted(p.name for p in (work / "dashboards" / "import").glob("*.json"))
+
+
+def test_ctrl_c_stops_it_cleanly(demo):
+    proc, printed, _ = demo
+    prom = _url(printed, "Prometheus 3.5")
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) == 0
+    assert proc.stderr.read().rstrip().endswith("servewatch demo: stopped")
+    with pytest.raises((urllib.error.URLError, ConnectionError)):
+        urllib.request.urlopen(f"{prom}/-/ready", timeout=5)
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--incident", "no_such_thing"], "unknown incident 'no_such_thing'; known: "),
+        (["--speed", "500"], "--speed 500: want 1 (real time) to 60"),
+    ],
+)
+def test_bad_arguments_are_refused_before_anything_starts(args, says, servewatch):
+    res = servewatch("demo", *args)
+    assert res.returncode == 2 and says in res.stderr, res.stderr
+
+
+def test_a_workdir_with_files_in_it_is_refused(tmp_path, servewatch):
+    (tmp_path / "mine.txt").write_text("keep me\n")
+    res = servewatch("demo", "--workdir", tmp_path)
+    assert res.returncode == 2 and "is not empty" in res.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["mine.txt"]

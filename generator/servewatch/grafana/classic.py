@@ -15,7 +15,11 @@ from typing import Any, ClassVar
 
 from .layout import GridPos, flow
 
-SCHEMA_VERSION = 41  # what Grafana 11.6 and 12.0 save; migrations only run upward, so 10.4 to 13 load it
+SCHEMA_VERSION = 41  # what Grafana 11.6 and 12.0 save; Grafana migrates a board only upward
+# The Grafana the boards are written for: their schemaVersion and panel options (stat's
+# percentChangeColorMode, tooltip.hideZeros, bar gauge legends came in 11.1-11.5) are 11.6's, and the
+# grafana-foundation-sdk the tests check them with is its build (pyproject.toml).
+GRAFANA_VERSION = "11.6.0"
 DS_VAR = "datasource"
 DS_REF = {"type": "prometheus", "uid": "${%s}" % DS_VAR}
 ALL_VALUE = ".*"  # "All" as a regex: also matches series where the label is absent (idle GPUs)
@@ -271,7 +275,8 @@ def default_options(kind: str) -> dict:
     if kind == "table":
         return {
             "cellHeight": "sm",
-            "footer": {"countRows": False, "fields": "", "reducer": ["sum"], "show": False},
+            "footer": {"countRows": False, "fields": [], "reducer": ["sum"], "show": False},
+            "frameIndex": 0,
             "showHeader": True,
         }
     if kind == "heatmap":
@@ -291,6 +296,7 @@ def default_options(kind: str) -> dict:
             "filterValues": {"le": 1e-9},
             "legend": {"show": True},
             "rowsFrame": {"layout": "auto"},
+            "showValue": "auto",
             "tooltip": {"mode": "single", "showColorScale": False, "yHistogram": False},
             "yAxis": {"axisPlacement": "left", "reverse": False},
         }
@@ -369,8 +375,7 @@ class Variable:
             out["current"] = {"selected": False, "text": text, "value": value}
         elif self.include_all:
             out["current"] = {"selected": True, "text": ["All"], "value": ["$__all"]}
-        else:
-            out["current"] = {}
+        # else no `current`: Grafana selects the first value (`{}` is not a valid current option)
         return out
 
 

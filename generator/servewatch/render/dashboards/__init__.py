@@ -25,7 +25,6 @@ from .context import DashboardContext, Roles
 from .delivery import (
     CONFIGMAP_LIMIT,
     GENERATED,
-    GRAFANA_MIN_VERSION,
     PROVIDER_PATH,
     import_variant,
     k8s_name,
@@ -44,7 +43,6 @@ __all__ = [
     "BUILDERS",
     "CONFIGMAP_LIMIT",
     "GENERATED",
-    "GRAFANA_MIN_VERSION",
     "PROVIDER_PATH",
     "DashboardContext",
     "GpuFleet",

@@ -7,22 +7,39 @@ import pytest
 import yaml
 
 
+def _outputs(root) -> dict[str, str]:
+    """What generate wrote under root, the specs folder aside."""
+    return {
+        p.relative_to(root).as_posix(): p.read_text()
+        for top in ("rules", "dashboards", "runbooks", "promtool", "alertmanager")
+        for p in (root / top).rglob("*")
+        if p.is_file()
+    }
+
+
 @pytest.mark.tools("promtool")
 def test_init_then_generate_and_test(tmp_path, servewatch, repo):
     res = servewatch("init", tmp_path)
     assert res.returncode == 0, res.stderr
+    # only what a team tunes; the rest is the installed defaults'
+    held = sorted(p.relative_to(tmp_path / "specs").as_posix() for p in (tmp_path / "specs").rglob("*.yaml"))
+    assert held == ["config.yaml", "overrides.yaml"]
+    assert "servewatch-check:" in (tmp_path / "servewatch.mk").read_text()
+    assert servewatch("generate", cwd=tmp_path).returncode == 0
+    assert _outputs(tmp_path) == _outputs(repo), "the minimal repo generates what the defaults generate"
+    res = servewatch("test", "--extra", tmp_path / "none", cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_init_full_copies_every_default_spec(tmp_path, servewatch, repo):
+    assert servewatch("init", "--full", tmp_path).returncode == 0
     shipped = sorted(p.relative_to(repo / "specs").as_posix() for p in (repo / "specs").rglob("*.yaml"))
     copied = sorted(
         p.relative_to(tmp_path / "specs").as_posix() for p in (tmp_path / "specs").rglob("*.yaml")
     )
     assert copied == shipped
-    assert "servewatch-check:" in (tmp_path / "servewatch.mk").read_text()
     assert servewatch("generate", cwd=tmp_path).returncode == 0
-    assert (tmp_path / "rules" / "gpu.rules.yaml").read_text() == (
-        repo / "rules" / "gpu.rules.yaml"
-    ).read_text()
-    res = servewatch("test", "--extra", tmp_path / "none", cwd=tmp_path)
-    assert res.returncode == 0, res.stdout + res.stderr
+    assert _outputs(tmp_path) == _outputs(repo)
 
 
 def test_init_never_overwrites_without_force(tmp_path, servewatch):
@@ -38,7 +55,7 @@ def test_init_never_overwrites_without_force(tmp_path, servewatch):
 def test_init_points_every_yaml_spec_at_the_schema_beside_it(tmp_path, servewatch):
     """An editor with the YAML language server validates each spec the user opens: the first line names
     the schema by a path relative to the file, and the schema there is the one this servewatch makes."""
-    assert servewatch("init", tmp_path).returncode == 0
+    assert servewatch("init", "--full", tmp_path).returncode == 0
     specs = tmp_path / "specs"
     schema = specs / "servewatch.schema.json"
     assert schema.read_text() == servewatch("schema").stdout

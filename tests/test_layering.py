@@ -49,6 +49,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "verify",
             "init",
             "demo",
+            "upgrades",
             "cli",
             "__main__",
             "__init__",

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import demo, detect, init
+from . import demo, detect, init, upgrades
 from .tools import ToolError
 from .tools import cli as tools_cli
 from .lint import cli as lint_cli
@@ -74,8 +74,10 @@ def cmd_check(args) -> int:
 
 
 def cmd_init(args) -> int:
-    specs, count, fragment = init.start_repository(Path(args.dir), force=args.force)
+    specs, count, fragment = init.start_repository(Path(args.dir), force=args.force, full=args.full)
     print(f"servewatch: wrote {count} spec files to {specs} and {fragment}")
+    if not args.full:
+        print("servewatch: the other specs are the installed servewatch's defaults (`extends: servewatch`)")
     print(
         "next: tune specs/config.yaml (or run `servewatch detect --prometheus URL`), put your thresholds in "
         "specs/overrides.yaml, then `servewatch generate` and commit the outputs"
@@ -203,6 +205,12 @@ def parser() -> argparse.ArgumentParser:
     )
     i.add_argument("dir", nargs="?", default=".", help="target folder (default: .)")
     i.add_argument("--force", action="store_true", help="replace an existing specs/ and servewatch.mk")
+    i.add_argument(
+        "--full",
+        action="store_true",
+        help="copy every default spec instead of extending the installed ones (`servewatch defaults diff` "
+        "then shows what a new release changed)",
+    )
     i.set_defaults(func=cmd_init)
 
     s = sub.add_parser(
@@ -219,6 +227,7 @@ def parser() -> argparse.ArgumentParser:
     lint_cli.add_cli(sub)
     investigate_cli.add_cli(sub)
     detect.add_cli(sub)
+    upgrades.add_cli(sub)
     demo.add_cli(sub).set_defaults(commands=tuple(sub.choices))  # it names the commands there are
     return p
 

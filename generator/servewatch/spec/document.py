@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from .alertmanager import Alertmanager
@@ -12,6 +14,9 @@ from .slos import SLO, SloName
 
 
 class SpecDoc(Strict):
+    # `extends: servewatch`: the folder holds only what the team changed, over the default specs of
+    # the installed servewatch (spec/layers.py)
+    extends: Literal["servewatch"] | None = None
     config: Config | None = None
     signals: dict[SignalName, Signal] = Field(default_factory=dict)
     groups: tuple[Group, ...] = ()

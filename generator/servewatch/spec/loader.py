@@ -6,12 +6,13 @@ yet cross-checked: servewatch.validate checks it as a whole before anything is b
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from ..errors import Location, SpecError, SpecErrors
+from . import layers
 from .alertmanager import Alertmanager
 from .dashboards import Settings
 from .document import SpecDoc
@@ -40,6 +41,9 @@ class Spec:
     files: tuple[str, ...]
     sources: dict  # (kind, name) -> (SourceDoc, path), to locate any field below it
     root: str = "specs"  # the specs folder: where a thing no file defines is reported
+    # what the files wrote of the single-object sections (config, dashboards, alertmanager), before
+    # defaults: a layer over the default specs replaces exactly these (layers.py)
+    written: dict = field(default_factory=dict)
 
     def locate(self, kind: str, name: str, *sub) -> Location:
         """file:line of a field of a named thing, e.g. locate("signal", "x", "metric")."""
@@ -70,12 +74,24 @@ def _validate(doc: SourceDoc) -> tuple[SpecDoc | None, list[SpecError]]:
 
 
 def load(root: Path | str) -> Spec:
+    """The Spec of a specs folder; one that says `extends: servewatch` is laid over the installed
+    servewatch's default specs (layers.py)."""
     root = Path(root)
     if not root.is_dir():
         raise SpecError(f"specs folder {root} does not exist")
     files = spec_files(root)
     if not files:
         raise SpecError(f"no spec files (*.yaml, *.jsonnet) in {root}")
+    parsed = _parse(files, root)
+    if not any(sd.extends for _, sd in parsed):
+        return _merge(parsed, files, root)
+    base_root = layers.defaults_dir()
+    base_files = spec_files(base_root)
+    base = _merge(_parse(base_files, base_root), base_files, base_root)
+    return layers.overlay(base, _merge(parsed, files, root))
+
+
+def _parse(files: list[Path], root: Path) -> list[tuple[SourceDoc, SpecDoc]]:
     errors: list[SpecError] = []
     parsed: list[tuple[SourceDoc, SpecDoc]] = []
     for path in files:
@@ -90,7 +106,7 @@ def load(root: Path | str) -> Spec:
             parsed.append((doc, spec_doc))
     if errors:
         raise SpecErrors(errors)
-    return _merge(parsed, files, root)
+    return parsed
 
 
 def _merge(parsed: list[tuple[SourceDoc, SpecDoc]], files: list[Path], root: Path) -> Spec:
@@ -98,6 +114,8 @@ def _merge(parsed: list[tuple[SourceDoc, SpecDoc]], files: list[Path], root: Pat
     where: dict = {}
     sources: dict = {}
     config: Config | None = None
+    config_set: dict = {}  # the config fields the files wrote: what a layer over defaults changes
+    dashboards_set: dict = {}  # the same for the dashboards settings
     signals: dict[str, Signal] = {}
     groups: list[Group] = []
     scenarios: list[Scenario] = []
@@ -122,6 +140,7 @@ def _merge(parsed: list[tuple[SourceDoc, SpecDoc]], files: list[Path], root: Pat
         if sd.config is not None:
             if claim("config", "config", doc, ("config",)):
                 config = sd.config
+                config_set = sd.config.model_dump(by_alias=True, exclude_unset=True)
         for name, signal in sd.signals.items():
             if claim("signal", name, doc, ("signals", name)):
                 signals[name] = signal
@@ -143,6 +162,7 @@ def _merge(parsed: list[tuple[SourceDoc, SpecDoc]], files: list[Path], root: Pat
                 key = Settings.model_fields[field].alias or field
                 if claim("dashboard", key, doc, ("dashboards", key)):
                     dashboards[field] = getattr(sd.dashboards, field)
+                    dashboards_set[key] = sd.dashboards.model_dump(by_alias=True, exclude_unset=True).get(key)
         for name, runbook in (sd.runbooks or {}).items():
             if claim("runbook", name, doc, ("runbooks", name)):
                 runbooks[name] = runbook
@@ -155,6 +175,13 @@ def _merge(parsed: list[tuple[SourceDoc, SpecDoc]], files: list[Path], root: Pat
         raise SpecErrors(errors)
     return Spec(
         config=config or Config(),
+        written={
+            "config": config_set,
+            "dashboards": dashboards_set,
+            "alertmanager": alertmanager.model_dump(by_alias=True, exclude_unset=True)
+            if alertmanager
+            else {},
+        },
         signals=signals,
         groups=tuple(groups),
         overrides=Overrides(**overrides),

@@ -103,8 +103,8 @@ def test_hostname_label_suggests_the_majority_and_keeps_the_configured_one_on_a_
     assert out.suggested == {"dcgm.hostname_label": "Hostname"}  # 3 to 1 whatever is configured
     [mixed] = out.findings
     assert mixed.message.startswith(
-        "mixed spellings (mid-upgrade): 3 FB series carry Hostname (exporter <= 4.5.3-4.8.2), "
-        "1 carry hostname (4.6.0-4.8.3+);"
+        "mixed spellings (mid-upgrade): 3 FB series carry Hostname (exporter <= 4.8.2), "
+        "1 carry hostname (>= 4.8.3);"
     )
     tie = probes.hostname_label(context(asked, TIE, hostname_label=configured))
     assert tie.suggested == {"dcgm.hostname_label": configured}

@@ -132,7 +132,7 @@ class DcgmProfile(Strict):
     which host label spelling, where workload labels land, and single metric names overridden."""
 
     fb_units: str = "mib"  # the exporter profile: mib (<= 4.8, FB in MiB), bytes (4.9+, FB in bytes)
-    hostname_label: str = "Hostname"  # 4.6.0-4.8.3 renamed it hostname
+    hostname_label: str = "Hostname"  # exporter 4.8.3 renamed it hostname
     workload_labels: str = "exported"  # honorLabels false -> exported_pod; plain: pod
     metric_names: dict[str, str] = Field(default_factory=dict)  # DCGM field -> metric name
 

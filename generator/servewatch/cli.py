@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -247,6 +248,9 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(str(exc), 1)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `servewatch ... | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@ Builders return plain strings; `servewatch.lint.engine` parses them in tests and
 
 from __future__ import annotations
 
+import json
+
 import re
 from typing import Iterable, Sequence
 
@@ -99,6 +101,11 @@ def with_context(expr: str, series: str, identity: Sequence[str], context: Seque
 def product(factors: Sequence[str], on: Sequence[str]) -> str:
     """The factors multiplied series by series, matched one-to-one on `on`."""
     return f"\n* on ({labels(on)})\n".join(f"(\n  {f}\n)" for f in factors)
+
+
+def string(value: str) -> str:
+    """`value` as a PromQL string literal (double quotes; JSON's escapes are PromQL's)."""
+    return json.dumps(value)
 
 
 def copy_label(expr: str, src: str, dst: str) -> str:

@@ -8,9 +8,9 @@ kube_pod_labels join, the Kubernetes delivery details and which optional panels 
 from __future__ import annotations
 
 import re
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
-from pydantic import ConfigDict, Field, create_model, field_validator
+from pydantic import ConfigDict, Field, create_model, field_validator, model_validator
 
 from .fields import K8sLabelKey, K8sLabels, K8sLabelValue, Number, PositiveDuration
 from .schema import Strict, _label
@@ -84,14 +84,48 @@ class TimeRange(Strict):
     )
 
 
+PositivePrice = Annotated[float, Field(gt=0)]
+
+
 class Cost(Strict):
-    """Cost per million output tokens = price_per_gpu_hour x GPUs / 3600 / output tokens per second x 1e6."""
+    """Cost per million output tokens = the hourly price of the GPUs a model holds / 3600 / output
+    tokens per second x 1e6. Each GPU is priced by its MIG profile, else its GPU model, else
+    price_per_gpu_hour."""
 
     price_per_gpu_hour: Number = Field(2.5, gt=0)
+    # DCGM's modelName (e.g. "NVIDIA H200") -> price per GPU-hour; GPU_I_PROFILE (e.g. "3g.40gb") ->
+    # price per MIG-instance-hour. A MIG instance's profile price wins over its GPU's model price.
+    gpu_model_prices: dict[str, PositivePrice] = Field(default_factory=dict)
+    mig_profile_prices: dict[str, PositivePrice] = Field(default_factory=dict)
     currency: str = "USD"
     # null: count the GPUs (and MIG instances) the model's pods hold, from DCGM's workload labels.
     # A number: GPUs per engine (data-parallel rank), for clusters without DCGM pod mapping.
     gpus_per_engine: int | None = Field(None, ge=1)
+
+    @model_validator(mode="after")
+    def _priced_by_type_needs_the_gpus(self):
+        if self.gpus_per_engine and (self.gpu_model_prices or self.mig_profile_prices):
+            raise ValueError(
+                "gpu_model_prices and mig_profile_prices price each GPU by its DCGM labels, which "
+                "gpus_per_engine does without (it counts GPUs, not their kinds): drop one of them"
+            )
+        return self
+
+    @property
+    def by_type(self) -> bool:
+        return bool(self.gpu_model_prices or self.mig_profile_prices)
+
+    @property
+    def per_gpu_hour(self) -> str:
+        """The price as the panels' descriptions state it."""
+        if not self.by_type:
+            return f"{self.price_per_gpu_hour:g} {self.currency} per GPU-hour"
+        kinds = [f"MIG {k} {v:g}" for k, v in sorted(self.mig_profile_prices.items())]
+        kinds += [f"{k} {v:g}" for k, v in sorted(self.gpu_model_prices.items())]
+        return (
+            f"each GPU's own price per hour in {self.currency} ({', '.join(kinds)}, "
+            f"any other {self.price_per_gpu_hour:g})"
+        )
 
     _cur = field_validator("currency")(
         _check(lambda v: re.fullmatch(r"[A-Z]{3}", v), "{v!r} is not a three-letter currency code like USD")

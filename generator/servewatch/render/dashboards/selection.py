@@ -227,20 +227,56 @@ class Selection:
             gpu_expr, self.as_workload(pods), self.ctx.cluster_labels + [roles.wl_namespace, roles.wl_pod]
         )
 
+    def gpu_cost_terms(self) -> tuple[str, str | None]:
+        """(per model, price): the GPUs each model holds and the one price per GPU-hour they all cost;
+        or, with prices per GPU model or MIG profile, what those GPUs cost per hour, each at its own
+        price, and None."""
+        cost = self.ctx.settings.defaults.cost
+        if not cost.by_type:
+            return self.gpus_per_model(), repr(float(cost.price_per_gpu_hour))
+        return self._held_per_model("sum", self._priced_gpus(cost)), None
+
+    def _priced_gpus(self, cost) -> str:
+        """Each GPU's framebuffer series with its price as the value: its MIG profile's, else its GPU
+        model's, else the default (`or` keeps the first branch a series is in)."""
+        labels = self.signals.catalog.dcgm.labels
+        typed = [(labels.mig_profile, k, v) for k, v in sorted(cost.mig_profile_prices.items())]
+        typed += [(labels.model, k, v) for k, v in sorted(cost.gpu_model_prices.items())]
+        branches = [
+            f"{self._fb_ratio_where(f'{label}={promql.string(v)}')} * 0 + {p!r}" for label, v, p in typed
+        ]
+        branches.append(f"{self.signal('gpu_fb_used_ratio')} * 0 + {float(cost.price_per_gpu_hour)!r}")
+        return "(\n  " + "\nor\n  ".join(f"({b})" for b in branches) + "\n)"
+
+    def _fb_ratio_where(self, matcher: str) -> str:
+        """The framebuffer ratio of the GPUs whose DCGM series match `matcher`."""
+        if self._recorded("gpu_fb_used_ratio"):
+            record = self.ctx.model.signal("gpu_fb_used_ratio").record
+            return self.signals.narrow(record, [*self.dcgm_matchers, matcher], dcgm=True)
+        raw = self.signals.select(self.signals.metric_name("fb_used"), matcher)
+        return promql.only_where(self.signal("gpu_fb_used_ratio"), raw, self.ctx.identity("gpu"))
+
     def gpus_per_model(self) -> str:
         """GPUs (and MIG instances) each model holds: its engines x the configured GPUs per engine, or,
         without that setting, the GPUs whose framebuffer ratio dcgm-exporter maps to the model's pods."""
-        roles, ctx = self.ctx.roles, self.ctx
+        ctx = self.ctx
         per_engine = ctx.settings.defaults.cost.gpus_per_engine
         model = ctx.identity("model")
         if per_engine:
             return f"{promql.agg('count', model, self.engines_serving())} * {per_engine}"
-        ratio = self.signal("gpu_fb_used_ratio")
+        return self._held_per_model("count", self.signal("gpu_fb_used_ratio"))
+
+    def _held_per_model(self, how: str, per_gpu: str) -> str:
+        """`how` (count, sum) of the per-GPU series `per_gpu` over the GPUs each model's pods hold,
+        as dcgm-exporter maps GPUs to pods."""
+        roles, ctx = self.ctx.roles, self.ctx
         held = promql.copy_label(
-            promql.copy_label(ratio, roles.wl_namespace, roles.namespace), roles.wl_pod, roles.pod
+            promql.copy_label(per_gpu, roles.wl_namespace, roles.namespace), roles.wl_pod, roles.pod
         )
         return promql.agg(
-            "count", model, promql.with_context(held, self.pods_of_models(), ctx.pod_identity, [roles.model])
+            how,
+            ctx.identity("model"),
+            promql.with_context(held, self.pods_of_models(), ctx.pod_identity, [roles.model]),
         )
 
 

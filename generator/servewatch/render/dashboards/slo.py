@@ -63,10 +63,11 @@ class SloBoard(BoardBuilder):
     def cost_per_good_million(self) -> str:
         """Cost of the GPUs held over the range / good tokens over the range x 1e6. Both are averages
         over the range times its length, so the length cancels."""
-        price = repr(float(self.ctx.settings.defaults.cost.price_per_gpu_hour))
-        gpus = f"avg_over_time((\n  {self.models.gpus_per_model()}\n)[$__range:$__interval])"
+        held, price = self.models.gpu_cost_terms()
+        gpus = f"avg_over_time((\n  {held}\n)[$__range:$__interval])"
+        per_hour = f"{gpus}\n* {price}" if price else gpus
         good = f"avg_over_time({self.goodput()}[$__range])"
-        return promql.guarded_div(f"({gpus}\n* {price} / 3600 * 1e6)", good, self.ctx.identity("model"))
+        return promql.guarded_div(f"({per_hour} / 3600 * 1e6)", good, self.ctx.identity("model"))
 
     def serving_link(self) -> grafana.Link:
         roles = self.ctx.roles
@@ -145,7 +146,7 @@ class SloBoard(BoardBuilder):
                 unit=cost.unit,
                 decimals=2,
                 w=8,
-                description=f"{cost.price_per_gpu_hour:g} {cost.currency} per GPU-hour x the GPUs the "
+                description=f"{cost.per_gpu_hour} x the GPUs the "
                 "model held, averaged over the dashboard's time range / good output tokens per second "
                 "averaged over the same range x 1e6. No value when no good token was produced in the "
                 f"range. {GOODPUT_NOTE}",

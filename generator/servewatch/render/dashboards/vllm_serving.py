@@ -150,10 +150,10 @@ class VllmServing(BoardBuilder):
     def cost_per_million_tokens(self) -> str:
         """GPUs held x price per GPU-hour / generated tokens per second x 1e6, per model; no value
         (not infinity) while a model generates nothing."""
-        price = repr(float(self.ctx.settings.defaults.cost.price_per_gpu_hour))
-        gpus = self.models.gpus_per_model()
+        gpus, price = self.models.gpu_cost_terms()
+        per_hour = f"{gpus}\n* {price}" if price else gpus
         return promql.guarded_div(
-            f"({gpus}\n* {price} / 3600 * 1e6)", self.generated_tokens_per_model(), self.ctx.identity("model")
+            f"({per_hour} / 3600 * 1e6)", self.generated_tokens_per_model(), self.ctx.identity("model")
         )
 
     def length_distribution(self, metric: str) -> str:
@@ -214,8 +214,8 @@ class VllmServing(BoardBuilder):
                 grafana.Target(promql.agg("max", [], self.cost_per_million_tokens())),
                 unit=cost.unit,
                 decimals=2,
-                description=f"The most expensive selected model at this instant: {cost.price_per_gpu_hour:g} "
-                f"{cost.currency} per GPU-hour x GPUs held / generated tokens per second (good or not) x "
+                description=f"The most expensive selected model at this instant: {cost.per_gpu_hour} "
+                f"x GPUs held / generated tokens per second (good or not) x "
                 "1e6. Empty while nothing is generated; high with low traffic means idle GPUs. The SLO "
                 "dashboard has the cost per 1M good tokens over the selected range.",
             ),
@@ -521,7 +521,7 @@ class VllmServing(BoardBuilder):
                 unit=cost.unit,
                 decimals=2,
                 w=8,
-                description=f"At each instant: {cost.price_per_gpu_hour:g} {cost.currency} per GPU-hour x "
+                description=f"At each instant: {cost.per_gpu_hour} x "
                 "GPUs held by the model's pods / generated tokens per second (good or not) x 1e6. Empty, "
                 "not infinite, while nothing is generated; a rise with steady GPUs means less traffic. The "
                 "SLO dashboard has the cost per 1M good tokens over the selected range.",

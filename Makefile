@@ -44,7 +44,7 @@ lint: $(STAMP)
 test: lint tools
 	$(BIN)/servewatch generate --check
 	$(BIN)/servewatch test
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --install-tools
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --install-tools --durations=25
 
 # No servers, no download: a test that needs a binary missing here is skipped, and says which and why.
 test-fast: $(STAMP)

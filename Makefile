@@ -48,7 +48,7 @@ test: lint tools
 
 # No servers, no download: a test that needs a binary missing here is skipped, and says which and why.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not integration"
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not integration" --durations=15
 
 # Generation time of all artefacts, default specs and 100 deployments' worth (bench/README.md).
 bench: $(STAMP)

@@ -43,6 +43,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "lint",
             "investigate",
             "detect",
+            "calibrate",
             "promapi",
             "tools",
             "verdicts",

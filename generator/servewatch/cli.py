@@ -12,6 +12,7 @@ from .tools import ToolError
 from .tools import cli as tools_cli
 from .lint import cli as lint_cli
 from .investigate import cli as investigate_cli
+from .calibrate import cli as calibrate_cli
 from .errors import ServewatchError, SpecErrors
 
 
@@ -229,6 +230,7 @@ def parser() -> argparse.ArgumentParser:
     investigate_cli.add_cli(sub)
     detect.add_cli(sub)
     upgrades.add_cli(sub)
+    calibrate_cli.add_cli(sub)
     demo.add_cli(sub).set_defaults(commands=tuple(sub.choices))  # it names the commands there are
     return p
 

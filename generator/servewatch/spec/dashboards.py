@@ -131,6 +131,17 @@ class Cost(Strict):
         _check(lambda v: re.fullmatch(r"[A-Z]{3}", v), "{v!r} is not a three-letter currency code like USD")
     )
 
+    def per_million(
+        self, gpus: float, seconds: float, good_tokens: float, price: float | None = None
+    ) -> float | None:
+        """Cost per 1M good output tokens over a period (the formula above, summed over the period):
+        price x GPUs x hours / good tokens x 1e6; undefined (None) when no token was good."""
+        if not good_tokens:
+            return None
+        return (
+            (self.price_per_gpu_hour if price is None else price) * gpus * seconds / 3600 / good_tokens * 1e6
+        )
+
     @property
     def unit(self) -> str:
         return (

@@ -1,0 +1,154 @@
+"""A load test's Prometheus history -> load steps.
+
+Each step is a time range. Its measures are the whole step seen by the server: a latency percentile
+is the histogram's quantile over the step (`rate(..._bucket[<step>])`), the error share counts the
+finished requests that ended in abort or error, as a client sees them fail. Each alert's signal is
+built by the same SignalBuilder as its rule, read from the raw series (the records may not be in the
+history) and evaluated at the alert group's interval over the step: the worst series at each
+evaluation, which is the fullest engine (DP rank) or GPU for a saturation signal.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from ..model import Model
+from ..promql import builders as b
+from ..slo.kinds import kind_of
+from ..spec.schema import seconds
+from .measures import ERRORS, Measure
+from .steps import Step, Trace
+
+FINISHED = "vllm:request_success_total"
+FAILED = 'finished_reason=~"abort|error"'  # what a client sees fail (an abort is usually a timeout)
+WINDOWED = ("rate", "counter_ratio", "quantile", "bucket_rate")  # kinds computed over a window
+DEFAULT_INTERVAL = "1m"  # Prometheus' evaluation_interval when a group sets none
+
+
+@dataclass(frozen=True)
+class Range:
+    start: float
+    end: float
+
+
+def split(start: float, end: float, every_s: float | None, edges: list[float]) -> list[Range]:
+    """Steps of `every_s` seconds from `start`, or between the explicit `edges` (inside the range)."""
+    points = [start, *sorted(edges), end] if edges else []
+    if every_s:
+        n = max(1, math.floor((end - start) / every_s + 1e-9))
+        points = [start + i * every_s for i in range(n + 1)]
+    return [Range(a, z) for a, z in zip(points, points[1:], strict=False) if z > a]
+
+
+def _utc(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _window(r: Range) -> str:
+    return f"{int(round(r.end - r.start))}s"
+
+
+def _value(result: list) -> tuple[float | None, dict]:
+    """The largest value of an instant query's result and its labels."""
+    best, labels = None, {}
+    for row in result:
+        v = float(row["value"][1])
+        if not math.isnan(v) and (best is None or v > best):
+            best, labels = v, row["metric"]
+    return best, labels
+
+
+class History:
+    def __init__(self, client, model: Model, shown: str):
+        self.client = client
+        self.model = model
+        self.sb = model.builder
+        self.shown = shown
+        self.ident = self.sb.labels.identity("model")
+
+    def alerts(self):
+        """The alerts on a signal (SLO burn rows and absence alerts have no threshold to calibrate)."""
+        return [a for a in self.model.alerts() if getattr(a.spec, "signal", None)]
+
+    def interval_s(self, group: str) -> float:
+        g = next(g for g in self.model.groups if g.name == group)
+        return seconds(g.interval or DEFAULT_INTERVAL)
+
+    def step(self, k: int, r: Range, needed: list[Measure], goodput: list) -> Step:
+        win = _window(r)
+        measures, unmeasured = {}, {}
+        for m in needed:
+            v = self._measure(m, win, r.end)
+            if v is None:
+                unmeasured[m.key] = f"{self.shown} has no {m.histogram or FINISHED} in {win} before {r.end:g}"
+            else:
+                measures[m.key] = v
+        finished = self.sb.model_rate(self.sb.select(FINISHED), win, ("finished_reason",))
+        rate, _ = _value(self.client.query(f"sum({finished})", r.end))
+        seconds_ = r.end - r.start
+        requests = int(round((rate or 0) * seconds_))
+        observed, traces = {}, {}
+        for alert in self.alerts():
+            traces[alert.alert] = self._trace(alert, r)
+            observed[alert.alert] = self._observed(alert, win, r.end, traces[alert.alert])
+        return Step(
+            source=f"{self.shown} {_utc(r.start)}..{_utc(r.end)}",
+            label=f"#{k + 1} at {(rate or 0):.3g} req/s",
+            load=rate or 0.0,
+            requests=requests,
+            seconds=seconds_,
+            measures=measures,
+            good_tokens=self._good_tokens(win, r.end, seconds_, goodput),
+            observed={k: v for k, v in observed.items() if v is not None},
+            traces=traces,
+            unmeasured=unmeasured,
+        )
+
+    def _measure(self, m: Measure, win: str, at: float) -> float | None:
+        if m.metric == ERRORS:
+            keep = ("finished_reason",)
+            every = self.sb.model_rate(self.sb.select(FINISHED), win, keep)
+            if _value(self.client.query(every, at))[0] is None:
+                return None
+            bad = self.sb.model_rate(self.sb.select(FINISHED, FAILED), win, keep)
+            return _value(self.client.query(b.guarded_div(bad, every, self.ident), at))[0] or 0.0
+        expr = self.sb.histogram_quantile(m.histogram, m.quantile, win, "model")
+        return _value(self.client.query(expr, at))[0]
+
+    def _expr(self, alert, window: str | None = None) -> str:
+        signal = self.model.signal(alert.spec.signal)
+        return self.sb.expr(signal, window=window, quantile=alert.spec.quantile)
+
+    def _trace(self, alert, r: Range) -> Trace:
+        """The alert's signal as its rule sees it, from when its rate window lies inside the step."""
+        every = self.interval_s(alert.group)
+        settle = seconds(self.sb.config.rate_window)
+        signal = self.model.signal(alert.spec.signal)
+        start = r.start + settle if signal.kind in WINDOWED and r.end - r.start > 2 * settle else r.start
+        rows = self.client.query_range(f"max({self._expr(alert)})", start, r.end, every)
+        values = tuple(float(v) for row in rows for _, v in row["values"] if not math.isnan(float(v)))
+        worst = self.client.query(
+            f"topk(1, max_over_time(({self._expr(alert)})[{_window(r)}:{every:g}s]))", r.end
+        )
+        return Trace(every, values, _value(worst)[1])
+
+    def _observed(self, alert, win: str, at: float, trace: Trace) -> float | None:
+        """A windowed signal over the whole step; an instantaneous one's median over the step."""
+        if self.model.signal(alert.spec.signal).kind in WINDOWED:
+            return _value(self.client.query(self._expr(alert, win), at))[0]
+        return trace.median()
+
+    def _good_tokens(self, win: str, at: float, seconds_: float, goodput: list) -> float | None:
+        """Generated tokens x the share good under each goodput SLO, as the goodput record counts them."""
+        tokens = self.sb.model_rate(self.sb.select("vllm:generation_tokens_total"), win)
+        shares = []
+        for slo in goodput:
+            kind = kind_of(slo.sli)
+            events = kind.events(self.sb, slo.sli, getattr(slo.sli, kind.param) if kind.param else None)
+            good = self.sb.model_rate(events.good, win, events.keep)
+            valid = self.sb.model_rate(events.valid, win, events.keep)
+            shares.append(b.guarded_div(good, valid, self.ident))
+        rate, _ = _value(self.client.query(f"sum({b.product([tokens, *shares], self.ident)})", at))
+        return None if rate is None else rate * seconds_

@@ -1,0 +1,96 @@
+"""The proposals applied to the overrides file: a round trip through ruamel.yaml, so the user's
+comments, order and quoting stay, with the evidence of each changed value as its line's comment.
+The result is checked like `servewatch check` before anything is written."""
+
+from __future__ import annotations
+
+import difflib
+import io
+import shutil
+import tempfile
+from pathlib import Path
+
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap
+
+from .. import writer
+from ..errors import SpecErrors
+from .propose import Proposal
+from .targets import CalibrateError
+
+FILE = "overrides.yaml"
+FIELDS = {"threshold": "threshold", "for": "for"}
+
+
+def _yaml() -> YAML:
+    y = YAML()  # round-trip
+    y.preserve_quotes = True
+    y.width = 4096  # an evidence comment stays on its line
+    y.indent(mapping=2, sequence=4, offset=2)
+    return y
+
+
+def _block(parent: CommentedMap, key: str) -> CommentedMap:
+    """parent[key] as a block mapping, made if missing (`overrides: {}` becomes a block)."""
+    child = parent.get(key)
+    if not isinstance(child, CommentedMap):
+        child = CommentedMap()
+        parent[key] = child
+    child.fa.set_block_style()
+    return child
+
+
+def _plain(value):
+    """20.0 -> 20: a count reads as one."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def apply(text: str, proposals: list[Proposal]) -> str:
+    """`text` (an overrides file) with the proposed thresholds and `for`s."""
+    y = _yaml()
+    doc = y.load(text) if text.strip() else None
+    if doc is None:
+        doc = CommentedMap()
+    if not isinstance(doc, CommentedMap):
+        raise CalibrateError(f"{FILE} is not a mapping; cannot add overrides to it")
+    alerts = _block(_block(doc, "overrides"), "alerts")
+    for p in proposals:
+        if p.value is None or p.field not in FIELDS or p.proposed == p.current:
+            continue
+        entry = _block(alerts, p.subject)
+        key, value = FIELDS[p.field], _plain(p.value)
+        entry[key] = value
+        # the comment two spaces after the value, as the user's own comments usually sit
+        column = 6 + len(key) + 2 + len(str(value)) + 2
+        entry.yaml_add_eol_comment(f"calibrate: {p.rule}; {p.evidence}", key, column=column)
+    out = io.StringIO()
+    y.dump(doc, out)
+    return out.getvalue()
+
+
+def diff(path: Path, old: str, new: str) -> str:
+    return "".join(
+        difflib.unified_diff(old.splitlines(True), new.splitlines(True), str(path), f"{path} (calibrated)")
+    )
+
+
+def check(specs: Path, new: str) -> None:
+    """Load and validate a copy of the specs with the new overrides, as `servewatch check` does."""
+    from ..spec.loader import load
+    from ..validation import validate
+
+    with tempfile.TemporaryDirectory(prefix="servewatch-calibrate-") as tmp:
+        copy = Path(tmp) / "specs"
+        shutil.copytree(specs, copy)
+        (copy / FILE).write_text(new, encoding="utf-8")
+        try:
+            validate(load(copy))
+        except SpecErrors as exc:
+            lines = "; ".join(str(e).replace(str(copy), str(specs)) for e in exc.errors[:5])
+            raise CalibrateError(
+                f"the proposed overrides would not pass `servewatch check`: {lines}"
+            ) from None
+
+
+def write(path: Path, new: str) -> None:
+    writer.replace(path, new)

@@ -1,0 +1,41 @@
+"""The text report: each source's steps against the targets, then the proposals."""
+
+from __future__ import annotations
+
+from .propose import Result
+from .targets import show
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+
+
+def text(result: Result, costs: dict[str, list[float | None]], currency: str) -> str:
+    out = ["targets: " + ", ".join(f"{t.shown()} ({t.origin})" for t in result.targets), ""]
+    for sw in result.sweeps:
+        head = ["step", "requests", *[t.measure.key for t in result.targets], "verdict"]
+        if sw.name in costs:
+            head.append(f"{currency}/1M good tokens")
+        rows = [head]
+        for i, s in enumerate(sw.steps):
+            cells = [s.label, str(s.requests)]
+            cells += [show(s.measures[t.measure.key], t.measure.unit) for t in result.targets]
+            verdict = "broke: " + "; ".join(sw.broken[i]) if i in sw.broken else "met"
+            cells.append(("SUSTAINABLE " if i == result.sustainable else "") + verdict)
+            if sw.name in costs:
+                c = costs[sw.name][i]
+                cells.append("undefined (no good token)" if c is None else f"{c:.3g}")
+            rows.append(cells)
+        out += [f"{sw.name}: {len(sw.steps)} steps", *_table(rows), ""]
+    rows = [["subject", "field", "now", "proposed", "rule / why not"]]
+    for p in result.proposals:
+        rows.append([p.subject, p.field, p.current, p.proposed or "-", p.rule if p.proposed else p.reason])
+    out += ["proposals:", *_table(rows), ""]
+    evidence = [
+        f"  {p.subject} {p.field}: {p.evidence}" for p in result.proposals if p.proposed and p.evidence
+    ]
+    out += ["evidence:", *evidence]
+    if result.notes:
+        out += ["", *[f"note: {n}" for n in result.notes]]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,71 @@
+"""The team's targets: `--target ttft_p95=1.5s` or, without any, the objectives of specs/slos.yaml."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..errors import ServewatchError
+from ..spec.slos import AvailabilitySLI, LatencySLI
+from .measures import ERRORS, Measure, for_histogram, parse_key
+
+VALUE_RE = re.compile(r"(?P<n>[0-9]+(?:\.[0-9]+)?(?:e-?[0-9]+)?)(?P<unit>ms|s|%)?")
+
+
+class CalibrateError(ServewatchError):
+    """The load test cannot support an answer, or the input is not a load test: exit 2, nothing written."""
+
+
+@dataclass(frozen=True)
+class Target:
+    measure: Measure
+    limit: float  # seconds, or a ratio for errors
+    origin: str  # "--target ttft_p95=1.5s" or "specs/slos.yaml: vllm-ttft"
+
+    def met(self, value: float) -> bool:
+        return value <= self.limit
+
+    def shown(self) -> str:
+        return f"{self.measure.key} <= {show(self.limit, self.measure.unit)}"
+
+
+def show(value: float, unit: str) -> str:
+    if unit == "ratio":
+        return f"{value * 100:.3g}%"
+    return f"{value * 1000:.3g}ms" if value < 1 else f"{value:.3g}s"
+
+
+def parse(text: str) -> Target:
+    name, eq, raw = text.partition("=")
+    try:
+        measure = parse_key(name.strip())
+    except ValueError as exc:
+        raise CalibrateError(f"--target {text!r}: {exc}") from None
+    m = VALUE_RE.fullmatch(raw.strip()) if eq else None
+    unit = m and m["unit"]
+    latency = measure.metric != ERRORS
+    if not m or (latency and unit == "%") or (not latency and unit in ("s", "ms")):
+        want = "a duration like 1.5s or 80ms" if latency else "a share like 1% or 0.01"
+        raise CalibrateError(f"--target {text!r}: want {name.strip()}={want}")
+    value = float(m["n"]) / (1000 if unit == "ms" else 100 if unit == "%" else 1)
+    if not latency and not 0 <= value < 1:
+        raise CalibrateError(f"--target {text!r}: an error share is between 0% and 100%")
+    return Target(measure, value, f"--target {text}")
+
+
+def from_slos(slos: dict, where: str) -> tuple[list[Target], list[str]]:
+    """Targets the SLOs state: a latency SLO's objective is a percentile under its threshold
+    (99% within 2.5 s = ttft_p99 <= 2.5s); an availability SLO's budget is the error share.
+    Also the SLOs a load test cannot check (a histogram vLLM bench does not measure)."""
+    out, skipped = [], []
+    for name, slo in sorted(slos.items()):
+        origin = f"{where}: {name}"
+        if isinstance(slo.sli, LatencySLI):
+            measure = for_histogram(slo.sli.histogram, slo.objective)
+            if measure is None:
+                skipped.append(f"SLO {name}: {slo.sli.histogram} is not measured by a load test")
+                continue
+            out.append(Target(measure, float(slo.sli.threshold), origin))
+        elif isinstance(slo.sli, AvailabilitySLI):
+            out.append(Target(Measure(ERRORS), round(1 - slo.objective, 9), origin))
+    return out, skipped

@@ -1,0 +1,246 @@
+"""A synthetic load test whose latency breaks at a known load: the bench result files a sweep of
+`vllm bench serve --save-result` writes and the Prometheus history of the same run, from one model.
+
+The deployment (one pod, two engines = DP ranks, the load split evenly) serves two kinds of request:
+80% short prompts and 20% long ones. Past KNEE req/s the queue grows: time to first token jumps,
+the KV cache fills, requests wait and are preempted, and at the last rate some end in an engine error.
+At the step at KNEE a KV cache burst of BURST_S seconds above the broken step's usage tests `for`.
+
+    lt = LoadTest()
+    files = lt.write_bench(tmp_path)            # one JSON per rate (detailed=True: per-request lists)
+    with LocalPrometheus(lt.openmetrics(start)) as prom:
+        a, z = lt.run_range(start)              # --range a..z --step-every lt.step_every
+
+Everything is derived from `at(rate)`, so tests read the truth from here rather than copying it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from servewatch.calibrate.measures import HISTOGRAMS, percentile
+
+from .synth import RequestProfile, to_openmetrics, vllm_engine
+from .synth.histogram import allocate
+
+RATES = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0)  # req/s, one step each
+KNEE = 4.0  # the highest rate that meets TARGETS
+TARGETS = ("ttft_p95=1.5s", "itl_p95=80ms", "errors=1%")
+MODEL = "acme/chat-8b"
+SCRAPE_S = 30.0
+STEP_SCRAPES = 30  # 15 minutes per load step in the history
+LEAD = 12  # scrapes at the first rate before the range starts (clean rate windows)
+BENCH_S = 120.0  # each bench file: a two-minute run
+OUTPUT_TOKENS = 64
+WEIGHTS = (0.8, 0.2)  # short, long prompts
+# at KNEE the fuller engine's KV cache bursts to BURST_KV (above the broken step's usage) for BURST_S
+BURST_KV, BURST_FROM, BURST_S = 0.85, 12, 420.0
+
+
+@dataclass(frozen=True)
+class State:
+    """The deployment at one request rate."""
+
+    rate: float
+    queue_s: float
+    prefill_s: float  # of a short prompt; a long one takes 2.5 x
+    itl_s: float
+    error_share: float
+    kv_usage: float  # of the fuller engine; the other holds 95% of it
+    waiting: float
+    preemptions_per_s: float
+
+    def profiles(self) -> tuple[RequestProfile, ...]:
+        short, long_ = WEIGHTS
+        ok = 1 - self.error_share
+        out = [
+            RequestProfile(short * ok, 1000, OUTPUT_TOKENS, self.queue_s, self.prefill_s, self.itl_s),
+            RequestProfile(
+                long_ * ok, 4000, OUTPUT_TOKENS, self.queue_s, 2.5 * self.prefill_s, self.itl_s * 1.1
+            ),
+        ]
+        if self.error_share:
+            out.append(
+                RequestProfile(
+                    self.error_share,
+                    1000,
+                    1,
+                    self.queue_s,
+                    self.prefill_s,
+                    self.itl_s,
+                    finished_reason="error",
+                )
+            )
+        return tuple(out)
+
+
+def at(rate: float) -> State:
+    over = max(0.0, rate - KNEE)
+    return State(
+        rate=rate,
+        queue_s=round(0.02 + 1.6 * over, 6),
+        prefill_s=round(0.2 + 0.02 * rate, 6),
+        itl_s=round(0.025 + 0.004 * rate, 6),
+        error_share=0.03 if over >= 2 else 0.0,
+        kv_usage=min(0.99, round(0.15 * rate + 0.03 * over, 4)),
+        waiting=0.0 if not over else 20.0 * over,
+        preemptions_per_s=0.5 * over,
+    )
+
+
+@dataclass(frozen=True)
+class LoadTest:
+    rates: tuple[float, ...] = RATES
+    bench_s: float = BENCH_S
+
+    # -- the Prometheus history ------------------------------------------------------------------
+    @property
+    def step_every(self) -> str:
+        return f"{int(STEP_SCRAPES * SCRAPE_S)}s"
+
+    @property
+    def samples(self) -> int:
+        return LEAD + STEP_SCRAPES * len(self.rates) + 1
+
+    def _state_at_sample(self, i: int) -> State:
+        k = min(max(0, (i - LEAD) // STEP_SCRAPES), len(self.rates) - 1)
+        return at(self.rates[k])
+
+    def run_range(self, start: float) -> tuple[float, float]:
+        """The range of the load steps: step k's increments land on its own samples only."""
+        first = start + (LEAD - 1) * SCRAPE_S
+        return first, first + STEP_SCRAPES * len(self.rates) * SCRAPE_S
+
+    def series(self) -> list:
+        n = self.samples
+        states = [self._state_at_sample(i) for i in range(n)]
+        burst = self._burst_samples()
+        out = []
+        for engine, share in ((0, 1.0), (1, 0.95)):
+            out += vllm_engine(
+                "serving",
+                "chat-0",
+                MODEL,
+                engine,
+                steps=n,
+                step=SCRAPE_S,
+                requests=[s.rate * SCRAPE_S / 2 for s in states],
+                profiles=lambda i: states[i].profiles(),
+                kv_usage=[
+                    BURST_KV * share if i in burst else round(s.kv_usage * share, 4)
+                    for i, s in enumerate(states)
+                ],
+                waiting=[s.waiting for s in states],
+                preemptions=[s.preemptions_per_s * SCRAPE_S / 2 for s in states],
+                prior_steps=10,
+            )
+        return out
+
+    def _burst_samples(self) -> set[int]:
+        k = self.rates.index(KNEE)
+        first = LEAD + k * STEP_SCRAPES + BURST_FROM
+        return set(range(first, first + int(BURST_S / SCRAPE_S)))
+
+    def openmetrics(self, start: float) -> str:
+        return to_openmetrics(self.series(), start, SCRAPE_S)
+
+    # -- the bench result files ------------------------------------------------------------------
+    def bench_result(self, rate: float, detailed: bool = True, date: datetime | None = None) -> dict:
+        s = at(rate)
+        n = int(rate * self.bench_s)
+        reqs = []
+        for p, c in zip(s.profiles(), allocate(n, [p.weight for p in s.profiles()]), strict=True):
+            reqs += [p] * c
+        ok = [p for p in reqs if p.finished_reason != "error"]
+        lists = {
+            "ttft": [p.ttft_s for p in ok],
+            "itl": [p.itl_s for p in ok for _ in range(p.generation_tokens - 1)],
+            "tpot": [p.tpot_s for p in ok if p.generation_tokens > 1],
+            "e2el": [p.e2e_s for p in ok],
+        }
+        out_tokens = sum(p.generation_tokens for p in ok)
+        in_tokens = sum(p.prompt_tokens for p in ok)
+        when = date or datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc) + timedelta(minutes=10 * rate)
+        result = {
+            "date": when.strftime("%Y%m%d-%H%M%S"),
+            "endpoint_type": "openai",
+            "backend": "openai",
+            "label": None,
+            "model_id": MODEL,
+            "tokenizer_id": MODEL,
+            "num_prompts": n,
+            "request_rate": rate,
+            "burstiness": 1.0,
+            "max_concurrency": None,
+            "duration": self.bench_s,
+            "completed": len(ok),
+            "failed": n - len(ok),
+            "total_input_tokens": in_tokens,
+            "total_output_tokens": out_tokens,
+            "request_throughput": len(ok) / self.bench_s,
+            "request_goodput": None,
+            "output_throughput": out_tokens / self.bench_s,
+            "total_token_throughput": (in_tokens + out_tokens) / self.bench_s,
+            "max_output_tokens_per_s": out_tokens / self.bench_s * 1.5,
+            "max_concurrent_requests": max(1, round(rate * (s.queue_s + 3))),
+        }
+        for metric in HISTOGRAMS:
+            xs = lists[metric]
+            mean = sum(xs) / len(xs)
+            result[f"mean_{metric}_ms"] = mean * 1000
+            result[f"median_{metric}_ms"] = percentile(xs, 50) * 1000
+            result[f"std_{metric}_ms"] = (sum((x - mean) ** 2 for x in xs) / len(xs)) ** 0.5 * 1000
+            for p in (50, 95, 99):
+                result[f"p{p}_{metric}_ms"] = percentile(xs, p) * 1000
+        if detailed:
+            failed = [p.finished_reason == "error" for p in reqs]
+            result |= {
+                "input_lens": [p.prompt_tokens for p in reqs],
+                "output_lens": [0 if f else p.generation_tokens for p, f in zip(reqs, failed, strict=True)],
+                "ttfts": [0.0 if f else p.ttft_s for p, f in zip(reqs, failed, strict=True)],
+                "itls": [
+                    [] if f else [p.itl_s] * (p.generation_tokens - 1)
+                    for p, f in zip(reqs, failed, strict=True)
+                ],
+                "start_times": [round(1000.0 + i / rate, 6) for i in range(n)],
+                "generated_texts": ["" for _ in reqs],
+                "errors": ["Internal Server Error" if f else "" for f in failed],
+            }
+        return result
+
+    def write_bench(self, folder: Path, detailed: bool = True) -> list[Path]:
+        folder.mkdir(parents=True, exist_ok=True)
+        paths = []
+        for rate in self.rates:
+            path = folder / f"openai-{rate:g}qps-chat-8b.json"
+            path.write_text(json.dumps(self.bench_result(rate, detailed)), encoding="utf-8")
+            paths.append(path)
+        return paths
+
+    def ramp_result(self) -> dict:
+        """One ramped run (--ramp-up-strategy linear) through every rate, `bench_s` at each."""
+        t0 = datetime(2026, 11, 30, 12, 0)
+        parts = [self.bench_result(r) for r in self.rates]
+        merged = {k: v for k, v in parts[0].items() if not isinstance(v, list)}
+        offset = 0.0
+        for key in ("input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors"):
+            merged[key] = [x for p in parts for x in p[key]]
+        starts = []
+        for p in parts:
+            starts += [round(1000.0 + offset + (t - 1000.0), 6) for t in p["start_times"]]
+            offset += self.bench_s
+        merged["start_times"] = starts
+        merged["rps_change_events"] = [
+            {"rps": r, "timestamp": (t0 + timedelta(seconds=k * self.bench_s)).isoformat()}
+            for k, r in enumerate(self.rates)
+        ]
+        merged |= {
+            "request_rate": float("inf"),
+            "duration": self.bench_s * len(self.rates),
+            "completed": sum(p["completed"] for p in parts),
+            "failed": sum(p["failed"] for p in parts),
+        }
+        return merged

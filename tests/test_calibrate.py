@@ -1,0 +1,246 @@
+"""`servewatch calibrate` on bench result files from the testkit's synthetic load test
+(servewatch_testkit/loadtest.py), whose latency breaks past a known load: the sustainable step and
+the thresholds must fall where that truth allows; what cannot support a number must say so, exit 2
+and write nothing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from servewatch.cli import main
+from servewatch.spec.loader import load
+from servewatch.validation import validate
+from servewatch_testkit import loadtest
+from servewatch_testkit.loadtest import KNEE, TARGETS, LoadTest, at
+
+ARGS = [f"--target={t}" for t in TARGETS]
+TTFT_TARGET, ITL_TARGET, ERR_TARGET = 1.5, 0.080, 0.01  # TARGETS, read as numbers
+
+
+def test_the_targets_are_read_as_the_truth_states_them():
+    from servewatch.calibrate.targets import parse
+
+    assert [parse(t).limit for t in TARGETS] == [TTFT_TARGET, ITL_TARGET, ERR_TARGET]
+
+
+@pytest.fixture(scope="module")
+def bench_files(tmp_path_factory):
+    return LoadTest().write_bench(tmp_path_factory.mktemp("bench"))
+
+
+def calibrate(specs, *args, write=True):
+    """Run the command in-process; return its exit code and the overrides it wrote (alert -> fields)."""
+    code = main(["calibrate", "--specs", str(specs), *map(str, args), *(["--write"] if write else [])])
+    data = yaml.safe_load((specs / "overrides.yaml").read_text())
+    return code, (data.get("overrides") or {}).get("alerts") or {}
+
+
+def sustainable_line(out: str) -> str:
+    return next(line for line in out.splitlines() if "SUSTAINABLE" in line)
+
+
+def test_bench_only_finds_the_knee_and_thresholds_between_the_knee_and_the_target(
+    bench_files, specs_with, capsys
+):
+    specs = specs_with()
+    code, alerts = calibrate(specs, "--bench", *bench_files, *ARGS)
+    out = capsys.readouterr().out
+    assert code == 0
+    assert sustainable_line(out).startswith(f"{KNEE:g} req/s")
+    knee = at(KNEE)
+    slow_ttft = knee.queue_s + 2.5 * knee.prefill_s  # the long prompts: the p95 of TTFT at the knee
+    assert slow_ttft < alerts["VLLMTimeToFirstTokenP95High"]["threshold"] < TTFT_TARGET
+    assert knee.itl_s * 1.1 < alerts["VLLMInterTokenLatencyP95High"]["threshold"] < ITL_TARGET
+    assert 0 < alerts["VLLMRequestErrorRateHigh"]["threshold"] < ERR_TARGET
+    # a saturation signal or a `for` needs the server's time series: said, not invented
+    assert "VLLMKVCacheUsageHigh" not in alerts
+    assert "bench results do not measure engine_kv_cache_usage" in out
+    assert "bench results have no time series" in out
+    assert all("for" not in fields for fields in alerts.values())
+    # e2e has no target: no number
+    assert "no target for e2el_p95" in out and "VLLMEndToEndLatencyP95High" not in alerts
+
+
+def test_percentile_keys_alone_give_the_same_answer_as_per_request_data(bench_files, specs_with, tmp_path):
+    aggregate = LoadTest().write_bench(tmp_path / "aggregate", detailed=False)
+    assert "ttfts" not in json.loads(aggregate[0].read_text())
+    _, detailed_alerts = calibrate(specs_with(), "--bench", *bench_files, *ARGS)
+    _, aggregate_alerts = calibrate(specs_with(), "--bench", *aggregate, *ARGS)
+    assert aggregate_alerts == detailed_alerts
+
+
+def test_a_ramped_run_is_split_by_its_rps_change_events(bench_files, specs_with, tmp_path, capsys):
+    ramp = tmp_path / "ramp.json"
+    ramp.write_text(json.dumps(LoadTest().ramp_result()))
+    _, split_alerts = calibrate(specs_with(), "--bench", *bench_files, *ARGS)
+    capsys.readouterr()
+    code, ramp_alerts = calibrate(specs_with(), "--bench", ramp, *ARGS)
+    out = capsys.readouterr().out
+    assert code == 0
+    assert sustainable_line(out).startswith(f"{KNEE:g} req/s (ramp)")
+    assert ramp_alerts == split_alerts
+
+
+def test_a_ramp_without_start_times_is_refused(specs_with, tmp_path, capsys):
+    data = LoadTest().ramp_result()
+    del data["start_times"]
+    ramp = tmp_path / "ramp.json"
+    ramp.write_text(json.dumps(data))
+    specs = specs_with()
+    before = (specs / "overrides.yaml").read_text()
+    code, _ = calibrate(specs, "--bench", ramp, *ARGS)
+    assert code == 2
+    assert "--save-detailed" in capsys.readouterr().err
+    assert (specs / "overrides.yaml").read_text() == before
+
+
+def test_the_slos_are_the_targets_when_none_is_given(specs_with, tmp_path, capsys):
+    # default SLOs: 99% of first tokens within 2.5 s (ttft_p99 <= 2.5s) and 0.5% errors; a p99 needs
+    # 500 requests per step, so ten-minute runs
+    files = LoadTest(bench_s=600).write_bench(tmp_path / "long", detailed=False)
+    specs = specs_with()
+    code, alerts = calibrate(specs, "--bench", *files)
+    out = capsys.readouterr().out
+    assert code == 0
+    assert f"ttft_p99 <= 2.5s ({specs}/slos.yaml: vllm-ttft)" in out
+    # rate 5 keeps its long prompts under 2.5 s (p99 2.37 s); rate 6 fails 3% of its requests
+    five = at(5.0)
+    assert five.queue_s + 2.5 * five.prefill_s < 2.5
+    assert sustainable_line(out).startswith("5 req/s")
+
+
+def test_cost_per_million_good_tokens_at_each_step(bench_files, specs_with, capsys):
+    specs = specs_with()
+    price, gpus = 3.0, 2
+    code, _ = calibrate(
+        specs, "--bench", *bench_files, *ARGS, "--gpus", gpus, "--price-per-gpu-hour", price, write=False
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    # a good token is an output token of a request that met every goodput SLO (here: first token
+    # within the TTFT SLO's threshold), read from the specs
+    slo = validate(load(specs)).model.slos.slos["vllm-ttft"]
+    lt = LoadTest()
+    rows = {line.split("  ")[0]: line for line in out.splitlines() if " req/s  " in line}
+    for rate in lt.rates:
+        result = lt.bench_result(rate)
+        good = sum(
+            n
+            for n, t, e in zip(result["output_lens"], result["ttfts"], result["errors"], strict=True)
+            if not e and t <= slo.sli.threshold
+        )
+        row = rows[f"{rate:g} req/s"]
+        if good:
+            assert row.endswith(f"{price * gpus * lt.bench_s / 3600 / good * 1e6:.3g}"), row
+        else:
+            assert row.endswith("undefined (no good token)"), row
+
+
+def refused(specs, capsys, *args) -> str:
+    """Exit 2, overrides untouched even with --write; the message on stderr."""
+    before = (specs / "overrides.yaml").read_text()
+    code, _ = calibrate(specs, *args)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert (specs / "overrides.yaml").read_text() == before
+    return err
+
+
+def test_no_step_meeting_the_targets_is_refused(bench_files, specs_with, capsys):
+    err = refused(specs_with(), capsys, "--bench", *bench_files, "--target", "ttft_p95=100ms")
+    assert "no step met every target, not even the lowest load (1 req/s" in err
+    assert "ttft_p95 570ms > 100ms" in err
+
+
+def test_a_step_of_three_requests_is_refused(bench_files, specs_with, tmp_path, capsys):
+    tiny = LoadTest(rates=(7.0,), bench_s=3 / 7).write_bench(tmp_path / "tiny")
+    assert json.loads(tiny[0].read_text())["num_prompts"] == 3
+    err = refused(specs_with(), capsys, "--bench", *bench_files, *tiny, *ARGS)
+    assert f"{tiny[0]}: step 7 req/s has 3 finished request(s)" in err
+    assert "at least 100" in err
+
+
+def test_malformed_json_is_refused_with_its_line(specs_with, tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"completed": 10,\n  "duration": oops}\n')
+    err = refused(specs_with(), capsys, "--bench", bad, *ARGS)
+    assert f"{bad}:2:15: not JSON" in err
+
+
+def test_foreign_json_is_refused(repo, specs_with, capsys):
+    dashboard = repo / "dashboards" / "slo.json"
+    err = refused(specs_with(), capsys, "--bench", dashboard, *ARGS)
+    assert f"{dashboard}: not a `vllm bench serve --save-result` file" in err
+
+
+def test_a_field_of_the_wrong_type_is_named(bench_files, specs_with, tmp_path, capsys):
+    data = json.loads(bench_files[0].read_text())
+    for key in ("ttfts", "itls", "output_lens"):
+        del data[key]
+    data["completed"] = "many"
+    odd = tmp_path / "odd.json"
+    odd.write_text(json.dumps(data))
+    err = refused(specs_with(), capsys, "--bench", odd, *ARGS)
+    assert f"{odd}: field 'completed': want a number" in err
+
+
+def test_a_target_the_files_do_not_measure_is_refused(specs_with, tmp_path, capsys):
+    files = LoadTest().write_bench(tmp_path / "aggregate", detailed=False)
+    err = refused(specs_with(), capsys, "--bench", *files, "--target", "ttft_p90=1s")
+    assert "does not measure ttft_p90" in err and "--metric-percentiles 90" in err
+
+
+def test_a_target_that_is_no_measure_is_refused(bench_files, specs_with, capsys):
+    err = refused(specs_with(), capsys, "--bench", *bench_files, "--target", "kv_p95=1s")
+    assert "'kv_p95' is not a measure" in err
+
+
+USER_OVERRIDES = """\
+# Our tuning; reviewed by the serving team.
+overrides:
+  alerts:
+    # the H100s run hot by design
+    GPUFramebufferUsageHigh: {threshold: 0.98, severity: critical}
+    VLLMTimeToFirstTokenP95High:
+      threshold: 3  # before the load test
+      for: 15m
+"""
+
+
+def test_write_keeps_the_users_comments_and_passes_check(bench_files, specs_with, capsys):
+    specs = specs_with({"overrides.yaml": USER_OVERRIDES})
+    code, alerts = calibrate(specs, "--bench", *bench_files, *ARGS)
+    assert code == 0, capsys.readouterr().err
+    text = (specs / "overrides.yaml").read_text()
+    for kept in (
+        "# Our tuning; reviewed by the serving team.",
+        "# the H100s run hot by design",
+        "GPUFramebufferUsageHigh: {threshold: 0.98, severity: critical}",
+        "for: 15m",
+    ):
+        assert kept in text
+    ttft = alerts["VLLMTimeToFirstTokenP95High"]
+    assert ttft["for"] == "15m" and ttft["threshold"] < TTFT_TARGET
+    line = next(
+        line for line in text.splitlines() if line.strip().startswith("threshold: " + str(ttft["threshold"]))
+    )
+    assert "# calibrate: halfway between" in line and "openai-4qps-chat-8b.json" in line
+    validate(load(specs))  # what `servewatch check` runs
+    capsys.readouterr()
+    assert main(["check", "--specs", str(specs)]) == 0
+    # a second run proposes the same and changes nothing
+    again = (specs / "overrides.yaml").read_text()
+    assert calibrate(specs, "--bench", *bench_files, *ARGS)[0] == 0
+    assert (specs / "overrides.yaml").read_text() == again
+    assert "no change to the overrides" in capsys.readouterr().out
+
+
+def test_the_testkit_knee_is_where_the_targets_break():
+    """The synthetic truth itself: met up to KNEE, broken after (the tests above rely on it)."""
+    for rate in loadtest.RATES:
+        s = at(rate)
+        ttft_p95 = s.queue_s + 2.5 * s.prefill_s
+        assert (ttft_p95 <= TTFT_TARGET and s.error_share <= ERR_TARGET) == (rate <= KNEE), rate

@@ -1,0 +1,136 @@
+"""`servewatch calibrate --prometheus` on the synthetic load test's history, backfilled into a real
+Prometheus 3.5: the same run as the bench files (servewatch_testkit/loadtest.py), seen by the server
+per engine. The sustainable step, the saturation thresholds and the `for` must fall where the
+synthetic truth allows; bench-only, Prometheus-only and both must agree; the written overrides
+must pass `servewatch check` and `servewatch test`."""
+
+from __future__ import annotations
+
+import pytest
+
+from servewatch.cli import main
+from servewatch.spec.loader import load
+from servewatch.validation import validate
+from servewatch_testkit.localprom import LocalPrometheus, backfill_start
+from servewatch_testkit.loadtest import BURST_KV, BURST_S, KNEE, RATES, LoadTest, at
+
+from test_calibrate import ARGS, ERR_TARGET, ITL_TARGET, TTFT_TARGET, calibrate, sustainable_line
+
+pytestmark = [pytest.mark.integration, pytest.mark.tools("promtool", "prometheus")]
+
+NEXT = RATES[RATES.index(KNEE) + 1]  # the first rate that breaks a target
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    lt = LoadTest()
+    start = backfill_start(lt.samples, 30.0)
+    with LocalPrometheus(lt.openmetrics(start)) as prom:
+        a, z = lt.run_range(start)
+        yield {
+            "prom": ["--prometheus", prom.url, "--range", f"{a:.0f}..{z:.0f}", "--step-every", lt.step_every],
+            "edges": (a, z),
+            "bench": lt.write_bench(tmp_path_factory.mktemp("bench")),
+            "url": prom.url,
+        }
+
+
+@pytest.fixture(scope="module")
+def prom_only(run, specs_with):
+    specs = specs_with()
+    code, alerts = calibrate(specs, *run["prom"], *ARGS)
+    assert code == 0
+    return specs, alerts
+
+
+def test_the_history_finds_the_knee(run, specs_with, capsys):
+    code, _ = calibrate(specs_with(), *run["prom"], *ARGS, write=False)
+    out = capsys.readouterr().out
+    assert code == 0
+    assert sustainable_line(out).startswith(f"#{RATES.index(KNEE) + 1} at {KNEE:g} req/s")
+
+
+def test_saturation_thresholds_are_the_first_broken_steps_values(prom_only):
+    _, alerts = prom_only
+    knee, broke = at(KNEE), at(NEXT)
+    # the fullest engine (engine 0): above its usage at the knee, at most its usage where it broke
+    assert knee.kv_usage < alerts["VLLMKVCacheUsageHigh"]["threshold"] <= broke.kv_usage
+    assert alerts["VLLMRequestsWaitingHigh"]["threshold"] == broke.waiting
+    # preemptions are per engine: the load, and so the preemptions, split over two engines
+    assert alerts["VLLMPreemptionsHigh"]["threshold"] == pytest.approx(broke.preemptions_per_s / 2)
+
+
+def test_for_rides_out_the_burst_seen_at_sustainable_load(prom_only, default_model):
+    _, alerts = prom_only
+    # the KV burst at the knee (above the threshold) lasts BURST_S: `for` must outlast it, by less
+    # than one more evaluation (1m) rounded up to a minute
+    kv_for = alerts["VLLMKVCacheUsageHigh"]["for"]
+    assert BURST_KV > alerts["VLLMKVCacheUsageHigh"]["threshold"]
+    assert BURST_S <= _seconds(kv_for) <= BURST_S + 60
+    # no burst for the others: their `for` stays as the specs have it (and is not written)
+    for name in ("VLLMTimeToFirstTokenP95High", "VLLMRequestsWaitingHigh", "VLLMRequestErrorRateHigh"):
+        assert "for" not in alerts[name]
+
+
+def _seconds(d: str) -> int:
+    return int(d[:-1]) * {"s": 1, "m": 60, "h": 3600}[d[-1]]
+
+
+def test_latency_thresholds_lie_between_the_knee_and_the_target(prom_only):
+    _, alerts = prom_only
+    knee = at(KNEE)
+    # the histogram's p95 interpolates in the bucket that holds the long prompts: (0.5, 0.75]
+    assert 0.5 < alerts["VLLMTimeToFirstTokenP95High"]["threshold"] < TTFT_TARGET
+    assert knee.itl_s < alerts["VLLMInterTokenLatencyP95High"]["threshold"] < ITL_TARGET
+    assert 0 < alerts["VLLMRequestErrorRateHigh"]["threshold"] < ERR_TARGET
+
+
+def test_what_the_history_does_not_hold_is_said(run, specs_with, capsys):
+    calibrate(specs_with(), *run["prom"], *ARGS, write=False)
+    out = capsys.readouterr().out
+    assert f"{run['url']} has no gpu_fb_used_ratio in the steps" in out  # no DCGM in this run
+
+
+def test_bench_prometheus_and_both_agree(run, prom_only, specs_with, capsys):
+    _, prom_alerts = prom_only
+    _, bench_alerts = calibrate(specs_with(), "--bench", *run["bench"], *ARGS)
+    capsys.readouterr()
+    code, both_alerts = calibrate(specs_with(), "--bench", *run["bench"], *run["prom"], *ARGS)
+    out = capsys.readouterr().out
+    assert code == 0
+    lines = [line for line in out.splitlines() if "SUSTAINABLE" in line]
+    assert len(lines) == 2 and lines[0].startswith(f"{KNEE:g} req/s") and f"at {KNEE:g} req/s" in lines[1]
+    # with the server's view, the thresholds are on the alert's own scale (the histogram's quantile)
+    assert both_alerts == prom_alerts
+    # the client's view lands in the same truth range, a bucket's interpolation away
+    for name in ("VLLMTimeToFirstTokenP95High", "VLLMInterTokenLatencyP95High", "VLLMRequestErrorRateHigh"):
+        b, p = bench_alerts[name]["threshold"], prom_alerts[name]["threshold"]
+        assert abs(b - p) <= 0.05 * max(b, p), name
+
+
+def test_explicit_step_boundaries_give_the_same_answer(run, prom_only, specs_with):
+    a, z = run["edges"]
+    every = (z - a) / len(RATES)
+    edges = ",".join(f"{a + k * every:.0f}" for k in range(1, len(RATES)))
+    args = [x for x in run["prom"] if x not in ("--step-every", LoadTest().step_every)]
+    code, alerts = calibrate(specs_with(), *args, "--steps", edges, *ARGS)
+    assert code == 0
+    assert alerts == prom_only[1]
+
+
+def test_sources_with_different_steps_are_refused(run, specs_with, capsys):
+    code, _ = calibrate(specs_with(), "--bench", *run["bench"][:3], *run["prom"], *ARGS)
+    assert code == 2
+    assert "different numbers of steps" in capsys.readouterr().err
+
+
+def test_the_written_overrides_pass_check_and_test(prom_only, servewatch, tmp_path):
+    specs, alerts = prom_only
+    assert alerts  # written
+    validate(load(specs))
+    assert main(["check", "--specs", str(specs)]) == 0
+    out = tmp_path / "out"
+    res = servewatch("generate", "--specs", specs, "--out", out)
+    assert res.returncode == 0, res.stderr
+    res = servewatch("test", "--specs", specs, "--out", out, "--extra", tmp_path / "none", "-j", "2")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]

@@ -244,3 +244,11 @@ def test_the_testkit_knee_is_where_the_targets_break():
         s = at(rate)
         ttft_p95 = s.queue_s + 2.5 * s.prefill_s
         assert (ttft_p95 <= TTFT_TARGET and s.error_share <= ERR_TARGET) == (rate <= KNEE), rate
+
+
+def test_cost_without_per_request_data_says_so(specs_with, tmp_path, capsys):
+    files = LoadTest().write_bench(tmp_path / "aggregate", detailed=False)
+    code, _ = calibrate(specs_with(), "--bench", *files, *ARGS, "--gpus", 1, write=False)
+    out = capsys.readouterr().out
+    assert code == 0
+    assert out.count("undefined (no per-request data)") == len(files)

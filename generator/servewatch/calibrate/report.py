@@ -25,7 +25,8 @@ def text(result: Result, costs: dict[str, list[float | None]], currency: str) ->
             cells.append(("SUSTAINABLE " if i == result.sustainable else "") + verdict)
             if sw.name in costs:
                 c = costs[sw.name][i]
-                cells.append("undefined (no good token)" if c is None else f"{c:.3g}")
+                why = "no good token" if s.good_tokens is not None else "no per-request data"
+                cells.append(f"undefined ({why})" if c is None else f"{c:.3g}")
             rows.append(cells)
         out += [f"{sw.name}: {len(sw.steps)} steps", *_table(rows), ""]
     rows = [["subject", "field", "now", "proposed", "rule / why not"]]

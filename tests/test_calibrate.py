@@ -252,3 +252,33 @@ def test_cost_without_per_request_data_says_so(specs_with, tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0
     assert out.count("undefined (no per-request data)") == len(files)
+
+
+def test_an_unreachable_prometheus_is_one_clear_line(specs_with, capsys):
+    err = refused(
+        specs_with(),
+        capsys,
+        "--prometheus",
+        "http://127.0.0.1:9",
+        "--range",
+        "1764590400..1764595800",
+        "--step-every",
+        "15m",
+        *ARGS,
+    )
+    assert "127.0.0.1:9" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--range", "yesterday..today", "--step-every", "15m"], "want times as RFC 3339"),
+        (["--range", "1764595800..1764590400", "--step-every", "15m"], "the end is not after the start"),
+        (["--step-every", "15m"], "--prometheus needs --range START..END"),
+        (["--range", "1764590400..1764595800"], "either --step-every DURATION or --steps"),
+        (["--range", "1764590400..1764595800", "--steps", "1764500000"], "must lie inside --range"),
+    ],
+)
+def test_a_bad_range_is_refused(specs_with, capsys, args, says):
+    err = refused(specs_with(), capsys, "--prometheus", "http://127.0.0.1:9", *args, *ARGS)
+    assert says in err

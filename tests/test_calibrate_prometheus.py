@@ -134,3 +134,35 @@ def test_the_written_overrides_pass_check_and_test(prom_only, servewatch, tmp_pa
     assert res.returncode == 0, res.stderr
     res = servewatch("test", "--specs", specs, "--out", out, "--extra", tmp_path / "none", "-j", "2")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+
+
+def test_for_without_a_new_threshold_is_measured_against_the_current_one(run, specs_with, capsys):
+    calibrate(specs_with(), *run["prom"], *ARGS, write=False)
+    out = capsys.readouterr().out
+    assert "VLLMEndToEndLatencyP95High for: " in out
+    assert "longest run above the current 60 none" in out
+
+
+FAST_PAGE_6M = [
+    (
+        "      min_events: 100              # a row fires only when its long window saw this many requests\n"
+        "  vllm-availability:",
+        "      min_events: 100\n"
+        "      windows:\n"
+        "        - {tier: page, burn_rate: 20, long: 6m, short: 5m}\n"
+        "        - {tier: page, burn_rate: 14.4, long: 1h, short: 5m}\n"
+        "        - {tier: ticket, burn_rate: 1, long: 3d, short: 6h}\n"
+        "  vllm-availability:",
+    )
+]
+
+
+def test_a_burst_longer_than_the_fastest_page_row_is_not_ridden_out(run, specs_with, capsys):
+    # a page row that spends its budget share in 6 minutes: the 7-minute KV burst at sustainable load
+    # cannot be waited out, so the threshold must be higher, not the `for` longer
+    specs = specs_with({"slos.yaml": FAST_PAGE_6M})
+    code, alerts = calibrate(specs, *run["prom"], *ARGS)
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "for" not in alerts["VLLMKVCacheUsageHigh"]
+    assert "longer than the long window of the fastest SLO page row (6m): the threshold is too low" in out

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..errors import ServewatchError
 from ..investigate.cli import ENV_URL, connect, parse_time
 from ..spec.schema import seconds
 from . import bench, overrides, report
@@ -106,12 +107,18 @@ def _range(args) -> tuple[float, float, float | None, list[float]]:
     start, sep, end = (args.range or "").partition("..")
     if not sep:
         raise CalibrateError("--prometheus needs --range START..END (the load test's time range)")
-    a, z = parse_time(start), parse_time(end)
+    try:
+        a, z = parse_time(start), parse_time(end)
+        edges = [parse_time(t) for t in args.steps.split(",")] if args.steps else []
+    except ServewatchError:
+        raise CalibrateError(
+            f"--range {args.range!r} / --steps {args.steps or ''!r}: want times as RFC 3339 "
+            "(2026-11-30T12:00:00Z), Unix seconds or -30m (ago)"
+        ) from None
     if z <= a:
         raise CalibrateError(f"--range {args.range}: the end is not after the start")
     if bool(args.step_every) == bool(args.steps):
         raise CalibrateError("--range needs either --step-every DURATION or --steps T,T,... (not both)")
-    edges = [parse_time(t) for t in args.steps.split(",")] if args.steps else []
     if any(not a < t < z for t in edges):
         raise CalibrateError(f"--steps: every boundary must lie inside --range {args.range}")
     every = seconds(args.step_every) if args.step_every else None

@@ -82,7 +82,7 @@ class History:
         for m in needed:
             v = self._measure(m, win, r.end)
             if v is None:
-                unmeasured[m.key] = f"{self.shown} has no {m.histogram or FINISHED} in {win} before {r.end:g}"
+                unmeasured[m.key] = f"no {m.histogram or FINISHED} from {_utc(r.start)} to {_utc(r.end)}"
             else:
                 measures[m.key] = v
         finished = self.sb.model_rate(self.sb.select(FINISHED), win, ("finished_reason",))

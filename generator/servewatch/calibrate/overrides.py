@@ -15,11 +15,17 @@ from ruamel.yaml.comments import CommentedMap
 
 from .. import writer
 from ..errors import SpecErrors
+from ..spec.schema import AlertOverride
 from .propose import Proposal
 from .targets import CalibrateError
 
 FILE = "overrides.yaml"
-FIELDS = {"threshold": "threshold", "for": "for"}
+# proposal field -> its key in an alert override, as the schema spells it
+FIELDS = {
+    f.alias or name: f.alias or name
+    for name, f in AlertOverride.model_fields.items()
+    if name in ("threshold", "for_")
+}
 
 
 def _yaml() -> YAML:

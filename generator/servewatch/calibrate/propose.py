@@ -288,17 +288,16 @@ class Proposer:
                 None,
                 reason="bench results have no time series to measure bursts: add --prometheus",
             )
-        if threshold.value is None:
-            return Proposal(
-                alert.alert, "for", current, None, reason="no threshold to measure bursts against"
-            )
+        # no threshold proposed: the bursts are measured against the one the alert has now
+        against = float(threshold.value if threshold.value is not None else alert.spec.threshold)
+        which = "" if threshold.value is not None else "the current "
         step = self.prom.steps[self.k]
         trace = step.traces.get(alert.alert)
         if trace is None or not trace.values:
             return Proposal(
                 alert.alert, "for", current, None, reason=f"no {alert.spec.signal} at step {step.label}"
             )
-        burst = trace.longest_above(float(threshold.value))
+        burst = trace.longest_above(against)
         need = math.ceil(burst / 60) * 60
         cap, why = self.cap()
         if cap is not None and need > cap:
@@ -307,7 +306,7 @@ class Proposer:
                 "for",
                 current,
                 None,
-                reason=f"at sustainable load {alert.spec.signal} stayed above {threshold.proposed} "
+                reason=f"at sustainable load {alert.spec.signal} stayed above {which}{against:g} "
                 f"for {duration(burst)}, longer than {why} ({duration(cap)}): the threshold is too low",
             )
         now = seconds(current)
@@ -318,7 +317,7 @@ class Proposer:
             "for",
             current,
             duration(proposed) if proposed else "0s",
-            evidence=f"{step.source}, sustainable step {step.label}: longest run above {threshold.proposed} "
+            evidence=f"{step.source}, sustainable step {step.label}: longest run above {which}{against:g} "
             f"{duration(burst) if burst else 'none'} ({len(trace.values)} evaluations every "
             f"{duration(trace.interval_s)}); allowed {bound}{', ' + why if cap else ''}",
             rule="at least the longest burst at sustainable load, at most the fastest page row's long "

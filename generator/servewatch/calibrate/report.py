@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .propose import Result
+from .measures import parse_key
 from .targets import show
 
 
@@ -11,16 +12,31 @@ def _table(rows: list[list[str]]) -> list[str]:
     return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
 
 
+def _units(step) -> dict:
+    return {k: parse_key(k) for k in step.measures}
+
+
+def _signals(sw) -> list[list[str]]:
+    names = sorted({a for s in sw.steps for a in s.traces})
+    rows = [["alert", *[s.label.split(" ")[0] for s in sw.steps]]]
+    for name in names:
+        rows.append([name, *[f"{s.observed[name]:.3g}" if name in s.observed else "-" for s in sw.steps]])
+    return rows
+
+
 def text(result: Result, costs: dict[str, list[float | None]], currency: str) -> str:
     out = ["targets: " + ", ".join(f"{t.shown()} ({t.origin})" for t in result.targets), ""]
     for sw in result.sweeps:
-        head = ["step", "requests", *[t.measure.key for t in result.targets], "verdict"]
+        keys = [t.measure.key for t in result.targets]
+        keys += sorted({k for s in sw.steps for k in s.measures} - set(keys))
+        units = {k: m.unit for s in sw.steps for k, m in _units(s).items()}
+        head = ["step", "requests", *keys, "verdict"]
         if sw.name in costs:
             head.append(f"{currency}/1M good tokens")
         rows = [head]
         for i, s in enumerate(sw.steps):
             cells = [s.label, str(s.requests)]
-            cells += [show(s.measures[t.measure.key], t.measure.unit) for t in result.targets]
+            cells += [show(s.measures[k], units[k]) if k in s.measures else "-" for k in keys]
             verdict = "broke: " + "; ".join(sw.broken[i]) if i in sw.broken else "met"
             cells.append(("SUSTAINABLE " if i == result.sustainable else "") + verdict)
             if sw.name in costs:
@@ -29,6 +45,12 @@ def text(result: Result, costs: dict[str, list[float | None]], currency: str) ->
                 cells.append(f"undefined ({why})" if c is None else f"{c:.3g}")
             rows.append(cells)
         out += [f"{sw.name}: {len(sw.steps)} steps", *_table(rows), ""]
+        if any(s.observed for s in sw.steps):
+            out += [
+                "each alert's signal per step (worst engine or GPU; a gauge's median, else over the step):",
+                *_table(_signals(sw)),
+                "",
+            ]
     rows = [["subject", "field", "now", "proposed", "rule / why not"]]
     for p in result.proposals:
         rows.append([p.subject, p.field, p.current, p.proposed or "-", p.rule if p.proposed else p.reason])

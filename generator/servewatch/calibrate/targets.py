@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -30,6 +31,8 @@ class Target:
 
 
 def show(value: float, unit: str) -> str:
+    if math.isnan(value):
+        return "n/a"  # e.g. a percentile of a step where every request failed
     if unit == "ratio":
         return f"{value * 100:.3g}%"
     return f"{value * 1000:.3g}ms" if value < 1 else f"{value:.3g}s"

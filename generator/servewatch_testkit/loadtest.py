@@ -1,9 +1,10 @@
 """A synthetic load test whose latency breaks at a known load: the bench result files a sweep of
 `vllm bench serve --save-result` writes and the Prometheus history of the same run, from one model.
 
-The deployment (one pod, two engines = DP ranks, the load split evenly) serves two kinds of request:
-80% short prompts and 20% long ones. Past KNEE req/s the queue grows: time to first token jumps,
-the KV cache fills, requests wait and are preempted, and at the last rate some end in an engine error.
+The deployment (one pod, two engines = DP ranks on a GPU each, the load split evenly) serves two
+kinds of request: 80% short prompts and 20% long ones. Past KNEE req/s the queue grows: time to
+first token jumps, the KV cache fills, requests wait and are preempted, and at the last rate some
+end in an engine error.
 At the step at KNEE a KV cache burst of BURST_S seconds above the broken step's usage tests `for`.
 
     lt = LoadTest()
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from servewatch.calibrate.measures import HISTOGRAMS, percentile
 
-from .synth import RequestProfile, to_openmetrics, vllm_engine
+from .synth import RequestProfile, dcgm_gpu, stable_uuid, to_openmetrics, vllm_engine
 from .synth.histogram import allocate
 
 RATES = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0)  # req/s, one step each
@@ -38,6 +39,9 @@ OUTPUT_TOKENS = 64
 WEIGHTS = (0.8, 0.2)  # short, long prompts
 # at KNEE the fuller engine's KV cache bursts to BURST_KV (above the broken step's usage) for BURST_S
 BURST_KV, BURST_FROM, BURST_S = 0.85, 12, 420.0
+# vLLM takes gpu_memory_utilization of each GPU's framebuffer at start, whatever the load: the FB
+# ratio does not tell the steps apart
+FB_MIB, FB_USED = 81559.0, 0.92
 
 
 @dataclass(frozen=True)
@@ -136,6 +140,19 @@ class LoadTest:
                 waiting=[s.waiting for s in states],
                 preemptions=[s.preemptions_per_s * SCRAPE_S / 2 for s in states],
                 prior_steps=10,
+            )
+            used = round(FB_MIB * FB_USED)
+            out += dcgm_gpu(
+                "gpu-node-1",
+                engine,
+                stable_uuid("loadtest", str(engine)),
+                used,
+                FB_MIB - used,
+                steps=n,
+                step=SCRAPE_S,
+                util=0.8,
+                pod="chat-0",
+                namespace="serving",
             )
         return out
 

@@ -282,3 +282,11 @@ def test_an_unreachable_prometheus_is_one_clear_line(specs_with, capsys):
 def test_a_bad_range_is_refused(specs_with, capsys, args, says):
     err = refused(specs_with(), capsys, "--prometheus", "http://127.0.0.1:9", *args, *ARGS)
     assert says in err
+
+
+def test_every_measured_latency_is_a_histogram_of_the_catalog():
+    from servewatch import catalog
+    from servewatch.calibrate.measures import HISTOGRAMS
+
+    cat = catalog.load()
+    assert all(cat.lookup(name).type == "histogram" for name in HISTOGRAMS.values())

@@ -169,3 +169,12 @@ def test_a_burst_longer_than_the_fastest_page_row_is_not_ridden_out(run, specs_w
     assert code == 0
     assert "for" not in alerts["VLLMKVCacheUsageHigh"]
     assert "longer than the long window of the fastest SLO page row (6m): the threshold is too low" in out
+
+
+def test_bench_files_of_another_run_are_noted(run, specs_with, tmp_path, capsys):
+    other = LoadTest(rates=tuple(r * 2 for r in RATES)).write_bench(tmp_path / "other")
+    calibrate(specs_with(), "--bench", *other, *run["prom"], "--target", "ttft_p95=10s", write=False)
+    out = capsys.readouterr().out
+    assert (
+        "note: step 2 req/s (bench) is paired with #1 at 1 req/s (prometheus): are they the same run?" in out
+    )

@@ -12,7 +12,7 @@ from ..spec.schema import seconds
 from . import bench, overrides, report
 from .history import History, split
 from .measures import ERRORS, HISTOGRAMS, Measure, for_histogram
-from .propose import Proposer, Result, check_steps, combine, sweep
+from .propose import Proposer, Result, check_steps, combine, mismatched_loads, sweep
 from .targets import CalibrateError, from_slos, parse
 
 DESCRIPTION = """Read a load test (vllm bench serve result files, one per load step, and/or the run's
@@ -154,7 +154,7 @@ def cmd_calibrate(args) -> int:
             steps = [hist.step(k, r, needed, goodput) for k, r in enumerate(split(a, z, every, edges))]
         check_steps("prometheus", steps, targets, args.min_requests)
         sweeps.append(sweep("prometheus", steps, targets))
-    result = Result(targets, sweeps, combine(sweeps), notes=notes)
+    result = Result(targets, sweeps, combine(sweeps), notes=notes + mismatched_loads(sweeps))
     result.proposals = Proposer(model, result).run()
     cost = spec.dashboards.defaults.cost
     costs = {}

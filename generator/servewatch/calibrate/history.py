@@ -17,12 +17,15 @@ from datetime import datetime, timezone
 from ..model import Model
 from ..promql import builders as b
 from ..slo.kinds import kind_of
+from ..spec.slos import AvailabilitySLI
 from ..spec.schema import seconds
 from .measures import ERRORS, Measure
 from .steps import Step, Trace
 
 FINISHED = "vllm:request_success_total"
-FAILED = 'finished_reason=~"abort|error"'  # what a client sees fail (an abort is usually a timeout)
+# what a client sees fail: the finished reasons an availability SLO counts as bad by default
+# (an abort is usually a client timeout)
+FAILED = f'finished_reason=~"{"|".join(AvailabilitySLI.model_fields["bad"].default)}"'
 WINDOWED = ("rate", "counter_ratio", "quantile", "bucket_rate")  # kinds computed over a window
 DEFAULT_INTERVAL = "1m"  # Prometheus' evaluation_interval when a group sets none
 

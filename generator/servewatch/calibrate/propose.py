@@ -120,6 +120,21 @@ def _broke(t: Target, value: float) -> str:
     return f"{t.measure.key} {show(value, t.measure.unit)} > {show(t.limit, t.measure.unit)}"
 
 
+def mismatched_loads(sweeps: list[Sweep], tolerance: float = 0.25) -> list[str]:
+    """Paired steps whose loads differ by more than `tolerance` (bench request rate vs the rate the
+    server finished): perhaps not the same run, or the range is off."""
+    if len(sweeps) < 2:
+        return []
+    out = []
+    for a, b in zip(sweeps[0].steps, sweeps[1].steps, strict=True):
+        if math.isfinite(a.load) and abs(a.load - b.load) > tolerance * max(a.load, b.load, 1e-9):
+            out.append(
+                f"step {a.label} ({sweeps[0].name}) is paired with {b.label} ({sweeps[1].name}): "
+                "are they the same run?"
+            )
+    return out
+
+
 def combine(sweeps: list[Sweep]) -> int:
     """Both sources: steps pair by load order; the sustainable step is the lower of the two."""
     counts = {s.name: len(s.steps) for s in sweeps}
@@ -142,6 +157,13 @@ class Proposer:
 
     def alerts(self):
         return [a for a in self.model.alerts() if getattr(a.spec, "signal", None)]
+
+    def broken(self, i: int) -> list[str]:
+        """What step i broke, in any source (with both, the first broken step may be one source's)."""
+        many = len(self.result.sweeps) > 1
+        return [
+            f"{why} ({sw.name})" if many else why for sw in self.result.sweeps for why in sw.broken.get(i, [])
+        ]
 
     def run(self) -> list[Proposal]:
         out: list[Proposal] = []
@@ -258,7 +280,7 @@ class Proposer:
             current,
             f"{proposed:g}",
             evidence=f"{broke.source}, first broken step {broke.label} "
-            f"({'; '.join(self.prom.broken[self.k + 1])}): "
+            f"({'; '.join(self.broken(self.k + 1))}): "
             f"{name} {bad:.3g}{' on ' + who if who else ''}; sustainable step {at.label}: {ok:.3g}; "
             f"margin {proposed - ok:.3g} above sustainable load",
             rule="the value at the first step that broke a target, rounded down",

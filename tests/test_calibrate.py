@@ -290,3 +290,38 @@ def test_every_measured_latency_is_a_histogram_of_the_catalog():
 
     cat = catalog.load()
     assert all(cat.lookup(name).type == "histogram" for name in HISTOGRAMS.values())
+
+
+def test_an_alert_that_fires_below_its_threshold_gets_no_number(default_model, bench_files):
+    """Thresholds follow a signal that rises with load; an alert on `<` is left as it is, with why."""
+    from dataclasses import replace
+
+    from servewatch.calibrate import bench
+    from servewatch.calibrate.propose import Proposer, Result, check_steps, sweep
+    from servewatch.calibrate.targets import parse
+
+    class Below:
+        def __init__(self, model, name):
+            self.model, self.name = model, name
+
+        def alerts(self):
+            return [
+                replace(a, spec=a.spec.model_copy(update={"op": "<"})) if a.alert == self.name else a
+                for a in self.model.alerts()
+            ]
+
+        def __getattr__(self, attr):
+            return getattr(self.model, attr)
+
+    targets = [parse(t) for t in TARGETS]
+    steps = [s for f in bench_files for s in bench.read(f, [t.measure for t in targets], None)]
+    check_steps("bench", steps, targets, 100)
+    sw = sweep("bench", steps, targets)
+    proposals = Proposer(
+        Below(default_model, "VLLMTimeToFirstTokenP95High"), Result(targets, [sw], sw.sustainable)
+    ).run()
+    mine = [p for p in proposals if p.subject == "VLLMTimeToFirstTokenP95High"]
+    assert [p.proposed for p in mine] == [None, None]
+    assert all("fires below its threshold" in p.reason for p in mine)
+    itl = next(p for p in proposals if p.subject == "VLLMInterTokenLatencyP95High" and p.field == "threshold")
+    assert itl.proposed is not None

@@ -168,6 +168,16 @@ class Proposer:
     def run(self) -> list[Proposal]:
         out: list[Proposal] = []
         for alert in self.alerts():
+            if alert.spec.op in ("<", "<="):
+                why = (
+                    f"it fires below its threshold ({alert.spec.op}): a load test shows where a signal "
+                    "rises with load, not where it falls"
+                )
+                out += [
+                    Proposal(alert.alert, "threshold", f"{alert.spec.threshold:g}", None, reason=why),
+                    Proposal(alert.alert, "for", alert.for_, None, reason=why),
+                ]
+                continue
             threshold = self.threshold(alert)
             out.append(threshold)
             out.append(self.for_(alert, threshold))

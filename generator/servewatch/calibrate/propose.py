@@ -344,17 +344,18 @@ class Proposer:
         now = seconds(current)
         proposed = max(now, need) if cap is None else min(max(now, need), cap)
         bound = f"[{duration(need) if need else '0s'}, {duration(cap) if cap else 'no bound'}]"
+        shown = current if proposed == now else duration(proposed) if proposed else "0s"  # 600s stays 600s
         return Proposal(
             alert.alert,
             "for",
             current,
-            duration(proposed) if proposed else "0s",
+            shown,
             evidence=f"{step.source}, sustainable step {step.label}: longest run above {which}{against:g} "
             f"{duration(burst) if burst else 'none'} ({len(trace.values)} evaluations every "
             f"{duration(trace.interval_s)}); allowed {bound}{', ' + why if cap else ''}",
             rule="at least the longest burst at sustainable load, at most the fastest page row's long "
             "window; the current for where it lies between",
-            value=duration(proposed) if proposed else "0s",
+            value=shown,
         )
 
     # -- SLOs ------------------------------------------------------------------------------------

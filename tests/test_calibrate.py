@@ -254,10 +254,11 @@ def test_cost_without_per_request_data_says_so(specs_with, tmp_path, capsys):
     assert out.count("undefined (no per-request data)") == len(files)
 
 
-def test_an_unreachable_prometheus_is_one_clear_line(specs_with, capsys):
-    err = refused(
-        specs_with(),
-        capsys,
+def test_an_unreachable_prometheus_is_one_clear_line_and_exit_1(specs_with, capsys):
+    specs = specs_with()
+    before = (specs / "overrides.yaml").read_text()
+    code, _ = calibrate(
+        specs,
         "--prometheus",
         "http://127.0.0.1:9",
         "--range",
@@ -266,7 +267,10 @@ def test_an_unreachable_prometheus_is_one_clear_line(specs_with, capsys):
         "15m",
         *ARGS,
     )
-    assert "127.0.0.1:9" in err and "Traceback" not in err
+    err = capsys.readouterr().err
+    assert code == 1  # as for detect: the server could not be asked, the data was never judged
+    assert err.count("\n") == 1 and "127.0.0.1:9" in err and "nothing was written" in err
+    assert (specs / "overrides.yaml").read_text() == before
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from ..errors import ServewatchError
+from ..promapi import PromApiError
 from ..investigate.cli import ENV_URL, connect, parse_time
 from ..spec.schema import seconds
 from . import bench, overrides, report
@@ -20,9 +21,10 @@ Prometheus history), find the highest load step that met every target (the susta
 propose a threshold and a `for` for every alert, each with its evidence and the rule it followed,
 as a diff of specs/overrides.yaml (--write applies it, keeping your comments).
 
-Exit codes: 0 proposals printed (some may say why the data cannot give a number), 2 the data cannot
-support an answer (no step met the targets, a step with too few requests, a target it does not
-measure, a file that is not a bench result) or the specs are invalid; nothing is written then."""
+Exit codes: 0 proposals printed (some may say why the data cannot give a number); 1 Prometheus
+could not be asked (unreachable, refused, timed out, rejected a query); 2 the data cannot support an
+answer (no step met the targets, a step with too few requests, a target it does not measure, a file
+that is not a bench result) or the specs are invalid or the command was misused; nothing is written then."""
 
 
 def add_cli(sub) -> None:
@@ -149,9 +151,13 @@ def cmd_calibrate(args) -> int:
         sweeps.append(sweep("bench", steps, targets))
     if args.prometheus:
         a, z, every, edges = _range(args)
-        with connect(args) as client:
-            hist = History(client, model, client.shown)
-            steps = [hist.step(k, r, needed, goodput) for k, r in enumerate(split(a, z, every, edges))]
+        try:
+            with connect(args) as client:
+                hist = History(client, model, client.shown)
+                steps = [hist.step(k, r, needed, goodput) for k, r in enumerate(split(a, z, every, edges))]
+        except PromApiError as exc:
+            print(f"servewatch: error: {exc}; nothing was written", file=sys.stderr)
+            return 1
         check_steps("prometheus", steps, targets, args.min_requests)
         sweeps.append(sweep("prometheus", steps, targets))
     result = Result(targets, sweeps, combine(sweeps), notes=notes + mismatched_loads(sweeps))

@@ -12,7 +12,7 @@ from ..investigate.cli import ENV_URL, connect, parse_time
 from ..spec.schema import seconds
 from . import bench, overrides, report
 from .history import History, split
-from .measures import ERRORS, HISTOGRAMS, Measure, for_histogram
+from .measures import ERRORS, HISTOGRAMS, Measure, for_histogram, signal_alerts
 from .propose import Proposer, Result, check_steps, combine, mismatched_loads, sweep
 from .targets import CalibrateError, from_slos, parse
 
@@ -81,9 +81,9 @@ def _measures(model, targets) -> list[Measure]:
     wanted = {t.measure.key: t.measure for t in targets}
     for t in from_slos(model.slos.slos, "specs")[0]:
         wanted.setdefault(t.measure.key, t.measure)
-    for a in model.alerts():
-        signal = model.spec.signals.get(getattr(a.spec, "signal", None) or "")
-        if signal is not None and signal.kind == "quantile":
+    for a in signal_alerts(model):
+        signal = model.signal(a.spec.signal)
+        if signal.kind == "quantile":
             m = for_histogram(signal.metric, a.spec.quantile)
             if m is not None:
                 wanted.setdefault(m.key, m)

@@ -16,13 +16,13 @@ from datetime import datetime, timezone
 
 from ..model import Model
 from ..promql import builders as b
+from ..slo.exprs import GENERATED_TOKENS
 from ..slo.kinds import kind_of
 from ..spec.slos import AvailabilitySLI
 from ..spec.schema import seconds
-from .measures import ERRORS, Measure
+from .measures import ERRORS, FINISHED, Measure, signal_alerts
 from .steps import Step, Trace
 
-FINISHED = "vllm:request_success_total"
 # what a client sees fail: the finished reasons an availability SLO counts as bad by default
 # (an abort is usually a client timeout)
 FAILED = f'finished_reason=~"{"|".join(AvailabilitySLI.model_fields["bad"].default)}"'
@@ -72,8 +72,7 @@ class History:
         self.ident = self.sb.labels.identity("model")
 
     def alerts(self):
-        """The alerts on a signal (SLO burn rows and absence alerts have no threshold to calibrate)."""
-        return [a for a in self.model.alerts() if getattr(a.spec, "signal", None)]
+        return signal_alerts(self.model)
 
     def interval_s(self, group: str) -> float:
         g = next(g for g in self.model.groups if g.name == group)
@@ -145,7 +144,7 @@ class History:
 
     def _good_tokens(self, win: str, at: float, seconds_: float, goodput: list) -> float | None:
         """Generated tokens x the share good under each goodput SLO, as the goodput record counts them."""
-        tokens = self.sb.model_rate(self.sb.select("vllm:generation_tokens_total"), win)
+        tokens = self.sb.model_rate(self.sb.select(GENERATED_TOKENS), win)
         shares = []
         for slo in goodput:
             kind = kind_of(slo.sli)

@@ -20,6 +20,7 @@ HISTOGRAMS = {
     "e2el": "vllm:e2e_request_latency_seconds",
 }
 ALIASES = {"e2e": "e2el"}
+FINISHED = "vllm:request_success_total"  # finished requests by finished_reason: the error share's counter
 ERRORS = "errors"
 KEY_RE = re.compile(r"(?P<metric>[a-z0-9]+)_p(?P<p>[0-9]+(?:\.[0-9]+)?)")
 
@@ -81,3 +82,9 @@ def percentile(values: list[float], p: float) -> float:
     lo = math.floor(rank)
     hi = min(lo + 1, len(xs) - 1)
     return xs[lo] + (xs[hi] - xs[lo]) * (rank - lo)
+
+
+def signal_alerts(model) -> list:
+    """The alerts a load test can calibrate: those on a signal (absence alerts and SLO burn rows have
+    no threshold of their own to move)."""
+    return [a for a in model.alerts() if getattr(a.spec, "signal", None)]

@@ -19,12 +19,11 @@ import math
 from dataclasses import dataclass, field
 
 from ..spec.schema import seconds
-from .measures import ERRORS, Measure, for_histogram
+from .measures import ERRORS, FINISHED, Measure, for_histogram, signal_alerts
 from .steps import Step
 from .targets import CalibrateError, Target, from_slos, show
 
 MIN_TAIL = 5  # a percentile needs this many observations beyond it: n x (1 - q) >= MIN_TAIL
-ERROR_METRIC = "vllm:request_success_total"
 
 
 @dataclass(frozen=True)
@@ -156,7 +155,7 @@ class Proposer:
         self.bench = next((s for s in result.sweeps if s.name == "bench"), None)
 
     def alerts(self):
-        return [a for a in self.model.alerts() if getattr(a.spec, "signal", None)]
+        return signal_alerts(self.model)
 
     def broken(self, i: int) -> list[str]:
         """What step i broke, in any source (with both, the first broken step may be one source's)."""
@@ -189,7 +188,7 @@ class Proposer:
         signal = self.model.signal(alert.spec.signal)
         if signal.kind == "quantile":
             return for_histogram(signal.metric, alert.spec.quantile)
-        if signal.kind == "counter_ratio" and signal.metric == ERROR_METRIC:
+        if signal.kind == "counter_ratio" and signal.metric == FINISHED:
             return Measure(ERRORS)
         return None
 

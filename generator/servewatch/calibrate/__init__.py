@@ -7,5 +7,5 @@ history    the same run in a Prometheus -> load steps, with each alert's own sig
 propose    the sustainable step, and per alert and SLO a threshold and a `for` with their evidence
 overrides  the proposals applied to specs/overrides.yaml (comments kept), checked before writing
 report     the table
-cli        the command line
+cli, run   the command line, and the run it starts
 """

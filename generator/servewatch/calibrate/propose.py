@@ -1,13 +1,14 @@
 """From load steps to proposals: the sustainable step, then per alert and SLO a threshold and a
 `for`, each with its evidence and the rule it followed, or the reason the data cannot give one.
 
-The rules (../shared reference, "How thresholds follow from a sweep"):
+The rules (the load-test reference, "How thresholds follow from a sweep"):
 - sustainable load: the highest step of the unbroken run of steps, from the lowest load, that met
   every target (a step above a broken one does not count: the sweep was noisy there);
 - a latency or error alert (its signal is what a target measures): halfway between the value at the
   sustainable step and the target;
-- a saturation alert (KV cache, queue, preemptions, FB): the value at the first step that broke a
-  target, rounded down; only where it lies above the sustainable step's value;
+- a saturation alert (KV cache, queue, preemptions, FB): a margin below the value at the first step
+  that broke a target, halfway down to the sustainable step's value, so that the alert (`>`) fires
+  at the broken load and not at the sustainable one; none where the two values are the same;
 - `for`: at least the longest run above the threshold at sustainable load (a whole minute up), at
   most the long window of the fastest page row of the SLOs (2% of the budget); the current `for`
   where it already lies between, else the nearer bound.
@@ -57,12 +58,12 @@ class Result:
     notes: list[str] = field(default_factory=list)
 
 
-def sig(x: float, digits: int = 3, down: bool = False) -> float:
-    """x with `digits` significant digits (the specs allow 6), rounded down when asked."""
+def sig(x: float, digits: int = 3) -> float:
+    """x with `digits` significant digits (the specs allow 6)."""
     if x == 0 or not math.isfinite(x):
         return x
     scale = 10 ** (digits - 1 - math.floor(math.log10(abs(x))))
-    return (math.floor(x * scale) if down else round(x * scale)) / scale
+    return round(x * scale) / scale
 
 
 def duration(s: float) -> str:
@@ -271,8 +272,8 @@ class Proposer:
                 None,
                 reason=f"{self.prom.steps[0].source.split()[0]} has no {name} in the steps",
             )
-        proposed = sig(bad, down=True)
-        if proposed <= ok:
+        proposed = sig(ok + (bad - ok) / 2)
+        if not ok < proposed < bad:
             return Proposal(
                 alert.alert,
                 "threshold",
@@ -291,8 +292,8 @@ class Proposer:
             evidence=f"{broke.source}, first broken step {broke.label} "
             f"({'; '.join(self.broken(self.k + 1))}): "
             f"{name} {bad:.3g}{' on ' + who if who else ''}; sustainable step {at.label}: {ok:.3g}; "
-            f"margin {proposed - ok:.3g} above sustainable load",
-            rule="the value at the first step that broke a target, rounded down",
+            f"margin {proposed - ok:.3g} above sustainable load, {bad - proposed:.3g} below the broken",
+            rule="halfway between the sustainable step's value and the first broken step's",
             value=proposed,
         )
 

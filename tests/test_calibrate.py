@@ -329,3 +329,22 @@ def test_an_alert_that_fires_below_its_threshold_gets_no_number(default_model, b
     assert all("fires below its threshold" in p.reason for p in mine)
     itl = next(p for p in proposals if p.subject == "VLLMInterTokenLatencyP95High" and p.field == "threshold")
     assert itl.proposed is not None
+
+
+def test_a_concurrency_sweep_is_ordered_and_named_by_its_concurrency(specs_with, tmp_path, capsys):
+    # `--max-concurrency N` with the default `--request-rate inf`: vLLM writes Infinity for the rate
+    files = []
+    for rate in loadtest.RATES:
+        data = LoadTest().bench_result(rate, detailed=False) | {
+            "request_rate": float("inf"),
+            "max_concurrency": 8 * rate,
+        }
+        path = tmp_path / f"c{rate:g}.json"
+        path.write_text(json.dumps(data))
+        files.append(path)
+    code, _ = calibrate(specs_with(), "--bench", *reversed(files), *ARGS, write=False)
+    out = capsys.readouterr().out
+    assert code == 0
+    assert sustainable_line(out).startswith(f"concurrency {8 * KNEE:g} ")
+    labels = [line.split("  ")[0] for line in out.splitlines() if line.startswith("concurrency ")]
+    assert labels == [f"concurrency {8 * r:g}" for r in loadtest.RATES]

@@ -348,3 +348,18 @@ def test_a_concurrency_sweep_is_ordered_and_named_by_its_concurrency(specs_with,
     assert sustainable_line(out).startswith(f"concurrency {8 * KNEE:g} ")
     labels = [line.split("  ")[0] for line in out.splitlines() if line.startswith("concurrency ")]
     assert labels == [f"concurrency {8 * r:g}" for r in loadtest.RATES]
+
+
+def test_a_step_above_a_broken_one_is_not_sustainable(bench_files, specs_with, tmp_path, capsys):
+    # a noisy sweep: a step at 2.5 req/s broke (it saw the knee's latency); 3 and 4 req/s met the
+    # targets again, but the sustainable load is the last of the unbroken run from the lowest
+    noisy = tmp_path / "noisy.json"
+    noisy.write_text(json.dumps(LoadTest().bench_result(NEXT_RATE, detailed=False) | {"request_rate": 2.5}))
+    code, _ = calibrate(specs_with(), "--bench", *bench_files, noisy, *ARGS, write=False)
+    out = capsys.readouterr().out
+    assert code == 0
+    assert sustainable_line(out).startswith("2 req/s")
+    assert next(line for line in out.splitlines() if line.startswith("2.5 req/s")).count("broke: ttft_p95")
+
+
+NEXT_RATE = loadtest.RATES[loadtest.RATES.index(KNEE) + 1]

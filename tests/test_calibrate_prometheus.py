@@ -12,6 +12,7 @@ from servewatch.cli import main
 from servewatch.spec.loader import load
 from servewatch.validation import validate
 from servewatch_testkit.localprom import LocalPrometheus, backfill_start
+from servewatch_testkit.synth import to_openmetrics
 from servewatch_testkit.loadtest import BURST_KV, BURST_S, FB_USED, KNEE, RATES, LoadTest, at
 
 from test_calibrate import ARGS, ERR_TARGET, ITL_TARGET, TTFT_TARGET, calibrate, sustainable_line
@@ -181,3 +182,30 @@ def test_bench_files_of_another_run_are_noted(run, specs_with, tmp_path, capsys)
     assert (
         "note: step 2 req/s (bench) is paired with #1 at 1 req/s (prometheus): are they the same run?" in out
     )
+
+
+def test_a_range_with_two_models_needs_model(run, prom_only, specs_with, capsys):
+    ours, other = LoadTest(), LoadTest(model="acme/other-1b", pod="other-0")
+    start = backfill_start(ours.samples, 30.0)
+    with LocalPrometheus(to_openmetrics(ours.series() + other.series(), start, 30.0)) as prom:
+        a, z = ours.run_range(start)
+        args = [
+            "--prometheus",
+            prom.url,
+            "--range",
+            f"{a:.0f}..{z:.0f}",
+            "--step-every",
+            ours.step_every,
+            *ARGS,
+        ]
+        code, _ = calibrate(specs_with(), *args)
+        assert code == 2
+        err = capsys.readouterr().err
+        assert (
+            "holds 2 models from" in err and f"({ours.model}, {other.model}): calibrate one at a time" in err
+        )
+        code, alerts = calibrate(specs_with(), *args, "--model", ours.model)
+    assert code == 0
+    # --model narrows every vLLM series; the other model's GPUs hold the same FB share, so the GPU
+    # alert (not narrowed) reads the same too
+    assert alerts == prom_only[1]

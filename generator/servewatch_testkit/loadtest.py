@@ -99,6 +99,8 @@ def at(rate: float) -> State:
 class LoadTest:
     rates: tuple[float, ...] = RATES
     bench_s: float = BENCH_S
+    model: str = MODEL
+    pod: str = "chat-0"
 
     # -- the Prometheus history ------------------------------------------------------------------
     @property
@@ -126,8 +128,8 @@ class LoadTest:
         for engine, share in ((0, 1.0), (1, 0.95)):
             out += vllm_engine(
                 "serving",
-                "chat-0",
-                MODEL,
+                self.pod,
+                self.model,
                 engine,
                 steps=n,
                 step=SCRAPE_S,
@@ -145,13 +147,13 @@ class LoadTest:
             out += dcgm_gpu(
                 "gpu-node-1",
                 engine,
-                stable_uuid("loadtest", str(engine)),
+                stable_uuid("loadtest", self.pod, str(engine)),
                 used,
                 FB_MIB - used,
                 steps=n,
                 step=SCRAPE_S,
                 util=0.8,
-                pod="chat-0",
+                pod=self.pod,
                 namespace="serving",
             )
         return out
@@ -186,8 +188,8 @@ class LoadTest:
             "endpoint_type": "openai",
             "backend": "openai",
             "label": None,
-            "model_id": MODEL,
-            "tokenizer_id": MODEL,
+            "model_id": self.model,
+            "tokenizer_id": self.model,
             "num_prompts": n,
             "request_rate": rate,
             "burstiness": 1.0,

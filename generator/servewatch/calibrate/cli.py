@@ -40,6 +40,9 @@ def add_cli(sub) -> None:
         metavar="MEASURE=LIMIT",
         help="e.g. ttft_p95=1.5s, itl_p95=80ms, errors=1%%; repeatable (default: the SLOs' objectives)",
     )
+    p.add_argument(
+        "--model", metavar="NAME", help="the served model (model_name) when the range holds several"
+    )
     p.add_argument("--specs", default="specs", help="specs folder (default: specs)")
     p.add_argument(
         "--min-requests",

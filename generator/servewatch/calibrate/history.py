@@ -21,13 +21,17 @@ from ..slo.kinds import kind_of
 from ..spec.slos import AvailabilitySLI
 from ..spec.schema import seconds
 from .measures import ERRORS, FINISHED, Measure, signal_alerts
+from .targets import CalibrateError
 from .steps import Step, Trace
 
 # what a client sees fail: the finished reasons an availability SLO counts as bad by default
 # (an abort is usually a client timeout)
 FAILED = f'finished_reason=~"{"|".join(AvailabilitySLI.model_fields["bad"].default)}"'
 WINDOWED = ("rate", "counter_ratio", "quantile", "bucket_rate")  # kinds computed over a window
-DEFAULT_INTERVAL = "1m"  # Prometheus' evaluation_interval when a group sets none
+DEFAULT_INTERVAL = "1m"
+MODEL = (
+    "model_name"  # vLLM's label of the served model  # Prometheus' evaluation_interval when a group sets none
+)
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,15 @@ class History:
             else:
                 measures[m.key] = v
         finished = self.sb.model_rate(self.sb.select(FINISHED), win, ("finished_reason",))
+        models = sorted(
+            row["metric"].get(MODEL, "")
+            for row in self.client.query(f"group by ({MODEL}) ({finished})", r.end)
+        )
+        if len(models) > 1:  # the worst of several models would be no model's threshold
+            raise CalibrateError(
+                f"{self.shown} holds {len(models)} models from {_utc(r.start)} to {_utc(r.end)} "
+                f"({', '.join(models)}): calibrate one at a time with --model NAME"
+            )
         rate, _ = _value(self.client.query(f"sum({finished})", r.end))
         seconds_ = r.end - r.start
         requests = int(round((rate or 0) * seconds_))

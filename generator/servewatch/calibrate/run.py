@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from ..errors import ServewatchError
 from ..investigate.cli import connect, parse_time
+from ..model import Model
 from ..promapi import PromApiError
+from ..slo.exprs import quoted
 from ..spec.schema import seconds
 from . import bench, overrides, report
-from .history import History, split
+from .history import MODEL, History, split
 from .measures import HISTOGRAMS, Measure, for_histogram, signal_alerts
 from .propose import Proposer, Result, check_steps, combine, mismatched_loads, sweep
 from .targets import CalibrateError, from_slos, parse
@@ -45,6 +48,17 @@ def _conditions(goodput) -> list[bench.Condition] | None:
     return out
 
 
+def _one_model(model, name: str):
+    """The model with every vLLM selector narrowed to one served model (GPU series are not: DCGM
+    knows the pod a GPU serves, not the model)."""
+    config = model.config
+    vllm = ", ".join(m for m in (config.selectors["vllm"], f"{MODEL}={quoted(name)}") if m)
+    spec = replace(
+        model.spec, config=config.model_copy(update={"selectors": {**config.selectors, "vllm": vllm}})
+    )
+    return Model(spec)
+
+
 def _range(args) -> tuple[float, float, float | None, list[float]]:
     start, sep, end = (args.range or "").partition("..")
     if not sep:
@@ -76,6 +90,8 @@ def calibrate(args) -> int:
         raise CalibrateError("give --bench FILE... and/or --prometheus URL --range START..END")
     spec = load(Path(args.specs))
     model = validate(spec).model
+    if args.model:
+        model = _one_model(model, args.model)
     targets = [parse(t) for t in args.target]
     notes = []
     if not targets:

@@ -363,3 +363,20 @@ def test_a_step_above_a_broken_one_is_not_sustainable(bench_files, specs_with, t
 
 
 NEXT_RATE = loadtest.RATES[loadtest.RATES.index(KNEE) + 1]
+
+
+def test_json_says_what_the_text_says(bench_files, specs_with, capsys):
+    specs = specs_with()
+    code, _ = calibrate(specs, "--bench", *bench_files, *ARGS, "--format", "json", "--gpus", 1, write=False)
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0
+    (source,) = doc["sources"]
+    assert [s["label"] for s in source["steps"] if s["sustainable"]] == [f"{KNEE:g} req/s"]
+    assert source["steps"][-1]["cost_per_1m_good_tokens_USD"] is None  # no good token at 6 req/s
+    ttft = next(
+        p
+        for p in doc["proposals"]
+        if p["subject"] == "VLLMTimeToFirstTokenP95High" and p["field"] == "threshold"
+    )
+    assert ttft["value"] < TTFT_TARGET and "halfway" in ttft["rule"]
+    assert f"threshold: {ttft['value']:g}" in doc["overrides_diff"]

@@ -65,6 +65,7 @@ def add_cli(sub) -> None:
     p.add_argument(
         "--insecure-skip-verify", action="store_true", help="do not verify TLS (test servers only)"
     )
+    p.add_argument("--format", choices=("text", "json"), default="text", help="report format (default: text)")
     p.add_argument("--write", action="store_true", help="apply the proposals to specs/overrides.yaml")
     p.set_defaults(func=cmd_calibrate)
 

@@ -1,6 +1,10 @@
-"""The text report: each source's steps against the targets, then the proposals."""
+"""The report: each source's steps against the targets, then the proposals; as text or JSON."""
 
 from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict
 
 from .propose import Result
 from .measures import parse_key
@@ -62,3 +66,34 @@ def text(result: Result, costs: dict[str, list[float | None]], currency: str) ->
     if result.notes:
         out += ["", *[f"note: {n}" for n in result.notes]]
     return "\n".join(out) + "\n"
+
+
+def as_json(result: Result, costs: dict[str, list[float | None]], currency: str, diff: str) -> str:
+    """The same as `text`, for a CI job or a pull-request bot: steps, proposals, the overrides diff."""
+    sweeps = []
+    for sw in result.sweeps:
+        steps = []
+        for i, s in enumerate(sw.steps):
+            row = {
+                "label": s.label,
+                "source": s.source,
+                "load": s.load,
+                "requests": s.requests,
+                "seconds": s.seconds,
+                "measures": {k: None if math.isnan(v) else v for k, v in s.measures.items()},
+                "signals": s.observed,
+                "broke": sw.broken.get(i, []),
+                "sustainable": i == result.sustainable,
+            }
+            if sw.name in costs:
+                row[f"cost_per_1m_good_tokens_{currency}"] = costs[sw.name][i]
+            steps.append(row)
+        sweeps.append({"source": sw.name, "steps": steps})
+    doc = {
+        "targets": [{"measure": t.measure.key, "limit": t.limit, "from": t.origin} for t in result.targets],
+        "sources": sweeps,
+        "proposals": [asdict(p) for p in result.proposals],
+        "notes": result.notes,
+        "overrides_diff": diff,
+    }
+    return json.dumps(doc, indent=2, allow_nan=False, default=str) + "\n"

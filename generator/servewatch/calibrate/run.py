@@ -131,17 +131,18 @@ def calibrate(args) -> int:
             ]
             for sw in sweeps
         }
-    sys.stdout.write(report.text(result, costs, cost.currency))
     path = Path(args.specs) / overrides.FILE
     old = path.read_text(encoding="utf-8") if path.is_file() else ""
     new = overrides.apply(old, result.proposals)
-    if new == old:
-        print("\nno change to the overrides")
-        return 0
-    overrides.check(Path(args.specs), new)
-    print()
-    sys.stdout.write(overrides.diff(path, old, new))
-    if args.write:
+    if new != old:
+        overrides.check(Path(args.specs), new)  # refused: nothing printed as if it could be applied
+    diff = overrides.diff(path, old, new) if new != old else ""
+    if args.format == "json":
+        sys.stdout.write(report.as_json(result, costs, cost.currency, diff))
+    else:
+        sys.stdout.write(report.text(result, costs, cost.currency))
+        sys.stdout.write("\n" + (diff or "no change to the overrides\n"))
+    if args.write and new != old:
         overrides.write(path, new)
         print(f"servewatch: wrote {path}; run `servewatch generate` and `servewatch test`", file=sys.stderr)
     return 0

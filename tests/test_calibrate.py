@@ -380,3 +380,13 @@ def test_json_says_what_the_text_says(bench_files, specs_with, capsys):
     )
     assert ttft["value"] < TTFT_TARGET and "halfway" in ttft["rule"]
     assert f"threshold: {ttft['value']:g}" in doc["overrides_diff"]
+
+
+def test_cost_needs_a_price_when_the_specs_price_gpus_by_kind(bench_files, specs_with, capsys):
+    by_kind = {
+        "dashboards.yaml": [
+            ("    cost:\n", '    cost:\n      gpu_model_prices: {"NVIDIA H100 80GB HBM3": 4.0}\n')
+        ]
+    }
+    err = refused(specs_with(by_kind), capsys, "--bench", *bench_files, *ARGS, "--gpus", 2)
+    assert "give --price-per-gpu-hour" in err

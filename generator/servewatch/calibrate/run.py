@@ -121,6 +121,11 @@ def calibrate(args) -> int:
     result.proposals = Proposer(model, result).run()
     cost = spec.dashboards.defaults.cost
     costs = {}
+    if args.gpus and cost.by_type and args.price_per_gpu_hour is None:
+        raise CalibrateError(
+            "the specs price each GPU by its model or MIG profile (dashboards.defaults.cost), which a "
+            "load test does not say: give --price-per-gpu-hour for the GPUs that served it"
+        )
     if args.gpus:
         costs = {
             sw.name: [

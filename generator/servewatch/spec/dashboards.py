@@ -134,8 +134,9 @@ class Cost(Strict):
     def per_million(
         self, gpus: float, seconds: float, good_tokens: float, price: float | None = None
     ) -> float | None:
-        """Cost per 1M good output tokens over a period (the formula above, summed over the period):
-        price x GPUs x hours / good tokens x 1e6; undefined (None) when no token was good."""
+        """Cost per 1M good output tokens over a period of `gpus` GPUs of one price (the formula above,
+        summed over the period): price x GPUs x hours / good tokens x 1e6; undefined (None) when no
+        token was good. `price` defaults to price_per_gpu_hour."""
         if not good_tokens:
             return None
         return (

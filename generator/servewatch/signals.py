@@ -13,7 +13,7 @@ from typing import Sequence
 from . import catalog as catalog_mod
 from .catalog.exporter import DcgmFacts, ExporterProfile, WorkloadLabels
 from .absence import Absences
-from .alert_context import HOST, fold_host, gpu_pod_lookup
+from .alert_context import HOST, fold_host, gpu_workload_lookup
 from .promql import builders as b
 from .spec.schema import Config, Signal
 
@@ -117,8 +117,11 @@ class Labels:
                 if self.config.cluster_label
                 else ""
             ),
-            # descriptions: `{{ with [[gpu_pod_lookup]] }}...{{ . | first | label "pod" }}{{ end }}`
-            "gpu_pod_lookup": gpu_pod_lookup(self.identity("gpu"), self.config.remember.workload),
+            # descriptions: `{{ with [[gpu_workload_lookup]] }}...{{ . | first | label "pod" }}{{ end }}`;
+            # gpu_pod_lookup is its earlier name, kept for specs that use it
+            **dict.fromkeys(
+                ("gpu_workload_lookup", "gpu_pod_lookup"), gpu_workload_lookup(self.identity("gpu"))
+            ),
             "rate_window": self.config.rate_window,
         }
 

@@ -123,10 +123,9 @@ class Model:
         out = []
         remembered: set[str] = set()  # memory records, each in the first group whose alerts need it
         for group in self.spec.groups:
-            gov = self.spec.overrides.groups.get(group.name)
-            enabled = group.enabled if gov is None or gov.enabled is None else gov.enabled
-            if not enabled:
+            if not self.spec.group_enabled(group):
                 continue
+            gov = self.spec.overrides.groups.get(group.name)
             interval = gov.interval if gov and gov.interval else group.interval
             specs = [a for a in (effective_alert(a, self.spec) for a in group.alerts) if a.enabled]
             records = list(self._group_records(group.records))

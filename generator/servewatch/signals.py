@@ -15,6 +15,7 @@ from .catalog.exporter import DcgmFacts, ExporterProfile, WorkloadLabels
 from .absence import Absences
 from .alert_context import HOST, fold_host, gpu_pod_lookup
 from .promql import builders as b
+from .spec.deployment import ROLES
 from .spec.schema import Config, Signal
 
 INF_BUCKET = 'le="+Inf"'  # a histogram's last bucket counts every observation (its _count)
@@ -37,7 +38,21 @@ class Labels:
             "engine": self.config.identity.vllm,
             "model": self.config.identity.model,
         }
-        return self._cluster() + list(ident[level])
+        deployment = self.deployment() if level in ("engine", "model") else []
+        return self._cluster() + deployment + list(ident[level])
+
+    def deployment(self) -> list[str]:
+        """The configured role and track labels: part of every engine's and model's identity, so
+        prefill and decode, stable and canary are each their own series and alert."""
+        return [dim.label for dim in (self.config.role, self.config.track) if dim is not None]
+
+    def role_matcher(self, roles) -> str:
+        """The matcher that keeps the series of `roles`; empty where no role is configured or
+        every role is read."""
+        role = self.config.role
+        if role is None or not roles or set(roles) >= set(ROLES):
+            return ""
+        return role.matcher(roles)
 
     # -- the exporter ----------------------------------------------------------------------
     @property
@@ -133,10 +148,23 @@ class SignalBuilder:
         # rate and bucket_rate signals whose recording rules are evaluated before what this builder
         # builds (earlier in the same rule group): read from them instead of the raw counters
         self.recorded = tuple(recorded)
+        self.roles: tuple[str, ...] = ()  # the roles whose vLLM series this builder reads (all: empty)
 
     def reading(self, recorded: Sequence[Signal]) -> "SignalBuilder":
         """This builder, reading the rates and bucket rates of `recorded` signals from their records."""
-        return SignalBuilder(self.config, self.catalog, recorded)
+        return SignalBuilder(self.config, self.catalog, recorded).of_roles(self.roles)
+
+    def of_roles(self, roles: Sequence[str]) -> "SignalBuilder":
+        """This builder, reading only the vLLM series of `roles` where config.role is set."""
+        if tuple(roles) == self.roles:
+            return self
+        out = SignalBuilder(self.config, self.catalog, self.recorded)
+        out.roles = tuple(roles)
+        return out
+
+    @property
+    def role_matcher(self) -> str:
+        return self.labels.role_matcher(self.roles)
 
     # -- names and selectors -------------------------------------------------------------
     @property
@@ -173,7 +201,9 @@ class SignalBuilder:
 
     def select(self, metric: str, *matchers: str) -> str:
         name = self.metric_name(metric)
-        return b.selector(name, self.config.selectors.get(self.source(name), ""), *matchers)
+        source = self.source(name)
+        role = self.role_matcher if source == "vllm" else ""
+        return b.selector(name, self.config.selectors.get(source, ""), role, *matchers)
 
     def up(self, source: str, extra: str = "") -> str:
         return b.selector("up", self.config.targets[source], extra)
@@ -181,6 +211,8 @@ class SignalBuilder:
     # -- signals ------------------------------------------------------------------------
     def expr(self, signal: Signal, window: str | None = None, quantile: float | None = None) -> str:
         """The PromQL for a signal; `window` replaces the rate window (dashboards pass $__rate_interval)."""
+        if tuple(signal.roles) != self.roles:
+            return self.of_roles(signal.roles).expr(signal, window, quantile)
         window = window or self.config.rate_window
         ident = self.labels.identity(signal.level)
         if signal.kind == "gauge":
@@ -208,6 +240,8 @@ class SignalBuilder:
 
     def denominator(self, signal: Signal, window: str | None = None) -> str:
         """A counter_ratio's denominator: the rate of every event it counts (e.g. finished requests)."""
+        if tuple(signal.roles) != self.roles:
+            return self.of_roles(signal.roles).denominator(signal, window)
         keep = [label for label, _, _ in b.parse_matchers(signal.matchers)]
         window = window or self.config.rate_window
         return self._rate_at_level(signal.metric, "", window, signal.level, [], keep)
@@ -234,9 +268,14 @@ class SignalBuilder:
                 and not s.matchers
                 and set(needs) <= set(s.by)
                 and self._coarser(level, s.level)
+                and self._readable_roles(s)
             ):
                 return s
         return None
+
+    def _readable_roles(self, recorded: Signal) -> bool:
+        """Whether a recorded signal holds the series of this builder's roles (all, or the same)."""
+        return self.config.role is None or not recorded.roles or set(recorded.roles) == set(self.roles)
 
     def _rate_at_level(
         self, metric: str, matchers: str, window: str, level: str, by: list[str], dedup_extra: list[str] = ()
@@ -247,7 +286,7 @@ class SignalBuilder:
         matched = [label for label, _, _ in b.parse_matchers(matchers)] if matchers else []
         rec = self._recorded("rate", metric, level, [*by, *matched], window)
         if rec is not None:
-            source = b.selector(rec.record, matchers)
+            source = b.selector(rec.record, matchers, self._narrowing(rec))
             same = rec.level == level and set(rec.by) == set(by)
             return source if same else b.agg("sum", ident + by, source)
         return self._raw_rate(self.select(metric, matchers), window, level, by, dedup_extra)
@@ -272,15 +311,20 @@ class SignalBuilder:
         keep = self.labels.identity(level) + list(by)
         rec = None if by else self._recorded("bucket_rate", metric, level, [], window)
         if rec is not None:
-            total = b.selector(rec.record, INF_BUCKET)
+            narrow = self._narrowing(rec)
+            total, series = b.selector(rec.record, INF_BUCKET, narrow), b.selector(rec.record, narrow)
             if rec.level == level:
-                return rec.record, f"{total} > 0"
-            return b.agg("sum", keep + ["le"], rec.record), f"{b.agg('sum', keep, total)} > 0"
+                return series, f"{total} > 0"
+            return b.agg("sum", keep + ["le"], series), f"{b.agg('sum', keep, total)} > 0"
         engine = self.labels.identity("engine")
         buckets = b.dedup(b.rate(self.select(f"{metric}_bucket"), window), engine + ["le"])
         by_le = buckets if keep == engine else b.agg("sum", keep + ["le"], buckets)
         counts = b.agg("sum", keep, b.dedup(b.rate(self.select(f"{metric}_count"), window), engine))
         return by_le, f"{counts} > 0"
+
+    def _narrowing(self, recorded: Signal) -> str:
+        """The role matcher a read of a recorded signal of every role needs."""
+        return "" if recorded.roles else self.role_matcher
 
     def model_rate(self, series: str, window: str, keep: tuple[str, ...] = ()) -> str:
         """Per-second rate of counter `series` per model: deduplicated per engine (and `keep`), summed.

@@ -45,6 +45,14 @@ class Spec:
     # defaults: a layer over the default specs replaces exactly these (layers.py)
     written: dict = field(default_factory=dict)
 
+    def group_enabled(self, group: Group) -> bool:
+        """Whether a group is generated: switched on (overrides applied) and each deployment
+        dimension it needs (config.role, config.track) configured."""
+        if any(getattr(self.config, need) is None for need in group.needs):
+            return False
+        ov = self.overrides.groups.get(group.name)
+        return group.enabled if ov is None or ov.enabled is None else ov.enabled
+
     def locate(self, kind: str, name: str, *sub) -> Location:
         """file:line of a field of a named thing, e.g. locate("signal", "x", "metric")."""
         if (kind, name) not in self.sources:  # not written in the specs: a default

@@ -19,6 +19,7 @@ from pydantic import (
 from .. import catalog
 from ..catalog.exporter import METRIC_NAME_RE
 from .translate import did_you_mean
+from .deployment import RoleConfig, RoleName, TrackConfig
 from .fields import (
     DURATION_RE,
     AlertLabels,
@@ -203,6 +204,10 @@ class Config(Strict):
         BeforeValidator(_with_defaults(DEFAULT_TARGETS)),
     ] = Field(default_factory=lambda: dict(DEFAULT_TARGETS))
     identity: Identity = Identity()
+    # prefill/decode role and stable/canary track of vLLM series (spec/deployment.py); null: one
+    # aggregated, single-track deployment per model
+    role: RoleConfig | None = None
+    track: TrackConfig | None = None
     remember: Remember = Remember()
     dcgm: DcgmProfile = DcgmProfile()
     rule_namespace: K8sName = "monitoring"
@@ -229,6 +234,22 @@ class Config(Strict):
                     f"cluster_label {self.cluster_label!r} is added to every identity; "
                     f"leave it out of identity.{level}"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _deployment_labels(self):
+        named = [(f, getattr(self, f).label) for f in ("role", "track") if getattr(self, f)]
+        if len(named) == 2 and named[0][1] == named[1][1]:
+            raise ValueError(f"role and track both read label {named[0][1]!r}; they need a label each")
+        for field, label in named:
+            if label == self.cluster_label:
+                raise ValueError(f"{field}.label {label!r} is the cluster_label")
+            for level in ("vllm", "model"):
+                if label in getattr(self.identity, level):
+                    raise ValueError(
+                        f"{field}.label {label!r} is added to the vLLM identities; "
+                        f"leave it out of identity.{level}"
+                    )
         return self
 
     _whole = field_validator("scrape_interval")(classmethod(lambda cls, v: whole_seconds(v)))
@@ -258,6 +279,8 @@ class Signal(Strict):
     by: tuple[LabelName, ...] = ()  # extra labels kept (e.g. finished_reason)
     matchers: Matchers = ""  # counter_ratio: the numerator's extra matchers
     quantiles: tuple[Number, ...] = ()
+    # where config.role is set: the roles whose series the signal reads (empty: every role)
+    roles: tuple[RoleName, ...] = ()
     help: str = ""
 
     @field_validator("record")
@@ -369,6 +392,9 @@ class Group(Strict):
     records: tuple[str, ...] = ()
     alerts: tuple[Alert, ...] = ()
     enabled: bool = True
+    # the deployment dimensions the group is about (config.role, config.track): generated only
+    # where each is configured
+    needs: tuple[Literal["role", "track"], ...] = ()
 
     @field_validator("name", "family")
     @classmethod

@@ -291,8 +291,7 @@ def _recorded(spec) -> set[str]:
     """The signals an enabled group records (overrides applied)."""
     out = set()
     for group in spec.groups:
-        ov = spec.overrides.groups.get(group.name)
-        if group.enabled if ov is None or ov.enabled is None else ov.enabled:
+        if spec.group_enabled(group):
             out.update(group.records)
     return out
 

@@ -73,7 +73,7 @@ def test_an_unknown_role_is_an_error_at_its_line(specs_with, line_of):
 
 
 def test_an_unknown_role_of_a_signal_is_an_error_at_its_line(specs_with, line_of):
-    old = "    record: engine:vllm_kv_cache_usage:max\n"
+    old = "    record: engine:vllm_num_requests_running:max\n"
     specs = specs_with({"signals.yaml": [(old, old + "    roles: [decoder]\n")]})
     with pytest.raises(SpecErrors) as err:
         generate.build(specs)

@@ -32,7 +32,8 @@ def _errors(specs):
 
 def test_default_specs_load(repo):
     spec = load(repo / "specs")
-    assert len([a for g in spec.groups for a in g.alerts]) == 13
+    assert len([a for g in spec.groups if spec.group_enabled(g) for a in g.alerts]) == 13
+    assert len([a for g in spec.groups for a in g.alerts]) == 16  # 3 need config.role or track
 
 
 def test_renamed_metric_names_the_replacement(specs_with, line_of):

@@ -82,7 +82,7 @@ class Model:
     def __init__(self, spec: Spec, dashboard_panels: dict[str, dict[str, int]] | None = None):
         self.spec = spec
         self.config = spec.config
-        self.builder = SignalBuilder(spec.config)
+        self.builder = SignalBuilder(spec.config, signals=spec.signals)
         self.context = Context(self.builder)
         self.tokens = self.builder.labels.tokens()
         # dashboard uid -> {alert: id of the panel that shows it}; its dashboard_url opens that panel
@@ -189,7 +189,8 @@ class Model:
         if alert.signal:
             return self._threshold_expr(alert)
         ab = alert.absence
-        return self.builder.absence(ab.kind, ab.source, self.spec.signals, ab.signal, ab.absent_fires, ab)
+        signals = self.spec.signals_read()
+        return self.builder.absence(ab.kind, ab.source, signals, ab.signal, ab.absent_fires, ab)
 
     def _threshold_expr(self, alert: Alert) -> str:
         """`signal op threshold`; a GPU's signal keyed by the GPU alone, with the GPU's stable labels

@@ -390,6 +390,7 @@ def resolve(model, scenario) -> Resolved:
             _at_field(("series", i, "values"), lambda v, n: expand(substitute(v, n)), s.values, own),
         )
         for i, s in enumerate(scenario.series)
+        if all(getattr(model.config, need) is not None for need in s.needs)
     )
     checks = []
     for at, exp_rule, ei, exp in timed:

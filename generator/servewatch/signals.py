@@ -46,6 +46,16 @@ class Labels:
         prefill and decode, stable and canary are each their own series and alert."""
         return [dim.label for dim in (self.config.role, self.config.track) if dim is not None]
 
+    def deployment_defaults(self) -> dict[str, str]:
+        """The role and track labels of an aggregated engine on the stable track: what synthetic and
+        scenario series carry where they name no role or track of their own."""
+        out = {}
+        if self.config.role is not None:
+            out[self.config.role.label] = self.config.role.values["both"][0]
+        if self.config.track is not None:
+            out[self.config.track.label] = self.config.track.stable
+        return out
+
     def role_matcher(self, roles) -> str:
         """The matcher that keeps the series of `roles`; empty where no role is configured or
         every role is read."""
@@ -135,14 +145,55 @@ class Labels:
             # descriptions: `{{ with [[gpu_pod_lookup]] }}...{{ . | first | label "pod" }}{{ end }}`
             "gpu_pod_lookup": gpu_pod_lookup(self.identity("gpu"), self.config.remember.workload),
             "rate_window": self.config.rate_window,
+            # scenarios: the role and track labels and values (their defaults where none is configured)
+            **self.deployment_tokens(),
+            # descriptions: the role and track an engine's or model's alert is about, where configured
+            "deployment": self.deployment_text(),
+            # descriptions of TTFT alerts: which side measured it
+            "measured_side": self.ttft_side(),
         }
+
+    def deployment_tokens(self) -> dict[str, str]:
+        role, track = self.config.role, self.config.track
+        values = role.values if role else {r: (r,) for r in ROLES}
+        return {
+            "role": role.label if role else "role",
+            **{f"{r}_role": values[r][0] for r in ROLES},
+            "track": track.label if track else "track",
+            "stable_track": track.stable if track else "stable",
+        }
+
+    def deployment_text(self) -> str:
+        parts = [
+            f"{what} {{{{ $labels.{dim.label} }}}}"
+            for what, dim in (("role", self.config.role), ("track", self.config.track))
+            if dim is not None
+        ]
+        return f" ({', '.join(parts)})" if parts else ""
+
+    def ttft_side(self) -> str:
+        """Which side a TTFT alert measures, said in its description. The engine's own histogram is
+        the instance's view; with prefill and decode apart neither is the client's (a decode engine's
+        includes the KV transfer wait, not the prefill). The hook for a gateway or frontend source:
+        where one is configured, TTFT alerts read it and this says client-side."""
+        if self.config.role is None:
+            return ""
+        return (
+            f"; measured on the {{{{ $labels.{self.config.role.label} }}}} engines, not at the client: "
+            "a decode engine's includes the KV transfer wait, a prefill engine's only the prefill"
+        )
 
 
 class SignalBuilder:
     def __init__(
-        self, config: Config, catalog: catalog_mod.Catalog | None = None, recorded: Sequence[Signal] = ()
+        self,
+        config: Config,
+        catalog: catalog_mod.Catalog | None = None,
+        recorded: Sequence[Signal] = (),
+        signals: dict[str, Signal] | None = None,
     ):
         self.config = config
+        self.signals = signals or {}  # every signal by name: a track_ratio reads the one it compares
         self.catalog = catalog or catalog_mod.load()
         self.labels = Labels(config, self.catalog)
         # rate and bucket_rate signals whose recording rules are evaluated before what this builder
@@ -152,13 +203,13 @@ class SignalBuilder:
 
     def reading(self, recorded: Sequence[Signal]) -> "SignalBuilder":
         """This builder, reading the rates and bucket rates of `recorded` signals from their records."""
-        return SignalBuilder(self.config, self.catalog, recorded).of_roles(self.roles)
+        return SignalBuilder(self.config, self.catalog, recorded, self.signals).of_roles(self.roles)
 
     def of_roles(self, roles: Sequence[str]) -> "SignalBuilder":
         """This builder, reading only the vLLM series of `roles` where config.role is set."""
         if tuple(roles) == self.roles:
             return self
-        out = SignalBuilder(self.config, self.catalog, self.recorded)
+        out = SignalBuilder(self.config, self.catalog, self.recorded, self.signals)
         out.roles = tuple(roles)
         return out
 
@@ -216,7 +267,7 @@ class SignalBuilder:
         window = window or self.config.rate_window
         ident = self.labels.identity(signal.level)
         if signal.kind == "gauge":
-            return b.dedup(self.select(signal.metric), ident + list(signal.by))
+            return b.dedup(self.select(signal.metric, signal.matchers), ident + list(signal.by))
         if signal.kind == "matched_ratio":
             part, rest = self.select(signal.numerator), self.select(signal.partner)
             if signal.level != "gpu":
@@ -236,15 +287,39 @@ class SignalBuilder:
         if signal.kind == "quantile":
             q = quantile if quantile is not None else signal.quantiles[0]
             return self.histogram_quantile(signal.metric, q, window, signal.level)
+        if signal.kind == "track_ratio":
+            return self.track_ratio(signal)
         raise ValueError(f"unknown signal kind {signal.kind}")
 
     def denominator(self, signal: Signal, window: str | None = None) -> str:
         """A counter_ratio's denominator: the rate of every event it counts (e.g. finished requests)."""
         if tuple(signal.roles) != self.roles:
             return self.of_roles(signal.roles).denominator(signal, window)
+        if signal.kind == "track_ratio":
+            return self.track_traffic(signal, window or self.config.rate_window)
         keep = [label for label, _, _ in b.parse_matchers(signal.matchers)]
         window = window or self.config.rate_window
         return self._rate_at_level(signal.metric, "", window, signal.level, [], keep)
+
+    # -- tracks: each track against the stable one --------------------------------------------
+    def track_ratio(self, signal: Signal) -> str:
+        """The compared signal's recorded value of each track other than the stable one over the
+        stable track's, per identity; no result where the stable track has none (or zero)."""
+        of, track = self.signals[signal.of], self.config.track
+        ident = self.labels.identity(signal.level)
+        beside = [label for label in ident if label != track.label]  # the stable twin's identity
+        quantile = [f'quantile="{signal.quantiles[0]:g}"'] if signal.quantiles else []
+        other = b.dedup(b.selector(of.record, *quantile, track.others_matcher()), ident)
+        stable = b.dedup(b.selector(of.record, *quantile, track.stable_matcher()), beside)
+        return b.guarded_div(other, stable, beside, many_left=True)
+
+    def track_traffic(self, signal: Signal, window: str) -> str:
+        """A track_ratio's traffic: what the compared signal counts per second on each non-stable
+        track (a histogram's observations, a ratio's events), per identity."""
+        of = self.signals[signal.of]
+        counted = f"{of.metric}_count" if of.kind == "quantile" else of.metric
+        series = self.of_roles(of.roles).select(counted, self.config.track.others_matcher())
+        return self._raw_rate(series, window, signal.level)
 
     # -- rates: from raw counters, or from a recorded rate at the same or a finer level ------------
     def _coarser(self, level: str, than: str) -> bool:

@@ -94,7 +94,8 @@ def _claim(sc: Scenario) -> str:
 def engine_labels(model: Model, model_name: str) -> dict[str, str]:
     """The identity labels of one synthetic engine serving `model_name`."""
     pod = model_name.rsplit("/", 1)[-1].lower().replace(".", "-") + "-0"
-    values = {**LABEL_VALUES, "model_name": model_name, "pod": pod}
+    deployment = model.builder.labels.deployment_defaults()  # role and track, where configured
+    values = {**LABEL_VALUES, **deployment, "model_name": model_name, "pod": pod}
     if model.config.cluster_label:
         values[model.config.cluster_label] = "cluster-a"
     return {label: values.get(label, f"{label}-0") for label in model.builder.labels.identity("engine")}

@@ -41,9 +41,12 @@ class Synth:
 
     # -- who ------------------------------------------------------------------------------------
     def pinned(self, source: str) -> dict[str, str]:
-        """The label values config.selectors requires of a source's series."""
+        """The label values config.selectors requires of a source's series; a vLLM series also
+        carries the role and track of an aggregated stable engine (config.role, config.track), which
+        every signal reads."""
         matchers = b.parse_matchers(self.model.config.selectors.get(source, ""))
-        return {label: value for label, op, value in matchers if op == "="}
+        selected = {label: value for label, op, value in matchers if op == "="}
+        return {**self.labels.deployment_defaults(), **selected} if source == "vllm" else selected
 
     def identity(self, level: str, variant: str = "a", change: str | None = None) -> dict[str, str]:
         """Label values of one GPU, engine or model (what config.selectors pins, as pinned); `change`
@@ -80,7 +83,10 @@ class Synth:
         read)."""
         name = self.sb.metric_name
         if signal.kind == "gauge":
-            out = [(series_text(name(signal.metric), labels), self.flat(value))]
+            split = matcher_split(signal.matchers)
+            if split is None:
+                return None
+            out = [(series_text(name(signal.metric), {**labels, **split[0]}), self.flat(value))]
         elif signal.kind == "matched_ratio":
             total = exact_total(value)
             used = value * total

@@ -12,6 +12,7 @@ import re
 from .. import scenarios, templates
 from ..model import Model
 from ..promql import builders as b
+from ..promql import labels
 from .rules import plain_path
 from .yamlout import dump
 
@@ -23,7 +24,9 @@ def test_path(family: str) -> str:
 
 
 def series_with_selectors(model: Model, series: str) -> str:
-    """Add the configured selector's equality matchers, so default scenarios survive `selectors:`."""
+    """Add the configured selector's equality matchers, so default scenarios survive `selectors:`,
+    and to a vLLM series the role and track of an aggregated stable engine where it names none, so
+    they survive `role:` and `track:`."""
     m = SERIES_RE.match(series)
     if not m:
         return series
@@ -34,8 +37,20 @@ def series_with_selectors(model: Model, series: str) -> str:
         for label, op, value in b.parse_matchers(model.config.selectors.get(model.builder.source(name), ""))
         if op == "=" and label not in present
     ]
+    if model.builder.source(name) == "vllm":
+        defaults = model.builder.labels.deployment_defaults()
+        extra += [f'{k}="{v}"' for k, v in defaults.items() if k not in present]
     parts = [p for p in (body.strip().rstrip(","), ", ".join(extra)) if p]
     return f"{name}{{{', '.join(parts)}}}" if parts else name
+
+
+def deployment_labels(model: Model, rule, records: dict) -> dict[str, str]:
+    """The default role and track labels an alert's results carry (series_with_selectors adds them
+    to the scenario's series): expected where the scenario names none. `records`: what each
+    recording rule's series carry (promql.labels.record_labels)."""
+    defaults = model.builder.labels.deployment_defaults()
+    carried = labels.always(rule.expr, records) if defaults else set()
+    return {k: v for k, v in defaults.items() if k in carried}
 
 
 def scenario_tests(model: Model) -> tuple[list[tuple[str, dict]], list[tuple[object, str]]]:
@@ -43,6 +58,8 @@ def scenario_tests(model: Model) -> tuple[list[tuple[str, dict]], list[tuple[obj
     (scenario, why) for those that cannot (verify.py reports them)."""
     sub = lambda text: templates.substitute_tokens(text, model.tokens)  # noqa: E731
     tests, unadaptable = [], []
+    deployment = model.builder.labels.deployment_defaults()
+    records = labels.record_labels(model.records()) if deployment else {}
     for scenario in model.spec.scenarios:
         if scenarios.switched_off(model.spec, scenario):
             continue
@@ -60,6 +77,7 @@ def scenario_tests(model: Model) -> tuple[list[tuple[str, dict]], list[tuple[obj
             expected = []
             for firing in check.firing:
                 lbls = {sub(k): sub(v) for k, v in firing.labels.items()}
+                lbls = {**deployment_labels(model, rule, records), **lbls}
                 lbls = {**lbls, **rule.result_labels, **rule.labels}
                 annotations = {
                     k: templates.render(v, lbls, firing.value, firing.context)

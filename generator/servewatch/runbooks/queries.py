@@ -258,7 +258,7 @@ class Queries:
         signal = q.signal or (ab.signal if ab else None)
         own = ab if ab is not None and ab.kind == kind else None  # the alert's options of that kind
         return self.sb.absence(
-            kind, source, self.model.spec.signals, signal, ab.absent_fires if ab else True, own
+            kind, source, self.model.spec.signals_read(), signal, ab.absent_fires if ab else True, own
         )
 
     # -- expected names for `names` steps ---------------------------------------------------

@@ -13,6 +13,7 @@ import re
 from ..promql import builders as b
 from ..signals import SignalBuilder
 from ..spec import slos as s
+from ..spec.deployment import COUNTING_ROLES
 from ..spec.schema import seconds
 from .kinds import kind_of
 
@@ -48,7 +49,7 @@ class SloExprs:
     """The expressions of one spec's SLOs, per grouping (config identity.model, cluster included)."""
 
     def __init__(self, sb: SignalBuilder):
-        self.sb = sb
+        self.sb = sb.of_roles(COUNTING_ROLES)  # each user request once (config.role)
         self.window = sb.config.rate_window
         self.grouping = sb.labels.identity("model")
 

@@ -14,6 +14,11 @@ from .fields import LabelName, shown
 
 ROLES = ("prefill", "decode", "both")  # both: an aggregated engine that prefills and decodes
 RoleName = Literal["prefill", "decode", "both"]
+# Where each user request is counted once: every request ends on a decode engine (a prefill engine
+# finishes its leg too, with `length`, and sees no request the router prefilled locally on decode),
+# and a decode engine counts the whole prompt, computed or transferred. The SLOs count here; the
+# request and token signals of specs/signals.yaml say the same in their `roles`.
+COUNTING_ROLES = ("decode", "both")
 # Kubernetes label values (what podTargetLabels copies); `.` is the one regex character among them
 ESCAPED_DOT = "\\\\."  # a literal dot in an RE2 pattern inside a PromQL string: \\.
 VALUE_RE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")

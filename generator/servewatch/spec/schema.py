@@ -270,15 +270,17 @@ Level = Literal["gpu", "engine", "model"]
 class Signal(Strict):
     """A quantity computed once, recorded, and shared by alerts, dashboards and runbooks."""
 
-    kind: Literal["gauge", "matched_ratio", "rate", "quantile", "counter_ratio", "bucket_rate"]
+    kind: Literal["gauge", "matched_ratio", "rate", "quantile", "counter_ratio", "bucket_rate", "track_ratio"]
     record: str
     level: Level
     metric: str | None = None  # gauge, rate, quantile, counter_ratio, bucket_rate (a histogram)
     numerator: str | None = None  # matched_ratio: the part, e.g. fb_used
     partner: str | None = None  # matched_ratio: the rest, e.g. fb_free
     by: tuple[LabelName, ...] = ()  # extra labels kept (e.g. finished_reason)
-    matchers: Matchers = ""  # counter_ratio: the numerator's extra matchers
+    matchers: Matchers = ""  # counter_ratio: the numerator's extra matchers; gauge: which series
     quantiles: tuple[Number, ...] = ()
+    # track_ratio: the signal compared, each other track's value over the stable track's (config.track)
+    of: SignalName | None = None
     # where config.role is set: the roles whose series the signal reads (empty: every role)
     roles: tuple[RoleName, ...] = ()
     help: str = ""
@@ -307,10 +309,13 @@ class Signal(Strict):
             "bucket_rate": ["metric"],
             "counter_ratio": ["metric", "matchers"],
             "matched_ratio": ["numerator", "partner"],
+            "track_ratio": ["of"],
         }[self.kind]
         missing = [f for f in need if not getattr(self, f)]
         if missing:
             raise ValueError(f"a {self.kind} signal needs {', '.join(missing)}")
+        if self.roles and "both" not in self.roles:
+            raise ValueError("roles must include both: an aggregated engine does every role's work")
         if self.kind == "bucket_rate" and self.level == "gpu":
             raise ValueError("a bucket_rate signal is per engine or per model (level: engine or model)")
         return self
@@ -502,6 +507,9 @@ class Expectation(Strict):
 class SeriesInput(Strict):
     series: Annotated[str, AfterValidator(lambda v: series(_sketch(v)) and v)]
     values: Annotated[str, AfterValidator(lambda v: sample_values(_sketch(v)) and v)]
+    # input only where each deployment dimension is configured (config.role, config.track): a series
+    # that only the rules of such a dimension read
+    needs: tuple[Literal["role", "track"], ...] = ()
 
 
 class Scenario(Strict):

@@ -20,6 +20,7 @@ from .scenario_checks import scenario_problems
 
 METRIC_FIELDS = ("metric", "numerator", "partner")
 HISTOGRAM_KINDS = ("quantile", "bucket_rate")  # signals whose metric is a histogram's name
+TRAFFIC_KINDS = ("counter_ratio", "track_ratio")  # signals whose alerts take min_traffic
 
 # The signals the dashboards read by name (render/dashboards/), with the kind and level their panels
 # are written for. Without one of them a dashboard cannot be built.
@@ -105,6 +106,9 @@ def spec_problems(spec) -> list[SpecError]:
                     err(f"{metric!r} is a {entry.type}; rate() needs a counter", ("signal", name), field)
                 elif signal.kind in HISTOGRAM_KINDS and entry.type != "histogram":
                     err(f"{metric!r} is a {entry.type}, not a histogram", ("signal", name), field)
+        if signal.kind == "track_ratio":
+            for problem, field in _track_ratio_problems(signal, spec.signals):
+                err(problem, ("signal", name), field)
         if signal.record in records and not (signal.kind == "quantile"):
             err(
                 f"record {signal.record!r} is already used by signal {records[signal.record]!r}",
@@ -139,9 +143,9 @@ def spec_problems(spec) -> list[SpecError]:
                         "signal",
                     )
                 sig = spec.signals[alert.signal]
-                if alert.min_traffic is not None and sig.kind != "counter_ratio":
+                if alert.min_traffic is not None and sig.kind not in TRAFFIC_KINDS:
                     err(
-                        f"min_traffic needs a counter_ratio signal (its denominator is the traffic); "
+                        f"min_traffic needs a counter_ratio or track_ratio signal (it counts the traffic); "
                         f"{alert.signal!r} is a {sig.kind}",
                         key,
                         "min_traffic",
@@ -218,10 +222,10 @@ def spec_problems(spec) -> list[SpecError]:
             problem = _ratio_threshold_problem(builder, sig, ov.threshold)
             if problem:
                 err(problem, key, "threshold")
-        if ov.min_traffic is not None and (sig is None or sig.kind != "counter_ratio"):
+        if ov.min_traffic is not None and (sig is None or sig.kind not in TRAFFIC_KINDS):
             err(
-                f"min_traffic needs an alert on a counter_ratio signal (its denominator is the traffic); "
-                f"{name} has {'a ' + sig.kind if sig else 'no'} signal",
+                "min_traffic needs an alert on a counter_ratio or track_ratio signal (it counts the "
+                f"traffic); {name} has {'a ' + sig.kind if sig else 'no'} signal",
                 key,
                 "min_traffic",
             )
@@ -285,6 +289,23 @@ def spec_problems(spec) -> list[SpecError]:
     if not errors:  # expressions are computed on a model: only of a spec sound otherwise
         errors.extend(scenario_problems(spec))
     return errors
+
+
+def _track_ratio_problems(signal, signals) -> list[tuple[str, str]]:
+    """A track_ratio compares a quantile, gauge or ratio signal of its own level, at one quantile
+    of a quantile signal."""
+    of = signals.get(signal.of)
+    if of is None:
+        return [(f"unknown signal {signal.of!r}{did_you_mean(signal.of, signals)}", "of")]
+    if of.kind not in ("quantile", "gauge", "counter_ratio"):
+        return [(f"a track_ratio compares a quantile, gauge or counter_ratio signal, not a {of.kind}", "of")]
+    if of.level != signal.level:
+        return [(f"{signal.of!r} is per {of.level}; a track_ratio keeps its level", "level")]
+    wanted = 1 if of.kind == "quantile" else 0
+    if len(signal.quantiles) != wanted or not set(signal.quantiles) <= set(of.quantiles):
+        need = f"one of {list(of.quantiles)}" if wanted else "none"
+        return [(f"quantiles: {need} ({signal.of!r} is a {of.kind})", "quantiles")]
+    return []
 
 
 def _recorded(spec) -> set[str]:

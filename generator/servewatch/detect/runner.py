@@ -84,6 +84,8 @@ def current_config(config) -> dict:
             "workload_labels": config.dcgm.workload_labels,
         },
         "identity": {"vllm": list(config.identity.vllm), "model": list(config.identity.model)},
+        "role": config.role.model_dump(mode="json") if config.role else None,
+        "track": config.track.model_dump(mode="json") if config.track else None,
         "targets": {"dcgm": config.targets["dcgm"], "vllm": config.targets["vllm"]},
     }
 

@@ -10,12 +10,15 @@ evaluation of its `for`."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from servewatch import generate, writer
 from servewatch.detect.runner import detect
 from servewatch.spec.schema import seconds
 from servewatch_testkit.localprom import LocalPrometheus, backfill_start
+from test_dashboards_integration import grafana_regex, panel_problems
 from servewatch_testkit.synth.disaggregated import ROLE_LABEL, TRACK_LABEL, pd_healthy, pd_slow_canary
 
 pytestmark = [pytest.mark.integration, pytest.mark.tools("promtool", "prometheus")]
@@ -39,7 +42,7 @@ def configured(specs_with, tmp_path_factory):
     model, files = generate.build(specs)
     out = tmp_path_factory.mktemp("pd-rules")
     writer.write(out, {k: v for k, v in files.items() if k in ("rules/vllm.rules.yaml",)})
-    return model, out / "rules" / "vllm.rules.yaml"
+    return model, out / "rules" / "vllm.rules.yaml", files
 
 
 class Served:
@@ -67,7 +70,7 @@ class Served:
 
 @pytest.fixture(scope="module")
 def served(configured):
-    _, rules = configured
+    _, rules, _ = configured
     made = {
         name: Served(build(), rules) for name, build in (("healthy", pd_healthy), ("slow", pd_slow_canary))
     }
@@ -81,7 +84,7 @@ def _vllm_alerts(model):
 
 
 def test_a_healthy_pd_deployment_with_a_canary_fires_nothing(configured, served):
-    model, _ = configured
+    model, _, _ = configured
     s = served["healthy"]
     for alert in _vllm_alerts(model):
         assert not s.ever(alert), (alert.alert, s.ever(alert))
@@ -116,7 +119,7 @@ def test_prefill_engines_have_no_inter_token_latency_and_their_length_finishes_a
 
 
 def test_a_slow_canary_fires_for_the_canary_only(configured, served):
-    model, _ = configured
+    model, _, _ = configured
     s = served["slow"]
     for alert in _vllm_alerts(model):
         fired = s.fired(alert)
@@ -142,7 +145,7 @@ def test_detect_suggests_the_role_and_track(served, default_model):
 
 
 def test_detect_reports_a_configured_label_no_series_carries(served, configured):
-    model, _ = configured
+    model, _, _ = configured
     s = served["healthy"]
     missing = model.config.model_copy(
         update={"role": model.config.role.model_copy(update={"label": "worker_type"})}
@@ -150,3 +153,31 @@ def test_detect_reports_a_configured_label_no_series_carries(served, configured)
     found = detect(s.prom.client, missing, s.t)
     warned = [f.message for f in found.findings if f.topic == "role" and f.level == "warning"]
     assert warned and "no vllm:num_requests_running series carries it" in warned[0]
+
+
+# the rows that exist only with role or track set, each panel on the P/D fleet: data, legend labels
+ROWS = {"vllm-serving": "Tracks side by side", "moe-deployment": "Prefill and decode pools side by side"}
+
+
+@pytest.mark.parametrize("board", sorted(ROWS))
+def test_the_side_by_side_rows_show_every_panel_with_data(configured, served, board):
+    _, _, files = configured
+    s = served["slow"]
+    dashboard = json.loads(files[f"dashboards/{board}.json"])
+    [row] = [p for p in dashboard["panels"] if p["type"] == "row" and p["title"].startswith(ROWS[board])]
+    assert len(row["panels"]) >= 3
+    values = {"datasource": "prometheus", "pod": ".*", "engine": ".*", "role": ".*", "track": ".*"}
+    values |= {"namespace": grafana_regex(s.scenario.truth["namespace"])}
+    values |= {"model": grafana_regex(s.scenario.truth["model_name"])}
+    only_row = {"uid": dashboard["uid"], "panels": row["panels"]}
+    assert panel_problems(lambda e: s.prom.query(e, s.t), only_row, values, set()) == []
+    variables = {v["name"] for v in dashboard["templating"]["list"]}
+    assert {"role", "track"} <= variables
+
+
+def test_the_default_boards_have_no_role_or_track(default_build):
+    _, files = default_build
+    for board in ROWS:
+        dashboard = json.loads(files[f"dashboards/{board}.json"])
+        assert not [p for p in dashboard["panels"] if p["title"].startswith(ROWS[board])]
+        assert not {"role", "track"} & {v["name"] for v in dashboard["templating"]["list"]}

@@ -11,6 +11,7 @@ from __future__ import annotations
 from ... import grafana
 from ...promql import builders as promql
 from .board import BoardBuilder
+from .deployment_rows import tracks_side_by_side
 from .context import REQUESTS_PER_SECOND, TOKENS_PER_SECOND, DashboardContext, var_matcher
 from .panels import above, filling, heatmap, stat, timeseries
 
@@ -133,6 +134,8 @@ class VllmServing(BoardBuilder):
         self.targets()
         self.traffic()
         self.latency()
+        if self.ctx.model.config.track is not None:
+            tracks_side_by_side(self, self.models)
         self.per_engine()
         self.request_shape()
         self.caches_and_cost()

@@ -91,9 +91,10 @@ def test_ttft_alerts_say_which_side_measured_them(default_model, configured):
 
 
 @pytest.mark.tools("promtool")
-def test_the_vllm_family_passes_promtool_with_role_and_track(configured, tmp_path):
-    """Every generated vLLM test (scenarios, boundaries, records) on the configured rules: the
-    old scenarios with the default role and track added, and the new alerts' own, both sides."""
+def test_the_vllm_family_and_slos_pass_promtool_with_role_and_track(configured, tmp_path):
+    """Every generated vLLM and SLO test (scenarios, boundaries, records, burn rates) on the
+    configured rules: the old scenarios with the default role and track added, and the new alerts'
+    own, both sides of threshold, `for` and traffic guard."""
     _, files = configured
     suite = yaml.safe_load(files["promtool/vllm.test.yaml"])
     proven: dict[str, set] = {}
@@ -102,7 +103,7 @@ def test_the_vllm_family_passes_promtool_with_role_and_track(configured, tmp_pat
             proven.setdefault(check["alertname"], set()).add("firing" if check["exp_alerts"] else "silent")
     for alert in NEW_ALERTS:
         assert proven.get(alert) == {"firing", "silent"}, alert
-    writer.write(tmp_path, {k: v for k, v in files.items() if k.startswith(("rules/", "promtool/vllm"))})
-    for name in ("vllm.test.yaml", "vllm.boundaries.test.yaml", "vllm.records.test.yaml"):
+    writer.write(tmp_path, {k: v for k, v in files.items() if k.startswith(("rules/", "promtool/"))})
+    for name in ("vllm.test.yaml", "vllm.boundaries.test.yaml", "vllm.records.test.yaml", "slo.test.yaml"):
         res = tools.run("promtool", "test", "rules", tmp_path / "promtool" / name)
         assert res.returncode == 0, name + res.stdout[-3000:] + res.stderr[-3000:]

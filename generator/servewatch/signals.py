@@ -149,9 +149,21 @@ class Labels:
             **self.deployment_tokens(),
             # descriptions: the role and track an engine's or model's alert is about, where configured
             "deployment": self.deployment_text(),
-            # descriptions of TTFT alerts: which side measured it
+            # descriptions of TTFT alerts: which side measured it; runbook prose: the same, at length
             "measured_side": self.ttft_side(),
+            "ttft_side_note": self.ttft_side_note(),
         }
+
+    def ttft_side_note(self) -> str:
+        if self.config.role is None:
+            return ""
+        return (
+            f" With prefill and decode apart (config.role) each role is its own series (label "
+            f"`{self.config.role.label}`), measured on its engines, not at the client: a prefill engine's"
+            " TTFT is its queue and prefill; a decode engine's starts when the router hands it the request"
+            " and includes the wait for the KV transfer, not the prefill. The client's TTFT is about their"
+            " sum; a gateway or frontend source measures it directly."
+        )
 
     def deployment_tokens(self) -> dict[str, str]:
         role, track = self.config.role, self.config.track

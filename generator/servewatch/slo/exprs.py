@@ -53,6 +53,16 @@ class SloExprs:
         self.window = sb.config.rate_window
         self.grouping = sb.labels.identity("model")
 
+    def counted_where(self) -> str:
+        """Which side counts the events, said in burn alert descriptions (empty: one role)."""
+        role = self.sb.config.role
+        if role is None:
+            return ""
+        return (
+            f"Each request is counted once, on the {'/'.join(COUNTING_ROLES)} engines ({role.label}), "
+            "as those engines measure it, not at the client. "
+        )
+
     # -- names ------------------------------------------------------------------------------------
     def good_record(self) -> str:
         return GOOD.format(w=self.window)

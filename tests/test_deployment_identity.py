@@ -86,3 +86,27 @@ def test_role_and_track_left_out_build_the_default_output(default_build, specs_w
     what null gives (the committed outputs: `generate --check` holds them)."""
     _, files = generate.build(specs_with({"config.yaml": [(ROLE, ""), (TRACK, "")]}))
     assert files == default_build[1]
+
+
+def test_a_track_ratio_outside_a_group_that_needs_track_is_refused(specs_with, line_of):
+    specs = specs_with({"alerts/vllm.yaml": [("    needs: [track]\n", "")]})
+    with pytest.raises(SpecErrors) as err:
+        generate.build(specs)
+    assert "give the group `needs: [track]`" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        ("    of: model_ttft\n", "    of: model_requests_rate\n", "not a rate"),
+        ("    of: model_ttft\n", "    of: model_tft\n", "did you mean 'model_ttft'"),
+        (
+            "    of: model_ttft\n    quantiles: [0.95]\n",
+            "    of: model_ttft\n    quantiles: [0.9]\n",
+            "one of",
+        ),
+    ],
+)
+def test_a_track_ratio_compares_a_signal_it_can(specs_with, old, new, message):
+    with pytest.raises(SpecErrors, match=message):
+        generate.build(specs_with({"signals.yaml": [(old, new)]}))

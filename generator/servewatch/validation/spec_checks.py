@@ -118,6 +118,7 @@ def spec_problems(spec) -> list[SpecError]:
         records[signal.record] = name
 
     alert_names = {a.alert for g in spec.groups for a in g.alerts}
+    recorded_anywhere = {rec for g in spec.groups for rec in g.records}
     for group in spec.groups:
         for rec in group.records:
             if rec not in spec.signals:
@@ -126,6 +127,9 @@ def spec_problems(spec) -> list[SpecError]:
                     ("group", group.name),
                     "records",
                 )
+            elif spec.signals[rec].kind == "track_ratio":
+                for problem in _track_group_problems(spec, group, spec.signals[rec], recorded_anywhere):
+                    err(problem, ("group", group.name), "records")
         for alert in group.alerts:
             key = ("alert", alert.alert)
             if alert.signal:
@@ -306,6 +310,16 @@ def _track_ratio_problems(signal, signals) -> list[tuple[str, str]]:
         need = f"one of {list(of.quantiles)}" if wanted else "none"
         return [(f"quantiles: {need} ({signal.of!r} is a {of.kind})", "quantiles")]
     return []
+
+
+def _track_group_problems(spec, group, signal, recorded: set[str]) -> list[str]:
+    """A track_ratio compares tracks (config.track) and reads the record of the signal it compares."""
+    out = []
+    if "track" not in group.needs and spec.config.track is None:
+        out.append(f"{signal.record} compares tracks: give the group `needs: [track]` (config.track is null)")
+    if signal.of in spec.signals and signal.of not in recorded:
+        out.append(f"{signal.of!r}, which {signal.record} compares, is recorded by no group")
+    return out
 
 
 def _recorded(spec) -> set[str]:

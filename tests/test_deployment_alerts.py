@@ -107,3 +107,17 @@ def test_the_vllm_family_and_slos_pass_promtool_with_role_and_track(configured, 
     for name in ("vllm.test.yaml", "vllm.boundaries.test.yaml", "vllm.records.test.yaml", "slo.test.yaml"):
         res = tools.run("promtool", "test", "rules", tmp_path / "promtool" / name)
         assert res.returncode == 0, name + res.stdout[-3000:] + res.stderr[-3000:]
+
+
+def test_notifications_group_by_role_and_track(configured):
+    """A canary's notification is its own: Alertmanager groups by the model identity with the role
+    and track in it."""
+    _, files = configured
+    conf = yaml.safe_load(files["alertmanager/alertmanager.yaml"])
+    assert conf["route"]["routes"][0]["group_by"] == [
+        "alertname",
+        ROLE_LABEL,
+        TRACK_LABEL,
+        "namespace",
+        "model_name",
+    ]

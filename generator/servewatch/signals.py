@@ -6,6 +6,7 @@ thing share one expression (or its recording rule).
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Sequence
@@ -221,7 +222,7 @@ class SignalBuilder:
         """This builder, reading only the vLLM series of `roles` where config.role is set."""
         if tuple(roles) == self.roles:
             return self
-        out = SignalBuilder(self.config, self.catalog, self.recorded, self.signals)
+        out = copy.copy(self)  # a subclass keeps what it adds (runbooks' ScopedBuilder: its filters)
         out.roles = tuple(roles)
         return out
 

@@ -137,7 +137,7 @@ def run(
         if progress:
             progress(i, n, page.name, ps.step.title)
         fl = step_filters(model, page, ps.step, alert_labels, filters)
-        sb = builders.setdefault(fl, ScopedBuilder(model.config, fl))
+        sb = builders.setdefault(fl, ScopedBuilder(model.config, fl, model.spec.signals))
         expr = Queries(model, sb).build(ps.step.query, page.alert)
         skipped = _unapplied(sb, ps.step.query, fl)
         t0 = time.monotonic()

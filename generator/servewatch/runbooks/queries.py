@@ -41,8 +41,8 @@ def quoted_matcher(label: str, op: str, value: str) -> str:
 class ScopedBuilder(SignalBuilder):
     """SignalBuilder that adds filter matchers to every selector whose series carry the label."""
 
-    def __init__(self, config: Config, filters: Iterable[tuple[str, str, str]] = ()):
-        super().__init__(config)
+    def __init__(self, config: Config, filters: Iterable[tuple[str, str, str]] = (), signals=None):
+        super().__init__(config, signals=signals)
         self.filters = tuple(filters)
 
     # which labels a series may carry, so a filter is only applied where it can match

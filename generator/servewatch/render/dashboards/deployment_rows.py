@@ -13,22 +13,30 @@ CANARY_RATIOS = (  # the track_ratio signal, what it compares
 )
 
 
+def p95_per_model(board, selection, signal: str, title: str, description: str) -> None:
+    """A quantile signal's p95 per model identity (role and track included), with its alert's line."""
+    board.add(
+        timeseries(
+            title,
+            grafana.Target(selection.signal(signal, 0.95), board.ctx.model_legend()),
+            unit="s",
+            w=8,
+            steps=above(board.ctx.threshold(signal, 0.95)),
+            description=description,
+        )
+    )
+
+
 def tracks_side_by_side(board, selection) -> None:
     """p95 latency of each track next to the stable one, and the canary alerts' own ratios."""
     ctx, track = board.ctx, board.ctx.model.config.track
     board.row(f"Tracks side by side: every track against {track.stable} ({track.label})")
     for signal, title in (("model_ttft", "Time to first token"), ("model_itl", "Inter-token latency")):
-        board.add(
-            timeseries(
-                f"{title} p95 by track",
-                grafana.Target(selection.signal(signal, 0.95), ctx.model_legend()),
-                unit="s",
-                w=8,
-                steps=above(ctx.threshold(signal, 0.95)),
-                description=f"p95 {title.lower()} of each track of the selected models, side by side: the "
-                f"canary's line apart from {track.stable}'s is what the canary alerts compare.",
-            )
+        description = (
+            f"p95 {title.lower()} of each track of the selected models, side by side: the canary's line "
+            f"apart from {track.stable}'s is what the canary alerts compare."
         )
+        p95_per_model(board, selection, signal, f"{title} p95 by track", description)
     board.add(
         timeseries(
             "Canary over stable (p95)",
@@ -52,27 +60,13 @@ def pools_side_by_side(board, selection) -> None:
     ctx, role = board.ctx, board.ctx.model.config.role
     engine = f"{{{{{role.label}}}}} {ctx.engine_legend()}"
     board.row(f"Prefill and decode pools side by side ({role.label})")
-    board.add(
-        timeseries(
-            "Time to first token p95 per role",
-            grafana.Target(selection.signal("model_ttft", 0.95), ctx.model_legend()),
-            unit="s",
-            w=8,
-            steps=above(ctx.threshold("model_ttft", 0.95)),
-            description="Each role's own view: prefill = queue + prefill; decode = from the hand-off, the KV "
-            "transfer wait included. The client waits for about their sum.",
-        )
+    ttft = (
+        "Each role's own view: prefill = queue + prefill; decode = from the hand-off, the KV transfer wait "
+        "included. The client waits for about their sum."
     )
-    board.add(
-        timeseries(
-            "Inter-token latency p95 (decode)",
-            grafana.Target(selection.signal("model_itl", 0.95), ctx.model_legend()),
-            unit="s",
-            w=8,
-            steps=above(ctx.threshold("model_itl", 0.95)),
-            description="Decode engines only: a prefill engine makes one token per request.",
-        )
-    )
+    p95_per_model(board, selection, "model_ttft", "Time to first token p95 per role", ttft)
+    itl = "Decode engines only: a prefill engine makes one token per request."
+    p95_per_model(board, selection, "model_itl", "Inter-token latency p95 (decode)", itl)
     board.add(
         timeseries(
             "Queue (prefill) and deferred (decode) per engine",

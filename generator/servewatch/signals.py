@@ -15,9 +15,8 @@ from .catalog.exporter import DcgmFacts, ExporterProfile, WorkloadLabels
 from .absence import Absences
 from .alert_context import HOST, fold_host, gpu_pod_lookup
 from .promql import builders as b
+from .promql.histograms import Histograms
 from .spec.schema import Config, Signal
-
-INF_BUCKET = 'le="+Inf"'  # a histogram's last bucket counts every observation (its _count)
 
 
 @dataclass(frozen=True)
@@ -133,6 +132,11 @@ class SignalBuilder:
         # rate and bucket_rate signals whose recording rules are evaluated before what this builder
         # builds (earlier in the same rule group): read from them instead of the raw counters
         self.recorded = tuple(recorded)
+        self.histograms = Histograms(config.histograms, self._is_histogram)
+
+    def _is_histogram(self, name: str) -> bool:
+        entry = self.catalog.lookup(name + "_bucket")
+        return entry is not None and entry.type == "histogram"
 
     def reading(self, recorded: Sequence[Signal]) -> "SignalBuilder":
         """This builder, reading the rates and bucket rates of `recorded` signals from their records."""
@@ -260,7 +264,7 @@ class SignalBuilder:
         engine = (
             self.labels.identity("engine") if level in ("engine", "model") else self.labels.identity(level)
         )
-        per_engine = b.dedup(b.rate(series, window), engine + by + list(dedup_extra))
+        per_engine = self.histograms.deduped_rate(series, window, engine + by + list(dedup_extra))
         if level in ("engine", "gpu"):
             return per_engine if not dedup_extra else b.agg("sum", engine + by, per_engine)
         return b.agg("sum", self.labels.identity(level) + by, per_engine)
@@ -271,15 +275,16 @@ class SignalBuilder:
         condition "it observed something"), from a recorded bucket_rate signal when one is there."""
         keep = self.labels.identity(level) + list(by)
         rec = None if by else self._recorded("bucket_rate", metric, level, [], window)
+        h = self.histograms
         if rec is not None:
-            total = b.selector(rec.record, INF_BUCKET)
+            total = h.recorded_total(rec.record, self.labels.identity(rec.level))
             if rec.level == level:
                 return rec.record, f"{total} > 0"
-            return b.agg("sum", keep + ["le"], rec.record), f"{b.agg('sum', keep, total)} > 0"
+            return b.agg("sum", h.grouping(keep + ["le"]), rec.record), f"{b.agg('sum', keep, total)} > 0"
         engine = self.labels.identity("engine")
-        buckets = b.dedup(b.rate(self.select(f"{metric}_bucket"), window), engine + ["le"])
-        by_le = buckets if keep == engine else b.agg("sum", keep + ["le"], buckets)
-        counts = b.agg("sum", keep, b.dedup(b.rate(self.select(f"{metric}_count"), window), engine))
+        buckets = h.deduped_rate(self.select(f"{metric}_bucket"), window, engine + ["le"])
+        by_le = buckets if keep == engine else b.agg("sum", h.grouping(keep + ["le"]), buckets)
+        counts = b.agg("sum", keep, h.deduped_rate(self.select(f"{metric}_count"), window, engine))
         return by_le, f"{counts} > 0"
 
     def model_rate(self, series: str, window: str, keep: tuple[str, ...] = ()) -> str:

@@ -139,16 +139,21 @@ class Queries:
 
     def _roll(self, series: str, level: str, by: list[str], keep: list[str], op: str = "sum") -> str:
         """Deduplicate to the unit (plus `keep`), then aggregate to the level (plus `by`)."""
-        unit = self._unit(level)
-        per_unit = b.dedup(series, unit + by + keep)
-        if set(self.identity(level)) == set(unit) and not keep:
+        return self._up_to(b.dedup(series, self._unit(level) + by + keep), level, by, keep, op)
+
+    def _up_to(self, per_unit: str, level: str, by: list[str], keep: list[str], op: str = "sum") -> str:
+        """A per-unit vector aggregated to the level (plus `by`)."""
+        if set(self.identity(level)) == set(self._unit(level)) and not keep:
             return per_unit
         return b.agg(op, self.identity(level) + by, per_unit)
 
     def rate_at(self, metric: str, level: str, matchers: str = "", by: list[str] = ()) -> str:
+        """Rate per level; a histogram's _count or _sum read in the configured histogram form."""
         keep = [label for label, _, _ in b.parse_matchers(matchers)] if matchers else []
         keep = [k for k in keep if k not in by]
-        return self._roll(b.rate(self.sb.select(metric, matchers), self.window), level, list(by), keep)
+        unit = self._unit(level) + list(by) + keep
+        per_unit = self.sb.histograms.deduped_rate(self.sb.select(metric, matchers), self.window, unit)
+        return self._up_to(per_unit, level, list(by), keep)
 
     # -- the kinds ----------------------------------------------------------------------
     def build(self, q, alert) -> str:

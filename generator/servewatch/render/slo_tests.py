@@ -17,6 +17,7 @@ from ..model import AlertRule, Model
 from ..slo.exprs import quoted
 from ..slo.plan import FAMILY, budget_left_text
 from ..slo.scenarios import IDLE, IDLE_CHECK, Batch, Designer, ModelRun, Proof, Scenario, scenario_model
+from .native_series import native_tests
 from .rules import plain_path
 from .unit_tests import series_with_selectors, test_path
 from .yamlout import dump
@@ -61,6 +62,7 @@ def _render(model: Model) -> dict[str, str]:
         return {}
     path = test_path(FAMILY)
     rule_file = posixpath.relpath(plain_path(FAMILY), posixpath.dirname(path))
+    tests = native_tests(tests, model.builder.histograms)
     body = {"rule_files": [rule_file], "evaluation_interval": "1m", "tests": tests}
     header = "\n# ".join([HEADER, "One synthetic model per scenario; the claim each one proves:", *claims])
     return {path: dump(body, header)}
@@ -78,7 +80,8 @@ def _proof(model: Model, name: str, slo, where) -> Proof:
     made_from = [name, slo.model_dump(mode="json"), model.config.model_dump(mode="json"), str(where)]
     key = json.dumps(made_from, sort_keys=True)
     if key not in _PROOFS:
-        proof = Designer(name, slo, model.config.rate_window, _series_name(model), where).proof()
+        native = model.builder.histograms.native
+        proof = Designer(name, slo, model.config.rate_window, _series_name(model), where, native).proof()
         while len(_PROOFS) >= PROOFS_KEPT:
             del _PROOFS[next(iter(_PROOFS))]
         _PROOFS[key] = proof

@@ -12,6 +12,7 @@ import re
 from .. import scenarios, templates
 from ..model import Model
 from ..promql import builders as b
+from .native_series import native_tests
 from .rules import plain_path
 from .yamlout import dump
 
@@ -93,7 +94,7 @@ def test_file(model: Model, family: str, path: str, tests: list) -> dict:
         "rule_files": [rule_file],
         "evaluation_interval": scenarios.EVAL_INTERVAL,
         "group_eval_order": order,
-        "tests": tests,
+        "tests": native_tests(tests, model.builder.histograms),
     }
 
 

@@ -178,8 +178,12 @@ SeriesName = Callable[[str, str, dict[str, str]], str]
 class Designer:
     """The scenarios of one SLO."""
 
-    def __init__(self, name: str, slo: s.SLO, rate_window: str, series_name: SeriesName, where):
+    def __init__(
+        self, name: str, slo: s.SLO, rate_window: str, series_name: SeriesName, where, native: bool = False
+    ):
         self.name, self.slo, self.rate_window = name, slo, rate_window
+        # the rules read native histograms (config.histograms): a latency SLI's arithmetic differs
+        self.native = native and kind_of(slo.sli).param == "threshold"
         self.series_name = series_name
         self.where = where  # the SLO's location, for errors
         self.budget = 1 - slo.objective
@@ -231,7 +235,7 @@ class Designer:
         good, valid = traffic.counters()
         name = lambda metric, extra: self.series_name(traffic.model, metric, extra)  # noqa: E731
         run.series = kind.synthetic(name, self.slo.sli, run.param, good, valid, run.decoys)
-        counters = _counters(run.series)
+        counters = _counters(run.series, self.native)
         run.timeline = Timeline(self.slo, run.objective, counters, steps, self.rate_window, run.exact_steps)
 
     @staticmethod
@@ -675,7 +679,8 @@ class Designer:
         run = self.run(scenario_model(key))
 
         def make(good: list[float], valid: list[float]) -> Counters:
-            return _counters(kind.synthetic(lambda m, x: m, self.slo.sli, run.param, good, valid, run.decoys))
+            series = kind.synthetic(lambda m, x: m, self.slo.sli, run.param, good, valid, run.decoys)
+            return _counters(series, self.native)
 
         def probe(k: float) -> Probe:
             return Probe(build(run.traffic.model, k).counters(), make, edge, self.rate_window, self.budget)
@@ -719,8 +724,9 @@ def _without_clashes(batch: Batch) -> list[Scenario]:
     return [sc for sc in batch.scenarios if not any(r.exact_steps & clash for r in sc.runs)]
 
 
-def _counters(series: Synthetic) -> Counters:
+def _counters(series: Synthetic, native: bool = False) -> Counters:
     return Counters(
         good=tuple(x.values for x in series if x.good),
         valid=tuple(x.values for x in series if x.valid),
+        native=native,
     )

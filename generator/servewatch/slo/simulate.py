@@ -63,11 +63,18 @@ def avg_over_time(values: list[float]) -> float:
 
 
 def extrapolated(
-    values: Values, at: int, window_s: float, step_s: float = STEP_S, is_rate: bool = True
+    values: Values,
+    at: int,
+    window_s: float,
+    step_s: float = STEP_S,
+    is_rate: bool = True,
+    histogram: bool = False,
 ) -> float | None:
     """rate() (or increase()) of a float counter sampled every `step_s` (sample i at i * step_s), over
     `(t - window, t]` at step `at`: extrapolated to the window's edges as Prometheus 3.5 does. None
-    where Prometheus returns no sample (fewer than two samples in the window)."""
+    where Prometheus returns no sample (fewer than two samples in the window). `histogram`: the
+    counter is a field of a native histogram (its count, a bucket), which Prometheus 3.5 extrapolates
+    without the float counter's stop at zero."""
     lo = at - window_s / step_s
     pts = [(i, values[i]) for i in range(max(0, math.floor(lo)), min(at, len(values) - 1) + 1) if i > lo]
     pts = [(i, v) for i, v in pts if v is not None]
@@ -87,7 +94,7 @@ def extrapolated(
     threshold = average * 1.1
     if to_start >= threshold:  # the series starts inside the window: extrapolate half an interval
         to_start = average / 2
-    if result > 0 and first_v >= 0:  # never extrapolate a counter below zero
+    if result > 0 and first_v >= 0 and not histogram:  # never extrapolate a counter below zero
         to_start = min(to_start, sampled * (first_v / result))
     if to_end >= threshold:
         to_end = average / 2
@@ -97,9 +104,9 @@ def extrapolated(
     return result * factor
 
 
-def rate(values: Values, at: int, window_s: float) -> float | None:
+def rate(values: Values, at: int, window_s: float, histogram: bool = False) -> float | None:
     """rate(counter[window]) at step `at` of the one-minute grid."""
-    return extrapolated(values, at, window_s)
+    return extrapolated(values, at, window_s, histogram=histogram)
 
 
 def avg_with_last(prefix: list[float]):
@@ -126,15 +133,33 @@ class Counters:
 
     good: tuple[Values, ...]
     valid: tuple[Values, ...]
+    # one native histogram per engine (config.histograms): good[i] and valid[i] are its bucket at the
+    # threshold and its count, and the rules count good events as histogram_fraction x histogram_count
+    native: bool = False
 
 
 def recorded(counters: Counters, at: int, rate_s: float) -> tuple[float | None, float | None]:
     """The good and valid event rates the rules record at step `at` (None: no sample)."""
+    if counters.native:
+        return _native_recorded(counters, at, rate_s)
     valid = _sum([rate(v, at, rate_s) for v in counters.valid])
     good = _sum([rate(v, at, rate_s) for v in counters.good])
     if good is None and valid is not None:
         good = 0 * valid  # the good recording falls back to 0 where there are valid events
     return good, valid
+
+
+def _native_recorded(counters: Counters, at: int, rate_s: float) -> tuple[float | None, float | None]:
+    """recorded() over native histograms: per engine, good = (g / c) * c as histogram_fraction (the
+    buckets up to the threshold over the count) times histogram_count computes it, none where the
+    engine observed nothing (promql/histograms.py count_below)."""
+    valid = [rate(v, at, rate_s, histogram=True) for v in counters.valid]
+    good = [rate(g, at, rate_s, histogram=True) for g in counters.good]
+    per_engine = [(g / c) * c if g is not None and c else None for g, c in zip(good, valid, strict=True)]
+    valid_sum, good_sum = _sum(valid), _sum(per_engine)
+    if good_sum is None and valid_sum is not None:
+        good_sum = 0 * valid_sum
+    return good_sum, valid_sum
 
 
 @dataclass(frozen=True)

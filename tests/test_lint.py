@@ -50,7 +50,16 @@ EXAMPLES = {
         "avg by (model_name) (vllm:kv_cache_usage_perc) > 0.9",
         "max by (model_name) (vllm:kv_cache_usage_perc) > 0.9",
     ),
+    "classic-on-native": (  # against a Prometheus holding the histogram native (CTX_NATIVE)
+        "histogram_quantile(0.95, sum by (model_name, le) "
+        "(rate(vllm:e2e_request_latency_seconds_bucket[5m])))",
+        "histogram_quantile(0.95, sum by (model_name) (rate(vllm:e2e_request_latency_seconds[5m])))",
+    ),
 }
+CTX_NATIVE = LintContext(
+    catalog.load(), min_range_s=120, native_histograms=frozenset({"vllm:e2e_request_latency_seconds"})
+)
+CONTEXTS = {"classic-on-native": CTX_NATIVE}
 
 
 def test_every_expression_check_has_examples():
@@ -60,8 +69,35 @@ def test_every_expression_check_has_examples():
 @pytest.mark.parametrize("check", sorted(EXAMPLES))
 def test_check_flags_the_failing_example_only(check):
     bad, good = EXAMPLES[check]
-    assert check in {p.check for p in lint(bad, CTX)}
-    assert not lint(good, CTX)
+    ctx = CONTEXTS.get(check, CTX)
+    assert check in {p.check for p in lint(bad, ctx)}
+    assert not lint(good, ctx)
+
+
+def test_quantile_le_leaves_native_histograms_alone():
+    """A native histogram has no le: its quantile over `sum by (model_name)` is right, directly or
+    through a record of its rates; a record of classic bucket rates still needs le."""
+    native = "sum by (model_name) (rate(vllm:e2e_request_latency_seconds[5m]))"
+    classic = "sum by (model_name, le) (rate(vllm:e2e_request_latency_seconds_bucket[5m]))"
+    ctx = LintContext(catalog.load(), min_range_s=120)
+    ctx.add_record(RecordDef("model:native:rate5m", native, ()))
+    ctx.add_record(RecordDef("model:classic:rate5m", classic, ()))
+    found = lambda e: {p.check for p in lint(e, ctx)}  # noqa: E731
+    assert "quantile-le" not in found(f"histogram_quantile(0.95, {native})")
+    assert "quantile-le" not in found("histogram_quantile(0.95, sum by (model_name) (model:native:rate5m))")
+    assert "quantile-le" in found("histogram_quantile(0.95, sum by (model_name) (model:classic:rate5m))")
+
+
+def test_classic_on_native_is_quiet_without_a_prometheus_and_for_both_forms():
+    bad, _ = EXAMPLES["classic-on-native"]
+    assert "classic-on-native" not in {p.check for p in lint(bad, CTX)}
+    both = (
+        "sum by (model_name) (rate(vllm:e2e_request_latency_seconds[5m])) or on (model_name) "
+        "sum by (model_name, le) (rate(vllm:e2e_request_latency_seconds_bucket[5m]))"
+    )
+    assert "classic-on-native" not in {p.check for p in lint(both, CTX_NATIVE)}
+    count = "rate(vllm:e2e_request_latency_seconds_count[5m])"
+    assert "classic-on-native" in {p.check for p in lint(count, CTX_NATIVE)}
 
 
 def test_checks_can_be_disabled():

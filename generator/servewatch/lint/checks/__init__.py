@@ -35,6 +35,7 @@ MODULES = (
     "guarded_division",
     "quantile_le",
     "bucket_layout_mix",
+    "classic_on_native",
     "saturation_avg",
     "rate_interval",
     "absent_for",

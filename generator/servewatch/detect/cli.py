@@ -13,7 +13,8 @@ from .runner import EXIT_ERROR, detect
 
 DESCRIPTION = f"""Ask a Prometheus which layout the exporters really use (dcgm-exporter FB names and units,
 Hostname/hostname, exported_pod/pod, MIG, duplicate scrapes, target selectors, vLLM labels and removed
-vLLM metric names) and print a suggested `config:` block with findings, compared with --specs.
+vLLM metric names, classic or native histograms) and print a suggested `config:` block with findings,
+compared with --specs.
 
 Exit codes: 0 the current config matches what was detected, 3 it differs, 1 Prometheus could not be
 asked (unreachable, refused, timed out, rejected a query), 2 the specs are invalid.

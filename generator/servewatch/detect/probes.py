@@ -395,6 +395,35 @@ def vllm_removed_names(ctx: ProbeContext) -> Outcome:
     return out
 
 
+def histogram_form(ctx: ProbeContext) -> Outcome:
+    """Whether vLLM's histograms are stored classic (`_bucket` per `le`) or native (one series per
+    histogram, as `convert_classic_histograms_to_nhcb` stores them), and the matching
+    `config.histograms`. A series named like the histogram itself is a native one: classic
+    histograms have only their _bucket, _count and _sum series."""
+    out = Outcome("histograms")
+    names = sorted(n for n, m in ctx.catalog.metrics.items() if m.type == "histogram" and m.source == "vllm")
+    histograms = b.selector("", f'__name__=~"{regex(names)}"', ctx.vsel)
+    buckets = b.selector("", f'__name__=~"{regex([f"{n}_bucket" for n in names])}"', ctx.vsel)
+    classic, native = ctx.count(buckets), ctx.count(histograms)
+    out.counts["vllm"] = {"classic_bucket_series": classic, "native_histogram_series": native}
+    forms = {(True, False): "classic", (False, True): "native", (True, True): "both"}
+    form = forms.get((classic > 0, native > 0))
+    if form is None:
+        out.info("no vLLM histogram series, classic or native: nothing to tell the form from")
+        return out
+    out.suggested["histograms"] = form
+    if form == "both":
+        out.info(
+            f"{classic} classic bucket series and {native} native histograms: histograms: both "
+            "reads either (native where an engine has it)"
+        )
+    elif form == "native":
+        out.info(f"{native} native histograms and no _bucket series (convert_classic_histograms_to_nhcb)")
+    else:
+        out.info(f"{classic} classic bucket series and no native histograms")
+    return out
+
+
 PROBES: tuple[Probe, ...] = (
     Probe("dcgm.fb_units", fb_units, "which exporter profile's framebuffer names exist (and -o names)"),
     Probe("dcgm.hostname_label", hostname_label, "which host label spellings FB series carry", True),
@@ -404,5 +433,6 @@ PROBES: tuple[Probe, ...] = (
     Probe("targets", targets, "up series per configured target selector"),
     Probe("identity.vllm", vllm_identity, "whether vLLM series carry namespace and pod"),
     Probe("vllm.version", vllm_removed_names, "removed vLLM metric names still exposed"),
+    Probe("histograms", histogram_form, "vLLM histograms stored classic (_bucket) or native"),
     Probe("cluster_label", cluster_label, "a cluster label on FB or vLLM series"),
 )

@@ -83,6 +83,7 @@ def current_config(config) -> dict:
             "hostname_label": config.dcgm.hostname_label,
             "workload_labels": config.dcgm.workload_labels,
         },
+        "histograms": config.histograms,
         "identity": {"vllm": list(config.identity.vllm), "model": list(config.identity.model)},
         "targets": {"dcgm": config.targets["dcgm"], "vllm": config.targets["vllm"]},
     }

@@ -37,7 +37,7 @@ from servewatch_testkit.scrape_server import ScrapeServer
 from servewatch_testkit.synth import incident
 from servewatch_testkit.synth.incidents import INCIDENT_STEP, MODEL
 from test_dashboards import queries
-from test_dashboards_integration import ALL, interpolate
+from test_dashboards_integration import ALL, _rule_files, interpolate
 
 pytestmark = [pytest.mark.integration, pytest.mark.tools("prometheus", "promtool")]
 
@@ -61,12 +61,7 @@ def _build(tmp: Path, form: str):
     doc["config"]["histograms"] = form
     config.write_text(yaml.safe_dump(doc, sort_keys=False))
     model, files = generate.build(specs, tmp)
-    rule_files = []
-    for path, text in sorted(files.items()):
-        if re.fullmatch(r"rules/[^/]+\.rules\.yaml", path):
-            rule_files.append(tmp / Path(path).name)
-            rule_files[-1].write_text(text)
-    return SimpleNamespace(specs=specs, model=model, files=files, rule_files=rule_files)
+    return SimpleNamespace(specs=specs, model=model, files=files, rule_files=_rule_files(files, tmp))
 
 
 def _scrape_configs(srv: ScrapeServer, nhcb: bool) -> list[dict]:

@@ -168,5 +168,8 @@ def add_cli(sub) -> None:
     from ..investigate.cli import add_connection_args
 
     add_connection_args(p)  # --prometheus: which histograms it stores native (classic-on-native)
-    # asked only when given: the environment's default URL would make every lint run query it
-    p.set_defaults(func=cmd_lint, prometheus=None)
+    for action in p._actions:  # asked only when given: an environment default would query on every run
+        if "--prometheus" in action.option_strings:
+            action.default = None
+            action.help = "a Prometheus to ask which histograms it stores native (check classic-on-native)"
+    p.set_defaults(func=cmd_lint)

@@ -223,6 +223,43 @@ def test_plain_workload_labels_cluster_and_old_vllm(plain_prom, capsys):
     assert "vllm:gpu_cache_usage_perc" in old and "older than 0.12.0" in old
 
 
+def test_nothing_found_is_never_a_match(capsys):
+    """An empty Prometheus (or a time with no exporter data) is exit 4 with its own message: a CI gate
+    running detect must not pass on it."""
+    with LocalPrometheus(None) as prom:
+        rc, text, err = detect(capsys, prom.url, 1_000_000_000, "text")
+        assert (rc, err) == (4, "")
+        assert "matches" not in text and "Suggested config" not in text
+        assert text.rstrip().endswith(
+            "Nothing was detected: no dcgm-exporter and no vLLM series matched the selectors at that "
+            "time, so the config was not checked (exit 4)."
+        )
+        rc, res, _ = detect(capsys, prom.url, 1_000_000_000)
+    assert rc == 4 and res["matches"] is False and res["not_found"] == ["dcgm", "vllm"]
+    with pytest.raises(SystemExit):
+        main(["detect", "--help"])
+    assert "4 nothing was detected" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_source_with_no_series_is_not_checked(capsys):
+    """Only dcgm-exporter data, in the default layout: the dcgm settings are confirmed, the vLLM ones
+    cannot be (exit 4, not 0)."""
+    sc = INCIDENTS["healthy"]()
+    dcgm_only = [s for s in sc if s.label("job") == "nvidia-dcgm-exporter"]
+    prom, at, _ = _serve(dcgm_only, sc.steps, sc.step, sc.eval_step)
+    try:
+        rc, text, _ = detect(capsys, prom.url, at, "text")
+        rc_json, res, _ = detect(capsys, prom.url, at)
+    finally:
+        prom.close()
+    assert rc == rc_json == 4
+    assert text.rstrip().endswith(
+        "Nothing was detected for vLLM: its settings were not checked (exit 4); the dcgm-exporter "
+        "settings match what was detected."
+    )
+    assert res["matches"] is False and res["not_found"] == ["vllm"] and res["differences"] == []
+
+
 def test_unreachable_server_exits_1_with_one_line(capsys):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -16,8 +16,10 @@ Hostname/hostname, exported_pod/pod, MIG, duplicate scrapes, target selectors, v
 vLLM metric names, classic or native histograms) and print a suggested `config:` block with findings,
 compared with --specs.
 
-Exit codes: 0 the current config matches what was detected, 3 it differs, 1 Prometheus could not be
-asked (unreachable, refused, timed out, rejected a query), 2 the specs are invalid.
+Exit codes: 0 the current config matches what was detected, 3 it differs, 4 nothing was detected for
+dcgm-exporter or vLLM (no series at that time and selectors: those settings were not checked), 1
+Prometheus could not be asked (unreachable, refused, timed out, rejected a query), 2 the specs are
+invalid.
 
 Credentials come from the environment only (as for `servewatch investigate`); default URL: ${ENV_URL}."""
 

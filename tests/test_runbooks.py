@@ -199,7 +199,7 @@ def test_thresholds_default_to_the_alert_and_follow_overrides(default_model, spe
     assert pages["VLLMEndToEndLatencyP95High"].step("ttft").limits.unhealthy == 4
     assert pages["VLLMKVCacheUsageHigh"].step("kv-usage").limits.unhealthy == 0.9
     text = render_runbooks.render(model)["runbooks/VLLMTimeToFirstTokenP95High.md"]
-    assert "above 2.00 s (0.5 x VLLMTimeToFirstTokenP95High's threshold 4)" in text
+    assert "above 2.00 s (0.5 x VLLMTimeToFirstTokenP95High's threshold 4, tuned in overrides)" in text
 
 
 def test_alert_without_runbook_gets_a_default_page(repo, specs_with):
@@ -255,8 +255,8 @@ def _edit_and_load(specs_with, line_of, old: str, new: str):
             "unknown query kind",
         ),
         (
-            "        unit: ratio\n        suspicious: 0.92\n",
-            "        unit: ratio\n        suspicous: 0.92\n",
+            "        unit: ratio\n        suspicious: {alert: 0.97}\n",
+            "        unit: ratio\n        suspicous: {alert: 0.97}\n",
             "runbooks.GPUFramebufferUsageHigh.steps[0].suspicous",
             "unknown field 'suspicous'",
         ),

@@ -38,6 +38,14 @@ def quoted_matcher(label: str, op: str, value: str) -> str:
     return f'{label}{op}"{escaped}"'
 
 
+def workload_renames(sb: SignalBuilder) -> dict[str, str]:
+    """The plain workload label (namespace, pod, container) -> the one dcgm-exporter series carry
+    under the configured layout (exported_namespace, ... behind a ServiceMonitor), where they differ."""
+    plain = sb.catalog.dcgm.workload_labels["plain"].model_dump()
+    workload = sb.labels.workload.model_dump()
+    return {plain[k]: v for k, v in workload.items() if plain[k] != v}
+
+
 class ScopedBuilder(SignalBuilder):
     """SignalBuilder that adds filter matchers to every selector whose series carry the label."""
 
@@ -59,8 +67,7 @@ class ScopedBuilder(SignalBuilder):
             layouts = dcgm.workload_labels.values()
             known |= {label for w in layouts for label in w.model_dump().values()} - set(TARGET_LABELS)
             # a vLLM pod is the workload pod: filters name it the way the configured layout does
-            plain, workload = dcgm.workload_labels["plain"].model_dump(), self.labels.workload.model_dump()
-            rename = {plain[k]: v for k, v in workload.items() if plain[k] != v}
+            rename = workload_renames(self)
             known |= set(TARGET_LABELS) - set(rename)
             return known, rename
         known = set(TARGET_LABELS) | cluster
@@ -177,10 +184,20 @@ class Queries:
         through one), its newest point taken. A function application, not a binary operation."""
         return f"last_over_time(({expr})[{self.window}:{self.model.config.scrape_interval}] offset {ago})"
 
+    def grouped(self, by: list[str]) -> SignalBuilder:
+        """This builder, keeping only series that carry every grouping label: a GPU no workload is
+        mapped to belongs to no deployment, and idle devices must not make up a group of their own."""
+        if not by:
+            return self.sb
+        extra = tuple((label, "!=", "") for label in by)
+        return ScopedBuilder(self.model.config, getattr(self.sb, "filters", ()) + extra)
+
     def _signal(self, q: s.SignalQuery, alert) -> str:
         sig = self.model.signal(q.signal)
-        expr = self.sb.expr(sig, quantile=q.quantile)
-        return b.agg(q.agg, self.tokens(q.by), expr) if q.agg else expr
+        if not q.agg:
+            return self.sb.expr(sig, quantile=q.quantile)
+        by = self.tokens(q.by)
+        return b.agg(q.agg, by, self.grouped(by).expr(sig, quantile=q.quantile))
 
     def _quantile(self, q: s.QuantileQuery, alert) -> str:
         return self.sb.histogram_quantile(
@@ -218,8 +235,8 @@ class Queries:
         return self._roll(series, q.level, [], [], op="max")
 
     def _imbalance(self, q: s.ImbalanceQuery, alert) -> str:
-        sig = self.sb.expr(self.model.signal(q.signal))
         by = self.tokens(q.by)
+        sig = self.grouped(by).expr(self.model.signal(q.signal))
         return b.guarded_div(b.agg("max", by, sig), b.agg("avg", by, sig), by)
 
     def _names(self, q: s.NamesQuery, alert) -> str:

@@ -39,6 +39,7 @@ MODULES = (
     "saturation_avg",
     "rate_interval",
     "absent_for",
+    "noisy_without_for",
     "alert_metadata",
     "template_labels",
     "duplicate_rule",

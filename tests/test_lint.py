@@ -1,6 +1,7 @@
 """The expression checks one by one (engine.lint), and servewatch's own output linting clean."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -126,6 +127,71 @@ def test_an_average_used_as_a_baseline_is_not_hidden_saturation():
         "(avg by (model_name) (vllm:kv_cache_usage_perc) > 0)"
     )
     assert lint(imbalance, CTX) == []
+
+
+FB_RATIO = (
+    "DCGM_FI_DEV_FB_USED / on (UUID, GPU_I_ID) "
+    "(DCGM_FI_DEV_FB_USED + on (UUID, GPU_I_ID) DCGM_FI_DEV_FB_FREE > 0)"
+)
+
+
+def test_the_saturation_average_quotes_the_expression_as_written():
+    """It once printed `DCGM_FI_DEV_FB_FREE / DCGM_FI_DEV_FB_USED` for USED / (USED + FREE)."""
+    [problem] = lint(f"avg({FB_RATIO})", CTX)
+    assert problem.check == "saturation-avg"
+    assert problem.message.startswith(
+        "avg of `DCGM_FI_DEV_FB_USED / on (UUID, GPU_I_ID) (DCGM_FI_DEV_FB_USED"
+    )
+
+
+def test_a_saturation_ratio_pooled_across_devices_is_reported():
+    """sum(used) / sum(used + free) is an average weighted by size: the fullest GPU hides in it."""
+    pooled = "sum(DCGM_FI_DEV_FB_USED) / (sum(DCGM_FI_DEV_FB_USED) + sum(DCGM_FI_DEV_FB_FREE) > 0)"
+    [problem] = lint(pooled, CTX)
+    assert (
+        problem.check == "saturation-avg"
+        and "pools GPUs (and MIG instances) into one ratio" in problem.message
+    )
+    assert (
+        "`sum(vllm:kv_cache_usage_perc) / (count(vllm:kv_cache_usage_perc) > 0)` pools engines"
+        in lint("sum(vllm:kv_cache_usage_perc) / (count(vllm:kv_cache_usage_perc) > 0)", CTX)[0].message
+    )
+    per_device = f"max({FB_RATIO})"
+    per_host = (
+        "sum by (UUID, GPU_I_ID) (DCGM_FI_DEV_FB_USED) / on (UUID, GPU_I_ID) "
+        "(sum by (UUID, GPU_I_ID) (DCGM_FI_DEV_FB_USED + on (UUID, GPU_I_ID) DCGM_FI_DEV_FB_FREE) > 0)"
+    )
+    assert lint(per_device, CTX) == [] and lint(per_host, CTX) == []
+
+
+def test_no_matching_advice_between_two_label_less_sides():
+    """`on (...)` means nothing between two sides without labels; with labels on one side it does."""
+    for q in (
+        "sum(rate(vllm:num_preemptions_total[5m])) / (sum(rate(vllm:request_success_total[5m])) > 0)",
+        "max by () (vllm:num_requests_waiting) > bool sum(vllm:num_requests_running)",
+        "histogram_quantile(0.9, sum by (le) (rate(vllm:e2e_request_latency_seconds_bucket[5m])))"
+        " > bool abs(sum(vllm:num_requests_running))",
+    ):
+        assert "explicit-matching" not in [p.check for p in lint(q, CTX)], q
+    labelled = (
+        "sum by (model_name) (rate(vllm:num_preemptions_total[5m])) "
+        "/ (sum(rate(vllm:request_success_total[5m])) > 0)"
+    )
+    assert "explicit-matching" in [p.check for p in lint(labelled, CTX)]
+    topk = "topk(1, vllm:num_requests_waiting) > bool sum(vllm:num_requests_running)"  # topk keeps labels
+    assert "explicit-matching" in [p.check for p in lint(topk, CTX)]
+
+
+def test_the_old_grafana_gauge_form_is_read_for_sums():
+    """A 6.x gauge keeps its reduction in options.fieldOptions.calcs; "sum" there adds up a gauge too."""
+    from servewatch.lint import runner
+    from servewatch.lint.facts import LintContext as FileContext
+
+    bad = Path(__file__).parent / "lint_fixtures" / "reduce-sum-gauge" / "bad.json"
+    ctx = FileContext(catalog.load(), scrape_interval_s=30, min_range_s=120)
+    found = runner.run([str(bad)], [], ctx, runner.select()).findings
+    old = [f for f in found if f.check == "reduce-sum-gauge" and "fieldOptions" in f.location.path]
+    assert len(old) == 1 and "gauge DCGM_FI_DEV_GPU_TEMP" in old[0].message
 
 
 def test_the_label_flow_follows_recording_rules():

@@ -27,8 +27,10 @@ from servewatch.cli import main
 from servewatch_testkit.localprom import LocalPrometheus, backfill_start
 from servewatch.model import Model
 from servewatch.runbooks import book
+from servewatch.runbooks.queries import Queries
 from servewatch.spec.loader import load
-from servewatch_testkit.synth import Series, fleet, incidents, to_openmetrics
+from servewatch_testkit.synth import RequestProfile, Series, fleet, incidents, to_openmetrics, up
+from servewatch_testkit.synth import vllm_engine, vllm_target
 from servewatch_testkit.synth.fleet import MIXTRAL
 from servewatch_testkit.synth.fleet import NS as FLEET_NS
 
@@ -409,6 +411,43 @@ def test_a_tuned_threshold_picks_the_subject_and_is_named(fleet_served, capsys, 
     assert {x["labels"]["exported_namespace"] for x in st["rank-imbalance"]["series"]} == {FLEET_NS}
     assert "GPUFramebufferUsageHigh's threshold 0.92, tuned in overrides" in st["fullest-gpus"]["detail"]
     assert st["fullest-gpus"]["verdict"] == "unhealthy" and len(st["fullest-gpus"]["series"]) == 1
+
+
+TINY = {"namespace": "llm-lab", "pod": "tiny-0", "model_name": "lab/tiny-model"}
+
+
+@pytest.fixture(scope="module")
+def tiny_served():
+    """The healthy deployment, plus a lab model finishing one request a step (1/30 per second, under
+    VLLMRequestErrorRateHigh's min_traffic of 0.1/s), every one of them an engine error."""
+    base = incidents.healthy()
+    failing = (RequestProfile(1.0, 200, 20, 0.01, 0.05, 0.02, finished_reason="error"),)
+    tiny = vllm_engine(
+        TINY["namespace"], TINY["pod"], TINY["model_name"], 0, steps=base.steps, step=base.step,
+        requests=1, profiles=failing, prior_steps=100,
+    )  # fmt: skip
+    tiny.append(up(vllm_target(TINY["namespace"], TINY["pod"]), 1, steps=base.steps))
+    start = backfill_start(base.steps, base.step)
+    prom = LocalPrometheus(to_openmetrics(list(base) + tiny, start, base.step)).start()
+    yield Served(prom, base, base.time_at(start, base.eval_step))
+    prom.close()
+
+
+def test_a_model_below_the_traffic_guard_is_no_subject(tiny_served, capsys):
+    """One failed request of one is 100% errors, but the alert does not page below its min_traffic:
+    investigate does not judge it either, and names no cause."""
+    s = tiny_served
+    alert = PAGES["VLLMRequestErrorRateHigh"].alert.spec
+    assert 1 / s.scenario.step < alert.min_traffic  # the lab model is under the guard
+    inv = investigate_json(capsys, s, "VLLMRequestErrorRateHigh")
+    share = steps(inv)["error-share"]
+    assert TINY["model_name"] not in {x["labels"].get("model_name") for x in share["series"]}
+    assert share["verdict"] == "healthy" and inv["alert_labels"] == {} and inv["causes"] == []
+    assert "condition does not hold now" in inv["summary"]
+    # the unguarded share is what the page would have judged: the lab model at 100%
+    unguarded = Queries(MODEL).build(PAGES["VLLMRequestErrorRateHigh"].step("error-share").step.query, None)
+    raw = s.prom.query(unguarded, time=s.at)
+    assert {r["metric"]["model_name"]: float(r["value"][1]) for r in raw}[TINY["model_name"]] == 1.0
 
 
 def run_specs(capsys, specs, alert: str, served_one: Served) -> tuple[int, str, str]:

@@ -16,6 +16,7 @@ from servewatch.errors import SpecErrors
 from servewatch.model import Model
 from servewatch.lint import engine as lint
 from servewatch.render import runbooks as render_runbooks
+from servewatch.promql import builders as b
 from servewatch.runbooks import book, links
 from servewatch.runbooks.queries import Queries, ScopedBuilder, parse_filter
 from servewatch.spec.loader import load
@@ -164,7 +165,8 @@ def test_every_page_query_passes_the_house_lint(default_build):
 def test_queries_use_the_alert_signals_expressions(default_build):
     """A signal alert's page shows the expression its recording rule records, written from the raw
     series: the same as the rule's own where the rule reads no other record (one that reads the
-    bucket rates recorded before it in its group gives the same value: tests/promtool/)."""
+    bucket rates recorded before it in its group gives the same value: tests/promtool/). An alert
+    with a `min_traffic` guard shows it guarded the same way: only where the alert can fire."""
     model, _ = default_build
     recorded = {(r.record, r.labels.get("quantile")): r.expr for r in model.records()}
     records = {r.record for r in model.records()}
@@ -175,7 +177,13 @@ def test_queries_use_the_alert_signals_expressions(default_build):
         sig = model.signal(spec.signal)
         q = f"{spec.quantile:g}" if spec.quantile is not None else None
         raw = model.builder.expr(sig, quantile=spec.quantile)
-        assert raw in [ps.expr for ps in page.steps], page.name
+        own = [ps.expr for ps in page.steps if raw in ps.expr]
+        assert own, page.name
+        if spec.min_traffic is not None:
+            traffic = f"{model.builder.denominator(sig)} >= {spec.min_traffic:g}"
+            assert b.only_where(raw, traffic, model.builder.labels.identity(sig.level)) in own, page.name
+        else:
+            assert raw in own, page.name
         if not reads(recorded[(sig.record, q)]) & records:
             assert recorded[(sig.record, q)] == raw, page.name
 

@@ -195,9 +195,20 @@ class Queries:
     def _signal(self, q: s.SignalQuery, alert) -> str:
         sig = self.model.signal(q.signal)
         if not q.agg:
-            return self.sb.expr(sig, quantile=q.quantile)
+            return self._guarded(q.signal, self.sb.expr(sig, quantile=q.quantile), alert)
         by = self.tokens(q.by)
         return b.agg(q.agg, by, self.grouped(by).expr(sig, quantile=q.quantile))
+
+    def _guarded(self, signal: str, expr: str, alert) -> str:
+        """The alert's own signal only where the alert can fire: with a `min_traffic` guard, a model
+        with a handful of requests (one failed of three) is no workload to judge."""
+        spec = alert.spec if alert is not None else None
+        guard = getattr(spec, "min_traffic", None)
+        if guard is None or getattr(spec, "signal", None) != signal:
+            return expr
+        sig = self.model.signal(signal)
+        traffic = b.compare(self.sb.denominator(sig), ">=", guard)
+        return b.only_where(expr, traffic, self.identity(sig.level))
 
     def _quantile(self, q: s.QuantileQuery, alert) -> str:
         return self.sb.histogram_quantile(

@@ -20,6 +20,8 @@ from .runner import run
 ENV_URL = "SERVEWATCH_PROMETHEUS_URL"
 DESCRIPTION = f"""Run an alert's runbook steps against a Prometheus and judge each one (healthy / suspicious /
 unhealthy by the spec's thresholds). Without ALERTNAME, triage every firing alert the Prometheus reports.
+With ALERTNAME, every step is narrowed to the worst series where the alert's condition holds; where it
+holds nowhere, no cause is named.
 
 Credentials come from the environment only: {ENV_TOKEN} (bearer token), or {ENV_USER} and
 {ENV_PASSWORD} (basic auth). They are never printed."""

@@ -59,17 +59,18 @@ def _summary(inv: Investigation) -> str:
     return f"{inv.verdict}: " + "; ".join(parts)
 
 
-def subject(inv: Investigation) -> tuple[str, str] | None:
-    """(heading, text) of what the steps are narrowed to, or None when they are not."""
+def subject(inv: Investigation) -> tuple[str, str, str] | None:
+    """(heading, labels, note) of what the steps are narrowed to, or None when they are not."""
     if not inv.alert_labels:
         return None
     if inv.source == "worst subject":
         more = f"; {inv.others} more series hold it too (pick one with --label)" if inv.others else ""
         return (
             "subject",
-            f"{_labels(inv.alert_labels)} (the worst series holding the alert's condition{more})",
+            _labels(inv.alert_labels),
+            f" (the worst series holding the alert's condition{more})",
         )
-    return "firing", _labels(inv.alert_labels)
+    return "firing", _labels(inv.alert_labels), ""
 
 
 # -- text -------------------------------------------------------------------------------------------
@@ -86,7 +87,7 @@ def text(model: Model, invs: list[Investigation], url: str, top: int, notes: lis
         out.append(head)
         out.append(f"   {_summary(inv)}")
         if (subj := subject(inv)) is not None:
-            out.append(f"   {subj[0]}: {subj[1]}")
+            out.append(f"   {subj[0]}: {subj[1]}{subj[2]}")
         if inv.filters:
             out.append(f"   filters: {_filters(inv)}")
         out.append(f"   Prometheus {url} at {when(inv.at)}")
@@ -135,7 +136,7 @@ def markdown(model: Model, invs: list[Investigation], url: str, top: int, notes:
         out += [f"## {inv.alert.alert}: {MARK.get(inv.verdict, inv.verdict)}", "", _summary(inv), ""]
         facts = []
         if (subj := subject(inv)) is not None:
-            facts.append(f"- {subj[0].capitalize()}: `{subj[1]}`")
+            facts.append(f"- {subj[0].capitalize()}: `{subj[1]}`{subj[2]}")
         if inv.filters:
             facts.append(f"- Filters: `{_filters(inv)}`")
         if inv.runbook_url:

@@ -6,33 +6,21 @@ import re
 import time
 from datetime import datetime, timezone
 
+from ..investigate.cli import parse_time
 from ..spec.schema import seconds
 from .evaluate import BacktestError
 
 _DURATION = r"([0-9]+(ms|s|m|h|d|w|y))+"
 
 
-def when(text: str | float | int, now: float, what: str) -> float:
-    """RFC 3339, Unix seconds, 'now' or '-<duration>' (that long before now)."""
+def when(text: str | float | int | datetime, now: float, what: str) -> float:
+    """RFC 3339, Unix seconds, 'now' or '-<duration>' (that long before now); YAML's own timestamps
+    and numbers as they are."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         return float(text)
     if isinstance(text, datetime):
         return (text if text.tzinfo else text.replace(tzinfo=timezone.utc)).timestamp()
-    t = str(text).strip()
-    if t == "now":
-        return now
-    if re.fullmatch("-" + _DURATION, t):
-        return now - seconds(t[1:])
-    if re.fullmatch(r"[0-9]+(\.[0-9]+)?", t):
-        return float(t)
-    try:
-        dt = datetime.fromisoformat(t.replace("Z", "+00:00"))
-    except ValueError:
-        raise BacktestError(
-            f"{what} {text!r} is not a time: use RFC 3339 (2026-07-01T12:00:00Z), Unix seconds, "
-            "'now' or '-30m'"
-        ) from None
-    return (dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)).timestamp()
+    return parse_time(str(text), now, what)
 
 
 def span(text: str, now: float | None = None) -> tuple[float, float]:

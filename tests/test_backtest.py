@@ -11,6 +11,7 @@ import promql_parser as pp
 import pytest
 
 from servewatch import cli
+from servewatch.errors import ServewatchError
 from servewatch.backtest import incidents, inline, signal, state, timespec
 from servewatch.backtest.evaluate import BacktestError, Bounds, chunks, grid
 from servewatch.backtest.rules import Record
@@ -131,7 +132,7 @@ def test_ranges():
         == 6 * 3600
     )
     for bad, why in [("7 days", "neither"), ("now..-1h", "ends before"), ("x..now", "not a time")]:
-        with pytest.raises(BacktestError, match=why):
+        with pytest.raises(ServewatchError, match=why):
             timespec.span(bad)
 
 
@@ -245,3 +246,5 @@ def test_a_missing_url_and_a_bad_range_exit_2(capsys):
     assert code == 2 and "--prometheus URL is required" in err
     code, _, err = _cli(capsys, "--range", "seven days", "--prometheus", "http://127.0.0.1:1")
     assert code == 2 and "neither a duration" in err
+    code, _, err = _cli(capsys, "--range", "1h", "--prometheus", "http://127.0.0.1:1", "-q")
+    assert code == 2 and "cannot reach Prometheus at http://127.0.0.1:1" in err, err

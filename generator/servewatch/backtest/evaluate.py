@@ -97,8 +97,10 @@ def _ask(client, expr, lo, hi, step, bounds, what) -> Samples:
         refused = isinstance(exc, QueryRejected) and exc.error_type != "bad_data" or exc.status in REFUSED
         if isinstance(exc, QueryRejected) and exc.error_type == "bad_data" and "resolution" not in exc.error:
             raise BacktestError(f"Prometheus cannot parse the expression of {what}: {exc}") from None
+        if not refused:  # unreachable, unauthorized, not a Prometheus: promapi's sentence says which
+            raise BacktestError(f"{what}: {exc}") from None
         points = int(round((hi - lo) / step)) + 1
-        if not refused or points <= bounds.min_points:
+        if points <= bounds.min_points:
             raise _advice(what, lo, hi, step, exc) from None
         mid = lo + (points // 2) * step
         first = _ask(client, expr, lo, mid - step, step, bounds, what)

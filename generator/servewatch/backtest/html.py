@@ -26,9 +26,12 @@ def _x(t: float, start: float, end: float) -> float:
 def _plot(alerts: list[AlertResult | None], start: float, end: float) -> str:
     main = next(a for a in alerts if a is not None)
     values = [v for _, v in main.plot]
-    threshold = main.signal.threshold if main.signal else None
-    lo = min(values + ([threshold] if threshold is not None else []), default=0.0)
-    hi = max(values + ([threshold] if threshold is not None else []), default=1.0)
+    # each set's threshold, in its colour: a comparison usually moves exactly this line
+    thresholds = [
+        (a.signal.threshold, COLOURS[n % 2]) for n, a in enumerate(alerts) if a is not None and a.signal
+    ]
+    lo = min(values + [t for t, _ in thresholds], default=0.0)
+    hi = max(values + [t for t, _ in thresholds], default=1.0)
     if hi == lo:
         hi, lo = hi + 1, lo - 1 if lo else 0
     top = hi + (hi - lo) * 0.08
@@ -53,10 +56,10 @@ def _plot(alerts: list[AlertResult | None], start: float, end: float) -> str:
     if main.plot:
         path = " ".join(f"{_x(t, start, end):.1f},{y(v):.1f}" for t, v in main.plot)
         parts.append(f'<polyline points="{path}" fill="none" stroke="#333" stroke-width="1.2"/>')
-    if threshold is not None:
+    for threshold, colour in dict(thresholds).items():
         parts.append(
             f'<line x1="{PAD}" x2="{W - PAD}" y1="{y(threshold):.1f}" y2="{y(threshold):.1f}" '
-            'stroke="#d62728" stroke-dasharray="5,4"/>'
+            f'stroke="{colour}" stroke-dasharray="5,4"/>'
             f'<text x="{W - PAD + 2}" y="{y(threshold) + 4:.1f}" font-size="10">{threshold:g}</text>'
         )
     for v in (lo, hi):

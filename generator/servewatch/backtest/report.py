@@ -11,6 +11,7 @@ from .timespec import human, iso
 
 WEEK = 7 * 86400
 SHOWN_EPISODES = 20  # per alert in the text report; JSON has all
+SHOWN_RECORDS = 6
 
 
 @dataclass
@@ -122,7 +123,13 @@ def as_text(runs: list[Run]) -> str:
         ppw = pages_per_week(run.result)
         out.append(f"{run.result.name}: pages per week: " + ", ".join(f"{k} {v:g}" for k, v in ppw.items()))
         inlined = sorted(k for k, v in run.result.history.items() if not v)
-        if inlined:
+        stored = len(run.result.history) - len(inlined)
+        if len(inlined) > SHOWN_RECORDS:  # --format json names each
+            out.append(
+                f"{run.result.name}: records: {stored} read from the history, "
+                f"{len(inlined)} evaluated in place"
+            )
+        elif inlined:
             out.append(f"{run.result.name}: evaluated in place (not in the history): " + ", ".join(inlined))
     for run in runs:
         if run.verdicts:

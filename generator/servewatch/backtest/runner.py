@@ -113,7 +113,7 @@ def run(
         if plots and sig is not None:
             result.plot = _plot(client, rules.records, stored, sig, rule, start, end, bounds, what)
         results.append(result)
-    return Result(name, start, end, results, dict(history.known))
+    return Result(name, start, end, results, {rec: stored(rec) for rec in sorted(history.known)})
 
 
 def _plot(client, records: dict[str, tuple[Record, ...]], stored, sig, rule, start, end, bounds, what):

@@ -29,6 +29,9 @@ def add_cli(sub) -> None:
         "backtest",
         help="evaluate the generated alerts over a range of a Prometheus's history",
         description=DESCRIPTION,
+        epilog="Exit status: 0 back-tested (whatever the alerts did); 2 the specs, the range or the "
+        "incidents file is invalid, or Prometheus could not be asked or refused a query (the message says "
+        "which and what to change).",
     )
     p.add_argument(
         "--prometheus", metavar="URL", default=os.environ.get(ENV_URL), help=f"(default: ${ENV_URL})"

@@ -18,6 +18,7 @@ from ..slo.exprs import quoted
 from ..slo.plan import FAMILY, budget_left_text
 from ..slo.scenarios import IDLE, IDLE_CHECK, Batch, Designer, ModelRun, Proof, Scenario, scenario_model
 from .native_series import native_tests
+from .conform import Conform
 from .rules import plain_path
 from .unit_tests import series_with_selectors, test_path
 from .yamlout import dump
@@ -100,7 +101,11 @@ def engine_labels(model: Model, model_name: str) -> dict[str, str]:
     values = {**LABEL_VALUES, "model_name": model_name, "pod": pod}
     if model.config.cluster_label:
         values[model.config.cluster_label] = "cluster-a"
-    return {label: values.get(label, f"{label}-0") for label in model.builder.labels.identity("engine")}
+    labels = {label: values.get(label, f"{label}-0") for label in model.builder.labels.identity("engine")}
+    # the values config.selectors needs; all synthetic models share them, so a selector that would
+    # give two models one pod or model name is refused by `check` (validation/selector_checks.py)
+    conformed = Conform(model).labels("vllm", labels)
+    return {k: conformed[k] for k in labels if k in conformed}
 
 
 def _series_name(model: Model):

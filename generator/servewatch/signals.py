@@ -242,6 +242,12 @@ class SignalBuilder:
                 return s
         return None
 
+    def recorded_source(
+        self, kind: str, metric: str, level: str, needs: Sequence[str], window: str
+    ) -> Signal | None:
+        """The recorded signal a rule outside its group can read `metric`'s rates from, if any."""
+        return self._recorded(kind, metric, level, needs, window)
+
     def _rate_at_level(
         self, metric: str, matchers: str, window: str, level: str, by: list[str], dedup_extra: list[str] = ()
     ) -> str:

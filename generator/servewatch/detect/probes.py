@@ -19,6 +19,9 @@ from typing import Callable
 from ..catalog import Catalog, ExporterProfile
 from ..investigate.client import Client
 from ..promql import builders as b
+from ..signals import SignalBuilder
+from ..slo.exprs import SloExprs
+from ..slo.kinds import kind_of, le_value
 
 CLUSTER_HINT = "cluster"
 SHOW_MAX = 10  # twice-scraped GPUs listed at most
@@ -85,8 +88,9 @@ class FbName:
 class ProbeContext:
     """What every probe reads: the Prometheus, the config, the catalog, and a few shared answers."""
 
-    def __init__(self, ask: Ask, config, catalog: Catalog, current: dict):
+    def __init__(self, ask: Ask, config, catalog: Catalog, current: dict, slos: dict | None = None):
         self.ask, self.config, self.catalog, self.current = ask, config, catalog, current
+        self.slos = slos or {}  # the specs' SLOs, whose inputs are checked too
         self.dcgm = catalog.dcgm
         self.dsel = config.selectors.get("dcgm", "")
         self.vsel = config.selectors.get("vllm", "")
@@ -424,6 +428,33 @@ def histogram_form(ctx: ProbeContext) -> Outcome:
     return out
 
 
+def slo_buckets(ctx: ProbeContext) -> Outcome:
+    """Models serving a latency SLO's histogram (its count is there) without the bucket at the SLO's
+    threshold: a relabelling dropped it, and their SLI is absent (slo/kinds.py)."""
+    out = Outcome("slos")
+    sb = SignalBuilder(ctx.config)
+    grouping = sb.labels.identity("model")
+    x = SloExprs(sb)
+    for name, slo in sorted(ctx.slos.items()):
+        kind = kind_of(slo.sli)
+        if kind.absent_good_is_zero:
+            continue
+        for matcher, threshold in x.branches(slo, kind.param):
+            events = kind.events(sb, slo.sli, threshold, matcher)
+            served, good = b.agg("group", grouping, events.valid), b.agg("group", grouping, events.good)
+            rows = ctx.ask.rows(b.unless(served, good, grouping))
+            if not rows:
+                continue
+            models = ", ".join(sorted("/".join(r["metric"].get(k, "") for k in grouping) for r in rows))
+            out.warning(
+                f"SLO {name}: {len(rows)} model(s) export {slo.sli.histogram}_count but not "
+                f'{slo.sli.histogram}_bucket{{le="{le_value(threshold)}"}}, which the SLO counts good '
+                f"events from (a relabelling dropped it?): their SLI is absent: {models}",
+                "slos",
+            )
+    return out
+
+
 PROBES: tuple[Probe, ...] = (
     Probe("dcgm.fb_units", fb_units, "which exporter profile's framebuffer names exist (and -o names)"),
     Probe("dcgm.hostname_label", hostname_label, "which host label spellings FB series carry", True),
@@ -435,4 +466,5 @@ PROBES: tuple[Probe, ...] = (
     Probe("vllm.version", vllm_removed_names, "removed vLLM metric names still exposed"),
     Probe("histograms", histogram_form, "vLLM histograms stored classic (_bucket) or native"),
     Probe("cluster_label", cluster_label, "a cluster label on FB or vLLM series"),
+    Probe("slos", slo_buckets, "latency SLO buckets missing where their histogram is scraped"),
 )

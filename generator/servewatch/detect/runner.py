@@ -116,8 +116,8 @@ def _suggest(sug: dict, dotted: str, value) -> None:
     node[last] = value
 
 
-def detect(client: Client, config, at: float | None = None) -> Detection:
-    ctx = ProbeContext(Ask(client, at), config, catalog_mod.load(), current_config(config))
+def detect(client: Client, config, at: float | None = None, slos: dict | None = None) -> Detection:
+    ctx = ProbeContext(Ask(client, at), config, catalog_mod.load(), current_config(config), slos)
     sug = json.loads(json.dumps(ctx.current))  # deep copy
     counts: dict = {"dcgm": {}, "vllm": {}}
     found: list[Finding] = []

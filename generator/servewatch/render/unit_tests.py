@@ -10,7 +10,6 @@ import posixpath
 
 from .. import scenarios, templates
 from ..model import Model
-from ..promql import builders as b
 from .native_series import native_tests
 from .conform import Conform
 from .rules import plain_path

@@ -32,6 +32,7 @@ DASHBOARD_SIGNALS = {
     "engine_generation_tokens_rate": ("rate", "engine"),
     "model_requests_rate": ("rate", "model"),
     "model_request_error_ratio": ("counter_ratio", "model"),
+    "model_abort_ratio": ("counter_ratio", "model"),
     "model_ttft": ("quantile", "model"),
     "model_itl": ("quantile", "model"),
     "model_e2e_latency": ("quantile", "model"),

@@ -194,8 +194,9 @@ def test_a_guard_reading_the_other_slos_events_fails_the_written_test(default_fi
     )(rules)
     (tmp_path / "rules").mkdir()
     (tmp_path / "rules" / "slo.rules.yaml").write_text(yaml.safe_dump(rules, sort_keys=False, width=1000))
+    (tmp_path / "rules" / "vllm.rules.yaml").write_text(default_files["rules/vllm.rules.yaml"])
     test = yaml.safe_load((repo / "tests/promtool/slo-records.test.yaml").read_text())
-    test["rule_files"] = ["rules/slo.rules.yaml"]
+    test["rule_files"] = ["rules/vllm.rules.yaml", "rules/slo.rules.yaml"]  # the records it reads
     path = tmp_path / "records.test.yaml"
     path.write_text(yaml.safe_dump(test, sort_keys=False, width=1000))
     res = tools.run("promtool", "test", "rules", path)

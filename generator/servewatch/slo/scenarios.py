@@ -400,6 +400,8 @@ class Designer:
         inputs-missing alert names the bucket once its `for` has passed."""
         if kind_of(self.slo.sli).absent_good_is_zero:
             return None
+        if self.native:  # one native histogram holds every bucket: no relabelling drops just one
+            return None
         length = max(minutes(r.long) for r in self.pages or self.slo.alerting.windows) + 10
         run = self.run(scenario_model(INPUT_MISSING))
         run.good_missing = True

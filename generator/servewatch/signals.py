@@ -17,9 +17,8 @@ from .absence import Absences
 from .alert_context import HOST, fold_host, gpu_pod_lookup
 from .promql import builders as b
 from .spec.deployment import ROLES
+from .promql.histograms import Histograms
 from .spec.schema import Config, Signal
-
-INF_BUCKET = 'le="+Inf"'  # a histogram's last bucket counts every observation (its _count)
 
 
 @dataclass(frozen=True)
@@ -213,6 +212,11 @@ class SignalBuilder:
         # builds (earlier in the same rule group): read from them instead of the raw counters
         self.recorded = tuple(recorded)
         self.roles: tuple[str, ...] = ()  # the roles whose vLLM series this builder reads (all: empty)
+        self.histograms = Histograms(config.histograms, self._is_histogram)
+
+    def _is_histogram(self, name: str) -> bool:
+        entry = self.catalog.lookup(name + "_bucket")
+        return entry is not None and entry.type == "histogram"
 
     def reading(self, recorded: Sequence[Signal]) -> "SignalBuilder":
         """This builder, reading the rates and bucket rates of `recorded` signals from their records."""
@@ -365,6 +369,12 @@ class SignalBuilder:
         """Whether a recorded signal holds the series of this builder's roles (all, or the same)."""
         return self.config.role is None or not recorded.roles or set(recorded.roles) == set(self.roles)
 
+    def recorded_source(
+        self, kind: str, metric: str, level: str, needs: Sequence[str], window: str
+    ) -> Signal | None:
+        """The recorded signal a rule outside its group can read `metric`'s rates from, if any."""
+        return self._recorded(kind, metric, level, needs, window)
+
     def _rate_at_level(
         self, metric: str, matchers: str, window: str, level: str, by: list[str], dedup_extra: list[str] = ()
     ) -> str:
@@ -387,7 +397,7 @@ class SignalBuilder:
         engine = (
             self.labels.identity("engine") if level in ("engine", "model") else self.labels.identity(level)
         )
-        per_engine = b.dedup(b.rate(series, window), engine + by + list(dedup_extra))
+        per_engine = self.histograms.deduped_rate(series, window, engine + by + list(dedup_extra))
         if level in ("engine", "gpu"):
             return per_engine if not dedup_extra else b.agg("sum", engine + by, per_engine)
         return b.agg("sum", self.labels.identity(level) + by, per_engine)
@@ -398,16 +408,18 @@ class SignalBuilder:
         condition "it observed something"), from a recorded bucket_rate signal when one is there."""
         keep = self.labels.identity(level) + list(by)
         rec = None if by else self._recorded("bucket_rate", metric, level, [], window)
+        h = self.histograms
         if rec is not None:
             narrow = self._narrowing(rec)
-            total, series = b.selector(rec.record, INF_BUCKET, narrow), b.selector(rec.record, narrow)
+            series = b.selector(rec.record, narrow)
+            total = h.recorded_total(rec.record, self.labels.identity(rec.level), narrow)
             if rec.level == level:
                 return series, f"{total} > 0"
-            return b.agg("sum", keep + ["le"], series), f"{b.agg('sum', keep, total)} > 0"
+            return b.agg("sum", h.grouping(keep + ["le"]), series), f"{b.agg('sum', keep, total)} > 0"
         engine = self.labels.identity("engine")
-        buckets = b.dedup(b.rate(self.select(f"{metric}_bucket"), window), engine + ["le"])
-        by_le = buckets if keep == engine else b.agg("sum", keep + ["le"], buckets)
-        counts = b.agg("sum", keep, b.dedup(b.rate(self.select(f"{metric}_count"), window), engine))
+        buckets = h.deduped_rate(self.select(f"{metric}_bucket"), window, engine + ["le"])
+        by_le = buckets if keep == engine else b.agg("sum", h.grouping(keep + ["le"]), buckets)
+        counts = b.agg("sum", keep, h.deduped_rate(self.select(f"{metric}_count"), window, engine))
         return by_le, f"{counts} > 0"
 
     def _narrowing(self, recorded: Signal) -> str:

@@ -20,6 +20,9 @@ from ..catalog import Catalog, ExporterProfile
 from ..catalog import deployment as deployment_labels
 from ..investigate.client import Client
 from ..promql import builders as b
+from ..signals import SignalBuilder
+from ..slo.exprs import SloExprs
+from ..slo.kinds import kind_of, le_value
 
 CLUSTER_HINT = "cluster"
 SHOW_MAX = 10  # twice-scraped GPUs listed at most
@@ -86,8 +89,9 @@ class FbName:
 class ProbeContext:
     """What every probe reads: the Prometheus, the config, the catalog, and a few shared answers."""
 
-    def __init__(self, ask: Ask, config, catalog: Catalog, current: dict):
+    def __init__(self, ask: Ask, config, catalog: Catalog, current: dict, slos: dict | None = None):
         self.ask, self.config, self.catalog, self.current = ask, config, catalog, current
+        self.slos = slos or {}  # the specs' SLOs, whose inputs are checked too
         self.dcgm = catalog.dcgm
         self.dsel = config.selectors.get("dcgm", "")
         self.vsel = config.selectors.get("vllm", "")
@@ -485,6 +489,62 @@ def track(ctx: ProbeContext) -> Outcome:
     return out
 
 
+def histogram_form(ctx: ProbeContext) -> Outcome:
+    """Whether vLLM's histograms are stored classic (`_bucket` per `le`) or native (one series per
+    histogram, as `convert_classic_histograms_to_nhcb` stores them), and the matching
+    `config.histograms`. A series named like the histogram itself is a native one: classic
+    histograms have only their _bucket, _count and _sum series."""
+    out = Outcome("histograms")
+    names = sorted(n for n, m in ctx.catalog.metrics.items() if m.type == "histogram" and m.source == "vllm")
+    histograms = b.selector("", f'__name__=~"{regex(names)}"', ctx.vsel)
+    buckets = b.selector("", f'__name__=~"{regex([f"{n}_bucket" for n in names])}"', ctx.vsel)
+    classic, native = ctx.count(buckets), ctx.count(histograms)
+    out.counts["vllm"] = {"classic_bucket_series": classic, "native_histogram_series": native}
+    forms = {(True, False): "classic", (False, True): "native", (True, True): "both"}
+    form = forms.get((classic > 0, native > 0))
+    if form is None:
+        out.info("no vLLM histogram series, classic or native: nothing to tell the form from")
+        return out
+    out.suggested["histograms"] = form
+    if form == "both":
+        out.info(
+            f"{classic} classic bucket series and {native} native histograms: histograms: both "
+            "reads either (native where an engine has it)"
+        )
+    elif form == "native":
+        out.info(f"{native} native histograms and no _bucket series (convert_classic_histograms_to_nhcb)")
+    else:
+        out.info(f"{classic} classic bucket series and no native histograms")
+    return out
+
+
+def slo_buckets(ctx: ProbeContext) -> Outcome:
+    """Models serving a latency SLO's histogram (its count is there) without the bucket at the SLO's
+    threshold: a relabelling dropped it, and their SLI is absent (slo/kinds.py)."""
+    out = Outcome("slos")
+    sb = SignalBuilder(ctx.config)
+    grouping = sb.labels.identity("model")
+    x = SloExprs(sb)
+    for name, slo in sorted(ctx.slos.items()):
+        kind = kind_of(slo.sli)
+        if kind.absent_good_is_zero:
+            continue
+        for matcher, threshold in x.branches(slo, kind.param):
+            events = kind.events(sb, slo.sli, threshold, matcher)
+            served, good = b.agg("group", grouping, events.valid), b.agg("group", grouping, events.good)
+            rows = ctx.ask.rows(b.unless(served, good, grouping))
+            if not rows:
+                continue
+            models = ", ".join(sorted("/".join(r["metric"].get(k, "") for k in grouping) for r in rows))
+            out.warning(
+                f"SLO {name}: {len(rows)} model(s) export {slo.sli.histogram}_count but not "
+                f'{slo.sli.histogram}_bucket{{le="{le_value(threshold)}"}}, which the SLO counts good '
+                f"events from (a relabelling dropped it?): their SLI is absent: {models}",
+                "slos",
+            )
+    return out
+
+
 PROBES: tuple[Probe, ...] = (
     Probe("dcgm.fb_units", fb_units, "which exporter profile's framebuffer names exist (and -o names)"),
     Probe("dcgm.hostname_label", hostname_label, "which host label spellings FB series carry", True),
@@ -494,7 +554,9 @@ PROBES: tuple[Probe, ...] = (
     Probe("targets", targets, "up series per configured target selector"),
     Probe("identity.vllm", vllm_identity, "whether vLLM series carry namespace and pod"),
     Probe("vllm.version", vllm_removed_names, "removed vLLM metric names still exposed"),
+    Probe("histograms", histogram_form, "vLLM histograms stored classic (_bucket) or native"),
     Probe("cluster_label", cluster_label, "a cluster label on FB or vLLM series"),
     Probe("role", role, "which label carries the prefill/decode role of vLLM engines"),
     Probe("track", track, "which label tells the stable and canary tracks of a model apart"),
+    Probe("slos", slo_buckets, "latency SLO buckets missing where their histogram is scraped"),
 )

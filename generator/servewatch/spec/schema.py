@@ -220,6 +220,9 @@ class Config(Strict):
         "https://grafana.example.com/d/{uid}/{slug}"
     )
     rule_prefix: K8sName = "servewatch"
+    # How the Prometheus stores vLLM's histograms (docs/histograms.md): classic _bucket/_count/_sum
+    # series, native histograms with custom buckets (convert_classic_histograms_to_nhcb), or either.
+    histograms: Literal["classic", "native", "both"] = "classic"
 
     @field_validator("cluster_label", mode="before")
     @classmethod

@@ -33,6 +33,7 @@ DASHBOARD_SIGNALS = {
     "engine_generation_tokens_rate": ("rate", "engine"),
     "model_requests_rate": ("rate", "model"),
     "model_request_error_ratio": ("counter_ratio", "model"),
+    "model_abort_ratio": ("counter_ratio", "model"),
     "model_ttft": ("quantile", "model"),
     "model_itl": ("quantile", "model"),
     "model_e2e_latency": ("quantile", "model"),
@@ -49,9 +50,10 @@ def _ratio_threshold_problem(builder, signal, threshold: float) -> str | None:
 
 
 def _test_length_problems(spec) -> list[SpecError]:
-    """The generated boundary tests of a threshold alert hold a sample every scrape_interval from the
-    start to past its `for` and rate window, and promtool loads every one: past MAX_SAMPLES per series
-    they could not run (and making them would not end)."""
+    """The generated tests of an alert hold a sample every scrape_interval from the start to past its
+    `for` (plus, for an absence alert, its startup grace; plus `keep_firing_for`) and rate window, and
+    promtool loads every one: past MAX_SAMPLES per series they could not run (and making them would
+    not end). An absence alert has no signal but its tests wait out its `for` all the same."""
     config = spec.config
     scrape, window = seconds(config.scrape_interval), seconds(config.rate_window)
     longest = timedelta(seconds=max(int(MAX_SAMPLES * scrape - window - MARGIN_S), 0))
@@ -60,9 +62,13 @@ def _test_length_problems(spec) -> list[SpecError]:
         for alert in group.alerts:
             override = spec.overrides.alerts.get(alert.alert)
             tuned = override is not None and override.for_ is not None
-            for_ = effective_alert(alert, spec).for_
-            samples = math.ceil((seconds(for_) + window + MARGIN_S) / scrape)
-            if alert.signal and samples > MAX_SAMPLES:
+            tuned_alert = effective_alert(alert, spec)
+            for_ = tuned_alert.for_
+            held = seconds(for_) + seconds(tuned_alert.keep_firing_for or "0s")
+            if alert.absence is not None:
+                held += seconds(alert.absence.startup_grace or "0s")
+            samples = math.ceil((held + window + MARGIN_S) / scrape)
+            if (alert.signal or alert.absence) and samples > MAX_SAMPLES:
                 where = ("override of alert", alert.alert) if tuned else ("alert", alert.alert)
                 out.append(
                     SpecError(

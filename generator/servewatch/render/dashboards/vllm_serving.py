@@ -268,6 +268,20 @@ class VllmServing(BoardBuilder):
         )
         self.add(
             timeseries(
+                "Client aborts per model",
+                grafana.Target(self.models.signal("model_abort_ratio"), ctx.model_legend()),
+                unit="percentunit",
+                min=0,
+                steps=above(ctx.threshold("model_abort_ratio")),
+                description="Share of each model's finished requests that their clients aborted "
+                "(finished_reason abort): the clients' choice, not the engine's errors, so neither the "
+                "error alert nor the availability SLO counts them by default. Aborts up with time to first "
+                "token: clients give up waiting (see the latency panels).",
+            ),
+            alert_view=ctx.alerts_of("model_abort_ratio"),
+        )
+        self.add(
+            timeseries(
                 "Running and waiting requests",
                 grafana.Target(
                     self.per_model(self.models.signal("engine_requests_running")), ctx.model_legend("running")

@@ -87,7 +87,7 @@ class Absences:
         live = b.agg("group", target + [*TARGET_CONTEXT, "model_name"], self.sb.select(self.sb.liveness))
         return b.any_of(
             *(
-                b.with_label(b.unless(live, b.agg("group", target, self.sb.select(m)), target), "metric", m)
+                b.with_label(b.unless(live, self._exported(m, target), target), "metric", m)
                 for m in metrics
                 if m != self.sb.liveness
             )
@@ -105,6 +105,13 @@ class Absences:
         return b.only_where(in_flight, stalled, ident)
 
     # -- shared parts ---------------------------------------------------------------------------
+    def _exported(self, metric: str, target: list[str]) -> str:
+        """One series per target exporting `metric`: a histogram's _count is stored under the
+        histogram's own name once it is native (config.histograms)."""
+        names = self.sb.histograms.stored(metric)
+        present = [b.agg("group", target, self.sb.select(n)) for n in names]
+        return present[0] if len(present) == 1 else f"({' or '.join(present)})"
+
     def _served(self, source: str, per_target: str) -> str:
         return (
             self.context.dcgm_target(per_target) if source == "dcgm" else self.context.vllm_target(per_target)

@@ -14,11 +14,11 @@ tuning; the inputs come from render/synthetic.py.
 from __future__ import annotations
 
 import math
-import re
 
 from .. import alert_context as ctx
 from .. import scenarios, templates
 from ..model import Model
+from ..promql.histograms import LE, count_below
 from ..spec.schema import seconds
 from .traffic_guard import guard_tests
 from .synthetic import (
@@ -307,13 +307,49 @@ def _signal_record(model: Model, rule) -> dict | None:
         series += _idle(synth, signal, idle)
     expected = _combine(model, synth, signal, per_thing, quantile)
     static = dict(rule.labels)
+    native = signal.kind == "bucket_rate" and model.builder.histograms.native
+    checks = (_native_bucket_checks if native else _checks)(rule.record, static, expected, at)
     return _test(
         model,
         f"record: {rule.record}{_static_text(static)}",
         series,
         interval,
-        promql_expr_test=_checks(rule.record, static, expected, at),
+        promql_expr_test=checks,
     )
+
+
+def _native_bucket_checks(record: str, static: dict, expected: list[tuple[dict, float]], at_s: float) -> list:
+    """_checks of a bucket-rate record that holds native histograms: each classic bucket's rate is
+    the count at or below its bound (histogram_fraction x histogram_count), one series per key."""
+    eval_time = scenarios.duration(at_s)
+    out, keys = [], {}
+    for labels, value in expected:
+        key = {k: v for k, v in labels.items() if k != LE}
+        keys[tuple(sorted(key.items()))] = key
+        selector = series_text(record, {**key, **static})
+        bound = float(labels[LE])
+        read = (
+            f"histogram_count({selector})" if bound == float("inf") else count_below(bound, selector, [*key])
+        )
+        margin = max(abs(value), 1.0) * TOLERANCE
+        lo, hi = scenarios.number(value - margin), scenarios.number(value + margin)
+        shown = ", ".join(f'{k}="{v}"' for k, v in sorted({**key, **static}.items()))
+        out.append(
+            {
+                "expr": f"group without () ({read} > {lo} < {hi})",
+                "eval_time": eval_time,
+                "exp_samples": [{"labels": f"{{{shown}}}", "value": 1}],
+            }
+        )
+    count = series_text(record, static) if static else record
+    out.append(
+        {
+            "expr": f"count({count})",
+            "eval_time": eval_time,
+            "exp_samples": [{"labels": "{}", "value": len(keys)}],
+        }
+    )
+    return out
 
 
 def _static_text(static: dict) -> str:
@@ -496,6 +532,7 @@ def _matching_target(model: Model, source: str) -> dict[str, str] | None:
     """Labels an `up` series needs to be a target of `source` (config.targets), if servewatch can
     find values that match its matchers."""
     from ..promql import builders as b
+    from ..spec import matchers
 
     out = {}
     for label, op, value in b.parse_matchers(model.config.targets[source]):
@@ -506,7 +543,7 @@ def _matching_target(model: Model, source: str) -> dict[str, str] | None:
                 (
                     c
                     for c in (source, f"{source}-exporter", f"nvidia-{source}-exporter", value)
-                    if re.fullmatch(value, c)
+                    if matchers.accepts("=~", value, c)  # RE2, anchored, as Prometheus reads it
                 ),
                 None,
             )

@@ -130,3 +130,12 @@ def test_the_report_puts_failures_first_then_a_line_per_file_then_the_total(tmp_
     assert lines[per_file[0]].startswith(f"{big}: 2 of 3 tests FAILED (")
     assert all(": 1 test passed (" in lines[i] for i in per_file[1:])
     assert lines[-1].startswith("servewatch test: FAILED: 4 test files, 6 tests, 2 failed in "), lines[-1]
+
+
+def test_a_file_promtool_cannot_read_fails_the_total_too(tmp_path):
+    root = _tree(tmp_path / "t", {"passes": 0})
+    (root / "promtool" / "broken.test.yaml").write_text("tests: [not a test\n")
+    ok, said = _run(root)
+    assert not ok
+    assert said[-1].startswith("servewatch test: FAILED: 2 test files"), said[-1]
+    assert "failures uncounted" in said[-1]

@@ -90,7 +90,8 @@ def _total(check: PromtoolResult, files: list[FileOutcome], unadaptable: int, se
     tests = sum(f.tests for f in files)
     failed = sum(f.failures for f in files)
     kept = sum(f.cached for f in files)
-    verdict = "passed" if check.passed and not failed and not unadaptable else "FAILED"
+    passed = check.passed and all(f.passed for f in files) and not unadaptable
+    verdict = "passed" if passed else "FAILED"
     parts = [
         f"{len(files)} test files",
         _tests_text(tests),

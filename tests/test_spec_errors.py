@@ -92,6 +92,18 @@ def test_a_value_in_the_wrong_case_suggests_the_right_one(specs_with, line_of):
     assert f"config.yaml:{line}: config.dcgm.fb_units" in msg and msg.endswith("did you mean 'mib'?"), msg
 
 
+def test_a_misspelt_record_of_a_group_is_a_spec_error(specs_with, line_of):
+    old = "    records: [engine_kv_cache_usage, "
+    specs = specs_with({"alerts/vllm.yaml": [(old, old.replace("usage", "usag"))]})
+    line = line_of(specs / "alerts" / "vllm.yaml", "engine_kv_cache_usag,")
+    msgs = _errors(specs)
+    assert any(
+        f"vllm.yaml:{line}: groups[0].records: group records unknown signal 'engine_kv_cache_usag'" in m
+        and "did you mean 'engine_kv_cache_usage'?" in m
+        for m in msgs
+    ), msgs
+
+
 def test_override_of_unknown_alert_suggests(specs_with):
     typo = "overrides:\n  alerts:\n    GPUFramebufferUsageHi: {threshold: 0.9}\n"
     [msg] = _errors(specs_with({"overrides.yaml": typo}))

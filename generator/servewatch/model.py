@@ -150,7 +150,9 @@ class Model:
 
     def _recorded_signals(self) -> list[Signal]:
         """The signals recorded by an enabled rule group."""
-        return [self.spec.signals[n] for g in self.spec.groups if self._enabled(g) for n in g.records]
+        # a name no signal has is validation's to report (spec_checks), with its file and line
+        signals = self.spec.signals
+        return [signals[n] for g in self.spec.groups if self._enabled(g) for n in g.records if n in signals]
 
     def _slo_dashboard(self) -> Dashboard:
         """Where SLO alerts link: the SLO dashboard, its variables filled from the grouping labels."""

@@ -32,7 +32,7 @@ def _errors(specs):
 
 def test_default_specs_load(repo):
     spec = load(repo / "specs")
-    assert len([a for g in spec.groups for a in g.alerts]) == 13
+    assert len([a for g in spec.groups for a in g.alerts]) == 17
 
 
 def test_renamed_metric_names_the_replacement(specs_with, line_of):
@@ -252,8 +252,8 @@ TARGETS_DOWN_STEP = "`config.targets.dcgm` at all.\n        query: {kind: absenc
             "absence: {kind: target_down, source: dcgm}",
             "absence: {kind: target_dwn, source: dcgm}",
             "groups[1].alerts[0].absence.kind",
-            "Input should be 'partner_missing', 'target_down', 'metrics_absent', 'inputs_missing' or "
-            "'no_progress'; "
+            "Input should be 'partner_missing', 'target_down', 'metrics_absent', 'inputs_missing', "
+            "'no_progress', 'part_missing' or 'rank_idle'; "
             "did you mean 'target_down'?",
         ),
         (

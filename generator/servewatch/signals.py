@@ -119,6 +119,7 @@ class Labels:
             # descriptions: `{{ with [[gpu_pod_lookup]] }}...{{ . | first | label "pod" }}{{ end }}`
             "gpu_pod_lookup": gpu_pod_lookup(self.identity("gpu"), self.config.remember.workload),
             "rate_window": self.config.rate_window,
+            "remember_parts": self.config.remember.parts,
         }
 
 

@@ -157,7 +157,7 @@ def spec_problems(spec) -> list[SpecError]:
                         key,
                         "quantile",
                     )
-            if alert.absence and alert.absence.kind == "no_progress":
+            if alert.absence and alert.absence.kind in ("no_progress", "rank_idle"):
                 for problem, field in _no_progress_problems(alert.absence, spec.signals, _recorded(spec)):
                     err(problem, key, "absence", field)
             if alert.absence and alert.absence.kind == "partner_missing":

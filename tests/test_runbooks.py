@@ -639,6 +639,10 @@ def test_pages_give_the_investigation_directions_of_issue_4(default_build):
         "VLLMEngineIdle",
         "GPUMissing",
         "GPUXidErrors",
+        "VLLMKVTransferFailures",
+        "VLLMKVNotificationFailures",
+        "VLLMKVRequestsExpired",
+        "VLLMKVTransferTimeP95High",
     }
     assert check_directions(model, files) == []
 

@@ -32,7 +32,7 @@ def _errors(specs):
 
 def test_default_specs_load(repo):
     spec = load(repo / "specs")
-    assert len([a for g in spec.groups for a in g.alerts]) == 17
+    assert len([a for g in spec.groups for a in g.alerts]) == 21
 
 
 def test_renamed_metric_names_the_replacement(specs_with, line_of):

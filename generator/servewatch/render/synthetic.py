@@ -9,14 +9,13 @@ once its window is full (before that rate() counts from the counter's start at 0
 
 from __future__ import annotations
 
-from ..alert_context import PART_FIELD
-
 import re
 import sys
 from fractions import Fraction
 from dataclasses import dataclass
 
 from .. import scenarios
+from ..alert_context import PART_FIELD
 from ..promql import builders as b
 
 REQUESTS = 100.0  # observations (or events) per sample of the synthetic histograms and ratios

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import socket
+from pathlib import Path
 
 import pytest
 
 from servewatch.cli import main
+from servewatch.spec.loader import load
 from servewatch_testkit.localprom import LocalPrometheus, backfill_start
 from servewatch_testkit.synth import (
     INCIDENTS,
@@ -26,7 +28,10 @@ from servewatch_testkit.synth import (
     up,
     with_labels,
 )
+from servewatch_testkit.synth.histogram import histogram_series
 from servewatch_testkit.synth.scrape import Target
+
+REPO_SPECS = Path(__file__).resolve().parents[1] / "specs"
 
 pytestmark = [pytest.mark.integration, pytest.mark.tools("promtool", "prometheus")]
 
@@ -286,3 +291,37 @@ def test_suggested_config_generates(plain_prom, capsys, repo, specs_with):
     model, files = generate.build(specs_with({"config.yaml": suggested}))
     assert model.config.identity.vllm == ("job", "instance", "model_name", "engine")
     assert "dashboards/vllm-serving.json" in files
+
+
+def _dropped_bucket_series() -> list[Series]:
+    """Issue 22.1: one engine whose TTFT histogram lost the bucket the TTFT SLO counts good events
+    from (a cardinality relabelling kept every other bucket), beside one that has it."""
+    slo = load(REPO_SPECS).slos["vllm-ttft"]
+    bounds = (0.5, 1.0, slo.sli.threshold, 5.0)
+    out: list[Series] = []
+    for pod, model, dropped in (("a-0", "org/dropped", True), ("b-0", "org/kept", False)):
+        ids = {"namespace": "llm", "pod": pod, "model_name": model, "engine": "0", "job": "vllm"}
+        vt = Target("vllm", f"10.9.1.{len(out)}:8000")
+        out.append(up(vt, 1, steps=STEPS))
+        out.append(Series("vllm:num_requests_running", ids, [3.0] * STEPS))
+        hist = histogram_series(slo.sli.histogram, ids, bounds, [[(0.2, 5), (0.3, 5)]] * STEPS)
+        le = repr(float(slo.sli.threshold))
+        out += [s for s in hist if not (dropped and s.labelmap.get("le") == le)]
+    return out
+
+
+@pytest.fixture(scope="module")
+def dropped_bucket_prom():
+    prom, at, _ = _serve(_dropped_bucket_series(), STEPS, STEP, STEPS - 1)
+    yield prom, at
+    prom.close()
+
+
+def test_a_latency_slo_bucket_dropped_by_relabeling_is_reported(dropped_bucket_prom, capsys):
+    prom, at = dropped_bucket_prom
+    rc, res, err = detect(capsys, prom.url, at)
+    slo = load(REPO_SPECS).slos["vllm-ttft"]
+    [message] = _topics(res, "warning")["slos"]
+    hist = slo.sli.histogram
+    assert f'{hist}_bucket{{le="{float(slo.sli.threshold)!r}"}}' in message and "vllm-ttft" in message
+    assert "llm/org/dropped" in message and "org/kept" not in message, message

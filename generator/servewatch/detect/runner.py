@@ -96,6 +96,8 @@ def current_config(config) -> dict:
         },
         "histograms": config.histograms,
         "identity": {"vllm": list(config.identity.vllm), "model": list(config.identity.model)},
+        "role": config.role.model_dump(mode="json") if config.role else None,
+        "track": config.track.model_dump(mode="json") if config.track else None,
         "targets": {"dcgm": config.targets["dcgm"], "vllm": config.targets["vllm"]},
     }
 
@@ -116,8 +118,8 @@ def _suggest(sug: dict, dotted: str, value) -> None:
     node[last] = value
 
 
-def detect(client: Client, config, at: float | None = None) -> Detection:
-    ctx = ProbeContext(Ask(client, at), config, catalog_mod.load(), current_config(config))
+def detect(client: Client, config, at: float | None = None, slos: dict | None = None) -> Detection:
+    ctx = ProbeContext(Ask(client, at), config, catalog_mod.load(), current_config(config), slos)
     sug = json.loads(json.dumps(ctx.current))  # deep copy
     counts: dict = {"dcgm": {}, "vllm": {}}
     found: list[Finding] = []

@@ -180,7 +180,7 @@ def run(
 
     def one(ps: book.PageStep, labels: dict) -> StepResult:
         fl = step_filters(model, page, ps.step, labels, filters)
-        sb = builders.setdefault(fl, ScopedBuilder(model.config, fl))
+        sb = builders.setdefault(fl, ScopedBuilder(model.config, fl, model.spec.signals))
         return _run_step(model, page, ps, client, sb, fl, at)
 
     others = 0

@@ -108,13 +108,13 @@ class Histograms:
         return b.dedup(f"{read}({b.rate(b.selector(comp.base, comp.matchers), window)})", dedup_by)
 
     # -- recorded bucket rates ---------------------------------------------------------------------
-    def recorded_total(self, record: str, keep: Sequence[str]) -> str:
-        """The rate of every observation in a record of bucket rates (per `keep`): its `+Inf` bucket,
-        or the count of its native histograms."""
-        classic = b.selector(record, f'{LE}="+Inf"')
+    def recorded_total(self, record: str, keep: Sequence[str], *matchers: str) -> str:
+        """The rate of every observation in a record of bucket rates (per `keep`, of the series
+        `matchers` select): its `+Inf` bucket, or the count of its native histograms."""
+        classic = b.selector(record, f'{LE}="+Inf"', *matchers)
         if not self.native:
             return classic
-        native = f"histogram_count({record})"
+        native = f"histogram_count({b.selector(record, *matchers)})"
         return native if self.form == "native" else b.otherwise(native, classic, keep)
 
 

@@ -14,7 +14,6 @@ tuning; the inputs come from render/synthetic.py.
 from __future__ import annotations
 
 import math
-import re
 
 from .. import alert_context as ctx
 from .. import scenarios, templates
@@ -550,6 +549,7 @@ def _matching_target(model: Model, source: str) -> dict[str, str] | None:
     """Labels an `up` series needs to be a target of `source` (config.targets), if servewatch can
     find values that match its matchers."""
     from ..promql import builders as b
+    from ..spec import matchers
 
     out = {}
     for label, op, value in b.parse_matchers(model.config.targets[source]):
@@ -560,7 +560,7 @@ def _matching_target(model: Model, source: str) -> dict[str, str] | None:
                 (
                     c
                     for c in (source, f"{source}-exporter", f"nvidia-{source}-exporter", value)
-                    if re.fullmatch(value, c)
+                    if matchers.accepts("=~", value, c)  # RE2, anchored, as Prometheus reads it
                 ),
                 None,
             )

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from .. import scenarios
 from ..alert_context import PART_FIELD
 from ..promql import builders as b
+from .conform import Conform
 
 REQUESTS = 100.0  # observations (or events) per sample of the synthetic histograms and ratios
 
@@ -42,9 +43,15 @@ class Synth:
 
     # -- who ------------------------------------------------------------------------------------
     def pinned(self, source: str) -> dict[str, str]:
-        """The label values config.selectors requires of a source's series."""
-        matchers = b.parse_matchers(self.model.config.selectors.get(source, ""))
-        return {label: value for label, op, value in matchers if op == "="}
+        """The label values config.selectors requires of a source's series (one value per label,
+        render/conform.py: a regex gives the first string it matches); a vLLM series also carries the
+        role and track of an aggregated stable engine (config.role, config.track), which every
+        signal reads."""
+        conform = Conform(self.model)
+        labels = {label for label, _, _ in conform.matchers(source)}
+        chosen = conform.labels(source, {label: f"{label.lower()}-a" for label in labels})
+        selected = {label: value for label, value in chosen.items() if value != f"{label.lower()}-a"}
+        return {**self.labels.deployment_defaults(), **selected} if source == "vllm" else selected
 
     def identity(self, level: str, variant: str = "a", change: str | None = None) -> dict[str, str]:
         """Label values of one GPU, engine or model (what config.selectors pins, as pinned); `change`
@@ -81,7 +88,10 @@ class Synth:
         read)."""
         name = self.sb.metric_name
         if signal.kind == "gauge":
-            out = [(series_text(name(signal.metric), labels), self.flat(value))]
+            split = matcher_split(signal.matchers)
+            if split is None:
+                return None
+            out = [(series_text(name(signal.metric), {**labels, **split[0]}), self.flat(value))]
         elif signal.kind == "matched_ratio":
             total = exact_total(value)
             used = value * total

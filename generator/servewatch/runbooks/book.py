@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..model import AlertRule, Model, effective_alert
-from ..slo.plan import BurnAlert
+from ..slo.plan import INPUTS_FOR, BurnAlert, InputsAlert
 from ..spec.schema import Alert
 from ..spec import runbooks as s
 from .queries import Queries
@@ -171,6 +171,9 @@ def default_runbook(alert: AlertRule) -> s.Runbook:
     if isinstance(a, BurnAlert):
         q = {"kind": "slo", "measure": "burn_rate", "window": a.long}
         step = {"id": "burn-rate", "title": f"Burn rate over {a.long}", "query": q, "unit": "factor"}
+    elif isinstance(a, InputsAlert):  # the traffic the SLO cannot judge while its input is missing
+        q = {"kind": "slo", "slo": a.slo, "measure": "events", "window": INPUTS_FOR}
+        step = {"id": "valid-events", "title": f"Requests of the model over {INPUTS_FOR}", "query": q}
     elif a.signal:
         q = {"kind": "signal", "signal": a.signal, "quantile": a.quantile}
         step = {"id": "alert-value", "title": "The value the alert watches", "query": q}
@@ -189,7 +192,7 @@ def default_runbook(alert: AlertRule) -> s.Runbook:
 def default_scope(model: Model, alert: AlertRule) -> tuple[str, ...]:
     """Labels of a firing alert that scope its investigation: the identity it fires per."""
     a = alert.spec
-    if isinstance(a, BurnAlert):
+    if isinstance(a, (BurnAlert, InputsAlert)):
         return tuple(model.builder.labels.identity("model"))
     if a.signal:
         sig = model.signal(a.signal)

@@ -49,8 +49,8 @@ def workload_renames(sb: SignalBuilder) -> dict[str, str]:
 class ScopedBuilder(SignalBuilder):
     """SignalBuilder that adds filter matchers to every selector whose series carry the label."""
 
-    def __init__(self, config: Config, filters: Iterable[tuple[str, str, str]] = ()):
-        super().__init__(config)
+    def __init__(self, config: Config, filters: Iterable[tuple[str, str, str]] = (), signals=None):
+        super().__init__(config, signals=signals)
         self.filters = tuple(filters)
 
     # which labels a series may carry, so a filter is only applied where it can match
@@ -291,7 +291,7 @@ class Queries:
         signal = q.signal or (ab.signal if ab else None)
         own = ab if ab is not None and ab.kind == kind else None  # the alert's options of that kind
         return self.sb.absence(
-            kind, source, self.model.spec.signals, signal, ab.absent_fires if ab else True, own
+            kind, source, self.model.spec.signals_read(), signal, ab.absent_fires if ab else True, own
         )
 
     # -- expected names for `names` steps ---------------------------------------------------

@@ -19,6 +19,7 @@ from pydantic import (
 from .. import catalog
 from ..catalog.exporter import METRIC_NAME_RE
 from .translate import did_you_mean
+from .deployment import RoleConfig, RoleName, TrackConfig
 from .fields import (
     DURATION_RE,
     AlertLabels,
@@ -208,6 +209,10 @@ class Config(Strict):
         BeforeValidator(_with_defaults(DEFAULT_TARGETS)),
     ] = Field(default_factory=lambda: dict(DEFAULT_TARGETS))
     identity: Identity = Identity()
+    # prefill/decode role and stable/canary track of vLLM series (spec/deployment.py); null: one
+    # aggregated, single-track deployment per model
+    role: RoleConfig | None = None
+    track: TrackConfig | None = None
     remember: Remember = Remember()
     dcgm: DcgmProfile = DcgmProfile()
     rule_namespace: K8sName = "monitoring"
@@ -239,6 +244,22 @@ class Config(Strict):
                 )
         return self
 
+    @model_validator(mode="after")
+    def _deployment_labels(self):
+        named = [(f, getattr(self, f).label) for f in ("role", "track") if getattr(self, f)]
+        if len(named) == 2 and named[0][1] == named[1][1]:
+            raise ValueError(f"role and track both read label {named[0][1]!r}; they need a label each")
+        for field, label in named:
+            if label == self.cluster_label:
+                raise ValueError(f"{field}.label {label!r} is the cluster_label")
+            for level in ("vllm", "model"):
+                if label in getattr(self.identity, level):
+                    raise ValueError(
+                        f"{field}.label {label!r} is added to the vLLM identities; "
+                        f"leave it out of identity.{level}"
+                    )
+        return self
+
     _whole = field_validator("scrape_interval")(classmethod(lambda cls, v: whole_seconds(v)))
 
     @model_validator(mode="after")
@@ -257,15 +278,19 @@ Level = Literal["gpu", "engine", "model"]
 class Signal(Strict):
     """A quantity computed once, recorded, and shared by alerts, dashboards and runbooks."""
 
-    kind: Literal["gauge", "matched_ratio", "rate", "quantile", "counter_ratio", "bucket_rate"]
+    kind: Literal["gauge", "matched_ratio", "rate", "quantile", "counter_ratio", "bucket_rate", "track_ratio"]
     record: str
     level: Level
     metric: str | None = None  # gauge, rate, quantile, counter_ratio, bucket_rate (a histogram)
     numerator: str | None = None  # matched_ratio: the part, e.g. fb_used
     partner: str | None = None  # matched_ratio: the rest, e.g. fb_free
     by: tuple[LabelName, ...] = ()  # extra labels kept (e.g. finished_reason)
-    matchers: Matchers = ""  # counter_ratio: the numerator's extra matchers
+    matchers: Matchers = ""  # counter_ratio: the numerator's extra matchers; gauge: which series
     quantiles: tuple[Number, ...] = ()
+    # track_ratio: the signal compared, each other track's value over the stable track's (config.track)
+    of: SignalName | None = None
+    # where config.role is set: the roles whose series the signal reads (empty: every role)
+    roles: tuple[RoleName, ...] = ()
     help: str = ""
 
     @field_validator("record")
@@ -292,10 +317,13 @@ class Signal(Strict):
             "bucket_rate": ["metric"],
             "counter_ratio": ["metric", "matchers"],
             "matched_ratio": ["numerator", "partner"],
+            "track_ratio": ["of"],
         }[self.kind]
         missing = [f for f in need if not getattr(self, f)]
         if missing:
             raise ValueError(f"a {self.kind} signal needs {', '.join(missing)}")
+        if self.roles and "both" not in self.roles:
+            raise ValueError("roles must include both: an aggregated engine does every role's work")
         if self.kind == "bucket_rate" and self.level == "gpu":
             raise ValueError("a bucket_rate signal is per engine or per model (level: engine or model)")
         return self
@@ -390,6 +418,9 @@ class Group(Strict):
     records: tuple[str, ...] = ()
     alerts: tuple[Alert, ...] = ()
     enabled: bool = True
+    # the deployment dimensions the group is about (config.role, config.track): generated only
+    # where each is configured
+    needs: tuple[Literal["role", "track"], ...] = ()
 
     @field_validator("name", "family")
     @classmethod
@@ -497,6 +528,9 @@ class Expectation(Strict):
 class SeriesInput(Strict):
     series: Annotated[str, AfterValidator(lambda v: series(_sketch(v)) and v)]
     values: Annotated[str, AfterValidator(lambda v: sample_values(_sketch(v)) and v)]
+    # input only where each deployment dimension is configured (config.role, config.track): a series
+    # that only the rules of such a dimension read
+    needs: tuple[Literal["role", "track"], ...] = ()
 
 
 class Scenario(Strict):

@@ -101,10 +101,11 @@ class BoardBuilder:
         signal: str,
         description: str,
         quantile: float | None = None,
+        instant: bool = False,
         **kw,
     ) -> grafana.Panel:
         """A stat of a signal's worst series (the fullest, slowest, longest), coloured by its alert's
-        resolved threshold."""
+        resolved threshold; `instant`: its value now only, no sparkline over the range."""
         ctx = self.ctx
         threshold = ctx.threshold(signal, quantile)
         worst = promql.agg("max", [], selection.signal(signal, quantile))
@@ -112,7 +113,7 @@ class BoardBuilder:
             kw.update(min=0, max=1, steps=filling(threshold))
         return stat(
             title,
-            grafana.Target(worst),
+            grafana.Target(worst, instant=instant),
             steps=kw.pop("steps", above(threshold)),
             description=description,
             **kw,

@@ -6,6 +6,7 @@ from ... import grafana
 from ...promql import builders as promql
 from .board import BoardBuilder
 from .context import TOKENS_PER_SECOND, DashboardContext
+from .deployment_rows import pools_side_by_side
 from .panels import GREEN, RED, above, bargauge, filling, problem_list, problems, stat, timeseries
 
 
@@ -40,6 +41,8 @@ class MoeDeployment(BoardBuilder):
 
     def fill(self) -> None:
         self.overview()
+        if self.ctx.model.config.role is not None:
+            pools_side_by_side(self, self.deployment)
         self.imbalance_across_ranks()
         self.per_rank()
         self.kv_transfer()

@@ -183,7 +183,7 @@ class Selection:
         """A 'never silently blind' alert's condition, as the rule has it, in the selected clusters."""
         ab = alert.spec.absence
         return self.signals.absence(
-            ab.kind, ab.source, self.ctx.model.spec.signals, ab.signal, ab.absent_fires, ab
+            ab.kind, ab.source, self.ctx.model.spec.signals_read(), ab.signal, ab.absent_fires, ab
         )
 
     # -- joins between vLLM pods and the GPUs they hold ------------------------------------------------------

@@ -32,8 +32,8 @@ def _errors(specs):
 
 def test_default_specs_load(repo):
     spec = load(repo / "specs")
-    assert len([a for g in spec.groups if spec.group_enabled(g) for a in g.alerts]) == 21
-    assert len([a for g in spec.groups for a in g.alerts]) == 24  # 3 need config.role or track
+    assert len([a for g in spec.groups if spec.group_enabled(g) for a in g.alerts]) == 22
+    assert len([a for g in spec.groups for a in g.alerts]) == 25  # 3 need config.role or track
 
 
 def test_renamed_metric_names_the_replacement(specs_with, line_of):

@@ -30,6 +30,10 @@ def test_every_threshold_alert_has_its_boundaries(default_build):
         if alert.spec.threshold is None:
             continue
         assert f"boundary: {alert.alert} just past its threshold" in names, alert.alert
+        if alert.spec.threshold == 0 and model.signal(alert.spec.signal).kind == "rate":
+            # no rate lies below 0: the value at the threshold (no increase) is the silent side
+            assert f"boundary: {alert.alert} exactly at its threshold" in names, alert.alert
+            continue
         assert f"boundary: {alert.alert} just short of its threshold" in names, alert.alert
     # an exact check where the value can be written exactly: a gauge, a used / (used + free)
     assert "boundary: GPUFramebufferUsageHigh exactly at its threshold" in names

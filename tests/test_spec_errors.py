@@ -32,8 +32,8 @@ def _errors(specs):
 
 def test_default_specs_load(repo):
     spec = load(repo / "specs")
-    assert len([a for g in spec.groups if spec.group_enabled(g) for a in g.alerts]) == 13
-    assert len([a for g in spec.groups for a in g.alerts]) == 16  # 3 need config.role or track
+    assert len([a for g in spec.groups if spec.group_enabled(g) for a in g.alerts]) == 22
+    assert len([a for g in spec.groups for a in g.alerts]) == 25  # 3 need config.role or track
 
 
 def test_renamed_metric_names_the_replacement(specs_with, line_of):
@@ -265,8 +265,8 @@ TARGETS_DOWN_STEP = "`config.targets.dcgm` at all.\n        query: {kind: absenc
             "absence: {kind: target_down, source: dcgm}",
             "absence: {kind: target_dwn, source: dcgm}",
             "groups[1].alerts[0].absence.kind",
-            "Input should be 'partner_missing', 'target_down', 'metrics_absent', 'inputs_missing' or "
-            "'no_progress'; "
+            "Input should be 'partner_missing', 'target_down', 'metrics_absent', 'inputs_missing', "
+            "'no_progress', 'part_missing' or 'rank_idle'; "
             "did you mean 'target_down'?",
         ),
         (

@@ -33,6 +33,8 @@ GPU_INFO = "gpu:dcgm_gpu:info"
 GPU_WORKLOAD = "gpu:dcgm_workload:last_seen"
 DCGM_TARGET_HOST = "target:dcgm_host:last_seen"
 VLLM_TARGET_MODEL = "target:vllm_model:last_seen"
+ENGINE_SEEN = "engine:vllm_engine:seen_recently"
+GPU_SEEN = "gpu:dcgm_gpu:seen_recently"
 DCGM_TARGETS = "cluster:dcgm_up_targets:count"
 VLLM_TARGETS = "namespace:vllm_up_targets:count"
 
@@ -40,6 +42,9 @@ VLLM_TARGETS = "namespace:vllm_up_targets:count"
 # read, and the GPU temperature, which every GPU and MIG instance carries (catalog/dcgm.yaml: scope
 # gpu, repeated on each instance), also where the framebuffer fields are missing.
 PRESENCE_FIELDS = ("fb_used", "fb_free", "gpu_temp")
+# The one field the parts' memory reads to say a GPU or MIG instance is there: a memory reads hours of
+# samples, so it reads one field, the one every GPU and MIG instance carries.
+PART_FIELD = "gpu_temp"
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,7 @@ class Memory:
 
     record: str
     expr: str
+    every: str | None = None  # a memory that reads a long range runs in a group of its own at this interval
 
 
 def fold_host(expr: str, spellings: list[str]) -> str:
@@ -126,6 +132,36 @@ class Context:
     def _remember(record: str, seen: str, by: list[str], window: str) -> Memory:
         return Memory(record, b.remember(seen, by, record, seconds(window)))
 
+    def engines_seen(self) -> Memory:
+        """Every engine (with its target) seen within `config.remember.parts`: what a rank that stops
+        reporting is compared with. A slow group's record, so the hours it reads are read rarely."""
+        keys = self.labels.identity("engine") + self.target
+        seen = f"last_over_time({self.sb.select(self.sb.liveness)}[{self.config.remember.parts}])"
+        return Memory(ENGINE_SEEN, b.agg("group", keys, seen), self.config.remember.parts_every)
+
+    def gpus_seen(self) -> Memory:
+        """Every GPU or MIG instance (with its exporter, host and description) seen within
+        `config.remember.parts`; the description stays, since the GPU info of a GPU that vanished is gone."""
+        seen = f"last_over_time({self.sb.select(PART_FIELD)}[{self.config.remember.parts}])"
+        keys = self.part_labels("dcgm") + self.target
+        return Memory(GPU_SEEN, b.agg("group", keys, self._host(seen)), self.config.remember.parts_every)
+
+    def part_labels(self, source: str) -> list[str]:
+        """What a part alert carries: the part's identity, and for a GPU its host and description."""
+        if source == "vllm":
+            return self.labels.identity("engine")
+        roles = self.labels.dcgm.labels
+        described = (roles.gpu, roles.mig_profile, roles.model)
+        return self.gpu_id + [HOST] + [label for label in described if label not in self.gpu_id]
+
+    def seen_recently(self, source: str) -> str:
+        """The parts' memory as the alerts read it: the last record within two of its intervals."""
+        memory = self.engines_seen() if source == "vllm" else self.gpus_seen()
+        keys = self.part_labels(source) + self.target
+        twice = 2 * int(seconds(self.config.remember.parts_every))
+        window = f"{twice // 60}m" if twice % 60 == 0 else f"{twice}s"
+        return f"last_over_time({self._memory(memory.record, source, keys)}[{window}])"
+
     def targets(self, source: str) -> Memory | None:
         """How many targets a source has per cluster (vLLM: per namespace); None when there is nothing
         to group by, where `absent()` alone tells that all targets are gone."""
@@ -199,6 +235,8 @@ class Context:
         if kind == "metrics_absent":
             out += [self.vllm_target_model() if source == "vllm" else self.dcgm_target_host()]
             out.append(self.targets(source))
+        if kind == "part_missing":
+            out.append(self.engines_seen() if source == "vllm" else self.gpus_seen())
         return [m for m in out if m is not None]
 
     def _gpu(self) -> list[Memory]:

@@ -132,10 +132,15 @@ class Model:
             interval = gov.interval if gov and gov.interval else group.interval
             specs = [a for a in (effective_alert(a, self.spec) for a in group.alerts) if a.enabled]
             records = list(self._group_records(group.records))
+            slow: dict[str, list[RecordRule]] = {}  # memories that read a long range, per interval
             for memory in (m for a in specs for m in self.context.memories(a, self.spec.signals)):
                 if memory.record not in remembered:
                     remembered.add(memory.record)
-                    records.append(RecordRule(memory.record, memory.expr))
+                    rule = RecordRule(memory.record, memory.expr)
+                    (slow.setdefault(memory.every, []) if memory.every else records).append(rule)
+            for every, rules in slow.items():
+                name = f"{group.name}-memory"
+                out.append(RuleGroup(name, group.family, every, tuple(rules), ()))
             alerts = tuple(self._alert(a, group.name, group.family) for a in specs)
             if records or alerts:
                 out.append(RuleGroup(group.name, group.family, interval, tuple(records), alerts))

@@ -148,6 +148,7 @@ class Labels:
                 ("gpu_workload_lookup", "gpu_pod_lookup"), gpu_workload_lookup(self.identity("gpu"))
             ),
             "rate_window": self.config.rate_window,
+            "remember_parts": self.config.remember.parts,
             # scenarios: the role and track labels and values (their defaults where none is configured)
             **self.deployment_tokens(),
             # descriptions: the role and track an engine's or model's alert is about, where configured
@@ -443,12 +444,16 @@ class SignalBuilder:
 
     # -- companions that keep an alert family from going silently blind --------------------------
     def input_metrics(self, source: str, signals) -> list[str]:
-        """The series the signals of a source read (a histogram through its _count), sorted."""
+        """The series the signals of a source read (a histogram through its _count), sorted; not the
+        catalog's optional metrics, which an engine without that feature never exports."""
         out = set()
         for s in signals:
             if s.kind == "bucket_rate":  # feeds quantiles (whose signals name the input) and heatmaps
                 continue
             for name in (s.metric, s.numerator, s.partner):
+                entry = self.catalog.lookup(self.metric_name(name)) if name else None
+                if entry is not None and entry.optional:  # a family only some engines export (NIXL)
+                    continue
                 if name and self.source(self.metric_name(name)) == source:
                     out.add(self.metric_name(name) + ("_count" if s.kind == "quantile" else ""))
         return sorted(out)

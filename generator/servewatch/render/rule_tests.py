@@ -82,6 +82,8 @@ def _boundaries(model: Model, alert) -> list[dict]:
     )
     for_s = float(seconds(alert.for_))
     onset = Synth(model, interval, 1).onset(signal)
+    if signal.kind == "rate" and upward and names["threshold"] == 0:
+        onset = interval  # any increase passes 0: the first rate, not the full window, is the onset
     fires_at = onset + for_s
     synth = Synth(model, interval, math.ceil((fires_at + MARGIN_S) / interval))
     labels = synth.identity(signal.level)
@@ -419,7 +421,7 @@ def _combine(model: Model, synth: Synth, signal, things: list[tuple[dict, float]
     groups: dict[tuple, list[tuple[dict, float]]] = {}
     for labels, value in things:
         key = {**synth.key(level, labels), **{b_: f"{b_}-a" for b_ in signal.by}}
-        if level == "gpu":
+        if level == "gpu" and signal.kind == "matched_ratio":  # only it carries the GPU's context
             key.update(_gpu_context(model, labels))
         groups.setdefault(tuple(sorted(key.items())), []).append((labels, value))
     out = []
@@ -502,6 +504,21 @@ def _memory_record(model: Model, rule) -> dict | None:
         engine = synth.identity("engine")
         series = [(series_text(sb.liveness, {**engine, **vllm_target, "model_name": "model-a"}), flat)]
         expected = [({k: vllm_target[k] for k in lb.target()} | {ctx.MODEL: "model-a"}, at)]
+    elif rule.record in (ctx.ENGINE_SEEN, ctx.GPU_SEEN):
+        # present for the first two samples only: still remembered at `at`, within remember.parts,
+        # though an instant query has lost it (5 minutes of lookback)
+        gone = f"1 1 _x{synth.steps}"
+        at = max(at, 2 * interval + 300)
+        if rule.record == ctx.ENGINE_SEEN:
+            part = {**synth.identity("engine"), **vllm_target}
+            series = [(series_text(sb.liveness, part), gone)]
+            keys = lb.identity("engine") + lb.target()
+            expected = [({k: part[k] for k in keys}, 1.0)]
+        else:
+            part = {**gpu_a, **dcgm_target, "modelName": "model-a"}
+            series = [(series_text(sb.metric_name(ctx.PART_FIELD), part), gone)]
+            keys = lb.identity("gpu") + lb.target() + ["gpu", "modelName"]
+            expected = [({k: part[k] for k in keys if k in part} | {ctx.HOST: gpu_a[lb.host]}, 1.0)]
     elif rule.record in (ctx.DCGM_TARGETS, ctx.VLLM_TARGETS):
         source = "vllm" if rule.record == ctx.VLLM_TARGETS else "dcgm"
         up = _matching_target(model, source)

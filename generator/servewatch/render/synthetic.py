@@ -15,6 +15,7 @@ from fractions import Fraction
 from dataclasses import dataclass
 
 from .. import scenarios
+from ..alert_context import PART_FIELD
 from ..promql import builders as b
 from .conform import Conform
 
@@ -99,7 +100,11 @@ class Synth:
                 (series_text(name(signal.partner), labels), self.flat(total - used)),
             ]
         elif signal.kind == "rate":
+            if value < 0:  # a counter only grows
+                return None
             out = [(series_text(name(signal.metric), {**labels, **self._by(signal)}), self.counter(value))]
+            if signal.level == "gpu":  # a GPU alert names the GPUs that export a presence field
+                out.append((series_text(name(PART_FIELD), labels), self.flat(50)))
         elif signal.kind == "counter_ratio":
             out = self.counter_ratio(signal, value, labels, ratio_traffic(min_traffic))
             if out is None:

@@ -182,6 +182,11 @@ class Remember(Strict):
         "1h"  # the workload last seen on a GPU stays its namespace (and pod) this long
     )
     targets: PositiveDuration = "12h"  # targets that vanished are reported until this long after they went
+    # an engine (data-parallel rank) or GPU that vanished while its target is up is reported until this
+    # long after it went: the horizon is how a rank or GPU is retired (docs/alert-labels.md)
+    parts: PositiveDuration = "1h"
+    # how often the parts' memory is recorded: it reads `parts` of samples, so it runs in a slow group
+    parts_every: PositiveDuration = "5m"
 
 
 def whole_seconds(value: str | None) -> str | None:
@@ -327,21 +332,34 @@ class Signal(Strict):
 class Absence(Strict):
     """What a 'never silently blind' companion alert watches."""
 
-    kind: Literal["partner_missing", "target_down", "metrics_absent", "inputs_missing", "no_progress"]
+    kind: Literal[
+        "partner_missing",
+        "target_down",
+        "metrics_absent",
+        "inputs_missing",
+        "no_progress",
+        "part_missing",
+        "rank_idle",
+    ]
     source: Literal["dcgm", "vllm"]
     signal: str | None = None  # partner_missing: the matched_ratio signal
     absent_fires: bool = True  # target_down, metrics_absent: fire when no target exists at all
     # metrics_absent: a target that has not been up since it appeared is starting (loading its
     # weights), not down, for this long
     startup_grace: PositiveDuration | None = None
-    # no_progress: gauge signals that say work is in flight, and rate signals that say it advances
+    # no_progress, rank_idle: gauge signals that say work is in flight, and rate signals that say it advances
     work: tuple[str, ...] = ()
     progress: tuple[str, ...] = ()
+    # rank_idle: the progress (tokens per second) a sibling rank of the same pod must make for an idle
+    # rank beside it to be a fault, not light traffic the load balancer has not spread yet
+    busy: Number | None = None
 
     @model_validator(mode="after")
     def _needs(self):
-        if self.kind == "no_progress" and not (self.work and self.progress):
-            raise ValueError("a no_progress absence needs `work` and `progress` signals")
+        if self.kind in ("no_progress", "rank_idle") and not (self.work and self.progress):
+            raise ValueError(f"a {self.kind} absence needs `work` and `progress` signals")
+        if self.kind == "rank_idle" and self.busy is None:
+            raise ValueError("a rank_idle absence needs `busy`: the progress per second of a serving sibling")
         return self
 
 

@@ -9,6 +9,7 @@ from datetime import timedelta
 
 from .. import catalog as catalog_mod
 from .. import templates
+from ..absence import RANK
 from ..errors import Location, SpecError
 from ..model import effective_alert
 from ..signals import SignalBuilder
@@ -171,9 +172,16 @@ def spec_problems(spec) -> list[SpecError]:
                         key,
                         "quantile",
                     )
-            if alert.absence and alert.absence.kind == "no_progress":
+            if alert.absence and alert.absence.kind in ("no_progress", "rank_idle"):
                 for problem, field in _no_progress_problems(alert.absence, spec.signals, _recorded(spec)):
                     err(problem, key, "absence", field)
+            if alert.absence and alert.absence.kind == "rank_idle" and RANK not in spec.config.identity.vllm:
+                err(
+                    f"a rank_idle absence compares the ranks of a pod: config.identity.vllm needs {RANK!r}",
+                    key,
+                    "absence",
+                    "kind",
+                )
             if alert.absence and alert.absence.kind == "partner_missing":
                 sig = spec.signals.get(alert.absence.signal or "")
                 if sig is None or sig.kind != "matched_ratio":

@@ -20,6 +20,7 @@ from .panels import above, filling, problem_list, stat
 from .selection import Selection
 
 SOURCE_NAMES = {"vllm": "vLLM", "dcgm": "dcgm-exporter"}
+PART_NAMES = {"vllm": ("engine", "engines"), "dcgm": ("GPU or MIG instance", "GPUs and MIG instances")}
 # What each kind of 'never silently blind' alert fires on, as a problem list: title, what empty means.
 ABSENCE_LISTS = {
     "target_down": ("{source} targets down", "None: every {source} target answers its scrape."),
@@ -34,6 +35,14 @@ ABSENCE_LISTS = {
     "no_progress": (
         "{source} engines with work in flight and no progress",
         "None: every {source} engine with work in flight computes tokens.",
+    ),
+    "part_missing": (
+        "{source} {parts} seen recently, gone while their target is up",
+        "None: every {source} {part} seen within the memory's horizon reports, or its target went with it.",
+    ),
+    "rank_idle": (
+        "{source} engines idle while a sibling rank serves",
+        "None: every {source} engine of a serving pod gets work.",
     ),
     "partner_missing": (
         "GPUs or exporters without both {numerator} and {partner}",
@@ -120,7 +129,8 @@ class BoardBuilder:
             alert = alerts[0]
             absence = alert.spec.absence
             sig = self.ctx.model.signal(absence.signal) if absence.signal else None
-            words = {"source": SOURCE_NAMES.get(source, source)}
+            part, parts = PART_NAMES[source]
+            words = {"source": SOURCE_NAMES.get(source, source), "part": part, "parts": parts}
             words.update({"numerator": sig.numerator, "partner": sig.partner} if sig else {})
             title, empty = (text.format(**words) for text in ABSENCE_LISTS[absence.kind])
             self.add(

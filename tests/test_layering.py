@@ -44,7 +44,6 @@ LAYERS: list[tuple[str, set[str]]] = [
             "investigate",
             "detect",
             "calibrate",
-            "backtest",
             "promapi",
             "tools",
             "verdicts",

@@ -117,15 +117,6 @@ def _positive(text: str) -> int:
     return n
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("servewatch")
-    except PackageNotFoundError:
-        return "unknown"
-
-
 SPEC_ERROR = "2 the specs are invalid or the command was misused (the message says which)"
 
 
@@ -140,7 +131,7 @@ def parser() -> argparse.ArgumentParser:
         description="Rules, dashboards, runbooks and promtool tests "
         "for vLLM on NVIDIA GPUs, from declarative specs.",
     )
-    p.add_argument("--version", action="version", version=f"servewatch {_version()}")
+    p.add_argument("--version", action="version", version=f"servewatch {upgrades.installed_version()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def common(sp):

@@ -55,7 +55,7 @@ def running(specs: Path, workdir: Path, incidents: tuple[str, ...], speed: float
     from .spec.loader import load
 
     fast = compressed_specs(specs, workdir / "specs", speed, cluster_label=CLUSTER_LABEL)
-    model, files = generate.build(fast, workdir)
+    _, files = generate.build(fast, workdir)
     writer.write(workdir, files)
     rule_files = sorted((workdir / "rules").glob("*.rules.yaml"))
     scrape = duration(STEP / speed)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .errors import ServewatchError
 from .spec import layers
-from .spec.loader import SPEC_SUFFIXES, load, spec_files
+from .spec.loader import SPEC_SUFFIXES, extends_defaults, load, spec_files
 
 RECORD = ".servewatch-defaults.json"
 
@@ -44,7 +44,8 @@ def _hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _version() -> str:
+def installed_version() -> str:
+    """The installed servewatch's version (what `--version` says)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -67,7 +68,11 @@ def default_bytes(specs: Path) -> dict[str, bytes]:
 
 
 def write_record(specs: Path, files: dict[str, bytes]) -> None:
-    record = {"servewatch": _version(), "files": {rel: _hash(data) for rel, data in sorted(files.items())}}
+    _save_record(specs, {rel: _hash(data) for rel, data in files.items()})
+
+
+def _save_record(specs: Path, hashes: dict[str, str]) -> None:
+    record = {"servewatch": installed_version(), "files": dict(sorted(hashes.items()))}
     (specs / RECORD).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
@@ -135,7 +140,10 @@ def _diff(rel: str, mine: bytes | None, theirs: bytes | None) -> str:
 
     return "".join(
         difflib.unified_diff(
-            lines(mine), lines(theirs), f"specs/{rel} (yours)", f"specs/{rel} (servewatch {_version()})"
+            lines(mine),
+            lines(theirs),
+            f"specs/{rel} (yours)",
+            f"specs/{rel} (servewatch {installed_version()})",
         )
     )
 
@@ -150,9 +158,9 @@ def take(specs: Path, paths: list[str], force: bool) -> list[str]:
         if state is None:
             known = layers.defaults_dir() / rel
             raise ServewatchError(
-                f"{rel}: up to date with servewatch {_version()}"
+                f"{rel}: up to date with servewatch {installed_version()}"
                 if known.is_file()
-                else f"{rel}: not a default spec file of servewatch {_version()}"
+                else f"{rel}: not a default spec file of servewatch {installed_version()}"
             )
         if not state.takeable and not force:
             raise ServewatchError(
@@ -169,12 +177,7 @@ def take(specs: Path, paths: list[str], force: bool) -> list[str]:
         else:
             target.unlink(missing_ok=True)
             record.pop(rel, None)
-    (specs / RECORD).write_text(
-        json.dumps(
-            {"servewatch": _version(), "files": dict(sorted(record.items()))}, indent=2, sort_keys=True
-        )
-        + "\n"
-    )
+    _save_record(specs, record)
     return chosen
 
 
@@ -197,20 +200,6 @@ def _default_sources() -> dict:
 
 def _in_defaults(kind: str, name: str) -> bool:
     return (kind, name) in _default_sources()
-
-
-def extends(specs: Path) -> bool:
-    import yaml
-
-    for path in spec_files(specs):
-        if path.suffix in (".yaml", ".yml"):
-            try:
-                doc = yaml.safe_load(path.read_text())
-            except (yaml.YAMLError, OSError):
-                continue
-            if isinstance(doc, dict) and doc.get("extends") == "servewatch":
-                return True
-    return False
 
 
 # -- the command line ------------------------------------------------------------------------------
@@ -247,17 +236,20 @@ def cmd_diff(args) -> int:
     specs = Path(args.specs)
     if not specs.is_dir():
         raise ServewatchError(f"specs folder {specs} does not exist")
-    if extends(specs):
-        print(f"servewatch: {specs} extends the default specs of servewatch {_version()}: it follows them")
+    if extends_defaults(specs):
+        print(
+            f"servewatch: {specs} extends the default specs of servewatch {installed_version()}: "
+            "it follows them"
+        )
         for kind, names in replaced(specs).items():
             print(f"  you replace the default {kind}(s): {', '.join(names)}")
         return 0
     found = states(specs)
     if not found:
-        print(f"servewatch: {specs} holds the default specs of servewatch {_version()} as they are")
+        print(f"servewatch: {specs} holds the default specs of servewatch {installed_version()} as they are")
         return 0
     act = [s for s in found if s.state in ("release", "new", "both", "differs")]
-    print(f"servewatch: {len(found)} default spec file(s) differ from servewatch {_version()}'s:")
+    print(f"servewatch: {len(found)} default spec file(s) differ from servewatch {installed_version()}'s:")
     for s in found:
         print(f"  {s.path}: {STATES[s.state][0]}")
     if not args.stat:
@@ -269,11 +261,11 @@ def cmd_take(args) -> int:
     specs = Path(args.specs)
     if not specs.is_dir():
         raise ServewatchError(f"specs folder {specs} does not exist")
-    if extends(specs):
+    if extends_defaults(specs):
         raise ServewatchError(f"{specs} extends the installed defaults: there is nothing to take")
     taken = take(specs, [p.removeprefix("specs/") for p in args.paths], args.force)
     if not taken:
         print("servewatch: nothing to take")
     for rel in taken:
-        print(f"servewatch: took specs/{rel} from servewatch {_version()}")
+        print(f"servewatch: took specs/{rel} from servewatch {installed_version()}")
     return 0

@@ -83,12 +83,21 @@ def load(root: Path | str) -> Spec:
     if not files:
         raise SpecError(f"no spec files (*.yaml, *.jsonnet) in {root}")
     parsed = _parse(files, root)
-    if not any(sd.extends for _, sd in parsed):
+    if not _extends(parsed):
         return _merge(parsed, files, root)
     base_root = layers.defaults_dir()
     base_files = spec_files(base_root)
     base = _merge(_parse(base_files, base_root), base_files, base_root)
     return layers.overlay(base, _merge(parsed, files, root))
+
+
+def _extends(parsed: list[tuple[SourceDoc, SpecDoc]]) -> bool:
+    return any(sd.extends for _, sd in parsed)
+
+
+def extends_defaults(root: Path) -> bool:
+    """Whether a specs folder says `extends: servewatch` (its files read and checked, not merged)."""
+    return _extends(_parse(spec_files(Path(root)), Path(root)))
 
 
 def _parse(files: list[Path], root: Path) -> list[tuple[SourceDoc, SpecDoc]]:

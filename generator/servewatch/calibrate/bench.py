@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 
 from .measures import ERRORS, HISTOGRAMS, Measure, percentile, percentile_word
-from .steps import Step
+from .steps import LoadStep
 from .targets import CalibrateError
 
 REQUIRED = ("completed", "duration")  # what every --save-result file has
@@ -33,7 +33,7 @@ class Condition:
     limit_s: float
 
 
-def read(path: Path, needed: list[Measure], conditions: list[Condition] | None) -> list[Step]:
+def read(path: Path, needed: list[Measure], conditions: list[Condition] | None) -> list[LoadStep]:
     """The steps of one result file. `conditions`: the per-request limits of good tokens (None: a
     goodput SLO a load test cannot check, so no token count is claimed)."""
     data = _load(path)
@@ -154,7 +154,7 @@ def _step(
     conditions: list[Condition] | None,
     reqs: list[dict] | None = None,
     seconds: float | None = None,
-) -> Step:
+) -> LoadStep:
     lists = _lists(path, data)
     if reqs is None and lists is not None:
         reqs = _requests(path, lists, range(len(lists["ttfts"])))
@@ -182,7 +182,7 @@ def _step(
                 f"{path.name} has no {key} (it has {', '.join(have) or 'no percentile of ' + m.metric}); "
                 f"rerun with --metric-percentiles {percentile_word(m.percentile)} or --save-detailed"
             )
-    return Step(
+    return LoadStep(
         source=str(path),
         label=label,
         load=load,
@@ -194,7 +194,7 @@ def _step(
     )
 
 
-def _ramp_steps(path, data, events, needed, conditions) -> list[Step]:
+def _ramp_steps(path, data, events, needed, conditions) -> list[LoadStep]:
     lists = _lists(path, data)
     if lists is None or "start_times" not in lists:
         raise CalibrateError(

@@ -22,7 +22,7 @@ from ..spec.slos import AvailabilitySLI
 from ..spec.schema import seconds
 from .measures import ERRORS, FINISHED, Measure, signal_alerts
 from .targets import CalibrateError
-from .steps import Step, Trace
+from .steps import LoadStep, Trace
 
 # what a client sees fail: the finished reasons an availability SLO counts as bad by default
 # (an abort is usually a client timeout)
@@ -82,7 +82,7 @@ class History:
         g = next(g for g in self.model.groups if g.name == group)
         return seconds(g.interval or DEFAULT_INTERVAL)
 
-    def step(self, k: int, r: Range, needed: list[Measure], goodput: list) -> Step:
+    def step(self, k: int, r: Range, needed: list[Measure], goodput: list) -> LoadStep:
         win = _window(r)
         measures, unmeasured = {}, {}
         for m in needed:
@@ -108,7 +108,7 @@ class History:
         for alert in self.alerts():
             traces[alert.alert] = self._trace(alert, r)
             observed[alert.alert] = self._observed(alert, win, r.end, traces[alert.alert])
-        return Step(
+        return LoadStep(
             source=f"{self.shown} {_utc(r.start)}..{_utc(r.end)}",
             label=f"#{k + 1} at {(rate or 0):.3g} req/s",
             load=rate or 0.0,

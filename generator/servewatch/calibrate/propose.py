@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 
 from ..spec.schema import seconds
 from .measures import ERRORS, FINISHED, Measure, for_histogram, signal_alerts
-from .steps import Step
-from .targets import CalibrateError, Target, from_slos, show
+from .steps import LoadStep
+from .targets import CalibrateError, Goal, from_slos, show
 
 MIN_TAIL = 5  # a percentile needs this many observations beyond it: n x (1 - q) >= MIN_TAIL
 
@@ -44,14 +44,14 @@ class Sweep:
     """One source's steps in load order, and where it breaks."""
 
     name: str  # bench | prometheus
-    steps: list[Step]
+    steps: list[LoadStep]
     sustainable: int  # index of the sustainable step
     broken: dict[int, list[str]]  # step index -> the targets it broke
 
 
 @dataclass
 class Result:
-    targets: list[Target]
+    targets: list[Goal]
     sweeps: list[Sweep]
     sustainable: int
     proposals: list[Proposal] = field(default_factory=list)
@@ -73,12 +73,12 @@ def duration(s: float) -> str:
     return f"{s // 60}m" if s % 60 == 0 else f"{s}s"
 
 
-def needed_requests(targets: list[Target], floor: int) -> int:
+def needed_requests(targets: list[Goal], floor: int) -> int:
     tails = [math.ceil(MIN_TAIL / (1 - t.measure.quantile)) for t in targets if t.measure.quantile]
     return max([floor, *tails])
 
 
-def check_steps(name: str, steps: list[Step], targets: list[Target], floor: int) -> None:
+def check_steps(name: str, steps: list[LoadStep], targets: list[Goal], floor: int) -> None:
     """Refuse what cannot support a number: a target the data does not measure, a step too small."""
     if not steps:
         raise CalibrateError(f"{name}: no load step to calibrate from")
@@ -99,7 +99,7 @@ def check_steps(name: str, steps: list[Step], targets: list[Target], floor: int)
             )
 
 
-def sweep(name: str, steps: list[Step], targets: list[Target]) -> Sweep:
+def sweep(name: str, steps: list[LoadStep], targets: list[Goal]) -> Sweep:
     ordered = sorted(steps, key=lambda s: s.load)
     broken = {
         i: [_broke(t, s.measures[t.measure.key]) for t in targets if not t.met(s.measures[t.measure.key])]
@@ -116,7 +116,7 @@ def sweep(name: str, steps: list[Step], targets: list[Target]) -> Sweep:
     return Sweep(name, ordered, first - 1, broken)
 
 
-def _broke(t: Target, value: float) -> str:
+def _broke(t: Goal, value: float) -> str:
     return f"{t.measure.key} {show(value, t.measure.unit)} > {show(t.limit, t.measure.unit)}"
 
 
@@ -193,7 +193,7 @@ class Proposer:
             return Measure(ERRORS)
         return None
 
-    def observed(self, alert, i: int, measure: Measure | None) -> tuple[float | None, Step]:
+    def observed(self, alert, i: int, measure: Measure | None) -> tuple[float | None, LoadStep]:
         """The alert's own signal at step i (Prometheus), else the bench measure it corresponds to."""
         if self.prom is not None and alert.alert in self.prom.steps[i].observed:
             return self.prom.steps[i].observed[alert.alert], self.prom.steps[i]

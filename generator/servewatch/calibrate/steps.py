@@ -32,7 +32,7 @@ class Trace:
 
 
 @dataclass(frozen=True)
-class Step:
+class LoadStep:
     source: str  # the file, or the Prometheus and its range
     label: str  # "4 req/s", "concurrency 64", "12:00:00-12:10:00"
     load: float  # what orders the steps (request rate, concurrency, or the position in the run)

@@ -18,7 +18,7 @@ class CalibrateError(ServewatchError):
 
 
 @dataclass(frozen=True)
-class Target:
+class Goal:
     measure: Measure
     limit: float  # seconds, or a ratio for errors
     origin: str  # "--target ttft_p95=1.5s" or "specs/slos.yaml: vllm-ttft"
@@ -38,7 +38,7 @@ def show(value: float, unit: str) -> str:
     return f"{value * 1000:.3g}ms" if value < 1 else f"{value:.3g}s"
 
 
-def parse(text: str) -> Target:
+def parse(text: str) -> Goal:
     name, eq, raw = text.partition("=")
     try:
         measure = parse_key(name.strip())
@@ -53,10 +53,10 @@ def parse(text: str) -> Target:
     value = float(m["n"]) / (1000 if unit == "ms" else 100 if unit == "%" else 1)
     if not latency and not 0 <= value < 1:
         raise CalibrateError(f"--target {text!r}: an error share is between 0% and 100%")
-    return Target(measure, value, f"--target {text}")
+    return Goal(measure, value, f"--target {text}")
 
 
-def from_slos(slos: dict, where: str) -> tuple[list[Target], list[str]]:
+def from_slos(slos: dict, where: str) -> tuple[list[Goal], list[str]]:
     """Targets the SLOs state: a latency SLO's objective is a percentile under its threshold
     (99% within 2.5 s = ttft_p99 <= 2.5s); an availability SLO's budget is the error share.
     Also the SLOs a load test cannot check (a histogram vLLM bench does not measure)."""
@@ -68,7 +68,7 @@ def from_slos(slos: dict, where: str) -> tuple[list[Target], list[str]]:
             if measure is None:
                 skipped.append(f"SLO {name}: {slo.sli.histogram} is not measured by a load test")
                 continue
-            out.append(Target(measure, float(slo.sli.threshold), origin))
+            out.append(Goal(measure, float(slo.sli.threshold), origin))
         elif isinstance(slo.sli, AvailabilitySLI):
-            out.append(Target(Measure(ERRORS), round(1 - slo.objective, 9), origin))
+            out.append(Goal(Measure(ERRORS), round(1 - slo.objective, 9), origin))
     return out, skipped

@@ -198,6 +198,13 @@ def run_size(
             if before:  # the same data, the same minute: only the rule files differ
                 result["rules_before"] = cpu.add(rule_cost.measure(runner, before, end), to="total")
                 _log(f"rules before: {result['rules_before']['total']}")
+            # the least one evaluation must read; samples do not change between runs: measured once
+            once = Runner(prom, 1, 0)
+            result["rules"]["floor"] = rule_cost.floor(once, groups, end)
+            if before:
+                result["rules_before"]["floor"] = rule_cost.floor(once, before, end)
+            cpu.mark = machine.cpu_seconds(prom.pid)  # not charged to the dashboards
+            _log(f"floor: {result['rules']['floor']['samples']} samples per evaluation")
             model, namespace = pick_model(prom, args.model, end)
             result["model"] = {"model_name": model, "namespace": namespace}
             boards = [json.loads(p.read_text()) for p in sorted((REPO / "dashboards").glob("*.json"))]

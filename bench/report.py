@@ -242,6 +242,23 @@ def rules_section(sizes: list[dict], key: str, head: list[str], title: str) -> l
         )
     totals = [s[key]["total"] for s in sizes]
     rows.append(["**every group once**"] + [f"**{_cell(t['samples'], t['eval_ms'])}**" for t in totals])
+    if all("samples_per_30s" in t for t in totals):
+        rows.append(
+            ["samples per 30 s (groups by interval)"] + [_fmt_int(t["samples_per_30s"]) for t in totals]
+        )
+    if all("floor" in s[key] for s in sizes):
+        floors = [s[key]["floor"] for s in sizes]
+        rows.append(
+            ["floor: each raw selector read once (per evaluation / per 30 s)"]
+            + [f"{_fmt_int(f['samples'])} / {_fmt_int(f['samples_per_30s'])}" for f in floors]
+        )
+        rows.append(
+            ["samples per 30 s / floor per 30 s"]
+            + [
+                f"{t['samples_per_30s'] / f['samples_per_30s']:.2f}x"
+                for t, f in zip(totals, floors, strict=True)
+            ]
+        )
     rows.append(
         ["eval time per 30 s (groups by interval)"] + [f"{per_30s(t, 'eval_ms'):,.0f} ms" for t in totals]
     )

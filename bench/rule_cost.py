@@ -10,6 +10,9 @@ Three totals come out of the same per-rule numbers:
 - ``eval_ms``: every group evaluated once (the sum of all rules);
 - ``eval_ms_per_30s``: what the rule set costs per 30 s, each group weighted by 30 s / its interval
   (a group evaluated every minute counts half);
+- ``floor``: the samples one evaluation must read at least: every raw selector of the rule set read
+  once, over the longest range any rule reads it (``raw_reads``), measured on the same Prometheus;
+  ``samples_per_30s`` weights each by the fastest group that reads it;
 - ``concurrent_ms``: the wall time of one cycle when Prometheus runs groups side by side (it always
   does) and, with ``--enable-feature=concurrent-rule-eval``, each group's independent rules too: per
   group the slowest rule with no dependency, then the rules that have both one after the other, then
@@ -23,8 +26,10 @@ import re
 import subprocess
 from pathlib import Path
 
+import promql_parser as pp
 import yaml
 
+from servewatch.promql import tree
 from servewatch.spec.schema import seconds
 from servewatch_testkit.rule_stages import reads
 
@@ -92,7 +97,82 @@ def measure(runner: Runner, groups: list[dict], at: float) -> dict:
     total = _sum(out)
     total["eval_ms_per_30s"] = round(sum(g["eval_ms"] * RULE_INTERVAL_S / g["interval_s"] for g in out), 3)
     total["concurrent_ms"] = max((g["concurrent_ms"] for g in out), default=0.0)
+    total["samples_per_30s"] = round(sum(g["samples"] * RULE_INTERVAL_S / g["interval_s"] for g in out))
     return {"groups": out, "total": total}
+
+
+def raw_reads(groups: list[dict]) -> list[dict]:
+    """The raw series the rule set reads: one entry per selector (metric, matchers, offset) that no
+    rule records, with the longest range a rule reads it over (0: an instant read) and the shortest
+    interval of the groups that read it. A selector whose matchers include another's of the same
+    metric and offset reads a subset of it and is left out."""
+    records = {r["name"] for g in groups for r in g["rules"] if r["kind"] == "record"}
+    found: dict[tuple, dict] = {}
+    for g in groups:
+        for r in g["rules"]:
+            for node, parents in tree.walk(pp.parse(r["expr"])):
+                if not isinstance(node, pp.VectorSelector) or node.name in records or not node.name:
+                    continue
+                window = _window(parents)
+                matchers = frozenset(
+                    tree.matcher_text(m) for m in node.matchers.matchers if m.name != "__name__"
+                )
+                key = (node.name, matchers, node.offset.total_seconds() if node.offset else 0.0)
+                seen = found.setdefault(key, {"range_s": 0.0, "interval_s": g["interval_s"]})
+                seen["range_s"] = max(seen["range_s"], window)
+                seen["interval_s"] = min(seen["interval_s"], g["interval_s"])
+    kept = {
+        key: v
+        for key, v in found.items()
+        if not any(o != key and o[0] == key[0] and o[2] == key[2] and o[1] < key[1] for o in found)
+    }
+    out = []
+    for (name, matchers, offset), v in sorted(
+        kept.items(), key=lambda kv: (kv[0][0], sorted(kv[0][1]), kv[0][2])
+    ):
+        selector = f"{name}{{{', '.join(sorted(matchers))}}}" if matchers else name
+        # wider matchers cover the narrower ones they subsume, so take the widest range among them
+        window = max(
+            [v["range_s"]]
+            + [w["range_s"] for o, w in found.items() if o[0] == name and o[2] == offset and matchers < o[1]]
+        )
+        interval = min(
+            [v["interval_s"]]
+            + [
+                w["interval_s"]
+                for o, w in found.items()
+                if o[0] == name and o[2] == offset and matchers < o[1]
+            ]
+        )
+        out.append({"selector": selector, "range_s": window, "offset_s": offset, "interval_s": interval})
+    return out
+
+
+def _window(parents: tuple) -> float:
+    """The range a selector is read over: its own `[range]`, or the subquery it sits in."""
+    for node in reversed(parents):
+        if isinstance(node, pp.MatrixSelector):
+            return node.range.total_seconds()
+        if isinstance(node, pp.SubqueryExpr):
+            return node.range.total_seconds()
+    return 0.0
+
+
+def floor(runner: Runner, groups: list[dict], at: float) -> dict:
+    """The samples every raw read of `raw_reads` loads once, measured at ``at``."""
+    reads_ = []
+    for read in raw_reads(groups):
+        offset = f" offset {read['offset_s']:g}s" if read["offset_s"] else ""
+        if read["range_s"]:  # loads what the selector loads, answers one number per series
+            expr = f"count_over_time({read['selector']}[{read['range_s']:g}s]{offset})"
+        else:
+            expr = f"count({read['selector']}{offset})"
+        reads_.append({**read, "samples": runner.instant(expr, at).samples})
+    return {
+        "reads": reads_,
+        "samples": sum(r["samples"] for r in reads_),
+        "samples_per_30s": round(sum(r["samples"] * RULE_INTERVAL_S / r["interval_s"] for r in reads_)),
+    }
 
 
 def concurrent_ms(rules: list[dict], costs: list[dict]) -> float:
@@ -121,4 +201,4 @@ def _sum(rows: list[dict]) -> dict:
     }
 
 
-__all__ = ["concurrent_ms", "measure", "parse", "rule_groups", "rule_groups_at"]
+__all__ = ["concurrent_ms", "floor", "measure", "parse", "raw_reads", "rule_groups", "rule_groups_at"]

@@ -96,6 +96,11 @@ def gpu_instances(t) -> list[dict]:
     ]
 
 
+def lost_gpus(t) -> list[dict]:
+    """A vanished GPU is named with what the parts' memory kept: host, index, model; no namespace."""
+    return [{k: b[k] for k in ("UUID", "host", "gpu", "modelName")} | {"namespace": None} for b in t["bad"]]
+
+
 def missing_inputs(t) -> list[dict]:
     return [{"job": b["job"], "instance": b["instance"], "metric": b["metric"]} for b in t["bad"]]
 
@@ -179,6 +184,27 @@ FIRES: dict[str, dict[str, tuple[Callable, str | None, str]]] = {
             "POD_1 engine 0 holds its 10 running requests and computes nothing; its siblings keep working",
         ),
     },
+    "vanished_rank": {
+        "VLLMEngineMissing": (
+            engines,
+            None,
+            "POD_1's engine 1 stops reporting; the target is up and engine 0 keeps serving",
+        ),
+    },
+    "vanished_gpu": {
+        "GPUMissing": (
+            lost_gpus,
+            None,
+            "GPU 3 of gpu-node-a falls off the bus; its exporter is up and exports the other three",
+        ),
+    },
+    "idle_rank": {
+        "VLLMEngineIdle": (
+            engines,
+            None,
+            "POD_1's engine 1 gets no work while engine 0 of the same pod serves at the baseline",
+        ),
+    },
     "vllm_kv_renamed": {
         "VLLMSignalMetricsMissing": (
             missing_inputs,
@@ -238,6 +264,11 @@ SILENT: dict[str, dict[str, tuple[str, str]]] = {
         "VLLMTimeToFirstTokenP95High": ("ttft_p95", "the other engines keep the model's TTFT p95 at 0.917 s"),
         "VLLMRequestErrorRateHigh": ("error_share", "a wedged engine finishes nothing, not even errors"),
     },
+    "vanished_rank": {},
+    "vanished_gpu": {},
+    "idle_rank": {
+        "VLLMTimeToFirstTokenP95High": ("ttft_p95", "the other ranks keep the model's TTFT p95 at 0.917 s"),
+    },
     "vllm_kv_renamed": {
         "VLLMKVCacheUsageHigh": (
             "kv_cache_usage_perc",
@@ -251,7 +282,7 @@ HEALTHY_MARGIN = 2 / 3  # every healthy value is at most this share of its alert
 
 def test_the_table_covers_every_incident_and_alert():
     assert set(FIRES) == set(SILENT) == set(INCIDENTS)
-    assert len(ALERTS) == 13
+    assert len(ALERTS) == 21
     for table in (FIRES, SILENT):
         for alerts in table.values():
             assert set(alerts) <= set(ALERTS)

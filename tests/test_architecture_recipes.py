@@ -215,7 +215,10 @@ def test_a_panel_added_as_the_recipe_says_is_drawn_and_switched(tmp_path, specs_
     assert PANEL_KEY in json.dumps(schema)
 
     switch = [
-        ("panels: {alerts: true, tokens_per_rank: true}", f"panels: {{alerts: true, {PANEL_KEY}: false}}")
+        (
+            "panels: {alerts: true, tokens_per_rank: true, kv_transfer: true}",
+            f"panels: {{alerts: true, {PANEL_KEY}: false}}",
+        )
     ]
     off, out = generate_with_package(package, specs_with({"dashboards.yaml": switch}))
     assert off.returncode == 0, off.stderr

@@ -62,9 +62,13 @@ PROBLEM_LISTS = {
         "vLLM targets down or without metrics",
         "vLLM engines with work in flight and no progress",
         "vLLM metrics the alerts read, missing",
+        "vLLM engines seen recently, gone while their target is up",
+        # not "vLLM engines idle while a sibling rank serves": pod A's engine 1 gets no requests while
+        # engine 0 is hot, which that list rightly shows
     },
     "gpu-fleet": {
         "dcgm-exporter targets down",
+        "dcgm-exporter GPUs and MIG instances seen recently, gone while their target is up",
         "GPUs or exporters without both fb_used and fb_free",
         "Last XID per GPU",
     },

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import socket
+from pathlib import Path
 
 import pytest
 
 from servewatch.cli import main
+from servewatch.spec.loader import load
 from servewatch_testkit.localprom import LocalPrometheus, backfill_start
 from servewatch_testkit.synth import (
     INCIDENTS,
@@ -26,7 +28,10 @@ from servewatch_testkit.synth import (
     up,
     with_labels,
 )
+from servewatch_testkit.synth.histogram import histogram_series
 from servewatch_testkit.synth.scrape import Target
+
+REPO_SPECS = Path(__file__).resolve().parents[1] / "specs"
 
 pytestmark = [pytest.mark.integration, pytest.mark.tools("promtool", "prometheus")]
 
@@ -223,6 +228,43 @@ def test_plain_workload_labels_cluster_and_old_vllm(plain_prom, capsys):
     assert "vllm:gpu_cache_usage_perc" in old and "older than 0.12.0" in old
 
 
+def test_nothing_found_is_never_a_match(capsys):
+    """An empty Prometheus (or a time with no exporter data) is exit 4 with its own message: a CI gate
+    running detect must not pass on it."""
+    with LocalPrometheus(None) as prom:
+        rc, text, err = detect(capsys, prom.url, 1_000_000_000, "text")
+        assert (rc, err) == (4, "")
+        assert "matches" not in text and "Suggested config" not in text
+        assert text.rstrip().endswith(
+            "Nothing was detected: no dcgm-exporter and no vLLM series matched the selectors at that "
+            "time, so the config was not checked (exit 4)."
+        )
+        rc, res, _ = detect(capsys, prom.url, 1_000_000_000)
+    assert rc == 4 and res["matches"] is False and res["not_found"] == ["dcgm", "vllm"]
+    with pytest.raises(SystemExit):
+        main(["detect", "--help"])
+    assert "4 nothing was detected" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_source_with_no_series_is_not_checked(capsys):
+    """Only dcgm-exporter data, in the default layout: the dcgm settings are confirmed, the vLLM ones
+    cannot be (exit 4, not 0)."""
+    sc = INCIDENTS["healthy"]()
+    dcgm_only = [s for s in sc if s.label("job") == "nvidia-dcgm-exporter"]
+    prom, at, _ = _serve(dcgm_only, sc.steps, sc.step, sc.eval_step)
+    try:
+        rc, text, _ = detect(capsys, prom.url, at, "text")
+        rc_json, res, _ = detect(capsys, prom.url, at)
+    finally:
+        prom.close()
+    assert rc == rc_json == 4
+    assert text.rstrip().endswith(
+        "Nothing was detected for vLLM: its settings were not checked (exit 4); the dcgm-exporter "
+        "settings match what was detected."
+    )
+    assert res["matches"] is False and res["not_found"] == ["vllm"] and res["differences"] == []
+
+
 def test_unreachable_server_exits_1_with_one_line(capsys):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -249,3 +291,37 @@ def test_suggested_config_generates(plain_prom, capsys, repo, specs_with):
     model, files = generate.build(specs_with({"config.yaml": suggested}))
     assert model.config.identity.vllm == ("job", "instance", "model_name", "engine")
     assert "dashboards/vllm-serving.json" in files
+
+
+def _dropped_bucket_series() -> list[Series]:
+    """Issue 22.1: one engine whose TTFT histogram lost the bucket the TTFT SLO counts good events
+    from (a cardinality relabelling kept every other bucket), beside one that has it."""
+    slo = load(REPO_SPECS).slos["vllm-ttft"]
+    bounds = (0.5, 1.0, slo.sli.threshold, 5.0)
+    out: list[Series] = []
+    for pod, model, dropped in (("a-0", "org/dropped", True), ("b-0", "org/kept", False)):
+        ids = {"namespace": "llm", "pod": pod, "model_name": model, "engine": "0", "job": "vllm"}
+        vt = Target("vllm", f"10.9.1.{len(out)}:8000")
+        out.append(up(vt, 1, steps=STEPS))
+        out.append(Series("vllm:num_requests_running", ids, [3.0] * STEPS))
+        hist = histogram_series(slo.sli.histogram, ids, bounds, [[(0.2, 5), (0.3, 5)]] * STEPS)
+        le = repr(float(slo.sli.threshold))
+        out += [s for s in hist if not (dropped and s.labelmap.get("le") == le)]
+    return out
+
+
+@pytest.fixture(scope="module")
+def dropped_bucket_prom():
+    prom, at, _ = _serve(_dropped_bucket_series(), STEPS, STEP, STEPS - 1)
+    yield prom, at
+    prom.close()
+
+
+def test_a_latency_slo_bucket_dropped_by_relabeling_is_reported(dropped_bucket_prom, capsys):
+    prom, at = dropped_bucket_prom
+    rc, res, err = detect(capsys, prom.url, at)
+    slo = load(REPO_SPECS).slos["vllm-ttft"]
+    [message] = _topics(res, "warning")["slos"]
+    hist = slo.sli.histogram
+    assert f'{hist}_bucket{{le="{float(slo.sli.threshold)!r}"}}' in message and "vllm-ttft" in message
+    assert "llm/org/dropped" in message and "org/kept" not in message, message

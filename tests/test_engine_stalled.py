@@ -37,3 +37,19 @@ def test_work_must_be_gauges(specs_with):
     assert any(
         "work signals must be gauge signals; 'engine_preemptions_rate' is a rate" in m for m in msgs
     ), msgs
+
+
+def test_an_idle_rank_needs_the_rank_in_the_engine_identity(specs_with):
+    """VLLMEngineIdle compares the ranks of one pod: without `engine` in the identity there are none."""
+    specs = specs_with(
+        {
+            "config.yaml": [
+                ("vllm: [namespace, pod, model_name, engine]", "vllm: [namespace, pod, model_name]")
+            ]
+        }
+    )
+    msgs = _errors(specs)
+    assert any(
+        "alerts/vllm.yaml:" in m and "absence.kind" in m and "config.identity.vllm needs 'engine'" in m
+        for m in msgs
+    ), msgs

@@ -36,11 +36,31 @@ def test_threshold_verdicts(pages):
     assert v.judge(kv, rows(0.5, 0.9)).verdict == "suspicious"
     j = v.judge(kv, rows(0.5, 0.98, 0.9))
     assert j.verdict == "unhealthy" and j.worst.labels == {"engine": "1"}
-    assert "98.0% at engine=1 (above 95.0%)" in j.detail
+    assert "98.0% at engine=1 (above 95.0%, VLLMKVCacheUsageHigh's threshold 0.95)" in j.detail
     assert v.judge(kv, rows(0.95)).verdict == "suspicious"  # at the threshold is not beyond it
     assert v.judge(kv, rows(0.95 + 1e-15)).verdict == "unhealthy"  # beyond, as the alert's `> 0.95` sees it
     assert v.judge(kv, []).verdict == "no-data"
     assert v.judge(kv, [v.Row({}, math.nan)]).verdict == "no-data"
+
+
+def test_a_verdict_names_the_tuned_threshold_it_was_judged_by(specs_with):
+    """One fact, one place: a threshold tuned in overrides moves the step and is named with it."""
+    from servewatch.model import Model
+    from servewatch.spec.loader import load
+
+    tuned = "overrides:\n  alerts:\n    GPUFramebufferUsageHigh: {threshold: 0.97}\n"
+    model = Model(load(specs_with({"overrides.yaml": tuned})))
+    page = {p.name: p for p in book.pages(model)}["GPUFramebufferUsageHigh"]
+    full = page.step("fullest-gpus")
+    j = v.judge(full, rows(0.96, 0.5, label="UUID"))
+    assert j.verdict == "suspicious"  # above 0.97 x 0.97, not above the tuned 0.97
+    assert j.detail.endswith(
+        "(above 94.1%, 0.97 x GPUFramebufferUsageHigh's threshold 0.97, tuned in overrides)"
+    )
+    j = v.judge(full, rows(0.975, label="UUID"))
+    assert j.detail.endswith("(above 97.0%, GPUFramebufferUsageHigh's threshold 0.97, tuned in overrides)")
+    own = page.step("rank-imbalance")
+    assert v.judge(own, rows(1.2)).detail.endswith("(above 1.15x, the runbook step's own threshold)")
 
 
 def test_low_is_bad_for_up(pages):

@@ -27,8 +27,12 @@ from servewatch.cli import main
 from servewatch_testkit.localprom import LocalPrometheus, backfill_start
 from servewatch.model import Model
 from servewatch.runbooks import book
+from servewatch.runbooks.queries import Queries
 from servewatch.spec.loader import load
-from servewatch_testkit.synth import Series, incidents, to_openmetrics
+from servewatch_testkit.synth import RequestProfile, Series, fleet, incidents, to_openmetrics, up
+from servewatch_testkit.synth import vllm_engine, vllm_target
+from servewatch_testkit.synth.fleet import MIXTRAL
+from servewatch_testkit.synth.fleet import NS as FLEET_NS
 
 pytestmark = [pytest.mark.integration, pytest.mark.tools("promtool", "prometheus")]
 
@@ -149,9 +153,10 @@ def test_kv_saturation_names_saturation_with_preemptions(served, capsys):
     assert {k: top["labels"][k] for k in bad} == bad and top["value"] == pytest.approx(
         t["kv_cache_usage_perc"]
     )
-    assert st["kv-usage"]["series"][1]["value"] == pytest.approx(
-        t["kv_cache_usage_perc_others"]
-    )  # siblings stay low
+    # asked for by name, the alert is scoped to the one engine holding its condition; the siblings
+    # (at kv_cache_usage_perc_others, below the threshold) hold it nowhere
+    assert inv["scope_from"] == "worst subject" and inv["others_holding"] == 0
+    assert inv["alert_labels"] == bad and len(st["kv-usage"]["series"]) == 1
     assert "preemptions-per-request" in cause_steps(inv)
     # 0.1/s is above the step's 0.01/s and below VLLMPreemptionsHigh's 1/s: suspicious, not unhealthy
     assert implied("VLLMKVCacheUsageHigh", "preemptions", t["preemptions_per_s"]) == "suspicious"
@@ -317,6 +322,150 @@ def test_text_and_markdown_reports(served, capsys):
     assert code == 0
     assert "## VLLMTimeToFirstTokenP95High: UNHEALTHY" in out and "| 2 | Queue time, p95" in out
     assert "```promql" in out
+
+
+# -- the synthetic fleet: idle devices, two models, no firing labels ------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fleet_served():
+    """servewatch_testkit.synth.fleet (two models, idle GPUs without a workload, an idle MIG instance)."""
+    sc = fleet()
+    start = backfill_start(sc.steps, sc.step)
+    prom = LocalPrometheus(to_openmetrics(list(sc), start, sc.step)).start()
+    yield Served(prom, sc, sc.time_at(start, sc.eval_step))
+    prom.close()
+
+
+def _deployments(sc) -> dict[str, list[float]]:
+    """The framebuffer ratio of every GPU a workload is mapped to, per workload namespace."""
+    out: dict[str, list[float]] = {}
+    for g in sc.truth["gpus"].values():
+        if g["namespace"]:
+            out.setdefault(g["namespace"], []).append(g["fb_ratio"])
+    return out
+
+
+def test_idle_devices_without_a_workload_make_no_verdict(fleet_served, capsys):
+    """GPUFramebufferUsageHigh on the fleet: no GPU above the threshold, and the two idle devices with
+    no workload (an empty GPU, an idle MIG instance) are no deployment: no 1.73x 'imbalance' of theirs."""
+    s = fleet_served
+    inv = investigate_json(capsys, s, "GPUFramebufferUsageHigh")
+    st = steps(inv)
+    threshold = PAGES["GPUFramebufferUsageHigh"].alert.spec.threshold
+    assert max(g["fb_ratio"] for g in s.scenario.truth["gpus"].values()) <= threshold
+    imbalance = {x["labels"].get("exported_namespace"): x["value"] for x in st["rank-imbalance"]["series"]}
+    expected = {ns: max(r) / (sum(r) / len(r)) for ns, r in _deployments(s.scenario).items()}
+    assert imbalance == pytest.approx(expected, rel=1e-6)  # every group a real deployment
+    assert st["rank-imbalance"]["verdict"] == implied(
+        "GPUFramebufferUsageHigh", "rank-imbalance", max(expected.values())
+    )
+    assert inv["verdict"] != "unhealthy" and inv["causes"] == [] and inv["alert_labels"] == {}
+    assert "condition does not hold now" in inv["summary"] and "no evidence of a cause" in inv["summary"]
+    # the number each verdict was judged by, and where it comes from
+    lim = PAGES["GPUFramebufferUsageHigh"].step("fullest-gpus").limits
+    assert st["fullest-gpus"]["thresholds"]["unhealthy_from"] == lim.note
+    assert lim.note == f"GPUFramebufferUsageHigh's threshold {threshold:g}"
+    assert lim.suspicious_note in st["fullest-gpus"]["detail"]
+
+
+def test_a_kv_alert_is_judged_on_its_own_engine_not_another_model(fleet_served, capsys):
+    """VLLMKVCacheUsageHigh on the fleet: one engine above the threshold. Asked for by name, every step
+    is scoped to that engine's labels: Mixtral's TTFT (above its threshold) is no cause of it."""
+    s = fleet_served
+    hot = s.scenario.truth["engines"][s.scenario.truth["kv_hot"]["engine"]]
+    inv = investigate_json(capsys, s, "VLLMKVCacheUsageHigh")
+    own = {k: hot[k] for k in ("namespace", "pod", "model_name", "engine")}
+    assert inv["alert_labels"] == own and inv["scope_from"] == "worst subject"
+    for step in inv["steps"]:
+        for x in step["series"]:
+            assert x["labels"].get("model_name", own["model_name"]) == own["model_name"], step["id"]
+            assert x["labels"].get("pod", own["pod"]) == own["pod"], step["id"]
+    assert steps(inv)["ttft"]["verdict"] == "healthy"
+    assert "ttft" not in [c["step"] for c in inv["causes"]]
+    assert "preempt" in inv["summary"]
+    # unscoped, the TTFT step would have judged Mixtral's (what the old report called "most likely")
+    ttft = PAGES["VLLMKVCacheUsageHigh"].step("ttft")
+    rows = s.prom.query(ttft.expr, time=s.at)
+    worst = max(rows, key=lambda r: float(r["value"][1]))
+    assert worst["metric"]["model_name"] == MIXTRAL
+    assert implied("VLLMKVCacheUsageHigh", "ttft", float(worst["value"][1])) == "unhealthy"
+
+
+def test_a_tuned_threshold_picks_the_subject_and_is_named(fleet_served, capsys, specs_with):
+    """Tuned below the fleet's fullest GPUs, GPUFramebufferUsageHigh holds on three of them: the worst is
+    the subject, its deployment the scope of the rank steps, and the tuned number is the one stated."""
+    s = fleet_served
+    specs = specs_with(
+        {"overrides.yaml": "overrides:\n  alerts:\n    GPUFramebufferUsageHigh: {threshold: 0.92}\n"}
+    )
+    code, out, err = run_specs(capsys, specs, "GPUFramebufferUsageHigh", s)
+    assert code == 0, err
+    inv = json.loads(out)["investigations"][0]
+    st = steps(inv)
+    gpus = s.scenario.truth["gpus"]
+    holding = sorted((g for g in gpus.values() if g["fb_ratio"] > 0.92), key=lambda g: -g["fb_ratio"])
+    assert inv["scope_from"] == "worst subject" and inv["others_holding"] == len(holding) - 1
+    assert inv["alert_labels"]["UUID"] in {g["UUID"] for g in holding}
+    assert inv["alert_labels"]["namespace"] == FLEET_NS
+    assert {x["labels"]["exported_namespace"] for x in st["rank-imbalance"]["series"]} == {FLEET_NS}
+    assert "GPUFramebufferUsageHigh's threshold 0.92, tuned in overrides" in st["fullest-gpus"]["detail"]
+    assert st["fullest-gpus"]["verdict"] == "unhealthy" and len(st["fullest-gpus"]["series"]) == 1
+
+
+TINY = {"namespace": "llm-lab", "pod": "tiny-0", "model_name": "lab/tiny-model"}
+
+
+@pytest.fixture(scope="module")
+def tiny_served():
+    """The healthy deployment, plus a lab model finishing one request a step (1/30 per second, under
+    VLLMRequestErrorRateHigh's min_traffic of 0.1/s), every one of them an engine error."""
+    base = incidents.healthy()
+    failing = (RequestProfile(1.0, 200, 20, 0.01, 0.05, 0.02, finished_reason="error"),)
+    tiny = vllm_engine(
+        TINY["namespace"], TINY["pod"], TINY["model_name"], 0, steps=base.steps, step=base.step,
+        requests=1, profiles=failing, prior_steps=100,
+    )  # fmt: skip
+    tiny.append(up(vllm_target(TINY["namespace"], TINY["pod"]), 1, steps=base.steps))
+    start = backfill_start(base.steps, base.step)
+    prom = LocalPrometheus(to_openmetrics(list(base) + tiny, start, base.step)).start()
+    yield Served(prom, base, base.time_at(start, base.eval_step))
+    prom.close()
+
+
+def test_a_model_below_the_traffic_guard_is_no_subject(tiny_served, capsys):
+    """One failed request of one is 100% errors, but the alert does not page below its min_traffic:
+    investigate does not judge it either, and names no cause."""
+    s = tiny_served
+    alert = PAGES["VLLMRequestErrorRateHigh"].alert.spec
+    assert 1 / s.scenario.step < alert.min_traffic  # the lab model is under the guard
+    inv = investigate_json(capsys, s, "VLLMRequestErrorRateHigh")
+    share = steps(inv)["error-share"]
+    assert TINY["model_name"] not in {x["labels"].get("model_name") for x in share["series"]}
+    assert share["verdict"] == "healthy" and inv["alert_labels"] == {} and inv["causes"] == []
+    assert "condition does not hold now" in inv["summary"]
+    # the unguarded share is what the page would have judged: the lab model at 100%
+    unguarded = Queries(MODEL).build(PAGES["VLLMRequestErrorRateHigh"].step("error-share").step.query, None)
+    raw = s.prom.query(unguarded, time=s.at)
+    assert {r["metric"]["model_name"]: float(r["value"][1]) for r in raw}[TINY["model_name"]] == 1.0
+
+
+def run_specs(capsys, specs, alert: str, served_one: Served) -> tuple[int, str, str]:
+    code = main(
+        [
+            "investigate",
+            "--specs",
+            str(specs),
+            alert,
+            "--prometheus",
+            served_one.url,
+            "--at",
+            str(served_one.at),
+        ]
+        + ["--format", "json", "-q"]
+    )
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
 # -- firing alerts from the Prometheus itself -----------------------------------------------------------

@@ -44,6 +44,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "investigate",
             "detect",
             "calibrate",
+            "backtest",
             "promapi",
             "tools",
             "verdicts",

@@ -1,6 +1,7 @@
 """The expression checks one by one (engine.lint), and servewatch's own output linting clean."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -50,7 +51,16 @@ EXAMPLES = {
         "avg by (model_name) (vllm:kv_cache_usage_perc) > 0.9",
         "max by (model_name) (vllm:kv_cache_usage_perc) > 0.9",
     ),
+    "classic-on-native": (  # against a Prometheus holding the histogram native (CTX_NATIVE)
+        "histogram_quantile(0.95, sum by (model_name, le) "
+        "(rate(vllm:e2e_request_latency_seconds_bucket[5m])))",
+        "histogram_quantile(0.95, sum by (model_name) (rate(vllm:e2e_request_latency_seconds[5m])))",
+    ),
 }
+CTX_NATIVE = LintContext(
+    catalog.load(), min_range_s=120, native_histograms=frozenset({"vllm:e2e_request_latency_seconds"})
+)
+CONTEXTS = {"classic-on-native": CTX_NATIVE}
 
 
 def test_every_expression_check_has_examples():
@@ -60,8 +70,35 @@ def test_every_expression_check_has_examples():
 @pytest.mark.parametrize("check", sorted(EXAMPLES))
 def test_check_flags_the_failing_example_only(check):
     bad, good = EXAMPLES[check]
-    assert check in {p.check for p in lint(bad, CTX)}
-    assert not lint(good, CTX)
+    ctx = CONTEXTS.get(check, CTX)
+    assert check in {p.check for p in lint(bad, ctx)}
+    assert not lint(good, ctx)
+
+
+def test_quantile_le_leaves_native_histograms_alone():
+    """A native histogram has no le: its quantile over `sum by (model_name)` is right, directly or
+    through a record of its rates; a record of classic bucket rates still needs le."""
+    native = "sum by (model_name) (rate(vllm:e2e_request_latency_seconds[5m]))"
+    classic = "sum by (model_name, le) (rate(vllm:e2e_request_latency_seconds_bucket[5m]))"
+    ctx = LintContext(catalog.load(), min_range_s=120)
+    ctx.add_record(RecordDef("model:native:rate5m", native, ()))
+    ctx.add_record(RecordDef("model:classic:rate5m", classic, ()))
+    found = lambda e: {p.check for p in lint(e, ctx)}  # noqa: E731
+    assert "quantile-le" not in found(f"histogram_quantile(0.95, {native})")
+    assert "quantile-le" not in found("histogram_quantile(0.95, sum by (model_name) (model:native:rate5m))")
+    assert "quantile-le" in found("histogram_quantile(0.95, sum by (model_name) (model:classic:rate5m))")
+
+
+def test_classic_on_native_is_quiet_without_a_prometheus_and_for_both_forms():
+    bad, _ = EXAMPLES["classic-on-native"]
+    assert "classic-on-native" not in {p.check for p in lint(bad, CTX)}
+    both = (
+        "sum by (model_name) (rate(vllm:e2e_request_latency_seconds[5m])) or on (model_name) "
+        "sum by (model_name, le) (rate(vllm:e2e_request_latency_seconds_bucket[5m]))"
+    )
+    assert "classic-on-native" not in {p.check for p in lint(both, CTX_NATIVE)}
+    count = "rate(vllm:e2e_request_latency_seconds_count[5m])"
+    assert "classic-on-native" in {p.check for p in lint(count, CTX_NATIVE)}
 
 
 def test_checks_can_be_disabled():
@@ -90,6 +127,71 @@ def test_an_average_used_as_a_baseline_is_not_hidden_saturation():
         "(avg by (model_name) (vllm:kv_cache_usage_perc) > 0)"
     )
     assert lint(imbalance, CTX) == []
+
+
+FB_RATIO = (
+    "DCGM_FI_DEV_FB_USED / on (UUID, GPU_I_ID) "
+    "(DCGM_FI_DEV_FB_USED + on (UUID, GPU_I_ID) DCGM_FI_DEV_FB_FREE > 0)"
+)
+
+
+def test_the_saturation_average_quotes_the_expression_as_written():
+    """It once printed `DCGM_FI_DEV_FB_FREE / DCGM_FI_DEV_FB_USED` for USED / (USED + FREE)."""
+    [problem] = lint(f"avg({FB_RATIO})", CTX)
+    assert problem.check == "saturation-avg"
+    assert problem.message.startswith(
+        "avg of `DCGM_FI_DEV_FB_USED / on (UUID, GPU_I_ID) (DCGM_FI_DEV_FB_USED"
+    )
+
+
+def test_a_saturation_ratio_pooled_across_devices_is_reported():
+    """sum(used) / sum(used + free) is an average weighted by size: the fullest GPU hides in it."""
+    pooled = "sum(DCGM_FI_DEV_FB_USED) / (sum(DCGM_FI_DEV_FB_USED) + sum(DCGM_FI_DEV_FB_FREE) > 0)"
+    [problem] = lint(pooled, CTX)
+    assert (
+        problem.check == "saturation-avg"
+        and "pools GPUs (and MIG instances) into one ratio" in problem.message
+    )
+    assert (
+        "`sum(vllm:kv_cache_usage_perc) / (count(vllm:kv_cache_usage_perc) > 0)` pools engines"
+        in lint("sum(vllm:kv_cache_usage_perc) / (count(vllm:kv_cache_usage_perc) > 0)", CTX)[0].message
+    )
+    per_device = f"max({FB_RATIO})"
+    per_host = (
+        "sum by (UUID, GPU_I_ID) (DCGM_FI_DEV_FB_USED) / on (UUID, GPU_I_ID) "
+        "(sum by (UUID, GPU_I_ID) (DCGM_FI_DEV_FB_USED + on (UUID, GPU_I_ID) DCGM_FI_DEV_FB_FREE) > 0)"
+    )
+    assert lint(per_device, CTX) == [] and lint(per_host, CTX) == []
+
+
+def test_no_matching_advice_between_two_label_less_sides():
+    """`on (...)` means nothing between two sides without labels; with labels on one side it does."""
+    for q in (
+        "sum(rate(vllm:num_preemptions_total[5m])) / (sum(rate(vllm:request_success_total[5m])) > 0)",
+        "max by () (vllm:num_requests_waiting) > bool sum(vllm:num_requests_running)",
+        "histogram_quantile(0.9, sum by (le) (rate(vllm:e2e_request_latency_seconds_bucket[5m])))"
+        " > bool abs(sum(vllm:num_requests_running))",
+    ):
+        assert "explicit-matching" not in [p.check for p in lint(q, CTX)], q
+    labelled = (
+        "sum by (model_name) (rate(vllm:num_preemptions_total[5m])) "
+        "/ (sum(rate(vllm:request_success_total[5m])) > 0)"
+    )
+    assert "explicit-matching" in [p.check for p in lint(labelled, CTX)]
+    topk = "topk(1, vllm:num_requests_waiting) > bool sum(vllm:num_requests_running)"  # topk keeps labels
+    assert "explicit-matching" in [p.check for p in lint(topk, CTX)]
+
+
+def test_the_old_grafana_gauge_form_is_read_for_sums():
+    """A 6.x gauge keeps its reduction in options.fieldOptions.calcs; "sum" there adds up a gauge too."""
+    from servewatch.lint import runner
+    from servewatch.lint.facts import LintContext as FileContext
+
+    bad = Path(__file__).parent / "lint_fixtures" / "reduce-sum-gauge" / "bad.json"
+    ctx = FileContext(catalog.load(), scrape_interval_s=30, min_range_s=120)
+    found = runner.run([str(bad)], [], ctx, runner.select()).findings
+    old = [f for f in found if f.check == "reduce-sum-gauge" and "fieldOptions" in f.location.path]
+    assert len(old) == 1 and "gauge DCGM_FI_DEV_GPU_TEMP" in old[0].message
 
 
 def test_the_label_flow_follows_recording_rules():

@@ -4,7 +4,8 @@ import pytest
 import yaml
 
 from servewatch import generate
-from servewatch_testkit.rule_stages import reads, stages
+from servewatch.promql import builders as b
+from servewatch_testkit.rule_stages import backfilled, reads, stages
 
 
 def group(name, *rules, **extra):
@@ -55,6 +56,25 @@ def test_no_records_no_stages_and_cycles_are_refused():
     loop = {"groups": [group("g", rec("a:b:c", "d:e:f"), rec("d:e:f", "a:b:c"))]}
     with pytest.raises(ValueError, match="cycle: a:b:c -> d:e:f -> a:b:c"):
         stages([loop])
+
+
+def test_a_memory_is_backfilled_as_the_maximum_of_what_it_saw_over_its_window():
+    """A memory reads its own previous value, which a backfill has not written: it is backfilled as
+    the subquery it equals live, in the stage of what it reads besides itself."""
+    memory = b.remember('x{a!=""}', ["a"], "m:x:last_seen", 3600)
+    assert "last_over_time(m:x:last_seen[" in memory
+    assert (
+        backfilled("m:x:last_seen", memory)
+        == 'max by (a) (max_over_time((group by (a) (x{a!=""}) * time())[3600s:]))'
+    )
+    assert backfilled("other:x:last_seen", memory) == memory  # only a record's read of itself
+    got = stages(
+        [{"groups": [group("g", rec("m:x:last_seen", memory), rec("m:x:used", "max(m:x:last_seen)"))]}]
+    )
+    assert [[r["expr"] for f in stage for g in f["groups"] for r in g["rules"]] for stage in got] == [
+        [backfilled("m:x:last_seen", memory)],
+        ["max(m:x:last_seen)"],
+    ]
 
 
 def test_the_generated_quantiles_read_their_bucket_rates_one_stage_later(repo):

@@ -30,6 +30,10 @@ def test_every_threshold_alert_has_its_boundaries(default_build):
         if alert.spec.threshold is None:
             continue
         assert f"boundary: {alert.alert} just past its threshold" in names, alert.alert
+        if alert.spec.threshold == 0 and model.signal(alert.spec.signal).kind == "rate":
+            # no rate lies below 0: the value at the threshold (no increase) is the silent side
+            assert f"boundary: {alert.alert} exactly at its threshold" in names, alert.alert
+            continue
         assert f"boundary: {alert.alert} just short of its threshold" in names, alert.alert
     # an exact check where the value can be written exactly: a gauge, a used / (used + free)
     assert "boundary: GPUFramebufferUsageHigh exactly at its threshold" in names
@@ -96,8 +100,8 @@ KV, WAITING = "(vllm:kv_cache_usage_perc)", "(vllm:num_requests_waiting)"
 ENGINE = "by (namespace, pod, model_name, engine)"
 # why it is broken -> (family, the generated text, what the broken rule says instead, the tests that see it)
 MUTANTS = {
-    "> became >=": ("gpu", ") > 0.95", ") >= 0.95", "boundaries"),
-    "a shorter for": ("gpu", ") > 0.95\n    for: 5m", ") > 0.95\n    for: 4m", "boundaries"),
+    "> became >=": ("gpu", "info > 0.95", "info >= 0.95", "boundaries"),
+    "a shorter for": ("gpu", "info > 0.95\n    for: 5m", "info > 0.95\n    for: 4m", "boundaries"),
     "threshold moved": ("vllm", "kv_cache_usage:max > 0.95", "kv_cache_usage:max > 0.951", "boundaries"),
     "rate threshold moved": ("vllm", "preemptions:rate5m > 1", "preemptions:rate5m > 1.00001", "boundaries"),
     "> became >= on a rate": ("vllm", "preemptions:rate5m > 1\n", "preemptions:rate5m >= 1\n", "boundaries"),
@@ -127,6 +131,19 @@ MUTANTS = {
         "records",
     ),
     "the zero guard removed": ("gpu", "(DCGM_FI_DEV_FB_FREE)) > 0)", "(DCGM_FI_DEV_FB_FREE)))", "records"),
+    # issue 22.4: the workload a GPU is mapped to joins the alert's labels, so `for` restarts
+    "a GPU alert keyed by its workload": (
+        "gpu",
+        "(max by (UUID, GPU_I_ID) (gpu:dcgm_fb_used:ratio))",
+        "(max by (UUID, GPU_I_ID, exported_namespace) (gpu:dcgm_fb_used:ratio))",
+        "churn",
+    ),
+    "an engine alert keyed by a scrape label": (
+        "vllm",
+        f"max {ENGINE} {KV}",
+        "max by (namespace, pod, model_name, engine, service) " + KV,
+        "churn",
+    ),
 }
 
 

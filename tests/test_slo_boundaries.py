@@ -22,6 +22,7 @@ EXACT = ("exact-long-2", "exact-short-2", "exact-guard-2")
 @pytest.fixture(scope="module")
 def default_files(specs_with):
     _, files = generate.build(specs_with({}))
+    _DEFAULT["files"] = files
     return files
 
 
@@ -121,13 +122,25 @@ def _only_exact(files) -> dict:
     return _only_edges(_ttft_tests(files), EXACT, max(int(at) for _, at in claimed))
 
 
-def _promtool(tmp_path, rules: dict, tests: list[dict]):
+def _promtool(tmp_path, rules: dict, tests: list[dict], files=None):
+    """promtool on `tests` over the SLO rules `rules`, with the other rule files the generated SLO
+    test loads (the records the SLO groups read) as generated, in its group order."""
     (tmp_path / "rules").mkdir(exist_ok=True)
     (tmp_path / "rules" / "slo.rules.yaml").write_text(yaml.safe_dump(rules, sort_keys=False, width=1000))
+    generated = yaml.safe_load((files or _DEFAULT["files"])["promtool/slo.test.yaml"])
+    rule_files = [f.removeprefix("../") for f in generated["rule_files"]]
+    for f in rule_files:
+        if f != "rules/slo.rules.yaml":
+            (tmp_path / f).write_text((files or _DEFAULT["files"])[f])
     path = tmp_path / "slo.test.yaml"
-    body = {"rule_files": ["rules/slo.rules.yaml"], "evaluation_interval": "1m", "tests": tests}
+    body = {"rule_files": rule_files, "evaluation_interval": "1m", "tests": tests}
+    if "group_eval_order" in generated:
+        body["group_eval_order"] = generated["group_eval_order"]
     path.write_text(yaml.safe_dump(body, sort_keys=False, width=1000))
     return tools.run("promtool", "test", "rules", path)
+
+
+_DEFAULT: dict = {}
 
 
 @pytest.mark.tools("promtool")
@@ -181,8 +194,9 @@ def test_a_guard_reading_the_other_slos_events_fails_the_written_test(default_fi
     )(rules)
     (tmp_path / "rules").mkdir()
     (tmp_path / "rules" / "slo.rules.yaml").write_text(yaml.safe_dump(rules, sort_keys=False, width=1000))
+    (tmp_path / "rules" / "vllm.rules.yaml").write_text(default_files["rules/vllm.rules.yaml"])
     test = yaml.safe_load((repo / "tests/promtool/slo-records.test.yaml").read_text())
-    test["rule_files"] = ["rules/slo.rules.yaml"]
+    test["rule_files"] = ["rules/vllm.rules.yaml", "rules/slo.rules.yaml"]  # the records it reads
     path = tmp_path / "records.test.yaml"
     path.write_text(yaml.safe_dump(test, sort_keys=False, width=1000))
     res = tools.run("promtool", "test", "rules", path)

@@ -32,7 +32,8 @@ def _errors(specs):
 
 def test_default_specs_load(repo):
     spec = load(repo / "specs")
-    assert len([a for g in spec.groups for a in g.alerts]) == 13
+    assert len([a for g in spec.groups if spec.group_enabled(g) for a in g.alerts]) == 22
+    assert len([a for g in spec.groups for a in g.alerts]) == 25  # 3 need config.role or track
 
 
 def test_renamed_metric_names_the_replacement(specs_with, line_of):
@@ -264,8 +265,8 @@ TARGETS_DOWN_STEP = "`config.targets.dcgm` at all.\n        query: {kind: absenc
             "absence: {kind: target_down, source: dcgm}",
             "absence: {kind: target_dwn, source: dcgm}",
             "groups[1].alerts[0].absence.kind",
-            "Input should be 'partner_missing', 'target_down', 'metrics_absent', 'inputs_missing' or "
-            "'no_progress'; "
+            "Input should be 'partner_missing', 'target_down', 'metrics_absent', 'inputs_missing', "
+            "'no_progress', 'part_missing' or 'rank_idle'; "
             "did you mean 'target_down'?",
         ),
         (
@@ -692,6 +693,34 @@ GPU_SCENARIO = '{series: \'[[fb_used]]{UUID="GPU-aaaa", gpu="0"'
             "scenarios[0].expect[0].at",
             "(7d)",
         ),
+        (  # issue 22.6: promtool refuses a duration past int64 nanoseconds ("duration out of range")
+            "scenarios/gpu.yaml",
+            "let: {used: '80000 * above'",
+            "let: {used: '80000 * above + 0 * 2562048h'",
+            "scenarios[0].let.used",
+            "longer than Prometheus can hold",
+        ),
+        (
+            "scenarios/gpu.yaml",
+            "      - {at: 'for - eval_interval', firing: []}",
+            "      - {at: 'for + 2562048h', firing: []}",
+            "scenarios[0].expect[0].at",
+            "longer than Prometheus can hold",
+        ),
+        (  # an expression of durations is held to the 7d a literal `at` is held to
+            "scenarios/gpu.yaml",
+            "      - {at: 'for - eval_interval', firing: []}",
+            "      - {at: 'for + 8d', firing: []}",
+            "scenarios[0].expect[0].at",
+            "later than a scenario may run (7d)",
+        ),
+        (  # the tests of an absence alert wait out its `for` too
+            "alerts/vllm.yaml",
+            "absence: {kind: metrics_absent, source: vllm, startup_grace: 45m}\n        for: 10m",
+            "absence: {kind: metrics_absent, source: vllm, startup_grace: 45m}\n        for: 200y",
+            "groups[3].alerts[0].for",
+            "promtool loads at most 100,000 per series",
+        ),
         (
             "scenarios/gpu.yaml",
             "name: full GPU next to an empty one on the same host",
@@ -856,3 +885,12 @@ def test_a_for_the_generated_tests_cannot_hold_is_refused(specs_with):
     assert "promtool loads at most 100,000 per series, so `for` can be at most about 34d" in msg
     [msg] = _errors(specs_with({"alerts/gpu.yaml": [("for: 5m", "for: 40d")]}))
     assert "alerts/gpu.yaml:" in msg and "groups[0].alerts[0].for: for 40d" in msg
+
+
+def test_a_tuning_that_leaves_a_scenario_past_7d_is_refused_by_check(specs_with):
+    """Issue 22.6 and DESIGN invariant 14: an override that pushes a scenario's checks past what a
+    generated test can run is caught by `check`, not left to a red `servewatch test`."""
+    tuning = "overrides:\n  alerts:\n    VLLMMetricsAbsent: {for: 8d}\n"
+    msgs = _errors(specs_with({"overrides.yaml": [("overrides: {}\n", tuning)]}))
+    assert msgs and all("later than a scenario may run (7d)" in m for m in msgs), msgs
+    assert all("with the alert overrides of overrides.yaml" in m and ".expect[" in m for m in msgs), msgs

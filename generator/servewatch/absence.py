@@ -7,12 +7,17 @@
   metrics_absent   a target is down, up without its engine metrics, or all are gone (per namespace)
   inputs_missing   a target exports engine metrics but not one that a signal reads
   no_progress      work is in flight and nothing advances (a wedged engine still serving /metrics)
+  part_missing     an engine (DP rank) or GPU seen recently is gone while its target is up
+  rank_idle        an engine computes nothing, with nothing in flight, while a sibling rank of its pod serves
 """
 
 from __future__ import annotations
 
-from .alert_context import TARGET_CONTEXT, Context
+from .alert_context import PART_FIELD, TARGET_CONTEXT, Context
 from .promql import builders as b
+
+
+RANK = "engine"  # vLLM's data-parallel rank label (catalog/vllm.yaml)
 
 
 class Absences:
@@ -34,6 +39,12 @@ class Absences:
         if kind == "no_progress":
             return self.no_progress(
                 [signals[s] for s in absence.work], [signals[s] for s in absence.progress]
+            )
+        if kind == "part_missing":
+            return self.part_missing(source)
+        if kind == "rank_idle":
+            return self.rank_idle(
+                [signals[s] for s in absence.work], [signals[s] for s in absence.progress], absence.busy
             )
         grace = absence.startup_grace if absence is not None else None
         return self.metrics_absent(source, absent_fires, grace)
@@ -87,7 +98,7 @@ class Absences:
         live = b.agg("group", target + [*TARGET_CONTEXT, "model_name"], self.sb.select(self.sb.liveness))
         return b.any_of(
             *(
-                b.with_label(b.unless(live, b.agg("group", target, self.sb.select(m)), target), "metric", m)
+                b.with_label(b.unless(live, self._exported(m, target), target), "metric", m)
                 for m in metrics
                 if m != self.sb.liveness
             )
@@ -104,7 +115,39 @@ class Absences:
         stalled = f"{b.total([read(s) for s in progress], ident)} == 0"
         return b.only_where(in_flight, stalled, ident)
 
+    def part_missing(self, source: str) -> str:
+        """Parts seen within `config.remember.parts` (the slow memory record) that no longer report
+        while their target is up and still reports another part. A target with none left is another
+        alert's (`metrics_absent`; for an exporter, `partner_missing`), and so is an exporter upgrade
+        that renames every field: it must not read as every GPU gone. Keyed by the part alone (`for`
+        must not restart when the target's address changes)."""
+        target, keep = self.labels.target(), self.context.part_labels(source)
+        ident = self.labels.identity("engine" if source == "vllm" else "gpu")
+        live = self.sb.select(self.sb.liveness if source == "vllm" else PART_FIELD)
+        gone = b.unless(self.context.seen_recently(source), b.agg("group", ident, live), ident)
+        up = f"{b.agg('max', target, self.sb.up(source))} == 1"
+        missing = b.only_where(b.only_where(gone, up, target), b.agg("group", target, live), target)
+        return b.agg("group", keep, missing)
+
+    def rank_idle(self, work: list, progress: list, busy: float) -> str:
+        """Engines that compute nothing with nothing in flight (work in flight is `no_progress`'s)
+        while a sibling rank of the same pod (the engine identity without `engine`) makes at least
+        `busy` progress per second: the data-parallel balancer no longer sends it work."""
+        ident = self.labels.identity(work[0].level)
+        pod = [label for label in ident if label != RANK]
+        read = lambda s: self.context.recorded(s.record, s.level)  # noqa: E731
+        made = b.total([read(s) for s in progress], ident)
+        idle = b.only_where(f"{made} == 0", f"{b.total([read(s) for s in work], ident)} == 0", ident)
+        return b.only_where(idle, f"{b.agg('max', pod, made)} >= {busy:g}", pod)
+
     # -- shared parts ---------------------------------------------------------------------------
+    def _exported(self, metric: str, target: list[str]) -> str:
+        """One series per target exporting `metric`: a histogram's _count is stored under the
+        histogram's own name once it is native (config.histograms)."""
+        names = self.sb.histograms.stored(metric)
+        present = [b.agg("group", target, self.sb.select(n)) for n in names]
+        return present[0] if len(present) == 1 else f"({' or '.join(present)})"
+
     def _served(self, source: str, per_target: str) -> str:
         return (
             self.context.dcgm_target(per_target) if source == "dcgm" else self.context.vllm_target(per_target)

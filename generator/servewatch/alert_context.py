@@ -6,13 +6,14 @@ starts over. So the labels that come and go on scraped series (the pod dcgm-expo
 the `Hostname`/`hostname` spelling, a target that vanished) never reach an alert as they are:
 
 - one `host` label, folded from every host spelling;
-- a GPU's `namespace` is the workload namespace most recently seen on it within
-  `config.remember.workload`, so a flapping or dropped pod mapping does not change it (the pod
-  itself is only looked up by the description, see `gpu_pod_lookup`);
+- a GPU's workload (namespace and pod) is not a label: a GPU that starts being mapped to a pod would
+  gain one and restart `for`. The description looks up the workload most recently seen on it within
+  `config.remember.workload` (`gpu_workload_lookup`);
 - an exporter target keeps the host it served, a vLLM target the model it served, after it went down.
 
-Each memory is a recording rule that reads scraped series only, so `promtool tsdb create-blocks-from
-rules` can backfill it (servewatch_testkit/localprom.py); the alerts combine them.
+Each memory is an incremental recording rule (`promql.builders.remember`): it reads the scraped
+series of now and its own previous value, never its whole window (docs/scale.md, "Memories").
+The alerts read it with one sample per series (`recall`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .promql import builders as b
+from .spec.schema import seconds
 
 HOST = "host"  # the one host label of GPU and exporter alerts
 NAMESPACE = "namespace"  # the namespace of what an alert is about (of a GPU: its workload's)
@@ -31,6 +33,8 @@ GPU_INFO = "gpu:dcgm_gpu:info"
 GPU_WORKLOAD = "gpu:dcgm_workload:last_seen"
 DCGM_TARGET_HOST = "target:dcgm_host:last_seen"
 VLLM_TARGET_MODEL = "target:vllm_model:last_seen"
+ENGINE_SEEN = "engine:vllm_engine:seen_recently"
+GPU_SEEN = "gpu:dcgm_gpu:seen_recently"
 DCGM_TARGETS = "cluster:dcgm_up_targets:count"
 VLLM_TARGETS = "namespace:vllm_up_targets:count"
 
@@ -38,6 +42,9 @@ VLLM_TARGETS = "namespace:vllm_up_targets:count"
 # read, and the GPU temperature, which every GPU and MIG instance carries (catalog/dcgm.yaml: scope
 # gpu, repeated on each instance), also where the framebuffer fields are missing.
 PRESENCE_FIELDS = ("fb_used", "fb_free", "gpu_temp")
+# The one field the parts' memory reads to say a GPU or MIG instance is there: a memory reads hours of
+# samples, so it reads one field, the one every GPU and MIG instance carries.
+PART_FIELD = "gpu_temp"
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,7 @@ class Memory:
 
     record: str
     expr: str
+    every: str | None = None  # a memory that reads a long range runs in a group of its own at this interval
 
 
 def fold_host(expr: str, spellings: list[str]) -> str:
@@ -55,11 +63,12 @@ def fold_host(expr: str, spellings: list[str]) -> str:
     return expr
 
 
-def gpu_pod_lookup(gpu_id: list[str], window: str) -> str:
-    """A Go template pipeline, for `{{ with ... }}`, that finds the pod most recently seen on the
-    alert's GPU when the alert is sent: the pod belongs in the text, not in the labels."""
+def gpu_workload_lookup(gpu_id: list[str]) -> str:
+    """A Go template pipeline, for `{{ with ... }}`, that finds the workload (namespace and pod) most
+    recently seen on the alert's GPU within `config.remember.workload`, when the alert is sent: it
+    can appear, change and go while the GPU stays full, so it belongs in the text, not the labels."""
     matchers = ", ".join(f"{label}=%q" for label in gpu_id)
-    query = f"topk(1, max_over_time({GPU_WORKLOAD}{{{matchers}}}[{window}]))"
+    query = f"topk(1, {GPU_WORKLOAD}{{{matchers}}})"
     return f'printf "{query}" {" ".join(f"$labels.{label}" for label in gpu_id)} | query'
 
 
@@ -84,7 +93,7 @@ class Context:
     def gpu_labels(self) -> list[str]:
         """What a GPU alert carries besides the GPU's identity: all stable while the GPU is."""
         roles = self.labels.dcgm.labels
-        stable = [HOST, roles.gpu, roles.mig_profile, roles.model, NAMESPACE]
+        stable = [HOST, roles.gpu, roles.mig_profile, roles.model]
         return [label for label in stable if label not in self.gpu_id]
 
     def presence(self, by: list[str], *matchers: str) -> str:
@@ -107,14 +116,51 @@ class Context:
         wl = self.labels.workload
         mapped = self.presence(self.gpu_id + [wl.namespace, wl.pod], f'{wl.pod}!=""')
         named = b.copy_label(b.copy_label(mapped, wl.namespace, NAMESPACE), wl.pod, POD)
-        return Memory(GPU_WORKLOAD, b.seen_at(named, self.gpu_id + [NAMESPACE, POD]))
+        return self._remember(
+            GPU_WORKLOAD, named, self.gpu_id + [NAMESPACE, POD], self.config.remember.workload
+        )
 
     def dcgm_target_host(self) -> Memory:
         seen = self._host(self.presence(self.target + self.labels.host_spellings))
-        return Memory(DCGM_TARGET_HOST, b.seen_at(seen, self.target + [HOST]))
+        return self._remember(DCGM_TARGET_HOST, seen, self.target + [HOST], self.config.remember.targets)
 
     def vllm_target_model(self) -> Memory:
-        return Memory(VLLM_TARGET_MODEL, b.seen_at(self.sb.select(self.sb.liveness), self.target + [MODEL]))
+        seen = self.sb.select(self.sb.liveness)
+        return self._remember(VLLM_TARGET_MODEL, seen, self.target + [MODEL], self.config.remember.targets)
+
+    @staticmethod
+    def _remember(record: str, seen: str, by: list[str], window: str) -> Memory:
+        return Memory(record, b.remember(seen, by, record, seconds(window)))
+
+    def engines_seen(self) -> Memory:
+        """Every engine (with its target) seen within `config.remember.parts`: what a rank that stops
+        reporting is compared with. A slow group's record, so the hours it reads are read rarely."""
+        keys = self.labels.identity("engine") + self.target
+        seen = f"last_over_time({self.sb.select(self.sb.liveness)}[{self.config.remember.parts}])"
+        return Memory(ENGINE_SEEN, b.agg("group", keys, seen), self.config.remember.parts_every)
+
+    def gpus_seen(self) -> Memory:
+        """Every GPU or MIG instance (with its exporter, host and description) seen within
+        `config.remember.parts`; the description stays, since the GPU info of a GPU that vanished is gone."""
+        seen = f"last_over_time({self.sb.select(PART_FIELD)}[{self.config.remember.parts}])"
+        keys = self.part_labels("dcgm") + self.target
+        return Memory(GPU_SEEN, b.agg("group", keys, self._host(seen)), self.config.remember.parts_every)
+
+    def part_labels(self, source: str) -> list[str]:
+        """What a part alert carries: the part's identity, and for a GPU its host and description."""
+        if source == "vllm":
+            return self.labels.identity("engine")
+        roles = self.labels.dcgm.labels
+        described = (roles.gpu, roles.mig_profile, roles.model)
+        return self.gpu_id + [HOST] + [label for label in described if label not in self.gpu_id]
+
+    def seen_recently(self, source: str) -> str:
+        """The parts' memory as the alerts read it: the last record within two of its intervals."""
+        memory = self.engines_seen() if source == "vllm" else self.gpus_seen()
+        keys = self.part_labels(source) + self.target
+        twice = 2 * int(seconds(self.config.remember.parts_every))
+        window = f"{twice // 60}m" if twice % 60 == 0 else f"{twice}s"
+        return f"last_over_time({self._memory(memory.record, source, keys)}[{window}])"
 
     def targets(self, source: str) -> Memory | None:
         """How many targets a source has per cluster (vLLM: per namespace); None when there is nothing
@@ -144,36 +190,27 @@ class Context:
 
     # -- the joins alerts use -----------------------------------------------------------------
     def gpu(self, expr: str) -> str:
-        """A per-GPU result with the GPU's stable labels and its workload namespace.
+        """A per-GPU result with the GPU's stable labels.
 
         A plain join: `gpu:dcgm_gpu:info` has a series for every GPU that exports any presence field,
-        and every per-GPU alert reads one of those fields, so the join cannot drop a result (the
-        workload namespace, which a GPU may lack, is joined onto the info with a left join)."""
-        seen = self._memory(GPU_WORKLOAD, "dcgm", self.gpu_id + [NAMESPACE, POD])
-        workload = b.recall(seen, self.gpu_id, self.config.remember.workload)
+        and every per-GPU alert reads one of those fields, so the join cannot drop a result."""
         info = self._memory(GPU_INFO, "dcgm", self.gpu_id + self.gpu_labels())
-        return b.join(
-            expr, b.left_join(info, workload, self.gpu_id, [NAMESPACE]), self.gpu_id, self.gpu_labels()
-        )
+        return b.join(expr, info, self.gpu_id, self.gpu_labels())
 
     def dcgm_target(self, expr: str) -> str:
         """A per-exporter-target result with the host it serves (also after it went down)."""
         seen = self._memory(DCGM_TARGET_HOST, "dcgm", self.target + [HOST])
-        return b.left_join(
-            expr, b.recall(seen, self.target, self.config.remember.targets), self.target, [HOST]
-        )
+        return b.left_join(expr, b.recall(seen, self.target), self.target, [HOST])
 
     def vllm_target(self, expr: str) -> str:
         """A per-vLLM-target result with the model it serves (also after it went down)."""
         seen = self._memory(VLLM_TARGET_MODEL, "vllm", self.target + [MODEL])
-        return b.left_join(
-            expr, b.recall(seen, self.target, self.config.remember.targets), self.target, [MODEL]
-        )
+        return b.left_join(expr, b.recall(seen, self.target), self.target, [MODEL])
 
     def was_engine(self) -> str:
         """The vLLM targets that exported engine metrics within `config.remember.targets`."""
         seen = self._memory(VLLM_TARGET_MODEL, "vllm", self.target + [MODEL])
-        return b.agg("group", self.target, f"max_over_time({seen}[{self.config.remember.targets}])")
+        return b.agg("group", self.target, seen)
 
     def gone(self, source: str) -> str | None:
         memory = self.targets(source)
@@ -198,6 +235,8 @@ class Context:
         if kind == "metrics_absent":
             out += [self.vllm_target_model() if source == "vllm" else self.dcgm_target_host()]
             out.append(self.targets(source))
+        if kind == "part_missing":
+            out.append(self.engines_seen() if source == "vllm" else self.gpus_seen())
         return [m for m in out if m is not None]
 
     def _gpu(self) -> list[Memory]:

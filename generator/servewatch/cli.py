@@ -13,6 +13,7 @@ from .tools import cli as tools_cli
 from .lint import cli as lint_cli
 from .investigate import cli as investigate_cli
 from .calibrate import cli as calibrate_cli
+from .backtest import cli as backtest_cli
 from .errors import ServewatchError, SpecErrors
 
 
@@ -219,6 +220,7 @@ def parser() -> argparse.ArgumentParser:
     tools_cli.add_cli(sub)
     lint_cli.add_cli(sub)
     investigate_cli.add_cli(sub)
+    backtest_cli.add_cli(sub)
     detect.add_cli(sub)
     upgrades.add_cli(sub)
     calibrate_cli.add_cli(sub)

@@ -17,7 +17,7 @@ from .runbooks import links
 from .signals import SignalBuilder
 from .slo.exprs import SloExprs
 from .slo.plan import FAMILY as SLO_FAMILY
-from .slo.plan import BurnAlert, SloPlan
+from .slo.plan import BurnAlert, InputsAlert, SloPlan
 from .spec.loader import Spec
 from .spec.schema import Alert, Dashboard, Signal
 
@@ -40,7 +40,7 @@ class AlertRule:
     annotations: dict[str, str]
     group: str
     family: str
-    spec: Alert | BurnAlert  # the alert with overrides applied, or an SLO's burn-rate row
+    spec: Alert | BurnAlert | InputsAlert  # the alert with overrides applied, or an SLO's alert
 
     @property
     def result_labels(self) -> dict[str, str]:
@@ -82,12 +82,15 @@ class Model:
     def __init__(self, spec: Spec, dashboard_panels: dict[str, dict[str, int]] | None = None):
         self.spec = spec
         self.config = spec.config
-        self.builder = SignalBuilder(spec.config)
+        self.builder = SignalBuilder(spec.config, signals=spec.signals)
         self.context = Context(self.builder)
         self.tokens = self.builder.labels.tokens()
         # dashboard uid -> {alert: id of the panel that shows it}; its dashboard_url opens that panel
         self.dashboard_panels = dashboard_panels or {}
-        self.slos = SloPlan(spec.slos, SloExprs(self.builder), self._slo_dashboard())
+        # the SLO groups read the rates the rule set records anyway (bucket rates, finished requests
+        # per reason), so each raw series is read once per evaluation
+        slo_builder = self.builder.reading(self._recorded_signals())
+        self.slos = SloPlan(spec.slos, SloExprs(slo_builder), self._slo_dashboard())
 
     def with_dashboard_panels(self, panels: dict[str, dict[str, int]]) -> "Model":
         """The same model, whose alerts' dashboard_url also open the panel that shows each alert."""
@@ -123,17 +126,21 @@ class Model:
         out = []
         remembered: set[str] = set()  # memory records, each in the first group whose alerts need it
         for group in self.spec.groups:
-            gov = self.spec.overrides.groups.get(group.name)
-            enabled = group.enabled if gov is None or gov.enabled is None else gov.enabled
-            if not enabled:
+            if not self._enabled(group):
                 continue
+            gov = self.spec.overrides.groups.get(group.name)
             interval = gov.interval if gov and gov.interval else group.interval
             specs = [a for a in (effective_alert(a, self.spec) for a in group.alerts) if a.enabled]
             records = list(self._group_records(group.records))
+            slow: dict[str, list[RecordRule]] = {}  # memories that read a long range, per interval
             for memory in (m for a in specs for m in self.context.memories(a, self.spec.signals)):
                 if memory.record not in remembered:
                     remembered.add(memory.record)
-                    records.append(RecordRule(memory.record, memory.expr))
+                    rule = RecordRule(memory.record, memory.expr)
+                    (slow.setdefault(memory.every, []) if memory.every else records).append(rule)
+            for every, rules in slow.items():
+                name = f"{group.name}-memory"
+                out.append(RuleGroup(name, group.family, every, tuple(rules), ()))
             alerts = tuple(self._alert(a, group.name, group.family) for a in specs)
             if records or alerts:
                 out.append(RuleGroup(group.name, group.family, interval, tuple(records), alerts))
@@ -142,6 +149,15 @@ class Model:
             alerts = tuple(self._alert(a, planned.name, SLO_FAMILY) for a in planned.alerts)
             out.append(RuleGroup(planned.name, SLO_FAMILY, None, records, alerts))
         return tuple(out)
+
+    def _enabled(self, group) -> bool:
+        return self.spec.group_enabled(group)
+
+    def _recorded_signals(self) -> list[Signal]:
+        """The signals recorded by an enabled rule group."""
+        # a name no signal has is validation's to report (spec_checks), with its file and line
+        signals = self.spec.signals
+        return [signals[n] for g in self.spec.groups if self._enabled(g) for n in g.records if n in signals]
 
     def _slo_dashboard(self) -> Dashboard:
         """Where SLO alerts link: the SLO dashboard, its variables filled from the grouping labels."""
@@ -184,13 +200,14 @@ class Model:
             spec=alert,
         )
 
-    def _alert_expr(self, alert: Alert | BurnAlert) -> str:
-        if isinstance(alert, BurnAlert):
+    def _alert_expr(self, alert: Alert | BurnAlert | InputsAlert) -> str:
+        if isinstance(alert, (BurnAlert, InputsAlert)):
             return alert.expr
         if alert.signal:
             return self._threshold_expr(alert)
         ab = alert.absence
-        return self.builder.absence(ab.kind, ab.source, self.spec.signals, ab.signal, ab.absent_fires, ab)
+        signals = self.spec.signals_read()
+        return self.builder.absence(ab.kind, ab.source, signals, ab.signal, ab.absent_fires, ab)
 
     def _threshold_expr(self, alert: Alert) -> str:
         """`signal op threshold`; a GPU's signal keyed by the GPU alone, with the GPU's stable labels

@@ -37,8 +37,8 @@ import math
 import re
 from dataclasses import dataclass
 
-from .spec.fields import DURATION_RE
-from .spec.schema import seconds
+from .spec.fields import DURATION_RE, MAX_DURATION_MS, MAX_SAMPLES
+from .spec.schema import MAX_EVAL_MS, seconds
 
 EVAL_INTERVAL = "30s"  # the promtool tests' rule evaluation interval (render/unit_tests.py)
 EXPR_RE = re.compile(r"\$\{([^}]*)\}")
@@ -62,6 +62,10 @@ class ExpressionError(ValueError):
 
 class Unadaptable(ValueError):
     """An expression that is correct but has no value for the alert's resolved threshold or `for`."""
+
+
+class TooLong(Unadaptable):
+    """A scenario whose times, as resolved, are more than a generated promtool test can hold."""
 
 
 # -- the expression language -------------------------------------------------------------------
@@ -133,7 +137,12 @@ class _Parser:
         if kind == "number":
             return float(text)
         if kind == "duration":  # any order of units, as written in an expression
-            return float(sum(int(n) * UNIT_S[u] for n, u in re.findall(r"(\d+)(ms|s|m|h|d|w|y)", text)))
+            value = float(sum(int(n) * UNIT_S[u] for n, u in re.findall(r"(\d+)(ms|s|m|h|d|w|y)", text)))
+            if value * 1000 > MAX_DURATION_MS:  # promtool: "duration out of range"
+                raise ExpressionError(
+                    f"{text} in {self.text!r} is longer than Prometheus can hold (about 292 years)"
+                )
+            return value
         if kind == "name":
             if self._peek() == "(":
                 return self._call(text)
@@ -206,7 +215,18 @@ def at_seconds(at: str, names: dict[str, float | None]) -> float:
     value = float(seconds(at)) if is_duration(at) else evaluate(at, names)
     if value < 0:
         raise Unadaptable(f"at {at!r} is {value:g}s, before the scenario starts")
+    if value * 1000 > MAX_EVAL_MS:  # promtool evaluates every rule up to it
+        raise TooLong(f"at {at!r} is {duration_text(value)}, later than a scenario may run (7d)")
     return value
+
+
+def duration_text(value_s: float) -> str:
+    """Seconds as a short human duration for a message (4d3h, 90s)."""
+    out, rest = "", int(value_s)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if rest >= size:
+            out, rest = out + f"{rest // size}{unit}", rest % size
+    return out or f"{value_s:g}s"
 
 
 def duration(value_s: float) -> str:
@@ -257,6 +277,9 @@ def alert_names(model, alert, interval_s: float) -> dict[str, float | None]:
         "keep_firing_for": float(seconds(spec.keep_firing_for or "0s")),
         "min_traffic": float(spec.min_traffic or 0),
         "startup_grace": float(seconds(spec.absence.startup_grace or "0s")) if spec.absence else 0.0,
+        "busy": float(spec.absence.busy or 0) if spec.absence else 0.0,
+        "parts": float(seconds(config.remember.parts)),
+        "parts_every": float(seconds(config.remember.parts_every)),
         "window": float(seconds(config.rate_window)),
         "scrape": float(seconds(config.scrape_interval)),
         "interval": interval_s,
@@ -382,6 +405,13 @@ def resolve(model, scenario) -> Resolved:
     _no_contradictions(timed)
     last = max((at for at, *_ in timed), default=0.0)
     span = float(math.ceil((last + SPAN_MARGIN_S) / interval))
+    if span > MAX_SAMPLES:  # every `x${span}` series would be longer than promtool loads
+        exc = TooLong(
+            f"the last check at {duration_text(last)} needs {span:,.0f} samples every {scenario.interval}; "
+            f"promtool loads at most {MAX_SAMPLES:,} per series"
+        )
+        exc.field = ("interval",)
+        raise exc
     own = _lets(scenario, {**base, "span": span})
     lets = {k: own[k] for k in scenario.let}
     series = tuple(
@@ -390,6 +420,7 @@ def resolve(model, scenario) -> Resolved:
             _at_field(("series", i, "values"), lambda v, n: expand(substitute(v, n)), s.values, own),
         )
         for i, s in enumerate(scenario.series)
+        if all(getattr(model.config, need) is not None for need in s.needs)
     )
     checks = []
     for at, exp_rule, ei, exp in timed:

@@ -6,6 +6,7 @@ thing share one expression (or its recording rule).
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Sequence
@@ -13,11 +14,11 @@ from typing import Sequence
 from . import catalog as catalog_mod
 from .catalog.exporter import DcgmFacts, ExporterProfile, WorkloadLabels
 from .absence import Absences
-from .alert_context import HOST, fold_host, gpu_pod_lookup
+from .alert_context import HOST, fold_host, gpu_workload_lookup
 from .promql import builders as b
+from .spec.deployment import ROLES
+from .promql.histograms import Histograms
 from .spec.schema import Config, Signal
-
-INF_BUCKET = 'le="+Inf"'  # a histogram's last bucket counts every observation (its _count)
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,31 @@ class Labels:
             "engine": self.config.identity.vllm,
             "model": self.config.identity.model,
         }
-        return self._cluster() + list(ident[level])
+        deployment = self.deployment() if level in ("engine", "model") else []
+        return self._cluster() + deployment + list(ident[level])
+
+    def deployment(self) -> list[str]:
+        """The configured role and track labels: part of every engine's and model's identity, so
+        prefill and decode, stable and canary are each their own series and alert."""
+        return [dim.label for dim in (self.config.role, self.config.track) if dim is not None]
+
+    def deployment_defaults(self) -> dict[str, str]:
+        """The role and track labels of an aggregated engine on the stable track: what synthetic and
+        scenario series carry where they name no role or track of their own."""
+        out = {}
+        if self.config.role is not None:
+            out[self.config.role.label] = self.config.role.values["both"][0]
+        if self.config.track is not None:
+            out[self.config.track.label] = self.config.track.stable
+        return out
+
+    def role_matcher(self, roles) -> str:
+        """The matcher that keeps the series of `roles`; empty where no role is configured or
+        every role is read."""
+        role = self.config.role
+        if role is None or not roles or set(roles) >= set(ROLES):
+            return ""
+        return role.matcher(roles)
 
     # -- the exporter ----------------------------------------------------------------------
     @property
@@ -117,26 +142,101 @@ class Labels:
                 if self.config.cluster_label
                 else ""
             ),
-            # descriptions: `{{ with [[gpu_pod_lookup]] }}...{{ . | first | label "pod" }}{{ end }}`
-            "gpu_pod_lookup": gpu_pod_lookup(self.identity("gpu"), self.config.remember.workload),
+            # descriptions: `{{ with [[gpu_workload_lookup]] }}...{{ . | first | label "pod" }}{{ end }}`;
+            # gpu_pod_lookup is its earlier name, kept for specs that use it
+            **dict.fromkeys(
+                ("gpu_workload_lookup", "gpu_pod_lookup"), gpu_workload_lookup(self.identity("gpu"))
+            ),
             "rate_window": self.config.rate_window,
+            "remember_parts": self.config.remember.parts,
+            # scenarios: the role and track labels and values (their defaults where none is configured)
+            **self.deployment_tokens(),
+            # descriptions: the role and track an engine's or model's alert is about, where configured
+            "deployment": self.deployment_text(),
+            # descriptions of TTFT alerts: which side measured it; runbook prose: the same, at length
+            "measured_side": self.ttft_side(),
+            "ttft_side_note": self.ttft_side_note(),
         }
+
+    def ttft_side_note(self) -> str:
+        if self.config.role is None:
+            return ""
+        return (
+            f" With prefill and decode apart (config.role) each role is its own series (label "
+            f"`{self.config.role.label}`), measured on its engines, not at the client: a prefill engine's"
+            " TTFT is its queue and prefill; a decode engine's starts when the router hands it the request"
+            " and includes the wait for the KV transfer, not the prefill. The client's TTFT is about their"
+            " sum; a gateway or frontend source measures it directly."
+        )
+
+    def deployment_tokens(self) -> dict[str, str]:
+        role, track = self.config.role, self.config.track
+        values = role.values if role else {r: (r,) for r in ROLES}
+        return {
+            "role": role.label if role else "role",
+            **{f"{r}_role": values[r][0] for r in ROLES},
+            "track": track.label if track else "track",
+            "stable_track": track.stable if track else "stable",
+        }
+
+    def deployment_text(self) -> str:
+        parts = [
+            f"{what} {{{{ $labels.{dim.label} }}}}"
+            for what, dim in (("role", self.config.role), ("track", self.config.track))
+            if dim is not None
+        ]
+        return f" ({', '.join(parts)})" if parts else ""
+
+    def ttft_side(self) -> str:
+        """Which side a TTFT alert measures, said in its description. The engine's own histogram is
+        the instance's view; with prefill and decode apart neither is the client's (a decode engine's
+        includes the KV transfer wait, not the prefill). The hook for a gateway or frontend source:
+        where one is configured, TTFT alerts read it and this says client-side."""
+        if self.config.role is None:
+            return ""
+        return (
+            f"; measured on the {{{{ $labels.{self.config.role.label} }}}} engines, not at the client: "
+            "a decode engine's includes the KV transfer wait, a prefill engine's only the prefill"
+        )
 
 
 class SignalBuilder:
     def __init__(
-        self, config: Config, catalog: catalog_mod.Catalog | None = None, recorded: Sequence[Signal] = ()
+        self,
+        config: Config,
+        catalog: catalog_mod.Catalog | None = None,
+        recorded: Sequence[Signal] = (),
+        signals: dict[str, Signal] | None = None,
     ):
         self.config = config
+        self.signals = signals or {}  # every signal by name: a track_ratio reads the one it compares
         self.catalog = catalog or catalog_mod.load()
         self.labels = Labels(config, self.catalog)
         # rate and bucket_rate signals whose recording rules are evaluated before what this builder
         # builds (earlier in the same rule group): read from them instead of the raw counters
         self.recorded = tuple(recorded)
+        self.roles: tuple[str, ...] = ()  # the roles whose vLLM series this builder reads (all: empty)
+        self.histograms = Histograms(config.histograms, self._is_histogram)
+
+    def _is_histogram(self, name: str) -> bool:
+        entry = self.catalog.lookup(name + "_bucket")
+        return entry is not None and entry.type == "histogram"
 
     def reading(self, recorded: Sequence[Signal]) -> "SignalBuilder":
         """This builder, reading the rates and bucket rates of `recorded` signals from their records."""
-        return SignalBuilder(self.config, self.catalog, recorded)
+        return SignalBuilder(self.config, self.catalog, recorded, self.signals).of_roles(self.roles)
+
+    def of_roles(self, roles: Sequence[str]) -> "SignalBuilder":
+        """This builder, reading only the vLLM series of `roles` where config.role is set."""
+        if tuple(roles) == self.roles:
+            return self
+        out = copy.copy(self)  # a subclass keeps what it adds (runbooks' ScopedBuilder: its filters)
+        out.roles = tuple(roles)
+        return out
+
+    @property
+    def role_matcher(self) -> str:
+        return self.labels.role_matcher(self.roles)
 
     # -- names and selectors -------------------------------------------------------------
     @property
@@ -173,7 +273,9 @@ class SignalBuilder:
 
     def select(self, metric: str, *matchers: str) -> str:
         name = self.metric_name(metric)
-        return b.selector(name, self.config.selectors.get(self.source(name), ""), *matchers)
+        source = self.source(name)
+        role = self.role_matcher if source == "vllm" else ""
+        return b.selector(name, self.config.selectors.get(source, ""), role, *matchers)
 
     def up(self, source: str, extra: str = "") -> str:
         return b.selector("up", self.config.targets[source], extra)
@@ -181,10 +283,12 @@ class SignalBuilder:
     # -- signals ------------------------------------------------------------------------
     def expr(self, signal: Signal, window: str | None = None, quantile: float | None = None) -> str:
         """The PromQL for a signal; `window` replaces the rate window (dashboards pass $__rate_interval)."""
+        if tuple(signal.roles) != self.roles:
+            return self.of_roles(signal.roles).expr(signal, window, quantile)
         window = window or self.config.rate_window
         ident = self.labels.identity(signal.level)
         if signal.kind == "gauge":
-            return b.dedup(self.select(signal.metric), ident + list(signal.by))
+            return b.dedup(self.select(signal.metric, signal.matchers), ident + list(signal.by))
         if signal.kind == "matched_ratio":
             part, rest = self.select(signal.numerator), self.select(signal.partner)
             if signal.level != "gpu":
@@ -204,13 +308,39 @@ class SignalBuilder:
         if signal.kind == "quantile":
             q = quantile if quantile is not None else signal.quantiles[0]
             return self.histogram_quantile(signal.metric, q, window, signal.level)
+        if signal.kind == "track_ratio":
+            return self.track_ratio(signal)
         raise ValueError(f"unknown signal kind {signal.kind}")
 
     def denominator(self, signal: Signal, window: str | None = None) -> str:
         """A counter_ratio's denominator: the rate of every event it counts (e.g. finished requests)."""
+        if tuple(signal.roles) != self.roles:
+            return self.of_roles(signal.roles).denominator(signal, window)
+        if signal.kind == "track_ratio":
+            return self.track_traffic(signal, window or self.config.rate_window)
         keep = [label for label, _, _ in b.parse_matchers(signal.matchers)]
         window = window or self.config.rate_window
         return self._rate_at_level(signal.metric, "", window, signal.level, [], keep)
+
+    # -- tracks: each track against the stable one --------------------------------------------
+    def track_ratio(self, signal: Signal) -> str:
+        """The compared signal's recorded value of each track other than the stable one over the
+        stable track's, per identity; no result where the stable track has none (or zero)."""
+        of, track = self.signals[signal.of], self.config.track
+        ident = self.labels.identity(signal.level)
+        beside = [label for label in ident if label != track.label]  # the stable twin's identity
+        quantile = [f'quantile="{signal.quantiles[0]:g}"'] if signal.quantiles else []
+        other = b.dedup(b.selector(of.record, *quantile, track.others_matcher()), ident)
+        stable = b.dedup(b.selector(of.record, *quantile, track.stable_matcher()), beside)
+        return b.guarded_div(other, stable, beside, many_left=True)
+
+    def track_traffic(self, signal: Signal, window: str) -> str:
+        """A track_ratio's traffic: what the compared signal counts per second on each non-stable
+        track (a histogram's observations, a ratio's events), per identity."""
+        of = self.signals[signal.of]
+        counted = f"{of.metric}_count" if of.kind == "quantile" else of.metric
+        series = self.of_roles(of.roles).select(counted, self.config.track.others_matcher())
+        return self._raw_rate(series, window, signal.level)
 
     # -- rates: from raw counters, or from a recorded rate at the same or a finer level ------------
     def _coarser(self, level: str, than: str) -> bool:
@@ -234,9 +364,20 @@ class SignalBuilder:
                 and not s.matchers
                 and set(needs) <= set(s.by)
                 and self._coarser(level, s.level)
+                and self._readable_roles(s)
             ):
                 return s
         return None
+
+    def _readable_roles(self, recorded: Signal) -> bool:
+        """Whether a recorded signal holds the series of this builder's roles (all, or the same)."""
+        return self.config.role is None or not recorded.roles or set(recorded.roles) == set(self.roles)
+
+    def recorded_source(
+        self, kind: str, metric: str, level: str, needs: Sequence[str], window: str
+    ) -> Signal | None:
+        """The recorded signal a rule outside its group can read `metric`'s rates from, if any."""
+        return self._recorded(kind, metric, level, needs, window)
 
     def _rate_at_level(
         self, metric: str, matchers: str, window: str, level: str, by: list[str], dedup_extra: list[str] = ()
@@ -247,7 +388,7 @@ class SignalBuilder:
         matched = [label for label, _, _ in b.parse_matchers(matchers)] if matchers else []
         rec = self._recorded("rate", metric, level, [*by, *matched], window)
         if rec is not None:
-            source = b.selector(rec.record, matchers)
+            source = b.selector(rec.record, matchers, self._narrowing(rec))
             same = rec.level == level and set(rec.by) == set(by)
             return source if same else b.agg("sum", ident + by, source)
         return self._raw_rate(self.select(metric, matchers), window, level, by, dedup_extra)
@@ -260,7 +401,7 @@ class SignalBuilder:
         engine = (
             self.labels.identity("engine") if level in ("engine", "model") else self.labels.identity(level)
         )
-        per_engine = b.dedup(b.rate(series, window), engine + by + list(dedup_extra))
+        per_engine = self.histograms.deduped_rate(series, window, engine + by + list(dedup_extra))
         if level in ("engine", "gpu"):
             return per_engine if not dedup_extra else b.agg("sum", engine + by, per_engine)
         return b.agg("sum", self.labels.identity(level) + by, per_engine)
@@ -271,16 +412,23 @@ class SignalBuilder:
         condition "it observed something"), from a recorded bucket_rate signal when one is there."""
         keep = self.labels.identity(level) + list(by)
         rec = None if by else self._recorded("bucket_rate", metric, level, [], window)
+        h = self.histograms
         if rec is not None:
-            total = b.selector(rec.record, INF_BUCKET)
+            narrow = self._narrowing(rec)
+            series = b.selector(rec.record, narrow)
+            total = h.recorded_total(rec.record, self.labels.identity(rec.level), narrow)
             if rec.level == level:
-                return rec.record, f"{total} > 0"
-            return b.agg("sum", keep + ["le"], rec.record), f"{b.agg('sum', keep, total)} > 0"
+                return series, f"{total} > 0"
+            return b.agg("sum", h.grouping(keep + ["le"]), series), f"{b.agg('sum', keep, total)} > 0"
         engine = self.labels.identity("engine")
-        buckets = b.dedup(b.rate(self.select(f"{metric}_bucket"), window), engine + ["le"])
-        by_le = buckets if keep == engine else b.agg("sum", keep + ["le"], buckets)
-        counts = b.agg("sum", keep, b.dedup(b.rate(self.select(f"{metric}_count"), window), engine))
+        buckets = h.deduped_rate(self.select(f"{metric}_bucket"), window, engine + ["le"])
+        by_le = buckets if keep == engine else b.agg("sum", h.grouping(keep + ["le"]), buckets)
+        counts = b.agg("sum", keep, h.deduped_rate(self.select(f"{metric}_count"), window, engine))
         return by_le, f"{counts} > 0"
+
+    def _narrowing(self, recorded: Signal) -> str:
+        """The role matcher a read of a recorded signal of every role needs."""
+        return "" if recorded.roles else self.role_matcher
 
     def model_rate(self, series: str, window: str, keep: tuple[str, ...] = ()) -> str:
         """Per-second rate of counter `series` per model: deduplicated per engine (and `keep`), summed.
@@ -296,12 +444,16 @@ class SignalBuilder:
 
     # -- companions that keep an alert family from going silently blind --------------------------
     def input_metrics(self, source: str, signals) -> list[str]:
-        """The series the signals of a source read (a histogram through its _count), sorted."""
+        """The series the signals of a source read (a histogram through its _count), sorted; not the
+        catalog's optional metrics, which an engine without that feature never exports."""
         out = set()
         for s in signals:
             if s.kind == "bucket_rate":  # feeds quantiles (whose signals name the input) and heatmaps
                 continue
             for name in (s.metric, s.numerator, s.partner):
+                entry = self.catalog.lookup(self.metric_name(name)) if name else None
+                if entry is not None and entry.optional:  # a family only some engines export (NIXL)
+                    continue
                 if name and self.source(self.metric_name(name)) == source:
                     out.add(self.metric_name(name) + ("_count" if s.kind == "quantile" else ""))
         return sorted(out)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import yaml
 
+from servewatch.slo.plan import INPUTS_ALERT
 from servewatch.spec.loader import load
 from servewatch.spec.schema import seconds
 
@@ -65,7 +66,8 @@ def compressed_specs(specs: Path, out: Path, factor: float, cluster_label: str |
     # data (tests/test_slo_integration.py) and in promtool (promtool/slo.test.yaml)
     if spec.slos:
         (out / "slos.yaml").write_text("slos: {}\n")
-        slo_alerts = {slo.alerting.alert for slo in spec.slos.values()}
+        # the SLO groups' own alerts go with them: their burn alerts and the inputs-missing alert
+        slo_alerts = {slo.alerting.alert for slo in spec.slos.values()} | {INPUTS_ALERT}
         runbooks_path = out / "runbooks.yaml"
         doc = yaml.safe_load(runbooks_path.read_text())
         doc["runbooks"] = {k: v for k, v in doc["runbooks"].items() if k not in slo_alerts}

@@ -12,18 +12,34 @@ from its name and file).
 
 from __future__ import annotations
 
+import re
 from typing import Iterable
 
 import promql_parser as pp
 
 from servewatch.promql import tree
 
-__all__ = ["reads", "stages"]
+__all__ = ["backfilled", "reads", "stages"]
+
+# builders.remember's shape: max by (K) (<seen now> or last_over_time(<itself>[gap]) > time() - <window s>)
+_MEMORY = re.compile(
+    r"max by \((?P<by>[^)]*)\) \(\n  (?P<now>.*)\nor\n  "
+    r"last_over_time\((?P<record>[\w:]+)\[\w+\]\) > time\(\) - (?P<window>[0-9.e+]+)\n\)",
+    re.S,
+)
 
 
 def reads(expr: str) -> set[str]:
     """The metric names an expression selects."""
     return {s.name for s in tree.selectors(pp.parse(expr)) if s.name}
+
+
+def backfilled(record: str, expr: str) -> str:
+    """`expr` as a backfill evaluates it: a memory of `record` without its read of itself."""
+    m = _MEMORY.fullmatch(expr)
+    if m is None or m["record"] != record:
+        return expr
+    return f"max by ({m['by']}) (max_over_time(({m['now']})[{m['window']}s:]))"
 
 
 def stages(rule_files: Iterable[dict]) -> list[list[dict]]:
@@ -35,7 +51,7 @@ def stages(rule_files: Iterable[dict]) -> list[list[dict]]:
         for group in body.get("groups") or []:
             for rule in group.get("rules") or []:
                 if "record" in rule:
-                    exprs.setdefault(rule["record"], []).append(rule["expr"])
+                    exprs.setdefault(rule["record"], []).append(backfilled(rule["record"], rule["expr"]))
 
     level: dict[str, int] = {}
 
@@ -58,7 +74,9 @@ def stages(rule_files: Iterable[dict]) -> list[list[dict]]:
             groups = []
             for group in body.get("groups") or []:
                 rules = [
-                    r for r in group.get("rules") or [] if "record" in r and stage_of(r["expr"], ()) == n
+                    {**r, "expr": backfilled(r["record"], r["expr"])}
+                    for r in group.get("rules") or []
+                    if "record" in r and stage_of(backfilled(r["record"], r["expr"]), ()) == n
                 ]
                 if rules:
                     groups.append({**{k: v for k, v in group.items() if k != "rules"}, "rules": rules})

@@ -97,10 +97,24 @@ def exposition(series: Iterable[Series], step: int, drop: Iterable[str] = (), sc
         if kind == "counter" and all(s.name.endswith("_total") for s, _ in group):
             typed, family = "counter", group[0][0].name  # the 0.0.4 text names a counter with _total
         out.append(f"# TYPE {family} {typed}\n")
-        for s, v in sorted(group, key=lambda sv: (sv[0].name, sv[0].labels)):
+        order = _histogram_order if kind == "histogram" else (lambda sv: (sv[0].name, sv[0].labels))
+        for s, v in sorted(group, key=order):
             labels = ",".join(f'{k}="{_escape(val)}"' for k, val in s.labels if k not in drop)
             out.append(f"{s.name}{{{labels}}} {_fmt(v)}\n" if labels else f"{s.name} {_fmt(v)}\n")
     return "".join(out)
+
+
+_SUFFIX_ORDER = {"_bucket": 0, "_count": 1, "_sum": 2}
+
+
+def _histogram_order(sv: tuple[Series, float]) -> tuple:
+    """As a client library writes a histogram: each label set whole (buckets by ascending le, then
+    count and sum), which Prometheus' conversion to native histograms (NHCB) reads one set at a time."""
+    s = sv[0]
+    suffix = next((x for x in _SUFFIX_ORDER if s.name.endswith(x)), "")
+    labels = tuple((k, v) for k, v in s.labels if k != "le")
+    le = dict(s.labels).get("le")
+    return (labels, _SUFFIX_ORDER.get(suffix, 3), float(le) if le is not None else 0.0, s.name)
 
 
 class ScrapeServer:

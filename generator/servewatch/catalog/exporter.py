@@ -123,6 +123,21 @@ class ExporterProfile(_Fact):
         return self.model_copy(update={"metrics": metrics})
 
 
+def _extended(name: str, profile, profiles: dict) -> dict:
+    """A profile's facts with those of the profile it `extends` beneath them."""
+    if not isinstance(profile, dict):
+        return profile
+    own = {"name": name, **profile}
+    base_name = own.pop("extends", None)
+    if base_name is None:
+        return own
+    base = profiles.get(base_name)
+    if not isinstance(base, dict) or "extends" in base:
+        raise ValueError(f"profiles.{name}.extends: {base_name!r} is not a profile that extends none")
+    metrics = {**(base.get("metrics") or {}), **(own.get("metrics") or {})}
+    return {**{k: v for k, v in base.items() if k != "metrics"}, **own, "metrics": metrics}
+
+
 class DcgmFacts(_Fact):
     """Everything dcgm.yaml says about the exporter."""
 
@@ -135,14 +150,12 @@ class DcgmFacts(_Fact):
     @model_validator(mode="before")
     @classmethod
     def _profile_names(cls, data):
-        """A profile's name is its key."""
+        """A profile's name is its key; one that `extends` another has the other's names and the
+        driver label, with its own `metrics:` in their place (an exporter release that renames a few
+        fields is a few lines, not a copy of the whole list)."""
         if isinstance(data, dict) and isinstance(data.get("profiles"), dict):
-            data = {
-                **data,
-                "profiles": {
-                    k: {"name": k, **v} if isinstance(v, dict) else v for k, v in data["profiles"].items()
-                },
-            }
+            raw = data["profiles"]
+            data = {**data, "profiles": {k: _extended(k, v, raw) for k, v in raw.items()}}
         return data
 
     @model_validator(mode="after")

@@ -13,10 +13,13 @@ from .runner import EXIT_ERROR, detect
 
 DESCRIPTION = f"""Ask a Prometheus which layout the exporters really use (dcgm-exporter FB names and units,
 Hostname/hostname, exported_pod/pod, MIG, duplicate scrapes, target selectors, vLLM labels and removed
-vLLM metric names) and print a suggested `config:` block with findings, compared with --specs.
+vLLM metric names, classic or native histograms, a latency SLO's bucket missing where its histogram is
+scraped) and print a suggested `config:` block with findings, compared with --specs.
 
-Exit codes: 0 the current config matches what was detected, 3 it differs, 1 Prometheus could not be
-asked (unreachable, refused, timed out, rejected a query), 2 the specs are invalid.
+Exit codes: 0 the current config matches what was detected, 3 it differs, 4 nothing was detected for
+dcgm-exporter or vLLM (no series at that time and selectors: those settings were not checked), 1
+Prometheus could not be asked (unreachable, refused, timed out, rejected a query), 2 the specs are
+invalid.
 
 Credentials come from the environment only (as for `servewatch investigate`); default URL: ${ENV_URL}."""
 
@@ -44,11 +47,12 @@ def cmd_detect(args) -> int:
 
     if not args.prometheus:
         return _fail(f"--prometheus URL is required (or set {ENV_URL})")
-    config = load(Path(args.specs)).config  # spec errors: exit 2 through cli.main
+    spec = load(Path(args.specs))  # spec errors: exit 2 through cli.main
+    config = spec.config
     try:
         at = parse_time(args.at)
         with connect(args) as client:
-            det = detect(client, config, at)
+            det = detect(client, config, at, spec.slos)
     except InvestigateError as exc:
         return _fail(str(exc))
     sys.stdout.write(FORMATS[args.format](det))

@@ -17,8 +17,12 @@ from functools import cached_property
 from typing import Callable
 
 from ..catalog import Catalog, ExporterProfile
+from ..catalog import deployment as deployment_labels
 from ..investigate.client import Client
 from ..promql import builders as b
+from ..signals import SignalBuilder
+from ..slo.exprs import SloExprs
+from ..slo.kinds import kind_of, le_value
 
 CLUSTER_HINT = "cluster"
 SHOW_MAX = 10  # twice-scraped GPUs listed at most
@@ -85,8 +89,9 @@ class FbName:
 class ProbeContext:
     """What every probe reads: the Prometheus, the config, the catalog, and a few shared answers."""
 
-    def __init__(self, ask: Ask, config, catalog: Catalog, current: dict):
+    def __init__(self, ask: Ask, config, catalog: Catalog, current: dict, slos: dict | None = None):
         self.ask, self.config, self.catalog, self.current = ask, config, catalog, current
+        self.slos = slos or {}  # the specs' SLOs, whose inputs are checked too
         self.dcgm = catalog.dcgm
         self.dsel = config.selectors.get("dcgm", "")
         self.vsel = config.selectors.get("vllm", "")
@@ -395,6 +400,151 @@ def vllm_removed_names(ctx: ProbeContext) -> Outcome:
     return out
 
 
+# -- deployment identity: role and track ------------------------------------------------------------
+def _values_of(ctx: ProbeContext, label: str) -> dict[str, int]:
+    """label value -> engines' liveness series carrying it."""
+    rows = ctx.ask.rows(b.agg("count", [label], ctx.vllm(f'{label}!=""')))
+    return {r["metric"].get(label, ""): int(float(r["value"][1])) for r in rows}
+
+
+def _listed(values: dict[str, int]) -> str:
+    return ", ".join(f"{v} ({n})" for v, n in sorted(values.items()))
+
+
+def _configured(ctx: ProbeContext, out: Outcome, field: str, label: str, blind: str) -> dict[str, int]:
+    """The values of a configured deployment label; a warning when no engine carries it."""
+    values = _values_of(ctx, label)
+    out.counts["vllm"] = {f"{field}_series": sum(values.values())}
+    if not values and ctx.vllm_series:
+        out.warning(
+            f"{field}.label is {label!r} but no {ctx.catalog.vllm_liveness} series carries it: {blind}"
+        )
+    return values
+
+
+def _carried(ctx: ProbeContext, out: Outcome, field: str, sources, why: str):
+    """The first known source whose label the engines carry, with its values (config unset)."""
+    for source in sources:
+        values = _values_of(ctx, source.label)
+        if values:
+            out.counts["vllm"] = {f"{field}_series": sum(values.values())}
+            out.differs(
+                f"{sum(values.values())} engines carry {source.label} ({source.source}): {_listed(values)}; "
+                f"{field} is null, so {why}"
+            )
+            return source, values
+    return None, {}
+
+
+def role(ctx: ProbeContext) -> Outcome:
+    """Which label carries the prefill/decode role: the configured one, or a known tool's."""
+    out = Outcome("role")
+    configured = ctx.config.role
+    if configured is not None:
+        blind = "every role-scoped signal (requests, KV cache, queueing, inter-token latency) reads nothing"
+        values = _configured(ctx, out, "role", configured.label, blind)
+        odd = {v: n for v, n in values.items() if not any(v in vs for vs in configured.values.values())}
+        if odd:
+            out.warning(
+                f"{configured.label} values {_listed(odd)} name no role in role.values: "
+                "those engines are left out of every role-scoped signal"
+            )
+        elif values:
+            out.info(f"{configured.label}: {_listed(values)}")
+        return out
+    why = "prefill and decode engines merge and each request counts twice"
+    source, values = _carried(ctx, out, "role", deployment_labels.load().roles, why)
+    if source is not None:
+        mapped: dict[str, list[str]] = {}
+        for value in sorted(values):
+            if source.role_of(value) is not None:
+                mapped.setdefault(source.role_of(value), []).append(value)
+        out.suggested["role"] = {"label": source.label, "values": dict(sorted(mapped.items()))}
+    return out
+
+
+def track(ctx: ProbeContext) -> Outcome:
+    """Which label tells the tracks (stable, canary, revisions) of one model apart."""
+    out = Outcome("track")
+    configured, facts = ctx.config.track, deployment_labels.load()
+    if configured is not None:
+        blind = "every engine counts as one track and the canary alerts have no stable track to compare with"
+        values = _configured(ctx, out, "track", configured.label, blind)
+        if values and configured.stable not in values:
+            out.warning(
+                f"no engine is on the stable track {configured.stable!r} ({configured.label}: "
+                f"{_listed(values)}): the canary alerts have nothing to compare with"
+            )
+        elif values:
+            out.info(f"{configured.label}: {_listed(values)}")
+        return out
+    why = "an alert about a canary names the model, stable and canary alike"
+    source, values = _carried(ctx, out, "track", facts.tracks, why)
+    if source is not None:
+        stable = next((v for v in facts.stable_values if v in values), None)
+        out.suggested["track"] = {
+            "label": source.label,
+            "stable": stable or max(sorted(values), key=values.get),
+        }
+    return out
+
+
+def histogram_form(ctx: ProbeContext) -> Outcome:
+    """Whether vLLM's histograms are stored classic (`_bucket` per `le`) or native (one series per
+    histogram, as `convert_classic_histograms_to_nhcb` stores them), and the matching
+    `config.histograms`. A series named like the histogram itself is a native one: classic
+    histograms have only their _bucket, _count and _sum series."""
+    out = Outcome("histograms")
+    names = sorted(n for n, m in ctx.catalog.metrics.items() if m.type == "histogram" and m.source == "vllm")
+    histograms = b.selector("", f'__name__=~"{regex(names)}"', ctx.vsel)
+    buckets = b.selector("", f'__name__=~"{regex([f"{n}_bucket" for n in names])}"', ctx.vsel)
+    classic, native = ctx.count(buckets), ctx.count(histograms)
+    out.counts["vllm"] = {"classic_bucket_series": classic, "native_histogram_series": native}
+    forms = {(True, False): "classic", (False, True): "native", (True, True): "both"}
+    form = forms.get((classic > 0, native > 0))
+    if form is None:
+        out.info("no vLLM histogram series, classic or native: nothing to tell the form from")
+        return out
+    out.suggested["histograms"] = form
+    if form == "both":
+        out.info(
+            f"{classic} classic bucket series and {native} native histograms: histograms: both "
+            "reads either (native where an engine has it)"
+        )
+    elif form == "native":
+        out.info(f"{native} native histograms and no _bucket series (convert_classic_histograms_to_nhcb)")
+    else:
+        out.info(f"{classic} classic bucket series and no native histograms")
+    return out
+
+
+def slo_buckets(ctx: ProbeContext) -> Outcome:
+    """Models serving a latency SLO's histogram (its count is there) without the bucket at the SLO's
+    threshold: a relabelling dropped it, and their SLI is absent (slo/kinds.py)."""
+    out = Outcome("slos")
+    sb = SignalBuilder(ctx.config)
+    grouping = sb.labels.identity("model")
+    x = SloExprs(sb)
+    for name, slo in sorted(ctx.slos.items()):
+        kind = kind_of(slo.sli)
+        if kind.absent_good_is_zero:
+            continue
+        for matcher, threshold in x.branches(slo, kind.param):
+            events = kind.events(sb, slo.sli, threshold, matcher)
+            served, good = b.agg("group", grouping, events.valid), b.agg("group", grouping, events.good)
+            rows = ctx.ask.rows(b.unless(served, good, grouping))
+            if not rows:
+                continue
+            models = ", ".join(sorted("/".join(r["metric"].get(k, "") for k in grouping) for r in rows))
+            out.warning(
+                f"SLO {name}: {len(rows)} model(s) export {slo.sli.histogram}_count but not "
+                f'{slo.sli.histogram}_bucket{{le="{le_value(threshold)}"}}, which the SLO counts good '
+                f"events from (a relabelling dropped it?): their SLI is absent: {models}",
+                "slos",
+            )
+    return out
+
+
 PROBES: tuple[Probe, ...] = (
     Probe("dcgm.fb_units", fb_units, "which exporter profile's framebuffer names exist (and -o names)"),
     Probe("dcgm.hostname_label", hostname_label, "which host label spellings FB series carry", True),
@@ -404,5 +554,9 @@ PROBES: tuple[Probe, ...] = (
     Probe("targets", targets, "up series per configured target selector"),
     Probe("identity.vllm", vllm_identity, "whether vLLM series carry namespace and pod"),
     Probe("vllm.version", vllm_removed_names, "removed vLLM metric names still exposed"),
+    Probe("histograms", histogram_form, "vLLM histograms stored classic (_bucket) or native"),
     Probe("cluster_label", cluster_label, "a cluster label on FB or vLLM series"),
+    Probe("role", role, "which label carries the prefill/decode role of vLLM engines"),
+    Probe("track", track, "which label tells the stable and canary tracks of a model apart"),
+    Probe("slos", slo_buckets, "latency SLO buckets missing where their histogram is scraped"),
 )

@@ -1,5 +1,5 @@
 """A Detection as text for a terminal (findings, then the suggested block with `# was:` marks), or
-as YAML / JSON for tools (the same data: matches, differences, findings, counts, config)."""
+as YAML / JSON for tools (the same data: matches, not_found, differences, findings, counts, config)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import re
 
 import yaml
 
-from .runner import EXIT_DIFFERS, Detection, finding_order, sorted_dict
+from .runner import EXIT_DIFFERS, EXIT_NOTHING_FOUND, SOURCES, Detection, finding_order, sorted_dict
+
+SOURCE_NAMES = {"dcgm": "dcgm-exporter", "vllm": "vLLM"}
 
 
 def yaml_block(det: Detection) -> str:
@@ -37,14 +39,32 @@ def to_text(det: Detection) -> str:
     ]
     for f in sorted(det.findings, key=finding_order):
         lines.append(f"[{f.level}] {f.topic}: {f.message}")
-    lines += ["", "Suggested config (merge into specs/config.yaml):", "", yaml_block(det).rstrip("\n"), ""]
-    n = len(det.differences)
-    lines.append(
-        "The current config matches what was detected."
-        if not n
-        else f"{n} setting(s) differ from the current config (exit {EXIT_DIFFERS})."
-    )
+    if len(det.not_found) < len(SOURCES):  # with nothing seen the "suggestion" is the config itself
+        lines += ["", "Suggested config (merge into specs/config.yaml):", "", yaml_block(det).rstrip("\n")]
+    lines.append("")
+    lines.append(verdict(det))
     return "\n".join(lines) + "\n"
+
+
+def verdict(det: Detection) -> str:
+    """The last line: a match only when every source was seen and no setting differs."""
+    n = len(det.differences)
+    unseen = [SOURCE_NAMES[s] for s in det.not_found]
+    seen = [SOURCE_NAMES[s] for s in SOURCES if s not in det.not_found]
+    if n:
+        text = f"{n} setting(s) differ from the current config (exit {EXIT_DIFFERS})."
+        return text + (f" No {' or '.join(unseen)} series were found." if unseen else "")
+    if not seen:
+        return (
+            f"Nothing was detected: no {' and no '.join(unseen)} series matched the selectors at that "
+            f"time, so the config was not checked (exit {EXIT_NOTHING_FOUND})."
+        )
+    if unseen:
+        return (
+            f"Nothing was detected for {' or '.join(unseen)}: its settings were not checked "
+            f"(exit {EXIT_NOTHING_FOUND}); the {' and '.join(seen)} settings match what was detected."
+        )
+    return "The current config matches what was detected."
 
 
 def to_yaml(det: Detection) -> str:

@@ -1,8 +1,9 @@
 """Run every probe against one Prometheus and fold the outcomes into one Detection.
 
 The Detection holds the current config block, the suggested one, the findings and the counts; the
-exit code says whether they match: 0 they do, 3 a setting differs (1 is left for a Prometheus that
-could not be asked, 2 for invalid specs).
+exit code says whether they match: 0 they do, 3 a setting differs, 4 a source had no series at all, so
+its settings could not be checked (1 is left for a Prometheus that could not be asked, 2 for invalid
+specs). Nothing found is never a match: a CI gate must not pass on an empty or wrong Prometheus.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from .. import catalog as catalog_mod
 from ..investigate.client import Client
 from .probes import PROBES, Ask, Finding, ProbeContext
 
-EXIT_MATCH, EXIT_ERROR, EXIT_DIFFERS = 0, 1, 3
+EXIT_MATCH, EXIT_ERROR, EXIT_DIFFERS, EXIT_NOTHING_FOUND = 0, 1, 3, 4
+SOURCES = ("dcgm", "vllm")
 
 
 @dataclass
@@ -25,6 +27,7 @@ class Detection:
     suggested: dict
     counts: dict
     findings: list[Finding] = field(default_factory=list)
+    not_found: tuple[str, ...] = ()  # sources without a single series: their settings are unchecked
 
     @property
     def differences(self) -> list[dict]:
@@ -35,8 +38,15 @@ class Detection:
         return out
 
     @property
+    def matches(self) -> bool:
+        """The config is confirmed: nothing differs and every source was seen."""
+        return not self.differences and not self.not_found
+
+    @property
     def exit_code(self) -> int:
-        return EXIT_DIFFERS if self.differences else EXIT_MATCH
+        if self.differences:
+            return EXIT_DIFFERS
+        return EXIT_NOTHING_FOUND if self.not_found else EXIT_MATCH
 
     def as_dict(self) -> dict:
         return json.loads(
@@ -44,7 +54,8 @@ class Detection:
                 {  # plain, unshared values: no YAML anchors
                     "prometheus": self.prometheus,
                     "at": self.at,
-                    "matches": not self.differences,
+                    "matches": self.matches,
+                    "not_found": list(self.not_found),
                     "differences": self.differences,
                     "findings": [f.__dict__ for f in sorted(self.findings, key=finding_order)],
                     "counts": sorted_dict(self.counts),
@@ -83,7 +94,10 @@ def current_config(config) -> dict:
             "hostname_label": config.dcgm.hostname_label,
             "workload_labels": config.dcgm.workload_labels,
         },
+        "histograms": config.histograms,
         "identity": {"vllm": list(config.identity.vllm), "model": list(config.identity.model)},
+        "role": config.role.model_dump(mode="json") if config.role else None,
+        "track": config.track.model_dump(mode="json") if config.track else None,
         "targets": {"dcgm": config.targets["dcgm"], "vllm": config.targets["vllm"]},
     }
 
@@ -104,8 +118,8 @@ def _suggest(sug: dict, dotted: str, value) -> None:
     node[last] = value
 
 
-def detect(client: Client, config, at: float | None = None) -> Detection:
-    ctx = ProbeContext(Ask(client, at), config, catalog_mod.load(), current_config(config))
+def detect(client: Client, config, at: float | None = None, slos: dict | None = None) -> Detection:
+    ctx = ProbeContext(Ask(client, at), config, catalog_mod.load(), current_config(config), slos)
     sug = json.loads(json.dumps(ctx.current))  # deep copy
     counts: dict = {"dcgm": {}, "vllm": {}}
     found: list[Finding] = []
@@ -120,4 +134,6 @@ def detect(client: Client, config, at: float | None = None) -> Detection:
     for key, cur, new in leaves(ctx.current, sug):
         if cur != new and not any(f.topic == key and f.level == "differs" for f in found):
             found.append(Finding(key, "differs", f"configured {cur!r}, detected {new!r}"))
-    return Detection(client.shown, at, ctx.current, sug, counts, found)
+    seen = {"dcgm": ctx.fb_series, "vllm": ctx.vllm_series}
+    not_found = tuple(src for src in SOURCES if not seen[src])
+    return Detection(client.shown, at, ctx.current, sug, counts, found, not_found)

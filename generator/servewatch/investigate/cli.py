@@ -20,6 +20,8 @@ from .runner import run
 ENV_URL = "SERVEWATCH_PROMETHEUS_URL"
 DESCRIPTION = f"""Run an alert's runbook steps against a Prometheus and judge each one (healthy / suspicious /
 unhealthy by the spec's thresholds). Without ALERTNAME, triage every firing alert the Prometheus reports.
+With ALERTNAME, every step is narrowed to the worst series where the alert's condition holds; where it
+holds nowhere, no cause is named.
 
 Credentials come from the environment only: {ENV_TOKEN} (bearer token), or {ENV_USER} and
 {ENV_PASSWORD} (basic auth). They are never printed."""
@@ -93,8 +95,9 @@ class _Formatter(__import__("argparse").RawDescriptionHelpFormatter):
     pass
 
 
-def parse_time(text: str | None, now: float | None = None) -> float | None:
-    """RFC 3339 / ISO 8601, Unix seconds, 'now', or '-<duration>' (that long ago)."""
+def parse_time(text: str | None, now: float | None = None, what: str = "--at") -> float | None:
+    """RFC 3339 / ISO 8601, Unix seconds, 'now', or '-<duration>' (that long ago); `what` names the
+    option or field in the error."""
     if text is None:
         return None
     now = time.time() if now is None else now
@@ -109,7 +112,8 @@ def parse_time(text: str | None, now: float | None = None) -> float | None:
         dt = datetime.fromisoformat(t.replace("Z", "+00:00"))
     except ValueError:
         raise InvestigateError(
-            f"--at {text!r} is not a time: use RFC 3339 (2026-07-01T12:00:00Z), Unix seconds, 'now' or '-30m'"
+            f"{what} {text!r} is not a time: use RFC 3339 (2026-07-01T12:00:00Z), Unix seconds, "
+            "'now' or '-30m'"
         ) from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)

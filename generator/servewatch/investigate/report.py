@@ -42,18 +42,35 @@ def _summary(inv: Investigation) -> str:
         return "error: some queries failed"
     sym = inv.symptom
     parts = []
-    if sym is not None and sym.verdict in ("unhealthy", "suspicious"):
+    holds = sym is not None and sym.verdict == "unhealthy"
+    if holds:
         parts.append(f"the alert's condition holds ({sym.detail})")
-    elif sym is not None and sym.verdict == "healthy":
-        parts.append("the alert's condition does not hold now")
+    elif sym is not None and sym.verdict in ("healthy", "suspicious"):
+        parts.append(f"the alert's condition does not hold now ({sym.detail})")
     if inv.verdict == "healthy":
         return "healthy: every judged step is within its thresholds" + (f"; {parts[0]}" if parts else "")
     top = [r for r in inv.findings if r.verdict == "unhealthy"] or inv.findings
     if top:
         parts.append("most likely: " + top[0].cause)
-    elif sym is not None and sym.verdict in ("unhealthy", "suspicious"):
-        parts.append("no other step points at a cause")
-    return f"{inv.verdict}: " + "; ".join(parts) if parts else inv.verdict
+    elif not inv.scoped:
+        parts.append("no evidence of a cause: no series holds the alert's condition to investigate")
+    else:
+        parts.append("no evidence of a cause in the runbook's steps")
+    return f"{inv.verdict}: " + "; ".join(parts)
+
+
+def subject(inv: Investigation) -> tuple[str, str, str] | None:
+    """(heading, labels, note) of what the steps are narrowed to, or None when they are not."""
+    if not inv.alert_labels:
+        return None
+    if inv.source == "worst subject":
+        more = f"; {inv.others} more series hold it too (pick one with --label)" if inv.others else ""
+        return (
+            "subject",
+            _labels(inv.alert_labels),
+            f" (the worst series holding the alert's condition{more})",
+        )
+    return "firing", _labels(inv.alert_labels), ""
 
 
 # -- text -------------------------------------------------------------------------------------------
@@ -69,8 +86,8 @@ def text(model: Model, invs: list[Investigation], url: str, top: int, notes: lis
         head = f"== {inv.alert.alert}: {MARK.get(inv.verdict, inv.verdict)}"
         out.append(head)
         out.append(f"   {_summary(inv)}")
-        if inv.alert_labels:
-            out.append(f"   firing: {_labels(inv.alert_labels)}")
+        if (subj := subject(inv)) is not None:
+            out.append(f"   {subj[0]}: {subj[1]}{subj[2]}")
         if inv.filters:
             out.append(f"   filters: {_filters(inv)}")
         out.append(f"   Prometheus {url} at {when(inv.at)}")
@@ -118,8 +135,8 @@ def markdown(model: Model, invs: list[Investigation], url: str, top: int, notes:
     for inv in invs:
         out += [f"## {inv.alert.alert}: {MARK.get(inv.verdict, inv.verdict)}", "", _summary(inv), ""]
         facts = []
-        if inv.alert_labels:
-            facts.append(f"- Firing: `{_labels(inv.alert_labels)}`")
+        if (subj := subject(inv)) is not None:
+            facts.append(f"- {subj[0].capitalize()}: `{subj[1]}`{subj[2]}")
         if inv.filters:
             facts.append(f"- Filters: `{_filters(inv)}`")
         if inv.runbook_url:
@@ -187,6 +204,8 @@ def _inv(model: Model, inv: Investigation, top: int) -> dict:
         "summary": _summary(inv),
         "at": when(inv.at),
         "alert_labels": inv.alert_labels,
+        "scope_from": inv.source,
+        "others_holding": inv.others,
         "filters": [{"label": k, "op": op, "value": v} for k, op, v in inv.filters],
         "runbook_url": inv.runbook_url,
         "causes": [
@@ -207,6 +226,12 @@ def _inv(model: Model, inv: Investigation, top: int) -> dict:
                     "op": r.step.limits.op,
                     "suspicious": r.step.limits.suspicious,
                     "unhealthy": r.step.limits.unhealthy,
+                    "suspicious_from": r.step.limits.source("suspicious")
+                    if r.step.limits.suspicious is not None
+                    else "",
+                    "unhealthy_from": r.step.limits.source("unhealthy")
+                    if r.step.limits.unhealthy is not None
+                    else "",
                 },
                 "query": r.expr,
                 "series_count": len(r.rows),

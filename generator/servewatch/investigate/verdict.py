@@ -85,13 +85,10 @@ def judge(ps: PageStep, rows: list[Row]) -> Judgement:
         verdict = (
             "unhealthy" if beyond(lim.unhealthy) else "suspicious" if beyond(lim.suspicious) else "healthy"
         )
-        edge = (
-            lim.unhealthy
-            if verdict == "unhealthy"
-            else lim.suspicious
-            if verdict == "suspicious"
-            else (lim.suspicious if lim.suspicious is not None else lim.unhealthy)
+        which = (
+            verdict if verdict != "healthy" else ("suspicious" if lim.suspicious is not None else "unhealthy")
         )
+        edge = lim.unhealthy if which == "unhealthy" else lim.suspicious
         rel = (
             {">": "above", "<": "below"}[lim.op]
             if verdict != "healthy"
@@ -102,7 +99,7 @@ def judge(ps: PageStep, rows: list[Row]) -> Judgement:
             verdict,
             worst,
             f"{'worst' if len(rows) > 1 else 'value'} {fmt.value(v, unit)}{where} "
-            f"({rel} {fmt.value(edge, unit)})",
+            f"({rel} {fmt.value(edge, unit)}, {lim.source(which)})",
         )
     if st.present is not None:
         n = len(rows)
@@ -150,6 +147,16 @@ def _labels(ps: PageStep, rows: list[Row]) -> Judgement:
     if alts:
         detail += f"; found {', '.join(alts)} instead"
     return Judgement("unhealthy", None, detail)
+
+
+def breaches(ps: PageStep, row: Row) -> bool:
+    """Whether one series of the alert's own step holds the alert's condition (its unhealthy side)."""
+    lim = ps.limits
+    if lim.unhealthy is not None:
+        return not math.isnan(row.value) and (
+            row.value > lim.unhealthy if lim.op == ">" else row.value < lim.unhealthy
+        )
+    return ps.step.present == "unhealthy"
 
 
 def overall(verdicts: list[str]) -> str:

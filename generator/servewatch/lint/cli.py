@@ -96,6 +96,16 @@ def cmd_lint(args) -> int:
     given = args.paths or ([] if exprs else sorted(str(p) for p in Path(".").glob(DEFAULT_GLOB)))
     files, missing = discover(given)
     ctx = build_context(args.specs, args.scrape_interval)
+    if args.prometheus:
+        from ..investigate.cli import connect
+        from ..investigate.client import InvestigateError
+        from .live import native_histograms
+
+        try:
+            with connect(args) as client:
+                ctx.native_histograms = native_histograms(client, ctx.catalog)
+        except InvestigateError as exc:
+            return _error(str(exc))
     result = runner.run(files, exprs, ctx, chosen)
     for path in missing:
         result.findings.insert(0, runner_missing(path))
@@ -155,4 +165,11 @@ def add_cli(sub) -> None:
         "--config", metavar="FILE", help=f"lint settings (default: ./{settings.DEFAULT_FILE} if present)"
     )
     p.add_argument("--list-checks", action="store_true", help="list the checks and exit")
+    from ..investigate.cli import add_connection_args
+
+    add_connection_args(p)  # --prometheus: which histograms it stores native (classic-on-native)
+    for action in p._actions:  # asked only when given: an environment default would query on every run
+        if "--prometheus" in action.option_strings:
+            action.default = None
+            action.help = "a Prometheus to ask which histograms it stores native (check classic-on-native)"
     p.set_defaults(func=cmd_lint)

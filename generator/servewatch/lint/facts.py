@@ -52,6 +52,8 @@ class LintContext:
     min_range_s: float | None = None  # 4 x the scrape interval: the shortest range a rule may use
     definitions: dict[str, list[RecordDef]] = field(default_factory=dict)
     scrape_interval_s: float | None = None
+    # histograms the linted-against Prometheus stores only as native ones (lint --prometheus)
+    native_histograms: frozenset[str] = frozenset()
 
     def add_record(self, record: RecordDef) -> None:
         self.records.add(record.name)

@@ -169,17 +169,33 @@ def fill_label(expr: str, src: str, dst: str) -> str:
 
 
 def seen_at(series: str, by: Sequence[str]) -> str:
-    """When each `by` combination was last present: evaluation time as the value, so a recording
-    rule of it remembers what it saw (see `recall`). time(), not timestamp(): MetricsQL's
-    timestamp() of an expression that is not a plain selector gives nothing, so vmalert would
-    remember nothing."""
+    """When each `by` combination is present: evaluation time as the value. time(), not timestamp():
+    MetricsQL's timestamp() of an expression that is not a plain selector gives nothing, so vmalert
+    would remember nothing."""
     return f"{agg('group', by, series)} * time()"
 
 
-def recall(record: str, key: Sequence[str], window: str) -> str:
-    """Per `key`, the series of a `seen_at` record seen most recently within `window`: what was there
-    last, even if it is gone now (a dropped mapping, a vanished target). Value 1."""
-    return f"group without () (topk by ({labels(key)}) (1, max_over_time({record}[{window}])))"
+# How long a memory survives a stop of rule evaluation (a Prometheus restart): the range it reads of
+# its own previous value. Prometheus' lookback: 10 samples at a 30 s interval, not a window's 120 or 1,440.
+MEMORY_GAP = "5m"
+
+
+def remember(series: str, by: Sequence[str], record: str, window_s: float) -> str:
+    """An incremental memory, the expression of recording rule `record` (docs/scale.md, "Memories"):
+    per `by` combination, when it was last present, for `window_s` seconds after.
+
+    It reads what is present now and its own previous value (`last_over_time` over MEMORY_GAP), never
+    the window: a window of 12 h at 30 s would be 1,440 samples per series, every evaluation. The
+    result is the one `max_over_time(seen[window])` of a `seen_at` record gives, as long as rule
+    evaluation has not stopped for longer than MEMORY_GAP."""
+    previous = f"last_over_time({record}[{MEMORY_GAP}]) > time() - {window_s:g}"
+    return f"max by ({labels(by)}) (\n  {seen_at(series, by)}\nor\n  {previous}\n)"
+
+
+def recall(record: str, key: Sequence[str]) -> str:
+    """Per `key`, the series of a `remember` record seen most recently: what was there last, even if
+    it is gone now (a dropped mapping, a vanished target). Value 1; one sample per series read."""
+    return f"group without () (topk by ({labels(key)}) (1, {record}))"
 
 
 def gone(record: str, by: Sequence[str], window: str) -> str:

@@ -103,6 +103,41 @@ def agg_labels(node: pp.AggregateExpr) -> tuple[str, list[str]] | None:
     return ("by" if mod.type == pp.AggModifierType.By else "without"), list(mod.labels)
 
 
+# Aggregations whose result keeps only the grouping labels (topk, bottomk, limitk keep every label,
+# count_values adds one).
+REDUCING_AGGS = {"sum", "avg", "min", "max", "count", "group", "stddev", "stdvar", "quantile"}
+# Functions whose result has the labels of their one vector argument (without the metric name).
+LABEL_KEEPING_FUNCS = {
+    "abs", "ceil", "floor", "round", "sqrt", "exp", "ln", "log2", "log10", "sgn",
+    "clamp", "clamp_min", "clamp_max", "timestamp",
+}  # fmt: skip
+
+
+def carries_no_labels(node) -> bool:
+    """Whether every series of the expression has no labels at all: `sum(x)`, `max by () (x)`, a
+    number, a quantile of `sum by (le)`. Between two of these `on (...)` has nothing to match on."""
+    node = strip(node)
+    if is_scalar(node):
+        return True
+    if isinstance(node, pp.AggregateExpr):
+        if op(node) not in REDUCING_AGGS:
+            return False
+        return agg_labels(node) in (None, ("by", []))
+    if isinstance(node, pp.Call):
+        if func(node) == "vector":
+            return True
+        if func(node) == "histogram_quantile":
+            inner = strip(node.args[-1])
+            return isinstance(inner, pp.AggregateExpr) and agg_labels(inner) in (None, ("by", ["le"]))
+        vectors = [a for a in node.args if not is_scalar(a)]
+        return func(node) in LABEL_KEEPING_FUNCS and len(vectors) == 1 and carries_no_labels(vectors[0])
+    if isinstance(node, pp.UnaryExpr):
+        return carries_no_labels(node.expr)
+    if isinstance(node, pp.BinaryExpr):
+        return carries_no_labels(node.lhs) and carries_no_labels(node.rhs)
+    return False
+
+
 def range_arg(call: pp.Call) -> pp.MatrixSelector | None:
     """The range selector a function like rate() reads, through parentheses."""
     for arg in call.args:

@@ -70,7 +70,8 @@ def _receivers(model: Model) -> list[dict]:
 def group_by(model: Model) -> list[str]:
     am = model.spec.alertmanager
     cluster = [model.config.cluster_label] if model.config.cluster_label else []
-    rest = list(am.group_by) if am.group_by is not None else list(model.config.identity.model)
+    # the model identity with the role and track where configured: a canary's notification is its own
+    rest = list(am.group_by) if am.group_by is not None else model.builder.labels.identity("model")
     return list(dict.fromkeys(["alertname", *cluster, *rest]))
 
 

@@ -14,11 +14,11 @@ tuning; the inputs come from render/synthetic.py.
 from __future__ import annotations
 
 import math
-import re
 
 from .. import alert_context as ctx
 from .. import scenarios, templates
 from ..model import Model
+from ..promql.histograms import LE, count_below
 from ..spec.schema import seconds
 from .traffic_guard import guard_tests
 from .synthetic import (
@@ -82,6 +82,8 @@ def _boundaries(model: Model, alert) -> list[dict]:
     )
     for_s = float(seconds(alert.for_))
     onset = Synth(model, interval, 1).onset(signal)
+    if signal.kind == "rate" and upward and names["threshold"] == 0:
+        onset = interval  # any increase passes 0: the first rate, not the full window, is the onset
     fires_at = onset + for_s
     synth = Synth(model, interval, math.ceil((fires_at + MARGIN_S) / interval))
     labels = synth.identity(signal.level)
@@ -307,13 +309,49 @@ def _signal_record(model: Model, rule) -> dict | None:
         series += _idle(synth, signal, idle)
     expected = _combine(model, synth, signal, per_thing, quantile)
     static = dict(rule.labels)
+    native = signal.kind == "bucket_rate" and model.builder.histograms.native
+    checks = (_native_bucket_checks if native else _checks)(rule.record, static, expected, at)
     return _test(
         model,
         f"record: {rule.record}{_static_text(static)}",
         series,
         interval,
-        promql_expr_test=_checks(rule.record, static, expected, at),
+        promql_expr_test=checks,
     )
+
+
+def _native_bucket_checks(record: str, static: dict, expected: list[tuple[dict, float]], at_s: float) -> list:
+    """_checks of a bucket-rate record that holds native histograms: each classic bucket's rate is
+    the count at or below its bound (histogram_fraction x histogram_count), one series per key."""
+    eval_time = scenarios.duration(at_s)
+    out, keys = [], {}
+    for labels, value in expected:
+        key = {k: v for k, v in labels.items() if k != LE}
+        keys[tuple(sorted(key.items()))] = key
+        selector = series_text(record, {**key, **static})
+        bound = float(labels[LE])
+        read = (
+            f"histogram_count({selector})" if bound == float("inf") else count_below(bound, selector, [*key])
+        )
+        margin = max(abs(value), 1.0) * TOLERANCE
+        lo, hi = scenarios.number(value - margin), scenarios.number(value + margin)
+        shown = ", ".join(f'{k}="{v}"' for k, v in sorted({**key, **static}.items()))
+        out.append(
+            {
+                "expr": f"group without () ({read} > {lo} < {hi})",
+                "eval_time": eval_time,
+                "exp_samples": [{"labels": f"{{{shown}}}", "value": 1}],
+            }
+        )
+    count = series_text(record, static) if static else record
+    out.append(
+        {
+            "expr": f"count({count})",
+            "eval_time": eval_time,
+            "exp_samples": [{"labels": "{}", "value": len(keys)}],
+        }
+    )
+    return out
 
 
 def _static_text(static: dict) -> str:
@@ -383,7 +421,7 @@ def _combine(model: Model, synth: Synth, signal, things: list[tuple[dict, float]
     groups: dict[tuple, list[tuple[dict, float]]] = {}
     for labels, value in things:
         key = {**synth.key(level, labels), **{b_: f"{b_}-a" for b_ in signal.by}}
-        if level == "gpu":
+        if level == "gpu" and signal.kind == "matched_ratio":  # only it carries the GPU's context
             key.update(_gpu_context(model, labels))
         groups.setdefault(tuple(sorted(key.items())), []).append((labels, value))
     out = []
@@ -466,6 +504,21 @@ def _memory_record(model: Model, rule) -> dict | None:
         engine = synth.identity("engine")
         series = [(series_text(sb.liveness, {**engine, **vllm_target, "model_name": "model-a"}), flat)]
         expected = [({k: vllm_target[k] for k in lb.target()} | {ctx.MODEL: "model-a"}, at)]
+    elif rule.record in (ctx.ENGINE_SEEN, ctx.GPU_SEEN):
+        # present for the first two samples only: still remembered at `at`, within remember.parts,
+        # though an instant query has lost it (5 minutes of lookback)
+        gone = f"1 1 _x{synth.steps}"
+        at = max(at, 2 * interval + 300)
+        if rule.record == ctx.ENGINE_SEEN:
+            part = {**synth.identity("engine"), **vllm_target}
+            series = [(series_text(sb.liveness, part), gone)]
+            keys = lb.identity("engine") + lb.target()
+            expected = [({k: part[k] for k in keys}, 1.0)]
+        else:
+            part = {**gpu_a, **dcgm_target, "modelName": "model-a"}
+            series = [(series_text(sb.metric_name(ctx.PART_FIELD), part), gone)]
+            keys = lb.identity("gpu") + lb.target() + ["gpu", "modelName"]
+            expected = [({k: part[k] for k in keys if k in part} | {ctx.HOST: gpu_a[lb.host]}, 1.0)]
     elif rule.record in (ctx.DCGM_TARGETS, ctx.VLLM_TARGETS):
         source = "vllm" if rule.record == ctx.VLLM_TARGETS else "dcgm"
         up = _matching_target(model, source)
@@ -496,6 +549,7 @@ def _matching_target(model: Model, source: str) -> dict[str, str] | None:
     """Labels an `up` series needs to be a target of `source` (config.targets), if servewatch can
     find values that match its matchers."""
     from ..promql import builders as b
+    from ..spec import matchers
 
     out = {}
     for label, op, value in b.parse_matchers(model.config.targets[source]):
@@ -506,7 +560,7 @@ def _matching_target(model: Model, source: str) -> dict[str, str] | None:
                 (
                     c
                     for c in (source, f"{source}-exporter", f"nvidia-{source}-exporter", value)
-                    if re.fullmatch(value, c)
+                    if matchers.accepts("=~", value, c)  # RE2, anchored, as Prometheus reads it
                 ),
                 None,
             )

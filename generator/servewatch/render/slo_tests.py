@@ -15,8 +15,12 @@ import posixpath
 from .. import diskcache, templates
 from ..model import AlertRule, Model
 from ..slo.exprs import quoted
-from ..slo.plan import FAMILY, budget_left_text
+from ..slo.kinds import le_value
+from ..slo.plan import FAMILY, INPUTS_ALERT, INPUTS_FOR, BurnAlert, InputsAlert, budget_left_text
+from ..spec.schema import seconds
 from ..slo.scenarios import IDLE, IDLE_CHECK, Batch, Designer, ModelRun, Proof, Scenario, scenario_model
+from .native_series import native_tests
+from .conform import Conform
 from .rules import plain_path
 from .unit_tests import series_with_selectors, test_path
 from .yamlout import dump
@@ -60,8 +64,16 @@ def _render(model: Model) -> dict[str, str]:
     if not tests:
         return {}
     path = test_path(FAMILY)
-    rule_file = posixpath.relpath(plain_path(FAMILY), posixpath.dirname(path))
-    body = {"rule_files": [rule_file], "evaluation_interval": "1m", "tests": tests}
+    families = _families_read(model)
+    rule_files = [posixpath.relpath(plain_path(f), posixpath.dirname(path)) for f in families]
+    tests = native_tests(tests, model.builder.histograms)
+    body = {"rule_files": rule_files, "evaluation_interval": "1m", "tests": tests}
+    if len(families) > 1:
+        # the SLO groups read records of other groups: evaluated first, as one evaluation of
+        # Prometheus sees them (without an order promtool picks one at random at every step)
+        prefix = model.config.rule_prefix
+        order = [f"{prefix}-{g.name}" for f in families for g in model.groups if g.family == f]
+        body["group_eval_order"] = order
     header = "\n# ".join([HEADER, "One synthetic model per scenario; the claim each one proves:", *claims])
     return {path: dump(body, header)}
 
@@ -74,11 +86,22 @@ _PROOFS: dict[str, Proof] = {}
 PROOFS_KEPT = 8
 
 
+def _families_read(model: Model) -> list[str]:
+    """The rule families the SLO tests load: those holding a record an SLO group reads, then the SLO
+    family itself."""
+    read = {r for slo in model.slos.slos.values() for r in model.slos.x.records_read(slo)}
+    found = {g.family for g in model.groups for r in g.records if r.record in read}
+    return [*sorted(found - {FAMILY}), FAMILY]
+
+
 def _proof(model: Model, name: str, slo, where) -> Proof:
-    made_from = [name, slo.model_dump(mode="json"), model.config.model_dump(mode="json"), str(where)]
+    by_part = bool(model.slos.x.records_read(slo))
+    made_from = [name, slo.model_dump(mode="json"), model.config.model_dump(mode="json"), str(where), by_part]
     key = json.dumps(made_from, sort_keys=True)
     if key not in _PROOFS:
-        proof = Designer(name, slo, model.config.rate_window, _series_name(model), where).proof()
+        native = model.builder.histograms.native
+        rate_window = model.config.rate_window
+        proof = Designer(name, slo, rate_window, _series_name(model), where, by_part, native).proof()
         while len(_PROOFS) >= PROOFS_KEPT:
             del _PROOFS[next(iter(_PROOFS))]
         _PROOFS[key] = proof
@@ -94,10 +117,15 @@ def _claim(sc: Scenario) -> str:
 def engine_labels(model: Model, model_name: str) -> dict[str, str]:
     """The identity labels of one synthetic engine serving `model_name`."""
     pod = model_name.rsplit("/", 1)[-1].lower().replace(".", "-") + "-0"
-    values = {**LABEL_VALUES, "model_name": model_name, "pod": pod}
+    deployment = model.builder.labels.deployment_defaults()  # role and track, where configured
+    values = {**LABEL_VALUES, **deployment, "model_name": model_name, "pod": pod}
     if model.config.cluster_label:
         values[model.config.cluster_label] = "cluster-a"
-    return {label: values.get(label, f"{label}-0") for label in model.builder.labels.identity("engine")}
+    labels = {label: values.get(label, f"{label}-0") for label in model.builder.labels.identity("engine")}
+    # the values config.selectors needs; all synthetic models share them, so a selector that would
+    # give two models one pod or model name is refused by `check` (validation/selector_checks.py)
+    conformed = Conform(model).labels("vllm", labels)
+    return {k: conformed[k] for k in labels if k in conformed}
 
 
 def _series_name(model: Model):
@@ -142,6 +170,9 @@ def _test(model: Model, name: str, slo, batch: Batch) -> dict:
         expected = [_expected(model, name, slo, run, f) for run, f in batch.firing(at)]
         expected.sort(key=lambda e: sorted(e["exp_labels"].items()))
         checks.append({"eval_time": f"{at}m", "alertname": alert, "exp_alerts": expected})
+        if _inputs_rules(model, name):
+            missing = [_inputs_expected(model, name, run) for run in batch.runs if _inputs_fire(run, at)]
+            checks.append({"eval_time": f"{at}m", "alertname": INPUTS_ALERT, "exp_alerts": missing})
     end = batch.checks[-1] + 1  # nothing after the last check can change what promtool sees
     test = {
         "name": f"{name}: {'; '.join(sc.claim for sc in batch.scenarios)}",
@@ -176,8 +207,28 @@ def _rule(model: Model, name: str, row) -> AlertRule:
     return next(
         a
         for a in model.alerts()
-        if getattr(a.spec, "slo", None) == name and (a.spec.long, a.spec.short) == (row.long, row.short)
+        if isinstance(a.spec, BurnAlert)
+        and a.spec.slo == name
+        and (a.spec.long, a.spec.short) == (row.long, row.short)
     )
+
+
+def _inputs_rules(model: Model, name: str) -> list[AlertRule]:
+    return [a for a in model.alerts() if isinstance(a.spec, InputsAlert) and a.spec.slo == name]
+
+
+def _inputs_fire(run: ModelRun, at: int) -> bool:
+    """The inputs-missing alert of a model without its good-events input: its condition holds from
+    the first evaluation, so it fires once `for` has passed."""
+    return run.good_missing and at * 60 >= seconds(INPUTS_FOR)
+
+
+def _inputs_expected(model: Model, name: str, run: ModelRun) -> dict:
+    rule = next(a for a in _inputs_rules(model, name) if a.labels.get("le") == le_value(run.param))
+    engine = engine_labels(model, run.traffic.model)
+    labels = {k: engine[k] for k in model.builder.labels.identity("model")} | rule.labels
+    annotations = {k: templates.render(v, labels, 1.0) for k, v in rule.annotations.items()}
+    return {"exp_labels": dict(sorted(labels.items())), "exp_annotations": annotations}
 
 
 def _expected(model: Model, name: str, slo, run: ModelRun, firing) -> dict:

@@ -15,7 +15,9 @@ from fractions import Fraction
 from dataclasses import dataclass
 
 from .. import scenarios
+from ..alert_context import PART_FIELD
 from ..promql import builders as b
+from .conform import Conform
 
 REQUESTS = 100.0  # observations (or events) per sample of the synthetic histograms and ratios
 
@@ -41,9 +43,15 @@ class Synth:
 
     # -- who ------------------------------------------------------------------------------------
     def pinned(self, source: str) -> dict[str, str]:
-        """The label values config.selectors requires of a source's series."""
-        matchers = b.parse_matchers(self.model.config.selectors.get(source, ""))
-        return {label: value for label, op, value in matchers if op == "="}
+        """The label values config.selectors requires of a source's series (one value per label,
+        render/conform.py: a regex gives the first string it matches); a vLLM series also carries the
+        role and track of an aggregated stable engine (config.role, config.track), which every
+        signal reads."""
+        conform = Conform(self.model)
+        labels = {label for label, _, _ in conform.matchers(source)}
+        chosen = conform.labels(source, {label: f"{label.lower()}-a" for label in labels})
+        selected = {label: value for label, value in chosen.items() if value != f"{label.lower()}-a"}
+        return {**self.labels.deployment_defaults(), **selected} if source == "vllm" else selected
 
     def identity(self, level: str, variant: str = "a", change: str | None = None) -> dict[str, str]:
         """Label values of one GPU, engine or model (what config.selectors pins, as pinned); `change`
@@ -80,7 +88,10 @@ class Synth:
         read)."""
         name = self.sb.metric_name
         if signal.kind == "gauge":
-            out = [(series_text(name(signal.metric), labels), self.flat(value))]
+            split = matcher_split(signal.matchers)
+            if split is None:
+                return None
+            out = [(series_text(name(signal.metric), {**labels, **split[0]}), self.flat(value))]
         elif signal.kind == "matched_ratio":
             total = exact_total(value)
             used = value * total
@@ -89,7 +100,11 @@ class Synth:
                 (series_text(name(signal.partner), labels), self.flat(total - used)),
             ]
         elif signal.kind == "rate":
+            if value < 0:  # a counter only grows
+                return None
             out = [(series_text(name(signal.metric), {**labels, **self._by(signal)}), self.counter(value))]
+            if signal.level == "gpu":  # a GPU alert names the GPUs that export a presence field
+                out.append((series_text(name(PART_FIELD), labels), self.flat(50)))
         elif signal.kind == "counter_ratio":
             out = self.counter_ratio(signal, value, labels, ratio_traffic(min_traffic))
             if out is None:

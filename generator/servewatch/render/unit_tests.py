@@ -7,35 +7,48 @@ checks labels, annotations and (through the description) the alert's value.
 from __future__ import annotations
 
 import posixpath
-import re
 
 from .. import scenarios, templates
 from ..model import Model
 from ..promql import builders as b
+from ..promql import labels
+from .conform import SERIES_RE, Conform
+from .native_series import native_tests
 from .rules import plain_path
 from .yamlout import dump
-
-SERIES_RE = re.compile(r"^\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(\{.*\})?\s*$", re.S)
 
 
 def test_path(family: str) -> str:
     return f"promtool/{family}.test.yaml"
 
 
-def series_with_selectors(model: Model, series: str) -> str:
-    """Add the configured selector's equality matchers, so default scenarios survive `selectors:`."""
-    m = SERIES_RE.match(series)
-    if not m:
-        return series
+def series_with_selectors(model: Model, series: str, conform: Conform | None = None) -> str:
+    """The series with the label values config.selectors needs (render/conform.py), so default
+    scenarios and synthetic series survive `selectors:`; `conform` keeps one test's values apart.
+    A vLLM series also gets the role and track of an aggregated stable engine where it names none,
+    so it survives `role:` and `track:`."""
+    source = model.builder.source
+    out = (conform or Conform(model)).series(source, series)
+    m = SERIES_RE.match(out)
+    if not m or source(m.group(1)) != "vllm":
+        return out
     name, body = m.group(1), (m.group(2) or "{}")[1:-1]
     present = {label for label, _, _ in b.parse_matchers(body)} if body.strip() else set()
-    extra = [
-        f'{label}="{value}"'
-        for label, op, value in b.parse_matchers(model.config.selectors.get(model.builder.source(name), ""))
-        if op == "=" and label not in present
-    ]
+    defaults = model.builder.labels.deployment_defaults()
+    extra = [f'{k}="{v}"' for k, v in defaults.items() if k not in present]
+    if not extra:
+        return out
     parts = [p for p in (body.strip().rstrip(","), ", ".join(extra)) if p]
-    return f"{name}{{{', '.join(parts)}}}" if parts else name
+    return f"{name}{{{', '.join(parts)}}}"
+
+
+def deployment_labels(model: Model, rule, records: dict) -> dict[str, str]:
+    """The default role and track labels an alert's results carry (series_with_selectors adds them
+    to the scenario's series): expected where the scenario names none. `records`: what each
+    recording rule's series carry (promql.labels.record_labels)."""
+    defaults = model.builder.labels.deployment_defaults()
+    carried = labels.always(rule.expr, records) if defaults else set()
+    return {k: v for k, v in defaults.items() if k in carried}
 
 
 def scenario_tests(model: Model) -> tuple[list[tuple[str, dict]], list[tuple[object, str]]]:
@@ -43,6 +56,8 @@ def scenario_tests(model: Model) -> tuple[list[tuple[str, dict]], list[tuple[obj
     (scenario, why) for those that cannot (verify.py reports them)."""
     sub = lambda text: templates.substitute_tokens(text, model.tokens)  # noqa: E731
     tests, unadaptable = [], []
+    deployment = model.builder.labels.deployment_defaults()
+    records = labels.record_labels(model.records()) if deployment else {}
     for scenario in model.spec.scenarios:
         if scenarios.switched_off(model.spec, scenario):
             continue
@@ -54,12 +69,16 @@ def scenario_tests(model: Model) -> tuple[list[tuple[str, dict]], list[tuple[obj
         except scenarios.Unadaptable as exc:
             unadaptable.append((scenario, f"{scenarios.field_path(exc.field)}: {exc}"))
             continue
+        conform = Conform(model)  # one per test: a value replaced in the series is in the alerts too
+        conformed = [(series_with_selectors(model, sub(s), conform), v) for s, v in resolved.series]
+        input_series = [{"series": conform.remap(s), "values": v} for s, v in conformed]
         checks = []
         for check in resolved.checks:
             rule = check.alert
             expected = []
             for firing in check.firing:
-                lbls = {sub(k): sub(v) for k, v in firing.labels.items()}
+                lbls = {sub(k): conform.mapped(sub(k), sub(v)) for k, v in firing.labels.items()}
+                lbls = {**deployment_labels(model, rule, records), **lbls}
                 lbls = {**lbls, **rule.result_labels, **rule.labels}
                 annotations = {
                     k: templates.render(v, lbls, firing.value, firing.context)
@@ -72,10 +91,7 @@ def scenario_tests(model: Model) -> tuple[list[tuple[str, dict]], list[tuple[obj
         test = {
             "name": scenario.name,
             "interval": scenario.interval,
-            "input_series": [
-                {"series": series_with_selectors(model, sub(series)), "values": values}
-                for series, values in resolved.series
-            ],
+            "input_series": input_series,
             "alert_rule_test": checks,
         }
         tests.append((alert.family, test))
@@ -93,7 +109,7 @@ def test_file(model: Model, family: str, path: str, tests: list) -> dict:
         "rule_files": [rule_file],
         "evaluation_interval": scenarios.EVAL_INTERVAL,
         "group_eval_order": order,
-        "tests": tests,
+        "tests": native_tests(tests, model.builder.histograms),
     }
 
 
@@ -106,6 +122,9 @@ def render(model: Model) -> dict[str, str]:
         path = test_path(family)
         body = test_file(model, family, path, tests)
         files[path] = dump(body, "Generated by servewatch from the scenarios in specs/. Do not edit.")
-    from . import rule_tests  # the tests derived from the rules themselves, beside the scenarios'
+    from . import (
+        churn_tests,
+        rule_tests,
+    )  # the tests derived from the rules themselves, beside the scenarios'
 
-    return {**files, **rule_tests.render(model)}
+    return {**files, **rule_tests.render(model), **churn_tests.render(model)}

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..model import AlertRule, Model, effective_alert
-from ..slo.plan import BurnAlert
+from ..slo.plan import INPUTS_FOR, BurnAlert, InputsAlert
 from ..spec.schema import Alert
 from ..spec import runbooks as s
 from .queries import Queries
@@ -24,7 +24,13 @@ class Limits:
     op: str = ">"
     suspicious: float | None = None
     unhealthy: float | None = None
-    note: str = ""  # where the numbers come from, for the page
+    note: str = ""  # where the unhealthy number comes from, for the page
+    suspicious_note: str = ""  # where the suspicious number comes from
+
+    def source(self, which: str) -> str:
+        """Where the `unhealthy` or `suspicious` number comes from, said next to each verdict it gives."""
+        note = self.note if which == "unhealthy" else self.suspicious_note
+        return note or "the runbook step's own threshold"
 
     @property
     def judged(self) -> bool:
@@ -83,11 +89,18 @@ def step_threshold(model: Model, page_alert: str, t) -> float | None:
     return float(t)
 
 
+def alert_threshold_note(model: Model, alert: Alert) -> str:
+    """`X's threshold 0.95`, saying so when overrides tuned it: the number a verdict is judged against."""
+    ov = model.spec.overrides.alerts.get(alert.alert)
+    tuned = ", tuned in overrides" if ov is not None and ov.threshold is not None else ""
+    return f"{alert.alert}'s threshold {alert.threshold:g}{tuned}"
+
+
 def _describe(model: Model, page_alert: str, t) -> str:
     if isinstance(t, s.AlertThreshold):
         target = t.of or page_alert
         a = _alert_spec(model, target)
-        base = f"{target}'s threshold {a.threshold:g}" if a else target
+        base = alert_threshold_note(model, a) if a is not None and a.threshold is not None else target
         return base if t.alert == 1 else f"{t.alert:g} x {base}"
     return ""
 
@@ -101,6 +114,7 @@ def limits(model: Model, page_alert: str, step: s.Step) -> Limits:
     )
     op = step.op
     notes = [d for d in (_describe(model, page_alert, step.unhealthy),) if d]
+    sus_note = _describe(model, page_alert, step.suspicious)
     if unh is None and "unhealthy" not in step.model_fields_set and step.query.kind == "slo":
         row = _burn_row(model, page_alert, step.query)
         if row is not None:
@@ -110,8 +124,10 @@ def limits(model: Model, page_alert: str, step: s.Step) -> Limits:
         if watcher is not None:
             unh = watcher.threshold
             op = op or ("<" if watcher.op in ("<", "<=") else ">")
-            notes = [f"{watcher.alert}'s threshold {watcher.threshold:g}"]
-    return Limits(op=op or ">", suspicious=sus, unhealthy=unh, note="; ".join(notes))
+            notes = [alert_threshold_note(model, watcher)]
+    return Limits(
+        op=op or ">", suspicious=sus, unhealthy=unh, note="; ".join(notes), suspicious_note=sus_note
+    )
 
 
 def _burn_row(model: Model, page_alert: str, q: s.SloQuery):
@@ -155,6 +171,9 @@ def default_runbook(alert: AlertRule) -> s.Runbook:
     if isinstance(a, BurnAlert):
         q = {"kind": "slo", "measure": "burn_rate", "window": a.long}
         step = {"id": "burn-rate", "title": f"Burn rate over {a.long}", "query": q, "unit": "factor"}
+    elif isinstance(a, InputsAlert):  # the traffic the SLO cannot judge while its input is missing
+        q = {"kind": "slo", "slo": a.slo, "measure": "events", "window": INPUTS_FOR}
+        step = {"id": "valid-events", "title": f"Requests of the model over {INPUTS_FOR}", "query": q}
     elif a.signal:
         q = {"kind": "signal", "signal": a.signal, "quantile": a.quantile}
         step = {"id": "alert-value", "title": "The value the alert watches", "query": q}
@@ -173,7 +192,7 @@ def default_runbook(alert: AlertRule) -> s.Runbook:
 def default_scope(model: Model, alert: AlertRule) -> tuple[str, ...]:
     """Labels of a firing alert that scope its investigation: the identity it fires per."""
     a = alert.spec
-    if isinstance(a, BurnAlert):
+    if isinstance(a, (BurnAlert, InputsAlert)):
         return tuple(model.builder.labels.identity("model"))
     if a.signal:
         sig = model.signal(a.signal)

@@ -38,11 +38,19 @@ def quoted_matcher(label: str, op: str, value: str) -> str:
     return f'{label}{op}"{escaped}"'
 
 
+def workload_renames(sb: SignalBuilder) -> dict[str, str]:
+    """The plain workload label (namespace, pod, container) -> the one dcgm-exporter series carry
+    under the configured layout (exported_namespace, ... behind a ServiceMonitor), where they differ."""
+    plain = sb.catalog.dcgm.workload_labels["plain"].model_dump()
+    workload = sb.labels.workload.model_dump()
+    return {plain[k]: v for k, v in workload.items() if plain[k] != v}
+
+
 class ScopedBuilder(SignalBuilder):
     """SignalBuilder that adds filter matchers to every selector whose series carry the label."""
 
-    def __init__(self, config: Config, filters: Iterable[tuple[str, str, str]] = ()):
-        super().__init__(config)
+    def __init__(self, config: Config, filters: Iterable[tuple[str, str, str]] = (), signals=None):
+        super().__init__(config, signals=signals)
         self.filters = tuple(filters)
 
     # which labels a series may carry, so a filter is only applied where it can match
@@ -59,8 +67,7 @@ class ScopedBuilder(SignalBuilder):
             layouts = dcgm.workload_labels.values()
             known |= {label for w in layouts for label in w.model_dump().values()} - set(TARGET_LABELS)
             # a vLLM pod is the workload pod: filters name it the way the configured layout does
-            plain, workload = dcgm.workload_labels["plain"].model_dump(), self.labels.workload.model_dump()
-            rename = {plain[k]: v for k, v in workload.items() if plain[k] != v}
+            rename = workload_renames(self)
             known |= set(TARGET_LABELS) - set(rename)
             return known, rename
         known = set(TARGET_LABELS) | cluster
@@ -139,16 +146,21 @@ class Queries:
 
     def _roll(self, series: str, level: str, by: list[str], keep: list[str], op: str = "sum") -> str:
         """Deduplicate to the unit (plus `keep`), then aggregate to the level (plus `by`)."""
-        unit = self._unit(level)
-        per_unit = b.dedup(series, unit + by + keep)
-        if set(self.identity(level)) == set(unit) and not keep:
+        return self._up_to(b.dedup(series, self._unit(level) + by + keep), level, by, keep, op)
+
+    def _up_to(self, per_unit: str, level: str, by: list[str], keep: list[str], op: str = "sum") -> str:
+        """A per-unit vector aggregated to the level (plus `by`)."""
+        if set(self.identity(level)) == set(self._unit(level)) and not keep:
             return per_unit
         return b.agg(op, self.identity(level) + by, per_unit)
 
     def rate_at(self, metric: str, level: str, matchers: str = "", by: list[str] = ()) -> str:
+        """Rate per level; a histogram's _count or _sum read in the configured histogram form."""
         keep = [label for label, _, _ in b.parse_matchers(matchers)] if matchers else []
         keep = [k for k in keep if k not in by]
-        return self._roll(b.rate(self.sb.select(metric, matchers), self.window), level, list(by), keep)
+        unit = self._unit(level) + list(by) + keep
+        per_unit = self.sb.histograms.deduped_rate(self.sb.select(metric, matchers), self.window, unit)
+        return self._up_to(per_unit, level, list(by), keep)
 
     # -- the kinds ----------------------------------------------------------------------
     def build(self, q, alert) -> str:
@@ -172,10 +184,31 @@ class Queries:
         through one), its newest point taken. A function application, not a binary operation."""
         return f"last_over_time(({expr})[{self.window}:{self.model.config.scrape_interval}] offset {ago})"
 
+    def grouped(self, by: list[str]) -> SignalBuilder:
+        """This builder, keeping only series that carry every grouping label: a GPU no workload is
+        mapped to belongs to no deployment, and idle devices must not make up a group of their own."""
+        if not by:
+            return self.sb
+        extra = tuple((label, "!=", "") for label in by)
+        return ScopedBuilder(self.model.config, getattr(self.sb, "filters", ()) + extra)
+
     def _signal(self, q: s.SignalQuery, alert) -> str:
         sig = self.model.signal(q.signal)
-        expr = self.sb.expr(sig, quantile=q.quantile)
-        return b.agg(q.agg, self.tokens(q.by), expr) if q.agg else expr
+        if not q.agg:
+            return self._guarded(q.signal, self.sb.expr(sig, quantile=q.quantile), alert)
+        by = self.tokens(q.by)
+        return b.agg(q.agg, by, self.grouped(by).expr(sig, quantile=q.quantile))
+
+    def _guarded(self, signal: str, expr: str, alert) -> str:
+        """The alert's own signal only where the alert can fire: with a `min_traffic` guard, a model
+        with a handful of requests (one failed of three) is no workload to judge."""
+        spec = alert.spec if alert is not None else None
+        guard = getattr(spec, "min_traffic", None)
+        if guard is None or getattr(spec, "signal", None) != signal:
+            return expr
+        sig = self.model.signal(signal)
+        traffic = b.compare(self.sb.denominator(sig), ">=", guard)
+        return b.only_where(expr, traffic, self.identity(sig.level))
 
     def _quantile(self, q: s.QuantileQuery, alert) -> str:
         return self.sb.histogram_quantile(
@@ -213,8 +246,8 @@ class Queries:
         return self._roll(series, q.level, [], [], op="max")
 
     def _imbalance(self, q: s.ImbalanceQuery, alert) -> str:
-        sig = self.sb.expr(self.model.signal(q.signal))
         by = self.tokens(q.by)
+        sig = self.grouped(by).expr(self.model.signal(q.signal))
         return b.guarded_div(b.agg("max", by, sig), b.agg("avg", by, sig), by)
 
     def _names(self, q: s.NamesQuery, alert) -> str:
@@ -258,7 +291,7 @@ class Queries:
         signal = q.signal or (ab.signal if ab else None)
         own = ab if ab is not None and ab.kind == kind else None  # the alert's options of that kind
         return self.sb.absence(
-            kind, source, self.model.spec.signals, signal, ab.absent_fires if ab else True, own
+            kind, source, self.model.spec.signals_read(), signal, ab.absent_fires if ab else True, own
         )
 
     # -- expected names for `names` steps ---------------------------------------------------

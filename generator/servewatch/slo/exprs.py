@@ -1,9 +1,11 @@
 """PromQL of the SLO rules, built on the SignalBuilder and promql.builders like every other rule.
 
-Only the short recording reads raw series: good and valid event rates per grouping (the model
-identity) over the configured rate window. Every longer window and the SLO-window budget are
-averages of those recordings over the window, good and valid separately, so a ratio is always
-traffic-weighted (never an average of ratios) and its cost is per model, not per raw bucket series.
+Only the short recording reads event rates: good and valid event rates per grouping (the model
+identity) over the configured rate window, from the rule set's recorded rates of the SLI's
+counters where they are recorded (slo/kinds.py), else from the raw counters. Every longer window
+and the SLO-window budget are averages of those recordings over the window, good and valid
+separately, so a ratio is always traffic-weighted (never an average of ratios) and its cost is per
+model, not per raw bucket series.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import re
 from ..promql import builders as b
 from ..signals import SignalBuilder
 from ..spec import slos as s
+from ..spec.deployment import COUNTING_ROLES
 from ..spec.schema import seconds
 from .kinds import kind_of
 
@@ -48,9 +51,19 @@ class SloExprs:
     """The expressions of one spec's SLOs, per grouping (config identity.model, cluster included)."""
 
     def __init__(self, sb: SignalBuilder):
-        self.sb = sb
+        self.sb = sb.of_roles(COUNTING_ROLES)  # each user request once (config.role)
         self.window = sb.config.rate_window
         self.grouping = sb.labels.identity("model")
+
+    def counted_where(self) -> str:
+        """Which side counts the events, said in burn alert descriptions (empty: one role)."""
+        role = self.sb.config.role
+        if role is None:
+            return ""
+        return (
+            f"Each request is counted once, on the {'/'.join(COUNTING_ROLES)} engines ({role.label}), "
+            "as those engines measure it, not at the client. "
+        )
 
     # -- names ------------------------------------------------------------------------------------
     def good_record(self) -> str:
@@ -84,21 +97,59 @@ class SloExprs:
             (f"{MODEL}={quoted(m)}", v) for m, v in sorted(own.items())
         ]
 
-    # -- the short recording: the only rules that read raw series ----------------------------------
-    def valid_rate(self, name: str, slo: s.SLO) -> str:
+    # -- the short recording: the only SLO rules that read event rates ----------------------------
+    def events(self, slo: s.SLO, value, *matchers: str):
+        """(good and valid selectors, whether they are of a record): the rule set's recorded rate
+        of the SLI's counters where one is recorded (its raw series are then read once per
+        evaluation, by that record, which the bucket quantiles and error ratios read too), else
+        the raw counters."""
         kind = kind_of(slo.sli)
-        events = kind.events(self.sb, slo.sli, self._param(slo, slo.sli))
-        return self.sb.model_rate(events.valid, self.window, events.keep)
+        record = kind.recording(self.sb, slo.sli, self.window)
+        if record is None:
+            return kind.events(self.sb, slo.sli, value, *matchers), False
+        return kind.recorded_events(record, slo.sli, value, *matchers), True
+
+    def records_read(self, slo: s.SLO) -> tuple[str, ...]:
+        """The rule set's records the SLO's event rates read (none: they read raw counters)."""
+        record = kind_of(slo.sli).recording(self.sb, slo.sli, self.window)
+        return (record,) if record else ()
+
+    def _rate(self, selector: str, from_record: bool, keep: tuple[str, ...]) -> str:
+        if from_record:
+            return b.agg("sum", self.grouping, selector)
+        return self.sb.model_rate(selector, self.window, keep)
+
+    def valid_rate(self, name: str, slo: s.SLO) -> str:
+        events, from_record = self.events(slo, self._param(slo, slo.sli))
+        return self._rate(events.valid, from_record, events.keep)
 
     def good_rate(self, name: str, slo: s.SLO) -> str:
-        """Good events per second per grouping; 0 (not absent) where there are valid events but no
-        good counter, so a model that fails every request has an error ratio of 1, not none."""
+        """Good events per second per grouping. Where the kind says an absent good counter means no
+        good event (availability), 0 where there are valid events, so a model that fails every
+        request has an error ratio of 1, not none; a latency SLI whose bucket is not scraped stays
+        absent instead (its good events are unknown)."""
         kind = kind_of(slo.sli)
         parts = []
         for matcher, value in self.branches(slo, kind.param) if kind.param else [("", None)]:
-            events = kind.events(self.sb, slo.sli, value, matcher)
-            parts.append(self.sb.model_rate(events.good, self.window, events.keep))
+            events, from_record = self.events(slo, value, matcher)
+            parts.append(self._rate(events.good, from_record, events.keep))
+        if not kind.absent_good_is_zero:
+            return b.any_of(*parts)
         return b.otherwise(b.any_of(*parts), f"0 * {self.recorded(self.valid_record(), name)}", self.grouping)
+
+    def missing_inputs(self, name: str, slo: s.SLO) -> list[tuple[str, dict]]:
+        """(condition, labels) per input whose absence leaves the SLI absent: a model served (its
+        count scraped) whose good-events bucket is not, for each threshold in use."""
+        kind = kind_of(slo.sli)
+        out = []
+        for matcher, value in self.branches(slo, kind.param) if kind.param else [("", None)]:
+            found = kind.missing(self.sb, slo.sli, value, matcher)
+            if found is None:
+                continue
+            served, labels = found
+            good = self.recorded(self.good_record(), name, matcher)
+            out.append((b.unless(b.agg("group", self.grouping, served), good, self.grouping), labels))
+        return out
 
     def _param(self, slo: s.SLO, sli):
         kind = kind_of(sli)
@@ -162,6 +213,10 @@ class SloExprs:
     # -- goodput -----------------------------------------------------------------------------------
     def goodput(self, slos: dict[str, s.SLO]) -> str:
         """Generated tokens per second x the share of requests good under every SLO (5m window)."""
-        tokens = self.sb.model_rate(self.sb.select(GENERATED_TOKENS), self.window)
+        rec = self.sb.recorded_source("rate", GENERATED_TOKENS, "model", (), self.window)
+        if rec is not None:  # the rule set's own record of the counter: read once per evaluation
+            tokens = b.agg("sum", self.grouping, rec.record)
+        else:
+            tokens = self.sb.model_rate(self.sb.select(GENERATED_TOKENS), self.window)
         shares = [f"1 - {self.recorded(self.error_record(self.window), name)}" for name in sorted(slos)]
         return b.product([tokens, *shares], self.grouping)

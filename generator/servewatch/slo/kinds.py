@@ -1,8 +1,10 @@
 """SLI kinds: which counters count good events and which count valid ones, per kind.
 
-A kind turns its spec (spec/slos.py) into two raw counter selectors; everything after that (rates
-per model, windows, budgets, burn-rate alerts, tests) is shared. A new kind (say, a ratio of two
-counters) is a schema class in spec/slos.py and a class here with `events` and `synthetic`.
+A kind turns its spec (spec/slos.py) into two raw counter selectors, or two selectors of the rule
+set's own recorded rate of those counters where one is recorded (`recorded_events`: the raw series
+are then read once per evaluation, by that record); everything after that (rates per model,
+windows, budgets, burn-rate alerts, tests) is shared. A new kind (say, a ratio of two counters) is a
+schema class in spec/slos.py and a class here with `events`, `recorded_events` and `synthetic`.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, ClassVar
 
+from ..promql import builders as b
 from ..signals import SignalBuilder
 from ..spec import slos as s
 
@@ -32,6 +35,7 @@ class SyntheticSeries:
     values: list[float]
     good: bool = False
     valid: bool = False
+    part: str = ""  # the series of the recorded rate it is summed into (its `le` or reason)
 
 
 Synthetic = list[SyntheticSeries]
@@ -53,34 +57,70 @@ def le_matcher(bound: float) -> str:
 
 
 class LatencyKind:
-    """Good: observations at or below the threshold bucket; valid: every observation."""
+    """Good: observations at or below the threshold bucket; valid: every observation.
+
+    A histogram exposes every bucket as soon as it exists, so a model with a count but no bucket at
+    the threshold has lost that bucket to a relabelling: its good events are unknown, not zero, and
+    the SLI is absent (a companion alert names the bucket), never 100% bad."""
 
     name: ClassVar[str] = "latency"
     param: ClassVar[str | None] = "threshold"  # what a per-model override may change
+    absent_good_is_zero: ClassVar[bool] = False
+    counts_aborts: ClassVar[bool] = False
 
     def events(self, sb: SignalBuilder, sli: s.LatencySLI, threshold: float, *matchers: str) -> Events:
         good = sb.select(f"{sli.histogram}_bucket", le_matcher(threshold), *matchers)
         return Events(good=good, valid=sb.select(f"{sli.histogram}_count", *matchers))
+
+    def recording(self, sb: SignalBuilder, sli: s.LatencySLI, window: str) -> str | None:
+        """The rule set's record of the histogram's bucket rates per model, if there is one. With
+        native histograms (config.histograms) that record holds histograms, not one series per `le`:
+        the SLO then reads the raw histogram, in its native form (promql/histograms.py)."""
+        if sb.histograms.native:
+            return None
+        rec = sb.recorded_source("bucket_rate", sli.histogram, "model", (), window)
+        return rec.record if rec is not None else None
+
+    def recorded_events(self, record: str, sli: s.LatencySLI, threshold: float, *matchers: str) -> Events:
+        """From the bucket-rate record: the bucket at the threshold, and +Inf (which is _count)."""
+        return Events(
+            good=b.selector(record, le_matcher(threshold), *matchers),
+            valid=b.selector(record, 'le="+Inf"', *matchers),
+        )
+
+    def missing(
+        self, sb: SignalBuilder, sli: s.LatencySLI, threshold: float, *matchers: str
+    ) -> tuple[str, dict]:
+        """The series that shows a model is served (its histogram's count, an instant read), and the
+        labels naming the input its good events need: the bucket and its metric."""
+        labels = {"metric": sb.metric_name(f"{sli.histogram}_bucket"), "le": le_value(threshold)}
+        return sb.select(f"{sli.histogram}_count", *matchers), labels
 
     def synthetic(
         self,
         series: SeriesName,
         sli: s.LatencySLI,
         threshold: float,
-        good: list[float],
+        good: list[float] | None,
         valid: list[float],
         decoys: tuple[float, ...] = (),
+        aborted: float = 0.0,
     ) -> Synthetic:
         """The bucket at `threshold` counts the good events; a decoy bound below it counts none and
         one above it counts all, so reading the wrong bucket gives a different answer."""
-        h = sli.histogram
-        out = [SyntheticSeries(series(f"{h}_bucket", {"le": le_value(threshold)}), good, good=True)]
+        h, le = sli.histogram, le_value(threshold)
+        out = []
+        if good is not None:  # None: the bucket is not scraped (a relabelling dropped it)
+            out.append(SyntheticSeries(series(f"{h}_bucket", {"le": le}), good, good=True, part=le))
         for bound in decoys:
             values = [0.0] * len(valid) if bound < threshold else valid
             out.append(SyntheticSeries(series(f"{h}_bucket", {"le": le_value(bound)}), values))
         out.append(SyntheticSeries(series(f"{h}_bucket", {"le": "+Inf"}), valid))
-        out.append(SyntheticSeries(series(f"{h}_count", {}), valid, valid=True))
+        out.append(SyntheticSeries(series(f"{h}_count", {}), valid, valid=True, part="+Inf"))
         return out
+
+
+ABORT = "abort"  # vLLM's finished_reason of a request its client cancelled
 
 
 class AvailabilityKind:
@@ -88,11 +128,28 @@ class AvailabilityKind:
 
     name: ClassVar[str] = "availability"
     param: ClassVar[str | None] = None
+    # vLLM creates a reason's counter at its first request: a model that failed every request has
+    # no good counter at all, and 0 good events
+    absent_good_is_zero: ClassVar[bool] = True
+    counts_aborts: ClassVar[bool] = True  # whether the SLI sees client aborts at all
 
     def events(self, sb: SignalBuilder, sli: s.AvailabilitySLI, _param: None, *matchers: str) -> Events:
         bad = "|".join(sli.bad)
         good = sb.select(sli.metric, f'{sli.label}!~"{bad}"', *matchers)
         return Events(good=good, valid=sb.select(sli.metric, *matchers), keep=(sli.label,))
+
+    def recording(self, sb: SignalBuilder, sli: s.AvailabilitySLI, window: str) -> str | None:
+        """The rule set's record of the counter's rate per model and reason, if there is one."""
+        rec = sb.recorded_source("rate", sli.metric, "model", (sli.label,), window)
+        return rec.record if rec is not None else None
+
+    def recorded_events(self, record: str, sli: s.AvailabilitySLI, _param: None, *matchers: str) -> Events:
+        bad = "|".join(sli.bad)
+        good = b.selector(record, f'{sli.label}!~"{bad}"', *matchers)
+        return Events(good=good, valid=b.selector(record, *matchers))
+
+    def missing(self, sb, sli, _param, *matchers):
+        return None
 
     def synthetic(
         self,
@@ -102,12 +159,26 @@ class AvailabilityKind:
         good: list[float],
         valid: list[float],
         decoys: tuple[float, ...] = (),
+        aborted: float = 0.0,
     ) -> Synthetic:
         """Good requests finish with `stop`; the failed ones are split evenly over the bad reasons, so
-        leaving any of them out of the failures changes the answer."""
+        leaving any of them out of the failures changes the answer. `aborted`: the share of every
+        finished request its client aborted, where aborts are not bad (counted good, as finished)."""
         share = [(v - g) / len(sli.bad) for g, v in zip(good, valid, strict=True)]
-        out = [SyntheticSeries(series(sli.metric, {sli.label: "stop"}), good, good=True, valid=True)]
-        out += [SyntheticSeries(series(sli.metric, {sli.label: r}), share, valid=True) for r in sli.bad]
+        stop = series(sli.metric, {sli.label: "stop"})
+        if aborted and ABORT not in sli.bad:
+            aborts = [v * aborted for v in valid]
+            stops = [g - a for g, a in zip(good, aborts, strict=True)]
+            abort = series(sli.metric, {sli.label: ABORT})
+            out = [
+                SyntheticSeries(abort, aborts, good=True, valid=True, part=ABORT),
+                SyntheticSeries(stop, stops, good=True, valid=True, part="stop"),
+            ]
+        else:
+            out = [SyntheticSeries(stop, good, good=True, valid=True, part="stop")]
+        out += [
+            SyntheticSeries(series(sli.metric, {sli.label: r}), share, valid=True, part=r) for r in sli.bad
+        ]
         return out
 
 

@@ -21,23 +21,25 @@ FAMILY = "slo"
 TIER_PACE = {"page": "fast", "ticket": "steadily"}
 
 
+INPUTS_ALERT = "SLOInputsMissing"  # one name for every SLO: its `slo` label tells them apart
+INPUTS_FOR = "15m"  # as long as the signal-missing alerts wait: a scrape or two missed is no loss
+
+
 def group_rule_count(slo: s.SLO, rate_window: str) -> int:
     """Rules in an SLO's group: valid, good, objective, one error ratio per window, the remaining
-    budget, one alert per row."""
-    return 4 + len(sli_windows(slo, rate_window)) + len(slo.alerting.windows)
+    budget, one alert per row, and for a latency SLI one inputs-missing alert per threshold."""
+    thresholds = 1 + sum(o.threshold is not None for o in slo.per_model.values())
+    inputs = thresholds if slo.sli.kind == "latency" else 0
+    return 4 + len(sli_windows(slo, rate_window)) + len(slo.alerting.windows) + inputs
 
 
-@dataclass(frozen=True)
-class BurnAlert:
-    """One burn-rate row of an SLO as an alert. It offers what model.py and its readers ask of a
-    spec Alert (name, severity, texts, dashboard; no signal, absence or threshold), plus its SLO."""
+@dataclass(frozen=True, kw_only=True)
+class SloAlert:
+    """An alert of an SLO's group. It offers what model.py and its readers ask of a spec Alert
+    (name, severity, texts, dashboard; no signal, absence or threshold), plus its SLO."""
 
     alert: str
     slo: str
-    tier: str
-    burn_rate: float
-    long: str
-    short: str
     severity: str
     summary: str
     description: str
@@ -54,6 +56,23 @@ class BurnAlert:
     enabled: ClassVar[bool] = True
 
 
+@dataclass(frozen=True, kw_only=True)
+class BurnAlert(SloAlert):
+    """One burn-rate row of an SLO as an alert."""
+
+    tier: str
+    burn_rate: float
+    long: str
+    short: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class InputsAlert(SloAlert):
+    """A model whose SLI is absent because an input its good events need is not scraped (a latency
+    SLI's bucket at the threshold, dropped by a relabelling): named, with the metric and the bucket,
+    instead of the model silently leaving its SLO."""
+
+
 @dataclass(frozen=True)
 class PlannedRecord:
     record: str
@@ -65,7 +84,7 @@ class PlannedRecord:
 class PlannedGroup:
     name: str
     records: tuple[PlannedRecord, ...]
-    alerts: tuple[BurnAlert, ...] = ()
+    alerts: tuple[BurnAlert | InputsAlert, ...] = ()
 
 
 class SloPlan:
@@ -101,7 +120,33 @@ class SloPlan:
             PlannedRecord(REMAINING, x.remaining(name, slo), own),
         ]
         alerts = tuple(self.burn_alert(name, slo, row) for row in slo.alerting.windows)
+        alerts += tuple(self.inputs_alerts(name, slo))
         return PlannedGroup(self.group_name(name), tuple(records), alerts)
+
+    def inputs_alerts(self, name: str, slo: s.SLO) -> list[InputsAlert]:
+        """One alert per input whose absence leaves the SLI absent (slo/exprs.py missing_inputs)."""
+        out = []
+        for expr, labels in self.x.missing_inputs(name, slo):
+            described = ", ".join(f'{k}="{v}"' for k, v in labels.items() if k != "metric")
+            out.append(
+                InputsAlert(
+                    alert=INPUTS_ALERT,
+                    slo=name,
+                    severity=slo.alerting.severity["ticket"],
+                    summary="An SLO cannot be measured: an input its good events need is not scraped.",
+                    description=(
+                        f"{self.subject()} exports {labels['metric'].removesuffix('_bucket')} but not its "
+                        f"{labels['metric']}{{{described}}} series, which the {name} SLO counts its good "
+                        "events from, so its SLI is absent (not 100% bad) and its burn-rate alerts cannot "
+                        "fire. A relabelling that drops histogram buckets must keep this one."
+                    ),
+                    expr=expr,
+                    for_=INPUTS_FOR,
+                    labels={"slo": name, **labels, **slo.alerting.labels},
+                    dashboard=self.dashboard,
+                )
+            )
+        return out
 
     # -- the alerts -------------------------------------------------------------------------------
     def burn_alert(self, name: str, slo: s.SLO, row: s.BurnWindow) -> BurnAlert:
@@ -133,7 +178,7 @@ class SloPlan:
             f"its {slo.window} objective allows over the last {row.long}, and more than {row.burn_rate:g}x "
             f"over the last {row.short} too (good: {slo.description}){own}. "
         )
-        return text + self.budget_left(name, slo)
+        return text + self.x.counted_where() + self.budget_left(name, slo)
 
     def budget_left(self, name: str, slo: s.SLO) -> str:
         """The remaining SLO-window budget, read at notification time with the `query` template

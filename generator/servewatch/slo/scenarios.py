@@ -19,7 +19,8 @@ from typing import Callable
 from ..errors import SpecError
 from ..spec import slos as s
 from ..spec.schema import seconds
-from .kinds import Synthetic, kind_of
+from .kinds import ABORT, Synthetic, kind_of
+from .plan import INPUTS_ALERT
 from .edges import Edge, Probe, on_edge, secant
 from .simulate import Counters, Firing, Timeline, avg_over_time, rate
 
@@ -28,6 +29,7 @@ SCENARIO_PREFIX = "slo-test/"  # model names of the scenarios' synthetic engines
 # nothing fires for any model: each SLO alert has silent checks besides its firing ones.
 QUIET_UNTIL = 60
 IDLE = "idle"  # the scenario with no traffic, whose records the generated test checks too
+INPUT_MISSING = "bucket-missing"  # the scenario whose good-events input is not scraped
 IDLE_CHECK = 120  # slo-test/idle, well past every short window: the generated test checks its records
 
 
@@ -83,6 +85,8 @@ class ModelRun:
     series: Synthetic = field(default_factory=list)
     timeline: Timeline | None = None
     exact_steps: frozenset[int] = frozenset()  # steps whose inputs sit exactly on an edge (edges.py)
+    good_missing: bool = False  # its good-events input is not scraped (a dropped bucket)
+    aborted: float = 0.0  # the share of its requests that the clients abort
 
 
 @dataclass
@@ -178,8 +182,20 @@ SeriesName = Callable[[str, str, dict[str, str]], str]
 class Designer:
     """The scenarios of one SLO."""
 
-    def __init__(self, name: str, slo: s.SLO, rate_window: str, series_name: SeriesName, where):
+    def __init__(
+        self,
+        name: str,
+        slo: s.SLO,
+        rate_window: str,
+        series_name: SeriesName,
+        where,
+        by_part: bool = False,
+        native: bool = False,
+    ):
         self.name, self.slo, self.rate_window = name, slo, rate_window
+        self.by_part = by_part  # the rules read a recorded rate per part (simulate.Counters)
+        # the rules read native histograms (config.histograms): a latency SLI's arithmetic differs
+        self.native = native and kind_of(slo.sli).param == "threshold"
         self.series_name = series_name
         self.where = where  # the SLO's location, for errors
         self.budget = 1 - slo.objective
@@ -194,6 +210,7 @@ class Designer:
     # -- the proof ----------------------------------------------------------------------------------
     def proof(self) -> Proof:
         designs = [self.steady_burn(), self.slow_burn(), self.burst(), self.idle(), self.counter_reset()]
+        designs += [self.good_input_missing(), self.client_aborts()]
         designs += [self.tiny()] + [self.override(m, o) for m, o in sorted(self.slo.per_model.items())]
         for i, row in enumerate(self.slo.alerting.windows, 1):
             designs += [self.guard_edge(i, row), self.short_edge(i, row), self.long_edge(i, row)]
@@ -230,8 +247,10 @@ class Designer:
         """Build the model's input series, then evaluate the rules on them."""
         good, valid = traffic.counters()
         name = lambda metric, extra: self.series_name(traffic.model, metric, extra)  # noqa: E731
-        run.series = kind.synthetic(name, self.slo.sli, run.param, good, valid, run.decoys)
-        counters = _counters(run.series)
+        run.series = kind.synthetic(
+            name, self.slo.sli, run.param, None if run.good_missing else good, valid, run.decoys, run.aborted
+        )
+        counters = self.counters(run.series)
         run.timeline = Timeline(self.slo, run.objective, counters, steps, self.rate_window, run.exact_steps)
 
     @staticmethod
@@ -249,6 +268,15 @@ class Designer:
         return at
 
     # -- helpers --------------------------------------------------------------------------------
+    def counters(self, series: Synthetic) -> Counters:
+        return Counters(
+            good=tuple((x.part, x.values) for x in series if x.good),
+            valid=tuple((x.part, x.values) for x in series if x.valid),
+            by_part=self.by_part,
+            absent_good_is_zero=kind_of(self.slo.sli).absent_good_is_zero,
+            native=self.native,
+        )
+
     def error_ratio(self, b: float, budget: float | None = None) -> float:
         """The error ratio of burn rate `b` (no more than 1: every request failing)."""
         return min(b * (budget or self.budget), 1.0)
@@ -363,6 +391,56 @@ class Designer:
             181,
             [run],
             prove,
+        )
+
+    def good_input_missing(self) -> Scenario | None:
+        """A model whose good events' input is not scraped (a relabelling dropped the latency
+        bucket at the threshold) while its count is: fast, healthy traffic that the old fallback to
+        0 good events made 100% bad on every row. Its SLI is absent, nothing burns, and the
+        inputs-missing alert names the bucket once its `for` has passed."""
+        if kind_of(self.slo.sli).absent_good_is_zero:
+            return None
+        if self.native:  # one native histogram holds every bucket: no relabelling drops just one
+            return None
+        length = max(minutes(r.long) for r in self.pages or self.slo.alerting.windows) + 10
+        run = self.run(scenario_model(INPUT_MISSING))
+        run.good_missing = True
+        run.traffic.add(length, self.per_min, 0.0)
+
+        return Scenario(
+            INPUT_MISSING,
+            "a model whose good-events bucket is not scraped never burns",
+            "every request is fast, but a relabelling dropped the bucket at the threshold: the good "
+            "events are unknown, so the SLI is absent rather than 100% bad, and "
+            f"{INPUTS_ALERT} names the bucket instead",
+            length + 1,
+            [run],
+            never_fires(length),
+        )
+
+    def client_aborts(self) -> Scenario | None:
+        """Clients cancelling a share of the requests that would page on every page row were aborts
+        errors, with no engine error: an SLI that does not count aborts as bad stays silent."""
+        kind = kind_of(self.slo.sli)
+        if not kind.counts_aborts or ABORT in self.slo.sli.bad or not self.pages:
+            return None
+        fast = max(r.burn_rate for r in self.pages)
+        share = min(1.5 * fast * self.budget, 0.5)
+        length = max(minutes(r.long) for r in self.pages) + 10
+        run = self.run(scenario_model("client-aborts"))
+        run.aborted = share
+        run.traffic.add(length, self.per_min, 0.0)
+
+        return Scenario(
+            "client-aborts",
+            f"client aborts of {share:.3g} of the requests and no engine error never fire",
+            f"{ABORT} is not in `bad`: counted as failures, these aborts would burn "
+            f"{share / self.budget:g}x, "
+            "past every page row; clients that give up because the service is slow are the latency "
+            "SLO's to catch",
+            length + 1,
+            [run],
+            never_fires(length),
         )
 
     def counter_reset(self) -> Scenario:
@@ -675,7 +753,8 @@ class Designer:
         run = self.run(scenario_model(key))
 
         def make(good: list[float], valid: list[float]) -> Counters:
-            return _counters(kind.synthetic(lambda m, x: m, self.slo.sli, run.param, good, valid, run.decoys))
+            series = kind.synthetic(lambda m, x: m, self.slo.sli, run.param, good, valid, run.decoys)
+            return self.counters(series)
 
         def probe(k: float) -> Probe:
             return Probe(build(run.traffic.model, k).counters(), make, edge, self.rate_window, self.budget)
@@ -709,6 +788,15 @@ class Designer:
         return Scenario(key, claim, why, at + 1, [run], prove, optional=True)
 
 
+def never_fires(end: int) -> Callable[[Scenario], list[int] | None]:
+    """A claim that no row fires at any minute, checked after the quiet start and at `end`."""
+
+    def prove(sc: Scenario) -> list[int] | None:
+        return None if any(sc.fires(at) for at in range(sc.steps)) else [QUIET_UNTIL, end]
+
+    return prove
+
+
 def _without_clashes(batch: Batch) -> list[Scenario]:
     """The batch's scenarios without those whose edge minute (which cannot move) is a close call for
     another model: at every check the test lists every model's alerts, and a close call there is no
@@ -717,10 +805,3 @@ def _without_clashes(batch: Batch) -> list[Scenario]:
         batch.firing(at)  # notes close calls
     clash = {at for r in batch.runs for at in r.timeline.close_calls if at not in r.exact_steps}
     return [sc for sc in batch.scenarios if not any(r.exact_steps & clash for r in sc.runs)]
-
-
-def _counters(series: Synthetic) -> Counters:
-    return Counters(
-        good=tuple(x.values for x in series if x.good),
-        valid=tuple(x.values for x in series if x.valid),
-    )

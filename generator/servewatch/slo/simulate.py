@@ -63,11 +63,18 @@ def avg_over_time(values: list[float]) -> float:
 
 
 def extrapolated(
-    values: Values, at: int, window_s: float, step_s: float = STEP_S, is_rate: bool = True
+    values: Values,
+    at: int,
+    window_s: float,
+    step_s: float = STEP_S,
+    is_rate: bool = True,
+    histogram: bool = False,
 ) -> float | None:
     """rate() (or increase()) of a float counter sampled every `step_s` (sample i at i * step_s), over
     `(t - window, t]` at step `at`: extrapolated to the window's edges as Prometheus 3.5 does. None
-    where Prometheus returns no sample (fewer than two samples in the window)."""
+    where Prometheus returns no sample (fewer than two samples in the window). `histogram`: the
+    counter is a field of a native histogram (its count, a bucket), which Prometheus 3.5 extrapolates
+    without the float counter's stop at zero."""
     lo = at - window_s / step_s
     pts = [(i, values[i]) for i in range(max(0, math.floor(lo)), min(at, len(values) - 1) + 1) if i > lo]
     pts = [(i, v) for i, v in pts if v is not None]
@@ -87,7 +94,7 @@ def extrapolated(
     threshold = average * 1.1
     if to_start >= threshold:  # the series starts inside the window: extrapolate half an interval
         to_start = average / 2
-    if result > 0 and first_v >= 0:  # never extrapolate a counter below zero
+    if result > 0 and first_v >= 0 and not histogram:  # never extrapolate a counter below zero
         to_start = min(to_start, sampled * (first_v / result))
     if to_end >= threshold:
         to_end = average / 2
@@ -97,9 +104,9 @@ def extrapolated(
     return result * factor
 
 
-def rate(values: Values, at: int, window_s: float) -> float | None:
+def rate(values: Values, at: int, window_s: float, histogram: bool = False) -> float | None:
     """rate(counter[window]) at step `at` of the one-minute grid."""
-    return extrapolated(values, at, window_s)
+    return extrapolated(values, at, window_s, histogram=histogram)
 
 
 def avg_with_last(prefix: list[float]):
@@ -122,19 +129,54 @@ def avg_with_last(prefix: list[float]):
 @dataclass(frozen=True)
 class Counters:
     """The raw counters of one model: those the SLI counts as good and those it counts as valid
-    (a counter may be both, e.g. finished_reason="stop")."""
+    (a counter may be both, e.g. finished_reason="stop"), each with the series of the recorded rate
+    it is summed into (its `le` or reason; slo/kinds.py).
 
-    good: tuple[Values, ...]
-    valid: tuple[Values, ...]
+    `by_part`: the SLO rules read a recorded rate (per model and part) and sum its parts, so
+    Prometheus sums the engines of each part first, then the parts in the order of their label
+    values; else they sum the raw counters' rates at once. `absent_good_is_zero`: whether a model
+    without a good counter has 0 good events (else its SLI is absent)."""
+
+    good: tuple[tuple[str, Values], ...]
+    valid: tuple[tuple[str, Values], ...]
+    by_part: bool = False
+    absent_good_is_zero: bool = True
+    # one native histogram per engine (config.histograms): good[i] and valid[i] are its bucket at the
+    # threshold and its count, and the rules count good events as histogram_fraction x histogram_count
+    native: bool = False
 
 
 def recorded(counters: Counters, at: int, rate_s: float) -> tuple[float | None, float | None]:
     """The good and valid event rates the rules record at step `at` (None: no sample)."""
-    valid = _sum([rate(v, at, rate_s) for v in counters.valid])
-    good = _sum([rate(v, at, rate_s) for v in counters.good])
-    if good is None and valid is not None:
+    if counters.native:
+        return _native_recorded(counters, at, rate_s)
+    valid = _sum_rates(counters.valid, at, rate_s, counters.by_part)
+    good = _sum_rates(counters.good, at, rate_s, counters.by_part)
+    if good is None and valid is not None and counters.absent_good_is_zero:
         good = 0 * valid  # the good recording falls back to 0 where there are valid events
     return good, valid
+
+
+def _native_recorded(counters: Counters, at: int, rate_s: float) -> tuple[float | None, float | None]:
+    """recorded() over native histograms: per engine, good = (g / c) * c as histogram_fraction (the
+    buckets up to the threshold over the count) times histogram_count computes it, none where the
+    engine observed nothing (promql/histograms.py count_below)."""
+    valid = [rate(v, at, rate_s, histogram=True) for _, v in counters.valid]
+    good = [rate(g, at, rate_s, histogram=True) for _, g in counters.good]
+    per_engine = [(g / c) * c if g is not None and c else None for g, c in zip(good, valid, strict=True)]
+    valid_sum, good_sum = _sum(valid), _sum(per_engine)
+    if good_sum is None and valid_sum is not None and counters.absent_good_is_zero:
+        good_sum = 0 * valid_sum
+    return good_sum, valid_sum
+
+
+def _sum_rates(series, at: int, rate_s: float, by_part: bool) -> float | None:
+    if not by_part:
+        return _sum([rate(v, at, rate_s) for _, v in series])
+    parts: dict[str, list[float | None]] = {}
+    for part, values in series:
+        parts.setdefault(part, []).append(rate(values, at, rate_s))
+    return _sum([_sum(parts[p]) for p in sorted(parts)])
 
 
 @dataclass(frozen=True)

@@ -212,6 +212,7 @@ OPTIONAL_PANELS: dict[str, dict[str, str]] = {
     "moe-deployment": {
         "alerts": "alerts firing for the deployment (stat and table)",
         "tokens_per_rank": "generated tokens per rank (and its imbalance)",
+        "kv_transfer": "NIXL KV transfer time and failures (disaggregated serving)",
     },
     "slo": {
         "goodput": "good output tokens per second (goodput) per model",

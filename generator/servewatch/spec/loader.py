@@ -45,6 +45,22 @@ class Spec:
     # defaults: a layer over the default specs replaces exactly these (layers.py)
     written: dict = field(default_factory=dict)
 
+    def group_enabled(self, group: Group) -> bool:
+        """Whether a group is generated: switched on (overrides applied) and each deployment
+        dimension it needs (config.role, config.track) configured."""
+        if any(getattr(self.config, need) is None for need in group.needs):
+            return False
+        ov = self.overrides.groups.get(group.name)
+        return group.enabled if ov is None or ov.enabled is None else ov.enabled
+
+    def signals_read(self) -> dict[str, Signal]:
+        """The signals rules may read: all but those recorded only by groups whose deployment
+        dimensions are not configured (an absence alert asks for no metric of theirs)."""
+        unmet = lambda g: any(getattr(self.config, need) is None for need in g.needs)  # noqa: E731
+        gated = {name for g in self.groups if unmet(g) for name in g.records}
+        gated -= {name for g in self.groups if not unmet(g) for name in g.records}
+        return {k: v for k, v in self.signals.items() if k not in gated}
+
     def locate(self, kind: str, name: str, *sub) -> Location:
         """file:line of a field of a named thing, e.g. locate("signal", "x", "metric")."""
         if (kind, name) not in self.sources:  # not written in the specs: a default

@@ -196,3 +196,94 @@ def _group_nesting(pattern: str) -> int:
         elif ch == ")":
             depth = max(depth - 1, 0)
     return deepest
+
+
+# -- values that a matcher accepts ---------------------------------------------------------------
+
+
+def _compiled(pattern: str):
+    options = re2.Options()
+    options.dot_nl = True  # Prometheus' (?s)
+    options.log_errors = False
+    return re2.compile(f"^(?:{pattern})$", options)
+
+
+def accepts(op: str, pattern: str, value: str) -> bool:
+    """Whether a label matcher accepts `value`, as Prometheus reads it (`=~` anchored, RE2)."""
+    if op == "=":
+        return value == pattern
+    if op == "!=":
+        return value != pattern
+    found = _compiled(pattern).search(value) is not None
+    return found if op == "=~" else not found
+
+
+def examples(pattern: str, fill: str, limit: int = 16) -> list[str]:
+    """Strings the regex may match: one per combination of its alternatives (at most `limit`), with
+    `fill` standing for what `.*` or `.+` matches (so distinct fills give distinct strings).
+    Candidates only: callers check each with `accepts` (Python's parser reads RE2 syntax close to,
+    not exactly as, RE2 does)."""
+    import re._parser as sre  # noqa: PLC0415 - only here, and private to the standard library
+
+    try:
+        return _walk(sre, sre.parse(pattern), fill, 0, limit)
+    except (re.error, ValueError, RecursionError, OverflowError):
+        return []
+
+
+def _walk(sre, items, fill: str, depth: int, limit: int) -> list[str]:
+    """Every string (up to `limit`) the parsed items make, one choice per alternative."""
+    if depth > MAX_GROUP_NESTING:
+        raise ValueError("too deep")
+    out = [""]
+    for op, arg in items:
+        if op == sre.LITERAL:
+            choices = [chr(arg)]
+        elif op == sre.NOT_LITERAL:
+            choices = ["a" if arg != ord("a") else "b"]
+        elif op == sre.ANY:
+            choices = ["a"]
+        elif op == sre.IN:
+            choices = [_in_class(sre, arg)]
+        elif op == sre.SUBPATTERN:
+            choices = _walk(sre, arg[3], fill, depth + 1, limit)
+        elif op == sre.BRANCH:
+            choices = [s for branch in arg[1] for s in _walk(sre, branch, fill, depth + 1, limit)]
+        elif op in (sre.MAX_REPEAT, sre.MIN_REPEAT, getattr(sre, "POSSESSIVE_REPEAT", None)):
+            low, high, sub = arg
+            if len(sub) == 1 and sub[0][0] == sre.ANY and fill and high > 1:
+                choices = [fill]  # `.*` / `.+`: the caller's text, which keeps values apart
+            else:
+                times = low if low else (1 if high else 0)
+                choices = [s * times for s in _walk(sre, sub, fill, depth + 1, limit)]
+        elif op == sre.AT:
+            continue
+        else:
+            raise ValueError(f"cannot make an example of {op}")
+        out = [a + c for a in out for c in choices][:limit]
+    return out
+
+
+def _in_class(sre, items) -> str:
+    negate = any(op == sre.NEGATE for op, _ in items)
+    if negate:
+        return next(c for c in "abcxyz019_-" if not _class_has(sre, items, c))
+    for op, arg in items:
+        if op == sre.LITERAL:
+            return chr(arg)
+        if op == sre.RANGE:
+            return chr(arg[0])
+        if op == sre.CATEGORY:
+            return {"CATEGORY_DIGIT": "0", "CATEGORY_SPACE": " ", "CATEGORY_WORD": "a"}.get(str(arg), "a")
+    raise ValueError("empty class")
+
+
+def _class_has(sre, items, c: str) -> bool:
+    for op, arg in items:
+        if op == sre.LITERAL and chr(arg) == c:
+            return True
+        if op == sre.RANGE and arg[0] <= ord(c) <= arg[1]:
+            return True
+        if op == sre.CATEGORY:
+            return True  # a class of categories: refuse to guess
+    return False

@@ -19,6 +19,7 @@ from pydantic import (
 from .. import catalog
 from ..catalog.exporter import METRIC_NAME_RE
 from .translate import did_you_mean
+from .deployment import RoleConfig, RoleName, TrackConfig
 from .fields import (
     DURATION_RE,
     AlertLabels,
@@ -181,6 +182,11 @@ class Remember(Strict):
         "1h"  # the workload last seen on a GPU stays its namespace (and pod) this long
     )
     targets: PositiveDuration = "12h"  # targets that vanished are reported until this long after they went
+    # an engine (data-parallel rank) or GPU that vanished while its target is up is reported until this
+    # long after it went: the horizon is how a rank or GPU is retired (docs/alert-labels.md)
+    parts: PositiveDuration = "1h"
+    # how often the parts' memory is recorded: it reads `parts` of samples, so it runs in a slow group
+    parts_every: PositiveDuration = "5m"
 
 
 def whole_seconds(value: str | None) -> str | None:
@@ -203,6 +209,10 @@ class Config(Strict):
         BeforeValidator(_with_defaults(DEFAULT_TARGETS)),
     ] = Field(default_factory=lambda: dict(DEFAULT_TARGETS))
     identity: Identity = Identity()
+    # prefill/decode role and stable/canary track of vLLM series (spec/deployment.py); null: one
+    # aggregated, single-track deployment per model
+    role: RoleConfig | None = None
+    track: TrackConfig | None = None
     remember: Remember = Remember()
     dcgm: DcgmProfile = DcgmProfile()
     rule_namespace: K8sName = "monitoring"
@@ -215,6 +225,9 @@ class Config(Strict):
         "https://grafana.example.com/d/{uid}/{slug}"
     )
     rule_prefix: K8sName = "servewatch"
+    # How the Prometheus stores vLLM's histograms (docs/histograms.md): classic _bucket/_count/_sum
+    # series, native histograms with custom buckets (convert_classic_histograms_to_nhcb), or either.
+    histograms: Literal["classic", "native", "both"] = "classic"
 
     @field_validator("cluster_label", mode="before")
     @classmethod
@@ -229,6 +242,22 @@ class Config(Strict):
                     f"cluster_label {self.cluster_label!r} is added to every identity; "
                     f"leave it out of identity.{level}"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _deployment_labels(self):
+        named = [(f, getattr(self, f).label) for f in ("role", "track") if getattr(self, f)]
+        if len(named) == 2 and named[0][1] == named[1][1]:
+            raise ValueError(f"role and track both read label {named[0][1]!r}; they need a label each")
+        for field, label in named:
+            if label == self.cluster_label:
+                raise ValueError(f"{field}.label {label!r} is the cluster_label")
+            for level in ("vllm", "model"):
+                if label in getattr(self.identity, level):
+                    raise ValueError(
+                        f"{field}.label {label!r} is added to the vLLM identities; "
+                        f"leave it out of identity.{level}"
+                    )
         return self
 
     _whole = field_validator("scrape_interval")(classmethod(lambda cls, v: whole_seconds(v)))
@@ -249,15 +278,19 @@ Level = Literal["gpu", "engine", "model"]
 class Signal(Strict):
     """A quantity computed once, recorded, and shared by alerts, dashboards and runbooks."""
 
-    kind: Literal["gauge", "matched_ratio", "rate", "quantile", "counter_ratio", "bucket_rate"]
+    kind: Literal["gauge", "matched_ratio", "rate", "quantile", "counter_ratio", "bucket_rate", "track_ratio"]
     record: str
     level: Level
     metric: str | None = None  # gauge, rate, quantile, counter_ratio, bucket_rate (a histogram)
     numerator: str | None = None  # matched_ratio: the part, e.g. fb_used
     partner: str | None = None  # matched_ratio: the rest, e.g. fb_free
     by: tuple[LabelName, ...] = ()  # extra labels kept (e.g. finished_reason)
-    matchers: Matchers = ""  # counter_ratio: the numerator's extra matchers
+    matchers: Matchers = ""  # counter_ratio: the numerator's extra matchers; gauge: which series
     quantiles: tuple[Number, ...] = ()
+    # track_ratio: the signal compared, each other track's value over the stable track's (config.track)
+    of: SignalName | None = None
+    # where config.role is set: the roles whose series the signal reads (empty: every role)
+    roles: tuple[RoleName, ...] = ()
     help: str = ""
 
     @field_validator("record")
@@ -284,10 +317,13 @@ class Signal(Strict):
             "bucket_rate": ["metric"],
             "counter_ratio": ["metric", "matchers"],
             "matched_ratio": ["numerator", "partner"],
+            "track_ratio": ["of"],
         }[self.kind]
         missing = [f for f in need if not getattr(self, f)]
         if missing:
             raise ValueError(f"a {self.kind} signal needs {', '.join(missing)}")
+        if self.roles and "both" not in self.roles:
+            raise ValueError("roles must include both: an aggregated engine does every role's work")
         if self.kind == "bucket_rate" and self.level == "gpu":
             raise ValueError("a bucket_rate signal is per engine or per model (level: engine or model)")
         return self
@@ -296,21 +332,34 @@ class Signal(Strict):
 class Absence(Strict):
     """What a 'never silently blind' companion alert watches."""
 
-    kind: Literal["partner_missing", "target_down", "metrics_absent", "inputs_missing", "no_progress"]
+    kind: Literal[
+        "partner_missing",
+        "target_down",
+        "metrics_absent",
+        "inputs_missing",
+        "no_progress",
+        "part_missing",
+        "rank_idle",
+    ]
     source: Literal["dcgm", "vllm"]
     signal: str | None = None  # partner_missing: the matched_ratio signal
     absent_fires: bool = True  # target_down, metrics_absent: fire when no target exists at all
     # metrics_absent: a target that has not been up since it appeared is starting (loading its
     # weights), not down, for this long
     startup_grace: PositiveDuration | None = None
-    # no_progress: gauge signals that say work is in flight, and rate signals that say it advances
+    # no_progress, rank_idle: gauge signals that say work is in flight, and rate signals that say it advances
     work: tuple[str, ...] = ()
     progress: tuple[str, ...] = ()
+    # rank_idle: the progress (tokens per second) a sibling rank of the same pod must make for an idle
+    # rank beside it to be a fault, not light traffic the load balancer has not spread yet
+    busy: Number | None = None
 
     @model_validator(mode="after")
     def _needs(self):
-        if self.kind == "no_progress" and not (self.work and self.progress):
-            raise ValueError("a no_progress absence needs `work` and `progress` signals")
+        if self.kind in ("no_progress", "rank_idle") and not (self.work and self.progress):
+            raise ValueError(f"a {self.kind} absence needs `work` and `progress` signals")
+        if self.kind == "rank_idle" and self.busy is None:
+            raise ValueError("a rank_idle absence needs `busy`: the progress per second of a serving sibling")
         return self
 
 
@@ -369,6 +418,9 @@ class Group(Strict):
     records: tuple[str, ...] = ()
     alerts: tuple[Alert, ...] = ()
     enabled: bool = True
+    # the deployment dimensions the group is about (config.role, config.track): generated only
+    # where each is configured
+    needs: tuple[Literal["role", "track"], ...] = ()
 
     @field_validator("name", "family")
     @classmethod
@@ -476,6 +528,9 @@ class Expectation(Strict):
 class SeriesInput(Strict):
     series: Annotated[str, AfterValidator(lambda v: series(_sketch(v)) and v)]
     values: Annotated[str, AfterValidator(lambda v: sample_values(_sketch(v)) and v)]
+    # input only where each deployment dimension is configured (config.role, config.track): a series
+    # that only the rules of such a dimension read
+    needs: tuple[Literal["role", "track"], ...] = ()
 
 
 class Scenario(Strict):

@@ -45,7 +45,7 @@ class AvailabilitySLI(Strict):
     kind: Literal["availability"]
     metric: str = "vllm:request_success_total"
     label: LabelName = "finished_reason"
-    bad: tuple[Annotated[str, AfterValidator(label_value)], ...] = ("abort", "error")
+    bad: tuple[Annotated[str, AfterValidator(label_value)], ...] = ("error",)
 
     @field_validator("bad")
     @classmethod

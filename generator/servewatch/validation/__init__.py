@@ -11,6 +11,7 @@ line and field:
   slo_checks.py       SLOs against the catalog (latency thresholds are bucket bounds) and the config
   runbook_checks.py   each runbook against its alert, the signals, the catalog and its own steps
   dashboard_links.py  alert, runbook and dashboard links against the dashboards as built
+  selector_checks.py  config.selectors against the label values of the generated tests
 
 The dashboards are built here (their links can only be checked on what was built) and handed to the
 renderer, so they are built once. The renderers check nothing, with one exception only rendering can
@@ -27,6 +28,7 @@ from ..render import dashboards
 from ..spec.loader import Spec
 from .dashboard_links import alert_link_problems, check_board_links, runbook_link_problems
 from .runbook_checks import runbook_problems
+from .selector_checks import selector_problems
 from .slo_checks import slo_problems
 from .spec_checks import spec_problems
 
@@ -47,7 +49,7 @@ def validate(spec: Spec) -> Validated:
     problems = spec_problems(spec) + slo_problems(spec)
     if problems:  # the runbooks refer to signals and alerts: check them against a sound spec only
         raise SpecErrors(problems)
-    problems = runbook_problems(model)
+    problems = runbook_problems(model) + selector_problems(model)
     if problems:
         raise SpecErrors(problems)
     boards, views = dashboards.build_with_views(model)

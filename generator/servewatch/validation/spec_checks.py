@@ -9,6 +9,7 @@ from datetime import timedelta
 
 from .. import catalog as catalog_mod
 from .. import templates
+from ..absence import RANK
 from ..errors import Location, SpecError
 from ..model import effective_alert
 from ..signals import SignalBuilder
@@ -20,6 +21,7 @@ from .scenario_checks import scenario_problems
 
 METRIC_FIELDS = ("metric", "numerator", "partner")
 HISTOGRAM_KINDS = ("quantile", "bucket_rate")  # signals whose metric is a histogram's name
+TRAFFIC_KINDS = ("counter_ratio", "track_ratio")  # signals whose alerts take min_traffic
 
 # The signals the dashboards read by name (render/dashboards/), with the kind and level their panels
 # are written for. Without one of them a dashboard cannot be built.
@@ -32,6 +34,7 @@ DASHBOARD_SIGNALS = {
     "engine_generation_tokens_rate": ("rate", "engine"),
     "model_requests_rate": ("rate", "model"),
     "model_request_error_ratio": ("counter_ratio", "model"),
+    "model_abort_ratio": ("counter_ratio", "model"),
     "model_ttft": ("quantile", "model"),
     "model_itl": ("quantile", "model"),
     "model_e2e_latency": ("quantile", "model"),
@@ -48,9 +51,10 @@ def _ratio_threshold_problem(builder, signal, threshold: float) -> str | None:
 
 
 def _test_length_problems(spec) -> list[SpecError]:
-    """The generated boundary tests of a threshold alert hold a sample every scrape_interval from the
-    start to past its `for` and rate window, and promtool loads every one: past MAX_SAMPLES per series
-    they could not run (and making them would not end)."""
+    """The generated tests of an alert hold a sample every scrape_interval from the start to past its
+    `for` (plus, for an absence alert, its startup grace; plus `keep_firing_for`) and rate window, and
+    promtool loads every one: past MAX_SAMPLES per series they could not run (and making them would
+    not end). An absence alert has no signal but its tests wait out its `for` all the same."""
     config = spec.config
     scrape, window = seconds(config.scrape_interval), seconds(config.rate_window)
     longest = timedelta(seconds=max(int(MAX_SAMPLES * scrape - window - MARGIN_S), 0))
@@ -59,9 +63,13 @@ def _test_length_problems(spec) -> list[SpecError]:
         for alert in group.alerts:
             override = spec.overrides.alerts.get(alert.alert)
             tuned = override is not None and override.for_ is not None
-            for_ = effective_alert(alert, spec).for_
-            samples = math.ceil((seconds(for_) + window + MARGIN_S) / scrape)
-            if alert.signal and samples > MAX_SAMPLES:
+            tuned_alert = effective_alert(alert, spec)
+            for_ = tuned_alert.for_
+            held = seconds(for_) + seconds(tuned_alert.keep_firing_for or "0s")
+            if alert.absence is not None:
+                held += seconds(alert.absence.startup_grace or "0s")
+            samples = math.ceil((held + window + MARGIN_S) / scrape)
+            if (alert.signal or alert.absence) and samples > MAX_SAMPLES:
                 where = ("override of alert", alert.alert) if tuned else ("alert", alert.alert)
                 out.append(
                     SpecError(
@@ -105,6 +113,9 @@ def spec_problems(spec) -> list[SpecError]:
                     err(f"{metric!r} is a {entry.type}; rate() needs a counter", ("signal", name), field)
                 elif signal.kind in HISTOGRAM_KINDS and entry.type != "histogram":
                     err(f"{metric!r} is a {entry.type}, not a histogram", ("signal", name), field)
+        if signal.kind == "track_ratio":
+            for problem, field in _track_ratio_problems(signal, spec.signals):
+                err(problem, ("signal", name), field)
         if signal.record in records and not (signal.kind == "quantile"):
             err(
                 f"record {signal.record!r} is already used by signal {records[signal.record]!r}",
@@ -114,6 +125,7 @@ def spec_problems(spec) -> list[SpecError]:
         records[signal.record] = name
 
     alert_names = {a.alert for g in spec.groups for a in g.alerts}
+    recorded_anywhere = {rec for g in spec.groups for rec in g.records}
     for group in spec.groups:
         for rec in group.records:
             if rec not in spec.signals:
@@ -122,6 +134,9 @@ def spec_problems(spec) -> list[SpecError]:
                     ("group", group.name),
                     "records",
                 )
+            elif spec.signals[rec].kind == "track_ratio":
+                for problem in _track_group_problems(spec, group, spec.signals[rec], recorded_anywhere):
+                    err(problem, ("group", group.name), "records")
         for alert in group.alerts:
             key = ("alert", alert.alert)
             if alert.signal:
@@ -139,9 +154,9 @@ def spec_problems(spec) -> list[SpecError]:
                         "signal",
                     )
                 sig = spec.signals[alert.signal]
-                if alert.min_traffic is not None and sig.kind != "counter_ratio":
+                if alert.min_traffic is not None and sig.kind not in TRAFFIC_KINDS:
                     err(
-                        f"min_traffic needs a counter_ratio signal (its denominator is the traffic); "
+                        f"min_traffic needs a counter_ratio or track_ratio signal (it counts the traffic); "
                         f"{alert.signal!r} is a {sig.kind}",
                         key,
                         "min_traffic",
@@ -157,9 +172,16 @@ def spec_problems(spec) -> list[SpecError]:
                         key,
                         "quantile",
                     )
-            if alert.absence and alert.absence.kind == "no_progress":
+            if alert.absence and alert.absence.kind in ("no_progress", "rank_idle"):
                 for problem, field in _no_progress_problems(alert.absence, spec.signals, _recorded(spec)):
                     err(problem, key, "absence", field)
+            if alert.absence and alert.absence.kind == "rank_idle" and RANK not in spec.config.identity.vllm:
+                err(
+                    f"a rank_idle absence compares the ranks of a pod: config.identity.vllm needs {RANK!r}",
+                    key,
+                    "absence",
+                    "kind",
+                )
             if alert.absence and alert.absence.kind == "partner_missing":
                 sig = spec.signals.get(alert.absence.signal or "")
                 if sig is None or sig.kind != "matched_ratio":
@@ -218,10 +240,10 @@ def spec_problems(spec) -> list[SpecError]:
             problem = _ratio_threshold_problem(builder, sig, ov.threshold)
             if problem:
                 err(problem, key, "threshold")
-        if ov.min_traffic is not None and (sig is None or sig.kind != "counter_ratio"):
+        if ov.min_traffic is not None and (sig is None or sig.kind not in TRAFFIC_KINDS):
             err(
-                f"min_traffic needs an alert on a counter_ratio signal (its denominator is the traffic); "
-                f"{name} has {'a ' + sig.kind if sig else 'no'} signal",
+                "min_traffic needs an alert on a counter_ratio or track_ratio signal (it counts the "
+                f"traffic); {name} has {'a ' + sig.kind if sig else 'no'} signal",
                 key,
                 "min_traffic",
             )
@@ -287,12 +309,38 @@ def spec_problems(spec) -> list[SpecError]:
     return errors
 
 
+def _track_ratio_problems(signal, signals) -> list[tuple[str, str]]:
+    """A track_ratio compares a quantile, gauge or ratio signal of its own level, at one quantile
+    of a quantile signal."""
+    of = signals.get(signal.of)
+    if of is None:
+        return [(f"unknown signal {signal.of!r}{did_you_mean(signal.of, signals)}", "of")]
+    if of.kind not in ("quantile", "gauge", "counter_ratio"):
+        return [(f"a track_ratio compares a quantile, gauge or counter_ratio signal, not a {of.kind}", "of")]
+    if of.level != signal.level:
+        return [(f"{signal.of!r} is per {of.level}; a track_ratio keeps its level", "level")]
+    wanted = 1 if of.kind == "quantile" else 0
+    if len(signal.quantiles) != wanted or not set(signal.quantiles) <= set(of.quantiles):
+        need = f"one of {list(of.quantiles)}" if wanted else "none"
+        return [(f"quantiles: {need} ({signal.of!r} is a {of.kind})", "quantiles")]
+    return []
+
+
+def _track_group_problems(spec, group, signal, recorded: set[str]) -> list[str]:
+    """A track_ratio compares tracks (config.track) and reads the record of the signal it compares."""
+    out = []
+    if "track" not in group.needs and spec.config.track is None:
+        out.append(f"{signal.record} compares tracks: give the group `needs: [track]` (config.track is null)")
+    if signal.of in spec.signals and signal.of not in recorded:
+        out.append(f"{signal.of!r}, which {signal.record} compares, is recorded by no group")
+    return out
+
+
 def _recorded(spec) -> set[str]:
     """The signals an enabled group records (overrides applied)."""
     out = set()
     for group in spec.groups:
-        ov = spec.overrides.groups.get(group.name)
-        if group.enabled if ov is None or ov.enabled is None else ov.enabled:
+        if spec.group_enabled(group):
             out.update(group.records)
     return out
 

@@ -307,7 +307,30 @@ def fleet(cluster: str | None = None, steps: int = STEPS) -> Scenario:
             MIXTRAL: {"pods": (POD_MIXTRAL,), "engines_per_pod": 1, "max_model_len": 32768},
         },
     }
+    s += nixl_engine(ta.labels(), DEEPSEEK, 0, steps)
     return Scenario("fleet", tuple(s), steps, STEP, last, truth)
+
+
+NIXL_XFER_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 5.0)  # catalog/vllm.yaml
+
+
+def nixl_engine(target: dict, model: str, engine: int, steps: int, pulls: int = 20) -> list[Series]:
+    """The NIXL connector series of a healthy decode engine: `pulls` KV transfers per step, each
+    in the (0.025, 0.05] s bucket, and no failed transfer, notification or expired request."""
+    me = {**target, "model_name": model, "engine": str(engine)}
+    total = [float(pulls * (PRIOR + i)) for i in range(steps)]
+    out = [
+        Series(f"vllm:nixl_num_{name}_total", me, [0.0] * steps, kind="counter")
+        for name in ("failed_transfers", "failed_notifications", "kv_expired_reqs")
+    ]
+    for bound in (*NIXL_XFER_BUCKETS, "+Inf"):
+        filled = bound == "+Inf" or bound >= 0.05
+        le = bound if bound == "+Inf" else f"{bound:g}"
+        values = total if filled else [0.0] * steps
+        out.append(Series("vllm:nixl_xfer_time_seconds_bucket", {**me, "le": le}, values, kind="histogram"))
+    out.append(Series("vllm:nixl_xfer_time_seconds_count", me, total, kind="histogram"))
+    out.append(Series("vllm:nixl_xfer_time_seconds_sum", me, [0.04 * v for v in total], kind="histogram"))
+    return out
 
 
 __all__ = ["fleet", "STEP", "STEPS", "DEEPSEEK", "MIXTRAL", "NS"]

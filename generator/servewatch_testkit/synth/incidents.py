@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable
 
-from .dcgm import H100_USABLE_MIB, dcgm_gpu, dcgm_target, field_names
+from .dcgm import H100, H100_USABLE_MIB, dcgm_gpu, dcgm_target, field_names
 from .histogram import (
     ITL_BUCKETS,
     REQ_BUCKETS,
@@ -641,6 +641,75 @@ def mig_without_fb() -> Scenario:
     )
 
 
+def vanished_rank() -> Scenario:
+    """``POD_1`` engine "1" dies at step 80 (its engine core process crashed): from then on the pod's
+    server exports no series of that rank, while its target stays up and engine "0" keeps serving at
+    the baseline. The rank's last sample is at step 79, so an instant query loses it from step 90
+    (5 m lookback); VLLMEngineMissing holds from then on, 14.5 min at ``EVAL_STEP``, beyond its `for`.
+    """
+    bad = (1, 1)
+
+    def engine_kw(p, e):
+        return dict(active=(0, INCIDENT_STEP)) if (p, e) == bad else {}
+
+    return _build(
+        "vanished_rank",
+        engine_kw=engine_kw,
+        truth={"bad": [{"namespace": NS, "pod": POD_1, "model_name": MODEL, "engine": "1"}]},
+    )
+
+
+def vanished_gpu() -> Scenario:
+    """``POD_0``'s GPU 3 on gpu-node-a falls off the bus at step 80 (XID 79): DCGM returns blank values
+    for it, so the exporter exports none of its series, while the exporter stays up and exports the
+    host's other three GPUs. Its last sample is at step 79; GPUMissing holds from step 90 on. vLLM
+    unchanged (the synthetic engine keeps serving: only the GPU's series are modelled).
+    """
+    bad = (0, 3)
+
+    def gpu_kw(p, g):
+        return dict(active=(0, INCIDENT_STEP)) if (p, g) == bad else {}
+
+    return _build(
+        "vanished_gpu",
+        gpu_kw=gpu_kw,
+        truth={
+            "bad": [{"UUID": gpu_uuid(*bad), "host": HOSTS[bad[0]], "gpu": str(bad[1]), "modelName": H100}]
+        },
+    )
+
+
+IDLE_STEP = 60
+
+
+def idle_rank() -> Scenario:
+    """``POD_1`` engine "1" gets no work from step ``IDLE_STEP`` (60; the data-parallel balancer routes
+    around it): no request arrives, running and waiting are 0, no token is computed; engine "0" of the
+    same pod keeps serving at the baseline (thousands of tokens a second, far above VLLMEngineIdle's
+    `busy`). Its 5 m token rates are 0 from step 69; VLLMEngineIdle holds from then on, 25 min at
+    ``EVAL_STEP``, beyond its `for` (15 m, longer than the other incidents leave: hence the earlier start).
+    """
+    bad = (1, 1)
+
+    def engine_kw(p, e):
+        if (p, e) != bad:
+            return {}
+        return dict(
+            requests=step_fn(BASE_REQUESTS, {IDLE_STEP: 0}),
+            running=step_fn(BASE_RUNNING, {IDLE_STEP: 0}),
+        )
+
+    built = _build(
+        "idle_rank",
+        engine_kw=engine_kw,
+        truth={
+            "bad": [{"namespace": NS, "pod": POD_1, "model_name": MODEL, "engine": "1"}],
+            "ttft_p95": _p(0.95, CHAT_MIX, "ttft_s", TTFT_BUCKETS),
+        },
+    )
+    return replace(built, incident_step=IDLE_STEP)
+
+
 INCIDENTS: dict[str, Callable[[], Scenario]] = {
     "kv_saturation": kv_saturation,
     "ttft_queueing": ttft_queueing,
@@ -653,6 +722,9 @@ INCIDENTS: dict[str, Callable[[], Scenario]] = {
     "gpu_pod_label_flap": gpu_pod_label_flap,
     "vllm_scrape_gone": vllm_scrape_gone,
     "mig_without_fb": mig_without_fb,
+    "vanished_rank": vanished_rank,
+    "vanished_gpu": vanished_gpu,
+    "idle_rank": idle_rank,
     "healthy": healthy,
 }
 

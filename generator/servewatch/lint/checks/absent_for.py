@@ -13,7 +13,7 @@ from ..findings import Severity
 from . import Check
 
 
-def _seconds(duration: str | None) -> float:
+def for_seconds(duration: str | None) -> float:
     if not duration:
         return 0.0
     try:
@@ -29,7 +29,7 @@ def run(rule, ctx):
     if not calls:
         return
     needed = 2 * ctx.scrape_interval_s if ctx.scrape_interval_s else 0.0
-    waited = _seconds(rule.for_)
+    waited = for_seconds(rule.for_)
     if waited == 0 or waited < needed:
         fn = sorted(calls)[0]
         minimum = f"at least {int(needed)}s (2 scrape intervals)" if needed else "a few scrape intervals"

@@ -2,7 +2,8 @@
 
 Implicit matching uses every label: it breaks as soon as one side carries a label the other lacks
 (a new exporter label, exported_pod, a recording rule's static label). `or` is exempt: it joins
-alternatives that differ in labels on purpose.
+alternatives that differ in labels on purpose, and so is an operation between two sides that carry
+no labels at all (`sum(a) / sum(b)`), where `on (...)` has nothing to match on.
 """
 
 from __future__ import annotations
@@ -14,7 +15,12 @@ from . import Check
 
 def run(query, ctx):
     for node, _ in tree.walk(query.ast):
-        if tree.is_vector_match(node) and tree.op(node) != "or" and tree.matching(node) is None:
+        if (
+            tree.is_vector_match(node)
+            and tree.op(node) != "or"
+            and tree.matching(node) is None
+            and not (tree.carries_no_labels(node.lhs) and tree.carries_no_labels(node.rhs))
+        ):
             yield CHECK.problem(
                 f"`{str(node.op)}` between two vectors without on(...) or ignoring(...): "
                 f"`{tree.short(node, 60)}`",

@@ -39,10 +39,17 @@ def level(node, ctx) -> str | None:
     return None
 
 
+# Where a panel keeps its reduction: Grafana 7+ `reduceOptions`, and the 6.x gauge and bar gauge's
+# `fieldOptions` that old dashboards (and their imports) still carry.
+REDUCE_KEYS = ("reduceOptions", "fieldOptions")
+
+
 def _sums(panel: dict) -> tuple | None:
-    reduce = (panel.get("options") or {}).get("reduceOptions") or {}
-    if "sum" in (reduce.get("calcs") or []) and not reduce.get("values"):
-        return ("options", "reduceOptions", "calcs")
+    options = panel.get("options") or {}
+    for key in REDUCE_KEYS:
+        reduce = options.get(key) or {}
+        if isinstance(reduce, dict) and "sum" in (reduce.get("calcs") or []) and not reduce.get("values"):
+            return ("options", key, "calcs")
     if panel.get("type") == "singlestat" and panel.get("valueName") == "total":
         return ("valueName",)
     return None

@@ -20,6 +20,7 @@ from .panels import above, filling, problem_list, stat
 from .selection import Selection
 
 SOURCE_NAMES = {"vllm": "vLLM", "dcgm": "dcgm-exporter"}
+PART_NAMES = {"vllm": ("engine", "engines"), "dcgm": ("GPU or MIG instance", "GPUs and MIG instances")}
 # What each kind of 'never silently blind' alert fires on, as a problem list: title, what empty means.
 ABSENCE_LISTS = {
     "target_down": ("{source} targets down", "None: every {source} target answers its scrape."),
@@ -34,6 +35,14 @@ ABSENCE_LISTS = {
     "no_progress": (
         "{source} engines with work in flight and no progress",
         "None: every {source} engine with work in flight computes tokens.",
+    ),
+    "part_missing": (
+        "{source} {parts} seen recently, gone while their target is up",
+        "None: every {source} {part} seen within the memory's horizon reports, or its target went with it.",
+    ),
+    "rank_idle": (
+        "{source} engines idle while a sibling rank serves",
+        "None: every {source} engine of a serving pod gets work.",
     ),
     "partner_missing": (
         "GPUs or exporters without both {numerator} and {partner}",
@@ -92,10 +101,11 @@ class BoardBuilder:
         signal: str,
         description: str,
         quantile: float | None = None,
+        instant: bool = False,
         **kw,
     ) -> grafana.Panel:
         """A stat of a signal's worst series (the fullest, slowest, longest), coloured by its alert's
-        resolved threshold."""
+        resolved threshold; `instant`: its value now only, no sparkline over the range."""
         ctx = self.ctx
         threshold = ctx.threshold(signal, quantile)
         worst = promql.agg("max", [], selection.signal(signal, quantile))
@@ -103,7 +113,7 @@ class BoardBuilder:
             kw.update(min=0, max=1, steps=filling(threshold))
         return stat(
             title,
-            grafana.Target(worst),
+            grafana.Target(worst, instant=instant),
             steps=kw.pop("steps", above(threshold)),
             description=description,
             **kw,
@@ -119,7 +129,8 @@ class BoardBuilder:
             alert = alerts[0]
             absence = alert.spec.absence
             sig = self.ctx.model.signal(absence.signal) if absence.signal else None
-            words = {"source": SOURCE_NAMES.get(source, source)}
+            part, parts = PART_NAMES[source]
+            words = {"source": SOURCE_NAMES.get(source, source), "part": part, "parts": parts}
             words.update({"numerator": sig.numerator, "partner": sig.partner} if sig else {})
             title, empty = (text.format(**words) for text in ABSENCE_LISTS[absence.kind])
             self.add(

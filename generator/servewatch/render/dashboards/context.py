@@ -148,8 +148,17 @@ class DashboardContext:
 
     @property
     def model_filters(self) -> list[str]:
-        """vLLM series of the selected cluster, namespace and model."""
-        return self.namespace_filters + [var_matcher(self.roles.model, "model")]
+        """vLLM series of the selected cluster, namespace and model (and role and track, where
+        configured)."""
+        dims = [var_matcher(label, var) for var, _, label in self.dimensions]
+        return self.namespace_filters + [var_matcher(self.roles.model, "model")] + dims
+
+    @property
+    def dimensions(self) -> list[tuple[str, str, str]]:
+        """(variable, title, label) of each configured deployment dimension (config.role, .track)."""
+        cfg = self.model.config
+        wanted = (("role", "Role (prefill/decode)", cfg.role), ("track", "Track", cfg.track))
+        return [(var, title, dim.label) for var, title, dim in wanted if dim is not None]
 
     @property
     def engine_filters(self) -> list[str]:
@@ -227,7 +236,8 @@ class DashboardContext:
     # -- legends ------------------------------------------------------------------------------------
     def model_legend(self, suffix: str = "") -> str:
         roles = self.roles
-        return f"{{{{{roles.namespace}}}}}/{{{{{roles.model}}}}}" + (f" {suffix}" if suffix else "")
+        dims = "".join(f" {{{{{label}}}}}" for _, _, label in self.dimensions)
+        return f"{{{{{roles.namespace}}}}}/{{{{{roles.model}}}}}{dims}" + (f" {suffix}" if suffix else "")
 
     def engine_legend(self, suffix: str = "") -> str:
         return f"{{{{{self.roles.pod}}}}} engine {{{{{self.roles.engine}}}}}" + (
@@ -290,6 +300,18 @@ class DashboardContext:
                 query=self.label_values(live, roles.model, *self.namespace_filters),
                 multi=multi,
                 include_all=multi,
+            ),
+            *(
+                grafana.Variable(
+                    var,
+                    title,
+                    query=self.label_values(
+                        live, label, *self.namespace_filters, var_matcher(roles.model, "model")
+                    ),
+                    multi=True,
+                    include_all=True,
+                )
+                for var, title, label in self.dimensions
             ),
         ]
 

@@ -93,12 +93,15 @@ class GpuFleet(BoardBuilder):
 
     # -- rows ------------------------------------------------------------------------------------------
     def overview(self) -> None:
+        """The board's default view. Its stats are instant queries (the value now, no sparkline):
+        over a range each would read every GPU's series at every step, 0.55 M samples per stat and
+        refresh at 4,096 GPUs (bench/README.md); the rows below draw the history."""
         ctx = self.ctx
         self.row("Fleet", collapsed=False)
         self.add(
             stat(
                 "GPUs and MIG instances",
-                grafana.Target(f"count({self.framebuffer_ratio()}) or vector(0)"),
+                grafana.Target(f"count({self.framebuffer_ratio()}) or vector(0)", instant=True),
                 w=4,
                 description="GPUs and MIG instances with a framebuffer ratio (both FB fields present). "
                 "Fewer than you own: open the dcgm-exporter targets row.",
@@ -112,12 +115,13 @@ class GpuFleet(BoardBuilder):
                 "Framebuffer used ratio of the fullest GPU or MIG instance (alert view). When red, open "
                 "Framebuffer to see which GPU and who holds it.",
                 unit="percentunit",
+                instant=True,
             )
         )
         self.add(
             stat(
                 "GPUs with an XID error",
-                grafana.Target(f"count({self.xid_errors()}) or vector(0)"),
+                grafana.Target(f"count({self.xid_errors()}) or vector(0)", instant=True),
                 steps=problems(),
                 description="GPUs whose last reported XID is not 0 (cleared by a driver reload). Not 0: "
                 "open Errors and interconnect for the code and its meaning.",
@@ -141,11 +145,12 @@ class GpuFleet(BoardBuilder):
             ),
         ):
             field_total = promql.agg(aggregate, [], self.gpus.per_gpu(field))
-            self.add(stat(title, grafana.Target(field_total), unit=ctx.unit(field), description=description))
+            now = grafana.Target(field_total, instant=True)
+            self.add(stat(title, now, unit=ctx.unit(field), description=description))
         self.add(
             stat(
                 "dcgm-exporter targets up",
-                grafana.Target(self.everything.targets_up("dcgm")),
+                grafana.Target(self.everything.targets_up("dcgm"), instant=True),
                 description="dcgm-exporter scrape targets that answer their scrape. Fewer than your GPU "
                 "nodes: open the dcgm-exporter targets row.",
             )

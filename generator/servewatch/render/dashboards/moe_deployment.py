@@ -6,6 +6,7 @@ from ... import grafana
 from ...promql import builders as promql
 from .board import BoardBuilder
 from .context import TOKENS_PER_SECOND, DashboardContext
+from .deployment_rows import pools_side_by_side
 from .panels import GREEN, RED, above, bargauge, filling, problem_list, problems, stat, timeseries
 
 
@@ -40,8 +41,11 @@ class MoeDeployment(BoardBuilder):
 
     def fill(self) -> None:
         self.overview()
+        if self.ctx.model.config.role is not None:
+            pools_side_by_side(self, self.deployment)
         self.imbalance_across_ranks()
         self.per_rank()
+        self.kv_transfer()
         self.alerts()
 
     # -- queries ---------------------------------------------------------------------------------------
@@ -244,6 +248,43 @@ class MoeDeployment(BoardBuilder):
                 "idle or wedged.",
             ),
             optional="tokens_per_rank",
+        )
+
+    def kv_transfer(self) -> None:
+        """Disaggregated serving: the NIXL KV transfers from the prefill pool to the decode pool."""
+        ctx = self.ctx
+        self.row("KV transfer (prefill to decode)")
+        self.add(
+            timeseries(
+                "KV transfer time p95",
+                grafana.Target(self.engine("pool_kv_transfer_time"), "p95"),
+                unit="s",
+                min=0,
+                steps=above(ctx.threshold("pool_kv_transfer_time")),
+                w=12,
+                description="p95 of the NIXL KV transfer time of the deployment, recorded where pulls "
+                "complete (the decode pool in pull mode); decode TTFT waits for it. Empty: no engine of "
+                "this deployment uses a KV connector.",
+            ),
+            optional="kv_transfer",
+        )
+        self.add(
+            timeseries(
+                "KV transfer failures per engine",
+                grafana.Target(
+                    self.engine("engine_kv_transfer_failures_rate"), ctx.engine_legend("transfers")
+                ),
+                grafana.Target(
+                    self.engine("engine_kv_notification_failures_rate"), ctx.engine_legend("notifications")
+                ),
+                grafana.Target(self.engine("engine_kv_expired_requests_rate"), ctx.engine_legend("expired")),
+                unit="reqps",
+                min=0,
+                w=12,
+                description="Failed NIXL transfers and notifications per second (decode side) and requests "
+                "whose KV blocks a prefill engine freed unpulled (prefill side), per engine.",
+            ),
+            optional="kv_transfer",
         )
 
     def alerts(self) -> None:

@@ -9,6 +9,10 @@ rule's expression over m_bucket, or that rule's record>)`, possibly guarded by `
 <observed> > 0`: it records m's q-quantile per L, and can only be read at exactly L. A rule that
 filters its series beyond the configured selectors, or adds static labels other than `quantile`,
 records a subset and is not used.
+
+With native histograms (config.histograms: native) a bucket-rate rule is `sum by (L) (avg by (E)
+(rate(m[w])))` over the native series `m`: it is taken as recording m_bucket's rates per L and `le`,
+which is what the classic rule records, so panels ask for bucket rates the same way in both forms.
 """
 
 from __future__ import annotations
@@ -60,7 +64,7 @@ def _whole(node, known: dict[str, RateRule]) -> RateRule | None:
 
 
 def _rate(
-    node, engine: set[str], plain: Callable[[str], set], known: dict[str, RateRule]
+    node, engine: set[str], plain: Callable[[str], set], known: dict[str, RateRule], native=None
 ) -> tuple[str, frozenset[str]] | None:
     """(metric, labels) of a rate-rule expression, or None."""
     node = _strip(node)
@@ -71,15 +75,16 @@ def _rate(
         return None
     inner = _strip(node.expr)
     op = str(node.op)
+    dedups = ("max", "avg") if native else ("max",)  # native histograms are deduplicated by avg
     if op == "sum" and (read := _whole(inner, known)) is not None:
         return (read.metric, frozenset(by)) if set(by) <= read.labels else None
-    if op == "sum" and _grouping(inner) is not None and str(inner.op) == "max":
+    if op == "sum" and _grouping(inner) is not None and str(inner.op) in dedups:
         if not set(_grouping(inner)) >= engine:
             return None
         inner = _strip(inner.expr)
-    elif op == "max" and not set(by) >= engine:  # a max over engines is not a rate any more
+    elif op in dedups and not set(by) >= engine:  # a max over engines is not a rate any more
         return None
-    elif op not in ("sum", "max"):
+    elif op not in ("sum", *dedups):
         return None
     if not (isinstance(inner, pp.Call) and inner.func.name == "rate"):
         return None
@@ -87,6 +92,8 @@ def _rate(
     matchers = {(m.name, str(m.op), m.value) for m in selector.matchers.matchers}
     if not matchers <= plain(selector.name):
         return None
+    if native and native(selector.name):
+        return f"{selector.name}_bucket", frozenset([*by, "le"])
     return selector.name, frozenset(by)
 
 
@@ -95,6 +102,8 @@ def rules(records, builder) -> tuple[list[RateRule], list[QuantileRule]]:
     model's SignalBuilder (its engine identity and configured selectors)."""
     engine = set(builder.labels.identity("engine"))
     selectors = lambda metric: plain_matchers(builder, metric)  # noqa: E731
+    hist = builder.histograms
+    native = hist.is_histogram if hist.form == "native" else None
     rates, quantiles = [], []
     known: dict[str, RateRule] = {}  # the rate rules so far: a rule may read one recorded before it
     for rule in records:
@@ -103,7 +112,7 @@ def rules(records, builder) -> tuple[list[RateRule], list[QuantileRule]]:
         if isinstance(node, pp.BinaryExpr) and str(node.op) == "and":  # an `observed > 0` guard
             node = _strip(node.lhs)
         if isinstance(node, pp.Call) and node.func.name == "histogram_quantile":
-            found = _rate(node.args[1], engine, selectors, known)
+            found = _rate(node.args[1], engine, selectors, known, native)
             if found and found[0].endswith("_bucket") and set(static) <= {"quantile"}:
                 metric, labels = found
                 quantiles.append(
@@ -116,7 +125,7 @@ def rules(records, builder) -> tuple[list[RateRule], list[QuantileRule]]:
                     )
                 )
         elif not static:
-            found = _rate(node, engine, selectors, known)
+            found = _rate(node, engine, selectors, known, native)
             if found:
                 rates.append(RateRule(rule.record, *found))
                 known.setdefault(rule.record, rates[-1])

@@ -85,13 +85,18 @@ class Selection:
         """Per second, per `level` (engine, model, or all of the selection) and `by`: each engine
         counted once (a target scraped twice is deduplicated), then summed up to the level."""
         keep = self.ctx.identity(level) + list(by)
+        histograms = self.signals.histograms  # a histogram's series are read in the configured form
         rule = self._rate_rule(metric, keep)
         if rule is not None:
             recorded = promql.selector(rule.record, *self.vllm_matchers)
-            return recorded if rule.labels == set(keep) else promql.agg("sum", keep, recorded)
+            return (
+                recorded
+                if rule.labels == set(keep)
+                else promql.agg("sum", histograms.grouping(keep), recorded)
+            )
         engine = self.ctx.identity("engine") + list(by)
-        per_engine = promql.dedup(promql.rate(self.select(metric), WINDOW), engine)
-        return per_engine if level == "engine" else promql.agg("sum", keep, per_engine)
+        per_engine = histograms.deduped_rate(self.select(metric), WINDOW, engine)
+        return per_engine if level == "engine" else promql.agg("sum", histograms.grouping(keep), per_engine)
 
     def _rate_rule(self, metric: str, keep: list[str]) -> RateRule | None:
         """The rate rule of `metric` with the fewest series that keeps `keep` and every label the
@@ -137,7 +142,13 @@ class Selection:
             "min", [], promql.agg("count", engine, promql.agg("group", engine + ["le"], buckets))
         )
         together = promql.agg("count", [], promql.agg("group", ["le"], buckets))
-        return f"({per_engine} == on () {together})"
+        classic = f"({per_engine} == on () {together})"
+        if not self.signals.histograms.native:
+            return classic
+        # a native histogram's buckets are no labels to count: 1 while the histogram is there (a sum
+        # over different custom buckets is Prometheus' to reconcile or refuse)
+        native = promql.agg("group", [], self.select(metric))
+        return native if self.signals.histograms.form == "native" else promql.otherwise(classic, native, [])
 
     def total(self, metric: str, level: str, by: Sequence[str] = ()) -> str:
         """A gauge summed per level and `by`, each engine counted once."""
@@ -172,7 +183,7 @@ class Selection:
         """A 'never silently blind' alert's condition, as the rule has it, in the selected clusters."""
         ab = alert.spec.absence
         return self.signals.absence(
-            ab.kind, ab.source, self.ctx.model.spec.signals, ab.signal, ab.absent_fires, ab
+            ab.kind, ab.source, self.ctx.model.spec.signals_read(), ab.signal, ab.absent_fires, ab
         )
 
     # -- joins between vLLM pods and the GPUs they hold ------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 from ... import grafana
 from ...promql import builders as promql
 from ...slo.exprs import OBJECTIVE, REMAINING, SloExprs
+from ...slo.plan import BurnAlert
 from ...spec import slos as s
 from ...spec.schema import seconds
 from .board import BoardBuilder
@@ -158,7 +159,7 @@ class SloBoard(BoardBuilder):
         ctx, x, rows = self.ctx, self.x, slo.alerting.windows
         fast = max(rows, key=lambda r: r.burn_rate)
         self.row(f"{name}: {slo.summary}")
-        burning = [a for a in ctx.alerts if getattr(a.spec, "slo", None) == name]
+        burning = [a for a in ctx.alerts if isinstance(a.spec, BurnAlert) and a.spec.slo == name]
         rows_firing = [
             (
                 f"{a.labels['tier']} {a.spec.long} & {a.spec.short} (burn)",

@@ -11,6 +11,7 @@ from __future__ import annotations
 from ... import grafana
 from ...promql import builders as promql
 from .board import BoardBuilder
+from .deployment_rows import tracks_side_by_side
 from .context import REQUESTS_PER_SECOND, TOKENS_PER_SECOND, DashboardContext, var_matcher
 from .panels import above, filling, heatmap, stat, timeseries
 
@@ -133,6 +134,8 @@ class VllmServing(BoardBuilder):
         self.targets()
         self.traffic()
         self.latency()
+        if self.ctx.model.config.track is not None:
+            tracks_side_by_side(self, self.models)
         self.per_engine()
         self.request_shape()
         self.caches_and_cost()
@@ -262,6 +265,20 @@ class VllmServing(BoardBuilder):
                 "error). Above the line, see the runbook; client aborts are in Finished requests by reason.",
             ),
             alert_view=ctx.alerts_of("model_engine_error_ratio"),
+        )
+        self.add(
+            timeseries(
+                "Client aborts per model",
+                grafana.Target(self.models.signal("model_abort_ratio"), ctx.model_legend()),
+                unit="percentunit",
+                min=0,
+                steps=above(ctx.threshold("model_abort_ratio")),
+                description="Share of each model's finished requests that their clients aborted "
+                "(finished_reason abort): the clients' choice, not the engine's errors, so neither the "
+                "error alert nor the availability SLO counts them by default. Aborts up with time to first "
+                "token: clients give up waiting (see the latency panels).",
+            ),
+            alert_view=ctx.alerts_of("model_abort_ratio"),
         )
         self.add(
             timeseries(

@@ -1,0 +1,124 @@
+"""Label values of generated test series that every configured selector accepts (DESIGN invariant 14).
+
+The rules read each source's series through config.selectors, so a generated test whose series a
+selector does not match tests nothing and fails. A scenario's or a synthetic model's label values
+are kept where every matcher of the source accepts them, and otherwise replaced, the same way in
+the series and in the alerts the test expects: by the matcher's own value (`=`), by a string its
+regex matches (`=~`: one per alternative, `.*` standing for the old value so values stay apart;
+checked with RE2 as Prometheus reads it), or by the old value made different (`!=`, `!~`). Two
+values of one test never become one. Where no value fits, SelectorConflict names the selector:
+`servewatch check` refuses the config with it (validation/selector_checks.py).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..promql import builders as b
+from ..spec import matchers as m
+
+SERIES_RE = re.compile(r"^\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(\{.*\})?\s*$", re.S)
+
+
+class SelectorConflict(ValueError):
+    """No label value satisfies a source's selector (or keeps a test's values apart)."""
+
+    def __init__(self, source: str, selector: str, label: str, old: str | None):
+        self.source, self.selector, self.label = source, selector, label
+        shown = "no value" if old is None else f"{old!r}"
+        super().__init__(
+            f"{selector!r}: the generated tests need a {label} value it matches "
+            f"for {shown} (and one apart from the others of the same test), and servewatch finds none; "
+            "write a selector with an equality or an alternative per value, or leave it empty"
+        )
+
+
+class Conform:
+    """The replacements of one generated test: the same old value becomes the same new one."""
+
+    def __init__(self, model):
+        self.model = model
+        self.mapping: dict[tuple[str, str | None], str | None] = {}
+        self.used: dict[str, set[str]] = {}
+
+    def matchers(self, source: str) -> list[tuple[str, str, str]]:
+        return b.parse_matchers(self.model.config.selectors.get(source, ""))
+
+    def labels(self, source: str, labels: dict[str, str]) -> dict[str, str]:
+        """`labels` of a series of `source`, with the values its selector needs."""
+        out = dict(labels)
+        by_label: dict[str, list[tuple[str, str]]] = {}
+        for label, op, value in self.matchers(source):
+            by_label.setdefault(label, []).append((op, value))
+        for label, ms in by_label.items():
+            new = self.value(source, label, out.get(label), ms)
+            if new is None:
+                out.pop(label, None)
+            else:
+                out[label] = new
+        return out
+
+    def value(self, source: str, label: str, old: str | None, ms: list[tuple[str, str]]) -> str | None:
+        key = (label, old)
+        if key in self.mapping:
+            new = self.mapping[key]
+            if all(m.accepts(op, v, new or "") for op, v in ms):
+                return new
+        used = self.used.setdefault(label, set())
+        for new in self._candidates(label, old, ms):
+            if new in used and self.mapping.get(key) != new:
+                continue
+            if all(m.accepts(op, v, new or "") for op, v in ms):
+                self.mapping[key] = new
+                if new is not None:
+                    used.add(new)
+                return new
+        raise SelectorConflict(source, self.model.config.selectors.get(source, ""), label, old)
+
+    @staticmethod
+    def _candidates(label: str, old: str | None, ms: list[tuple[str, str]]):
+        yield old  # kept where it is accepted (None: the label stays absent)
+        base = old or label.lower()
+        for op, v in ms:
+            if op == "=":
+                yield v
+            elif op == "=~":
+                for fill in (base, *(f"{base}-{n}" for n in range(1, 4))):
+                    yield from m.examples(v, fill)
+        for n in ("x", "y", "z"):
+            yield f"{base}-{n}"
+
+    def mapped(self, label: str, value: str) -> str:
+        """What `value` of `label` became in this test's series (itself where it was kept)."""
+        new = self.mapping.get((label, value), value)
+        return value if new is None else new
+
+    def remap(self, series: str) -> str:
+        """A series of the test with every value replaced elsewhere in it replaced here too (an `up`
+        series beside the engine metrics it belongs with, whatever its source's selector)."""
+        found = SERIES_RE.match(series)
+        if not found or not found.group(2):
+            return series
+        name, body = found.group(1), found.group(2)[1:-1]
+        labels = {label: value for label, _, value in b.parse_matchers(body)} if body.strip() else {}
+        new = {k: self.mapped(k, v) for k, v in labels.items()}
+        if new == labels:
+            return series
+        return _text(name, new)
+
+    def series(self, source_of, series: str) -> str:
+        """A promtool series selector (`name{a="x", ...}`) with the values its source's selector needs."""
+        found = SERIES_RE.match(series)
+        if not found:
+            return series
+        name, body = found.group(1), (found.group(2) or "{}")[1:-1]
+        labels = {label: value for label, _, value in b.parse_matchers(body)} if body.strip() else {}
+        new = self.labels(source_of(name), labels)
+        if new == labels and list(new) == list(labels):
+            return series
+        return _text(name, new)
+
+
+def _text(name: str, labels: dict[str, str]) -> str:
+    inner = ", ".join(f'{k}="{v}"' for k, v in labels.items())  # values as written (escapes kept)
+    return f"{name}{{{inner}}}" if inner else name

@@ -1,0 +1,32 @@
+"""config.selectors against the generated tests (DESIGN invariant 14): the tests' series must carry
+label values every selector matches (render/conform.py adapts them). A selector that leaves no such
+value, or that would give two things of one test the same value, is refused here with one message
+naming it, instead of `servewatch test` failing on every test that reads the source."""
+
+from __future__ import annotations
+
+from ..errors import SpecError
+from ..model import Model
+from ..render import rule_tests, unit_tests
+from ..render.conform import SelectorConflict
+from ..render.slo_tests import engine_labels
+
+
+def selector_problems(model: Model) -> list[SpecError]:
+    try:
+        unit_tests.scenario_tests(model)
+        rule_tests.render(model)
+        _slo_models_apart(model)
+    except SelectorConflict as exc:
+        return [SpecError(str(exc), model.spec.locate("config", "config", "selectors", exc.source))]
+    return []
+
+
+def _slo_models_apart(model: Model) -> None:
+    """The SLO tests run one synthetic model per scenario side by side: each must keep its own labels."""
+    if not model.slos.slos:
+        return
+    first, second = (engine_labels(model, f"slo-test/{k}") for k in ("a", "b"))
+    if first == second:
+        changed = next((k for k in first if first[k] != f"{k}-0"), "model_name")
+        raise SelectorConflict("vllm", model.config.selectors.get("vllm", ""), changed, None)

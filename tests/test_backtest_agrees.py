@@ -1,0 +1,166 @@
+"""`servewatch backtest` agrees with Prometheus itself on the same rules and the same history.
+
+Prometheus's side: promtool's rule engine (servewatch_testkit.promtool_alerts) runs the generated
+rule files on the synthetic series with a simulated clock and reports ALERTS{alertstate="firing"}
+at every evaluation: Prometheus's own alerting code, `for` and `keep_firing_for` included, without
+an hour of wall time per scenario. The back-test's side: the same series backfilled into a real
+Prometheus 3.5, the back-test asking it over HTTP at step = the group's interval. Both evaluate on
+the same grid (the data start, aligned to the interval), so with the records evaluated in place the
+episodes must match exactly; with the records read from a backfilled history (stored at their
+group's phase, one evaluation late at a grid point) the bar is one evaluation.
+
+Every incident scenario runs, each followed by 40 healthy minutes so that the alerts also resolve;
+two overrides add keep_firing_for. Each alert (every SLO tier too) must fire somewhere, or the
+agreement would be empty for it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from servewatch.backtest import rules as bt_rules
+from servewatch.backtest import incidents, runner
+from servewatch_testkit import promtool_alerts
+from servewatch_testkit.localprom import LocalPrometheus, backfill_start
+from servewatch_testkit.synth import INCIDENTS, incident
+from servewatch_testkit.synth.backtest_scenarios import EXTRA
+from servewatch_testkit.synth.recovery import recovered
+from test_alerts_on_incidents import FIRES
+
+pytestmark = [pytest.mark.integration, pytest.mark.tools("promtool", "prometheus")]
+
+STEP = 30.0
+RECOVERY_STEPS = 80
+KEEP = {"VLLMKVCacheUsageHigh": "3m", "VLLMTimeToFirstTokenP95High": "2m"}
+SCENARIOS = sorted(INCIDENTS) + sorted(EXTRA)
+
+
+def _scenario(name: str):
+    sc = EXTRA[name]() if name in EXTRA else incident(name)
+    return recovered(sc, incident("healthy"), RECOVERY_STEPS)
+
+
+@pytest.fixture(scope="module")
+def rule_set(specs_with, tmp_path_factory):
+    overrides = "overrides:\n  alerts:\n" + "".join(
+        f"    {a}:\n      keep_firing_for: {d}\n" for a, d in KEEP.items()
+    )
+    specs = specs_with({"overrides.yaml": [("overrides: {}\n", overrides)]})
+    files = bt_rules.generated_files(specs)
+    out = tmp_path_factory.mktemp("rules")
+    paths = []
+    for path, text in sorted(files.items()):
+        if path.startswith("rules/") and path.count("/") == 1:
+            paths.append(out / Path(path).name)
+            paths[-1].write_text(text)
+    return bt_rules.from_files(files, STEP), paths
+
+
+def _prometheus_episodes(sc, paths, start) -> dict:
+    firing = promtool_alerts.firing(sc.series, sc.steps, STEP, paths)
+    last = (sc.steps - 1) * STEP
+    return {
+        labels: [
+            (start + a, None if b is None else start + b) for a, b in promtool_alerts.episodes(t, STEP, last)
+        ]
+        for labels, t in firing.items()
+    }
+
+
+def _backtest_episodes(result) -> dict:
+    out: dict = {}
+    for a in result.alerts:
+        for e in a.episodes:
+            out.setdefault(e.labels, []).append((e.start, e.end))
+    return out
+
+
+def _agree(ours: dict, theirs: dict, tolerance: float) -> list[str]:
+    problems = []
+    for labels in sorted(set(ours) | set(theirs)):
+        a, b = ours.get(labels, []), theirs.get(labels, [])
+        name = dict(labels)["alertname"]
+        if len(a) != len(b):
+            problems.append(f"{name} {dict(labels)}: backtest {a} vs Prometheus {b}")
+            continue
+        for (s1, e1), (s2, e2) in zip(a, b, strict=True):
+            ends = (e1 is None) == (e2 is None) and (e1 is None or abs(e1 - e2) <= tolerance)
+            if abs(s1 - s2) > tolerance or not ends:
+                problems.append(f"{name} {dict(labels)}: backtest {(s1, e1)} vs Prometheus {(s2, e2)}")
+    return problems
+
+
+def _run(prom, rule_set, sc, start, **kw):
+    with prom.client as client:
+        return runner.run(client, rule_set, start, start + (sc.steps - 1) * STEP, **kw)
+
+
+@pytest.fixture(scope="module")
+def prometheus_says(rule_set):
+    """scenario -> (its series, start, Prometheus's episodes), each computed once for the module."""
+    cache: dict = {}
+
+    def get(name: str):
+        if name not in cache:
+            sc = _scenario(name)
+            start = backfill_start(sc.steps, STEP)
+            cache[name] = sc, start, _prometheus_episodes(sc, rule_set[1], start)
+        return cache[name]
+
+    return get
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_backtest_episodes_are_prometheus_alerts(name, rule_set, prometheus_says):
+    sc, start, theirs = prometheus_says(name)
+    with LocalPrometheus(sc.openmetrics(start)) as prom:  # no records stored: all evaluated in place
+        result = _run(prom, rule_set[0], sc, start)
+    # same instants on both sides: the very same evaluations start and end each episode
+    problems = _agree(_backtest_episodes(result), theirs, 0)
+    assert not problems, "\n".join(problems)
+    if name == "healthy":
+        assert not _backtest_episodes(result), "the healthy baseline produced episodes"
+    if name in FIRES:
+        _caught_with_their_labels(sc, start, result, FIRES[name])
+
+
+def _caught_with_their_labels(sc, start, result, fires):
+    """Each thing an incident should page for (test_alerts_on_incidents.FIRES) is caught, with its
+    labels, during the incident; a label the table wants absent must be absent from the episode."""
+    expected = []
+    for alert, (who, _, why) in fires.items():
+        for want in who(sc.truth):
+            labels = tuple(sorted((k, v) for k, v in want.items() if v is not None))
+            end = start + (sc.truth["recovered_step"] - 1) * STEP
+            expected.append(
+                (incidents.Incident(why, start + sc.incident_step * STEP, end, alert, labels), want)
+            )
+    verdicts = incidents.judge([i for i, _ in expected], result)
+    for v, (_, want) in zip(verdicts, expected, strict=True):
+        assert v.caught, f"missed: {v.incident.alert} {dict(v.incident.labels)} ({v.incident.name})"
+        assert not {k for k, val in want.items() if val is None} & {k for k, _ in v.labels}, v
+
+
+def test_every_alert_fires_in_some_scenario(rule_set, prometheus_says):
+    """Else the agreement would be empty for it: every rule (each SLO tier too) has an episode."""
+    fired = {dict(labels)["alertname"] for name in SCENARIOS for labels in prometheus_says(name)[2]}
+    tiers = {
+        (dict(labels)["alertname"], dict(labels).get("long"))
+        for n in SCENARIOS
+        for labels in prometheus_says(n)[2]
+    }
+    missing = [a.key for a in rule_set[0].alerts if (a.name, dict(a.labels).get("long")) not in tiers]
+    assert fired and not missing, f"never fired, so never compared: {missing}"
+
+
+@pytest.mark.parametrize("name", ["kv_saturation", "ttft_queueing"])
+def test_records_read_from_a_backfilled_history_agree_within_one_evaluation(name, rule_set, prometheus_says):
+    ruleset, paths = rule_set
+    sc, start, theirs = prometheus_says(name)
+    with LocalPrometheus(sc.openmetrics(start), rule_files=paths) as prom:
+        result = _run(prom, ruleset, sc, start)
+    assert any(result.history.values()), "the backfilled records were not read from the history"
+    problems = _agree(_backtest_episodes(result), theirs, STEP)
+    assert not problems, "\n".join(problems)

@@ -1,0 +1,43 @@
+"""render/churn_tests.py: the generated proof that context labels never restart an alert's `for`."""
+
+from servewatch.render import churn_tests
+
+
+def test_series_notation_is_read_sample_by_sample():
+    assert churn_tests._samples("1x2 _x2 stale 5+1x2 7") == [
+        "1.0", "1.0", "1.0", "_", "_", "stale", "5.0", "6.0", "7.0", "7",
+    ]  # fmt: skip
+    assert churn_tests._compact(["1.0", "1.0", "1.0", "_", "_", "stale", "2.0"]) == "1.0x2 _x2 stale 2.0"
+
+
+def test_a_series_holds_its_last_state():
+    assert churn_tests._continued(["3.0", "5.0"], 4, counter=True) == ["3.0", "5.0", "7.0", "9.0"]
+    assert churn_tests._continued(["3.0", "5.0"], 3, counter=False) == ["3.0", "5.0", "5.0"]
+    assert churn_tests._continued(["1.0", "stale"], 3, counter=False) == ["1.0", "stale", "_"]
+
+
+def test_each_label_state_is_one_series_ended_by_a_staleness_marker():
+    phases = [(("pod",), "appears"), (("pod",), "changes"), (("pod",), "disappears")]
+    got = churn_tests._split("m", {"a": "1"}, ["1"] * 8, fired=1, per_phase=2, phases=phases)
+    assert got == [
+        ('m{a="1"}', "1x1 stale _x3 1x1"),
+        ('m{a="1", pod="pod-1"}', "_x2 1x1 stale _x3"),
+        ('m{a="1", pod="pod-2"}', "_x4 1x1 stale _x1"),
+    ]
+
+
+def test_a_gpus_workload_churns_as_one_group_and_identity_never(default_model):
+    labels = churn_tests.context_labels(
+        default_model,
+        [
+            (
+                "DCGM_FI_DEV_FB_USED",
+                {"UUID": "GPU-a", "gpu": "0", "Hostname": "n", "pci_bus_id": "x", "extra": "1"},
+            )
+        ],
+        [{"UUID": "GPU-a", "gpu": "0", "host": "n"}],
+    )
+    assert labels[0] == ("exported_namespace", "exported_pod", "exported_container")
+    assert ("extra",) in labels and ("service",) in labels
+    flat = {label for group in labels for label in group}
+    assert not flat & {"UUID", "GPU_I_ID", "gpu", "Hostname", "host", "pci_bus_id", "job", "instance"}

@@ -1,0 +1,183 @@
+"""A prefill/decode deployment with a canary (servewatch_testkit.synth.disaggregated) on a real
+Prometheus 3.5, under rules generated with config.role and config.track: healthy, nothing fires
+(prefill's `length` finishes, its empty inter-token latency, each request seen twice); a slow canary
+fires for the canary only, each alert on the side that measured it; `servewatch detect` finds the
+role and track labels and suggests the config.
+
+Each alert's expression is queried over the whole scenario on the evaluation grid, as in
+tests/test_alerts_on_incidents.py: an alert fires at the last step only if it held at every
+evaluation of its `for`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from servewatch import generate, writer
+from servewatch.detect.runner import detect
+from servewatch.spec.schema import seconds
+from servewatch_testkit.localprom import LocalPrometheus, backfill_start
+from test_dashboards_integration import grafana_regex, panel_problems
+from servewatch_testkit.synth.disaggregated import ROLE_LABEL, TRACK_LABEL, pd_healthy, pd_slow_canary
+
+pytestmark = [pytest.mark.integration, pytest.mark.tools("promtool", "prometheus")]
+
+CONFIG = [
+    ("  role: null\n", f"  role: {{label: {ROLE_LABEL}}}\n"),
+    ("  track: null\n", f"  track: {{label: {TRACK_LABEL}}}\n"),
+]
+# alert -> the (role, track) it names on the slow canary, and why
+SLOW_CANARY_FIRES = {
+    "VLLMTimeToFirstTokenP95High": ("prefill", "the canary prefills 4x slower: its prefill TTFT p95 4.17 s"),
+    "VLLMCanaryTimeToFirstTokenWorse": ("prefill", "4.17 s against the stable prefill's 0.917 s"),
+    "VLLMInterTokenLatencyP95High": ("decode", "the canary decodes 3x slower: ITL p95 0.1475 s"),
+    "VLLMCanaryInterTokenLatencyWorse": ("decode", "0.1475 s against the stable decode's 0.04875 s"),
+}
+
+
+@pytest.fixture(scope="module")
+def configured(specs_with, tmp_path_factory):
+    specs = specs_with({"config.yaml": CONFIG})
+    model, files = generate.build(specs)
+    out = tmp_path_factory.mktemp("pd-rules")
+    writer.write(out, {k: v for k, v in files.items() if k in ("rules/vllm.rules.yaml",)})
+    return model, out / "rules" / "vllm.rules.yaml", files
+
+
+class Served:
+    def __init__(self, scenario, rules):
+        self.scenario = scenario
+        self.start = backfill_start(scenario.steps, scenario.step)
+        self.prom = LocalPrometheus(scenario.openmetrics(self.start), rule_files=[rules]).start()
+        self.t = scenario.time_at(self.start, scenario.eval_step)
+
+    def fired(self, alert) -> list[dict]:
+        """Label sets that held the alert's expression at every evaluation of its `for` up to now."""
+        step = self.scenario.step
+        window = [
+            self.t - seconds(alert.for_) + i * step for i in range(int(seconds(alert.for_) // step) + 1)
+        ]
+        history = self.prom.query_range(alert.expr, self.scenario.time_at(self.start, 0), self.t, step)
+        return [r["metric"] for r in history if set(window) <= {float(ts) for ts, _ in r["values"]}]
+
+    def ever(self, alert) -> list[dict]:
+        history = self.prom.query_range(
+            alert.expr, self.scenario.time_at(self.start, 0), self.t, self.scenario.step
+        )
+        return [r["metric"] for r in history]
+
+
+@pytest.fixture(scope="module")
+def served(configured):
+    _, rules, _ = configured
+    made = {
+        name: Served(build(), rules) for name, build in (("healthy", pd_healthy), ("slow", pd_slow_canary))
+    }
+    yield made
+    for s in made.values():
+        s.prom.close()
+
+
+def _vllm_alerts(model):
+    return [a for a in model.alerts() if a.family == "vllm"]
+
+
+def test_a_healthy_pd_deployment_with_a_canary_fires_nothing(configured, served):
+    model, _, _ = configured
+    s = served["healthy"]
+    for alert in _vllm_alerts(model):
+        assert not s.ever(alert), (alert.alert, s.ever(alert))
+
+
+def test_each_request_counts_once(configured, served):
+    """The request rate per model counts each user request on its decode engine only, though it
+    finishes on a prefill engine too."""
+    s = served["healthy"]
+    rates = s.prom.query(f"sum by ({TRACK_LABEL}) (model:vllm_request_success:rate5m)", s.t)
+    want = s.scenario.truth["requests_per_s"] / 2  # per track
+    assert {r["metric"][TRACK_LABEL]: float(r["value"][1]) for r in rates} == {
+        "stable": pytest.approx(want),
+        "canary": pytest.approx(want),
+    }
+    roles = s.prom.query(f"count by ({ROLE_LABEL}) (model:vllm_request_success:rate5m)", s.t)
+    assert {r["metric"][ROLE_LABEL] for r in roles} == {"decode"}
+
+
+def test_prefill_engines_have_no_inter_token_latency_and_their_length_finishes_are_no_error(
+    configured, served
+):
+    s = served["healthy"]
+    itl = s.prom.query(
+        'model:vllm_inter_token_latency_seconds:histogram_quantile_rate5m{quantile="0.95"}', s.t
+    )
+    assert {r["metric"][ROLE_LABEL] for r in itl} == {"decode"}
+    assert all(float(r["value"][1]) == pytest.approx(s.scenario.truth["itl_p95"]) for r in itl)
+    errors = s.prom.query("model:vllm_request_engine_errors:ratio_rate5m", s.t)
+    assert {r["metric"][ROLE_LABEL] for r in errors} == {"prefill", "decode"}
+    assert all(float(r["value"][1]) == 0 for r in errors)
+
+
+def test_a_slow_canary_fires_for_the_canary_only(configured, served):
+    model, _, _ = configured
+    s = served["slow"]
+    for alert in _vllm_alerts(model):
+        fired = s.fired(alert)
+        if alert.alert not in SLOW_CANARY_FIRES:
+            assert not s.ever(alert), (alert.alert, s.ever(alert))
+            continue
+        role, why = SLOW_CANARY_FIRES[alert.alert]
+        named = {(m[ROLE_LABEL], m[TRACK_LABEL]) for m in fired}
+        assert named == {(role, "canary")}, (alert.alert, why, fired)
+        assert all(m[TRACK_LABEL] == "canary" for m in s.ever(alert)), (alert.alert, "named the stable")
+
+
+def test_detect_suggests_the_role_and_track(served, default_model):
+    s = served["healthy"]
+    found = detect(s.prom.client, default_model.config, s.t)
+    assert found.suggested["role"] == {
+        "label": ROLE_LABEL,
+        "values": {"decode": ["decode"], "prefill": ["prefill"]},
+    }
+    assert found.suggested["track"] == {"label": TRACK_LABEL, "stable": "stable"}
+    topics = {f.topic for f in found.findings if f.level == "differs"}
+    assert {"role", "track"} <= topics
+
+
+def test_detect_reports_a_configured_label_no_series_carries(served, configured):
+    model, _, _ = configured
+    s = served["healthy"]
+    missing = model.config.model_copy(
+        update={"role": model.config.role.model_copy(update={"label": "worker_type"})}
+    )
+    found = detect(s.prom.client, missing, s.t)
+    warned = [f.message for f in found.findings if f.topic == "role" and f.level == "warning"]
+    assert warned and "no vllm:num_requests_running series carries it" in warned[0]
+
+
+# the rows that exist only with role or track set, each panel on the P/D fleet: data, legend labels
+ROWS = {"vllm-serving": "Tracks side by side", "moe-deployment": "Prefill and decode pools side by side"}
+
+
+@pytest.mark.parametrize("board", sorted(ROWS))
+def test_the_side_by_side_rows_show_every_panel_with_data(configured, served, board):
+    _, _, files = configured
+    s = served["slow"]
+    dashboard = json.loads(files[f"dashboards/{board}.json"])
+    [row] = [p for p in dashboard["panels"] if p["type"] == "row" and p["title"].startswith(ROWS[board])]
+    assert len(row["panels"]) >= 3
+    values = {"datasource": "prometheus", "pod": ".*", "engine": ".*", "role": ".*", "track": ".*"}
+    values |= {"namespace": grafana_regex(s.scenario.truth["namespace"])}
+    values |= {"model": grafana_regex(s.scenario.truth["model_name"])}
+    only_row = {"uid": dashboard["uid"], "panels": row["panels"]}
+    assert panel_problems(lambda e: s.prom.query(e, s.t), only_row, values, set()) == []
+    variables = {v["name"] for v in dashboard["templating"]["list"]}
+    assert {"role", "track"} <= variables
+
+
+def test_the_default_boards_have_no_role_or_track(default_build):
+    _, files = default_build
+    for board in ROWS:
+        dashboard = json.loads(files[f"dashboards/{board}.json"])
+        assert not [p for p in dashboard["panels"] if p["title"].startswith(ROWS[board])]
+        assert not {"role", "track"} & {v["name"] for v in dashboard["templating"]["list"]}

@@ -68,10 +68,10 @@ def model(t) -> list[dict]:
 
 
 def gpus(t) -> list[dict]:
-    """A GPU alert names the GPU, its host and the namespace of its workload; never its pod
-    (docs/alert-labels.md)."""
+    """A GPU alert names the GPU and its host; never its workload's namespace or pod, which change
+    under it and would restart `for` (docs/alert-labels.md)."""
     return [
-        {"UUID": b["UUID"], "host": b["host"], "gpu": b["gpu"], "namespace": b["namespace"], "pod": None}
+        {"UUID": b["UUID"], "host": b["host"], "gpu": b["gpu"], "namespace": None, "pod": None}
         for b in t["bad"]
     ]
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from servewatch.backtest import rules as bt_rules
 from servewatch.backtest import incidents, runner
@@ -55,7 +56,21 @@ def rule_set(specs_with, tmp_path_factory):
         if path.startswith("rules/") and path.count("/") == 1:
             paths.append(out / Path(path).name)
             paths[-1].write_text(text)
-    return bt_rules.from_files(files, STEP), paths
+    # promtool's simulated clock evaluates every group at STEP whatever its own interval: the back-test
+    # is given the same clock, or a record in a slower group would be read at other instants
+    return bt_rules.from_files(_one_interval(files), STEP), paths
+
+
+def _one_interval(files: dict[str, str]) -> dict[str, str]:
+    out = {}
+    for path, text in files.items():
+        body = yaml.safe_load(text) if path.endswith(".rules.yaml") else None
+        if isinstance(body, dict) and "groups" in body:
+            for group in body["groups"]:
+                group.pop("interval", None)
+            text = yaml.safe_dump(body, sort_keys=False)
+        out[path] = text
+    return out
 
 
 def _prometheus_episodes(sc, paths, start) -> dict:

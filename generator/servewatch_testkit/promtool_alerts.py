@@ -6,6 +6,8 @@ it evaluates a day of rules in seconds. It only checks what a test expects, so `
 ``ALERTS{alertstate="firing"}`` at every evaluation, expecting nothing, and reads what it got from
 its failure report. Caveat of the simulated clock: every group is evaluated at the test's
 ``evaluation_interval`` (promtool ignores a group's own ``interval``), at 0, interval, 2 x interval, ...
+Groups are evaluated producers first (``group_eval_order``): a group that reads another's records
+sees their values of the same instant, as a back-test that evaluates them in place does.
 """
 
 from __future__ import annotations
@@ -39,6 +41,39 @@ def _values(s: Series) -> str:
     return " ".join("_" if v is None else repr(float(v)) for v in s.values)
 
 
+def _eval_order(rule_files: Sequence[Path]) -> list[str]:
+    """The groups of `rule_files`, each after the groups whose records it reads (file order otherwise)."""
+    groups: list[tuple[str, set[str], str]] = []  # name, records produced, text of its expressions
+    for f in rule_files:
+        for g in (yaml.safe_load(Path(f).read_text()) or {}).get("groups") or []:
+            rules = g.get("rules") or []
+            made = {r["record"] for r in rules if "record" in r}
+            groups.append((g["name"], made, "\n".join(str(r.get("expr", "")) for r in rules)))
+    producer = {rec: name for name, made, _ in groups for rec in made}
+    reads = {
+        name: {
+            producer[rec]
+            for rec in producer
+            if producer[rec] != name and re.search(rf"(?<![\w:]){re.escape(rec)}(?![\w:])", text)
+        }
+        for name, _, text in groups
+    }
+    order: list[str] = []
+    placing: set[str] = set()
+
+    def place(name: str) -> None:
+        if name in order or name in placing:  # placed, or a cycle: keep file order
+            return
+        placing.add(name)
+        for dep in sorted(reads[name]):
+            place(dep)
+        order.append(name)
+
+    for name, _, _ in groups:
+        place(name)
+    return order
+
+
 def firing(
     series: Iterable[Series],
     steps: int,
@@ -54,6 +89,7 @@ def firing(
     test = {
         "rule_files": [str(Path(f).resolve()) for f in rule_files],
         "evaluation_interval": interval,
+        "group_eval_order": _eval_order(rule_files),
         "tests": [
             {
                 "interval": interval,

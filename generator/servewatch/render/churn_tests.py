@@ -204,7 +204,11 @@ def _rate_threshold(model: Model, rule: AlertRule) -> bool:
     one's first is lost, and the rate dips by up to one sample interval in the window (20% at 1m in
     5m). A ratio of rates or a quantile of bucket rates loses it on both sides and does not move; a
     plain rate can drop below its threshold. That is the value, not the identity: such an alert's
-    counters keep their labels here (docs/alert-labels.md)."""
+    counters keep their labels here (docs/alert-labels.md). So do those of an alert on progress (a
+    rate that must be zero): while a new series has one sample its rate is absent, not zero."""
+    absence = getattr(rule.spec, "absence", None)
+    if absence is not None and absence.progress:
+        return True
     signal = model.spec.signals.get(rule.spec.signal) if getattr(rule.spec, "signal", None) else None
     return signal is not None and signal.kind == "rate"
 

@@ -2,7 +2,8 @@
 
 Same deployment as incidents.py (its builder): errors on every engine (the error-rate alert and the
 availability SLO), one overloaded engine (waiting, preemptions, slow decode: the e2e latency alert),
-and a dcgm-exporter whose scrapes fail (up 0).
+a dcgm-exporter whose scrapes fail (up 0), a GPU reporting XIDs, a decode engine whose NIXL KV
+transfers fail and slow down, and a TTFT histogram that loses its buckets (the SLO's good events).
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .dcgm import dcgm_target
-from .incidents import HOSTS, INCIDENT_STEP, STEPS, _after, _build
+from .fleet import nixl_engine
+from .incidents import HOSTS, INCIDENT_STEP, MODEL, NS, POD_0, STEPS, _after, _build, gpu_uuid
 from .series import Series, step_fn
-from .vllm import CHAT_MIX
+from .vllm import CHAT_MIX, vllm_target
 
 ERROR_MIX = tuple(replace(p, finished_reason="error") if i % 2 == 0 else p for i, p in enumerate(CHAT_MIX))
 SLOW_DECODE = tuple(replace(p, itl_s=round(p.itl_s * 8, 6)) for p in CHAT_MIX)
@@ -58,8 +60,48 @@ def dcgm_exporter_down():
     return replace(sc, series=tuple(scraped(s) for s in sc.series), truth={**sc.truth, "bad": [failing]})
 
 
+def gpu_xid_errors():
+    """POD_0's GPU 2 reports XID 79 five times from step 80 on (dcgm-exporter's XID counter, one series
+    per code that appears with the first error), then no more: the alert fires and resolves."""
+    sc = _build("gpu_xid_errors")
+    uuid = gpu_uuid(0, 2)
+    temp = next(s for s in sc.series if s.name == "DCGM_FI_DEV_GPU_TEMP" and s.labelmap.get("UUID") == uuid)
+    counts = [None if i < INCIDENT_STEP else float(min(5, 1 + (i - INCIDENT_STEP) // 2)) for i in range(STEPS)]
+    xid = Series(
+        "DCGM_EXP_XID_ERRORS_COUNT",
+        {**temp.labelmap, "xid": "79", "window_size_in_ms": "300000"},
+        counts,
+        kind="counter",
+    )
+    return replace(sc, series=(*sc.series, xid), truth={**sc.truth, "bad": [{"UUID": uuid}]})
+
+
+def nixl_degraded():
+    """POD_0 engine 0 decodes with NIXL KV transfers from prefill; from step 80 three transfers,
+    notifications and expired requests fail each step and every pull takes 0.3-0.5 s."""
+    sc = _build("nixl_degraded")
+    nixl = nixl_engine(vllm_target(NS, POD_0).labels(), MODEL, 0, STEPS, failing_from=INCIDENT_STEP)
+    return replace(sc, series=(*sc.series, *nixl))
+
+
+def ttft_buckets_lost():
+    """From step 80 no engine exports TTFT buckets (count and sum stay): the TTFT SLO's good events
+    cannot be computed, which only SLOInputsMissing says."""
+    sc = _build("ttft_buckets_lost")
+
+    def cut(s: Series) -> Series:
+        if s.name != "vllm:time_to_first_token_seconds_bucket":
+            return s
+        return Series(s.name, s.labels, [v if i < INCIDENT_STEP else None for i, v in enumerate(s.values)], s.kind)
+
+    return replace(sc, series=tuple(cut(s) for s in sc.series))
+
+
 EXTRA = {
     "engine_errors": engine_errors,
     "engine_overload": engine_overload,
     "dcgm_exporter_down": dcgm_exporter_down,
+    "gpu_xid_errors": gpu_xid_errors,
+    "nixl_degraded": nixl_degraded,
+    "ttft_buckets_lost": ttft_buckets_lost,
 }

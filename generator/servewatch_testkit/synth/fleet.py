@@ -314,22 +314,33 @@ def fleet(cluster: str | None = None, steps: int = STEPS) -> Scenario:
 NIXL_XFER_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 5.0)  # catalog/vllm.yaml
 
 
-def nixl_engine(target: dict, model: str, engine: int, steps: int, pulls: int = 20) -> list[Series]:
-    """The NIXL connector series of a healthy decode engine: `pulls` KV transfers per step, each
-    in the (0.025, 0.05] s bucket, and no failed transfer, notification or expired request."""
+def nixl_engine(
+    target: dict, model: str, engine: int, steps: int, pulls: int = 20, failing_from: int | None = None
+) -> list[Series]:
+    """The NIXL connector series of a decode engine: `pulls` KV transfers per step, each in the
+    (0.025, 0.05] s bucket, and no failed transfer, notification or expired request. From step
+    `failing_from` on (a degraded transfer path) each step adds 3 of each failure (0.1/s) and every
+    pull takes the (0.3, 0.5] s bucket."""
     me = {**target, "model_name": model, "engine": str(engine)}
-    total = [float(pulls * (PRIOR + i)) for i in range(steps)]
+    broken = steps if failing_from is None else failing_from
+    fast = [float(pulls * (PRIOR + min(i, broken))) for i in range(steps)]
+    slow = [float(pulls * max(0, i - broken)) for i in range(steps)]
+    failed = [3.0 * max(0, i - broken) for i in range(steps)]
     out = [
-        Series(f"vllm:nixl_num_{name}_total", me, [0.0] * steps, kind="counter")
+        Series(f"vllm:nixl_num_{name}_total", me, failed, kind="counter")
         for name in ("failed_transfers", "failed_notifications", "kv_expired_reqs")
     ]
+    total = [f + s for f, s in zip(fast, slow, strict=True)]
     for bound in (*NIXL_XFER_BUCKETS, "+Inf"):
-        filled = bound == "+Inf" or bound >= 0.05
         le = bound if bound == "+Inf" else f"{bound:g}"
-        values = total if filled else [0.0] * steps
+        if bound == "+Inf" or bound >= 0.5:
+            values = total
+        else:
+            values = fast if bound >= 0.05 else [0.0] * steps
         out.append(Series("vllm:nixl_xfer_time_seconds_bucket", {**me, "le": le}, values, kind="histogram"))
     out.append(Series("vllm:nixl_xfer_time_seconds_count", me, total, kind="histogram"))
-    out.append(Series("vllm:nixl_xfer_time_seconds_sum", me, [0.04 * v for v in total], kind="histogram"))
+    sums = [0.04 * f + 0.4 * s for f, s in zip(fast, slow, strict=True)]
+    out.append(Series("vllm:nixl_xfer_time_seconds_sum", me, sums, kind="histogram"))
     return out
 
 

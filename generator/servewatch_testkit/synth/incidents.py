@@ -539,9 +539,9 @@ def gpu_pod_label_flap() -> Scenario:
     dcgm-exporter's pod mapping for it comes and goes (a pod-resources call that fails for minutes
     at a time): from step 80 its series carry ``exported_pod``/``exported_namespace`` for
     ``FLAP_STEPS`` steps, then none for as many, and so on. Every other GPU stays at 0.600005 with its
-    mapping. The GPU alert is keyed by the GPU and takes the namespace last seen on it, so its labels
-    stay the same through every flip and it fires; with the pod in its labels it would start over at
-    each flip. vLLM unchanged.
+    mapping. The GPU alert is keyed by the GPU alone (its workload is text in the description), so its
+    labels stay the same through every flip and it fires; with the pod or namespace in its labels it
+    would start over at each flip. vLLM unchanged.
     """
     bad = (0, 1)
 

@@ -257,14 +257,14 @@ TARGETS_DOWN_STEP = "`config.targets.dcgm` at all.\n        query: {kind: absenc
             "alerts/gpu.yaml",
             "absence: {kind: target_down, source: dcgm}",
             "absence: {kind: target_down, sorce: dcgm}",
-            "groups[1].alerts[0].absence.sorce",
+            "groups[2].alerts[0].absence.sorce",
             "unknown field 'sorce'; did you mean 'source'?",
         ),
         (
             "alerts/gpu.yaml",
             "absence: {kind: target_down, source: dcgm}",
             "absence: {kind: target_dwn, source: dcgm}",
-            "groups[1].alerts[0].absence.kind",
+            "groups[2].alerts[0].absence.kind",
             "Input should be 'partner_missing', 'target_down', 'metrics_absent', 'inputs_missing', "
             "'no_progress', 'part_missing' or 'rank_idle'; "
             "did you mean 'target_down'?",
@@ -718,7 +718,7 @@ GPU_SCENARIO = '{series: \'[[fb_used]]{UUID="GPU-aaaa", gpu="0"'
             "alerts/vllm.yaml",
             "absence: {kind: metrics_absent, source: vllm, startup_grace: 45m}\n        for: 10m",
             "absence: {kind: metrics_absent, source: vllm, startup_grace: 45m}\n        for: 200y",
-            "groups[3].alerts[0].for",
+            "groups[6].alerts[0].for",
             "promtool loads at most 100,000 per series",
         ),
         (

@@ -193,8 +193,17 @@ def number(value: float) -> str:
 
 
 def substitute(text: str, names: dict[str, float | None]) -> str:
-    """`text` with each `${expr}` replaced by its value."""
-    return EXPR_RE.sub(lambda m: number(evaluate(m.group(1), names)), text)
+    """`text` with each `${expr}` replaced by its value. A repeat count (`x${expr}`) is rounded up to
+    a whole number of samples: a time that is no multiple of the interval (a tuning, a compressed
+    clock) still needs the samples that cover it."""
+
+    def value(m: re.Match) -> str:
+        v = evaluate(m.group(1), names)
+        if v is not None and m.start() > 0 and text[m.start() - 1] == "x":
+            v = float(math.ceil(v - 1e-9))
+        return number(v)
+
+    return EXPR_RE.sub(value, text)
 
 
 def expand(values: str) -> str:

@@ -12,21 +12,14 @@ from its name and file).
 
 from __future__ import annotations
 
-import re
 from typing import Iterable
 
 import promql_parser as pp
 
+from servewatch.promql import builders as b
 from servewatch.promql import tree
 
 __all__ = ["backfilled", "reads", "stages"]
-
-# builders.remember's shape: max by (K) (<seen now> or last_over_time(<itself>[gap]) > time() - <window s>)
-_MEMORY = re.compile(
-    r"max by \((?P<by>[^)]*)\) \(\n  (?P<now>.*)\nor\n  "
-    r"last_over_time\((?P<record>[\w:]+)\[\w+\]\) > time\(\) - (?P<window>[0-9.e+]+)\n\)",
-    re.S,
-)
 
 
 def reads(expr: str) -> set[str]:
@@ -36,10 +29,7 @@ def reads(expr: str) -> set[str]:
 
 def backfilled(record: str, expr: str) -> str:
     """`expr` as a backfill evaluates it: a memory of `record` without its read of itself."""
-    m = _MEMORY.fullmatch(expr)
-    if m is None or m["record"] != record:
-        return expr
-    return f"max by ({m['by']}) (max_over_time(({m['now']})[{m['window']}s:]))"
+    return b.unrolled(record, expr) or expr
 
 
 def stages(rule_files: Iterable[dict]) -> list[list[dict]]:

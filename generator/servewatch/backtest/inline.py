@@ -10,7 +10,7 @@ as set operations; a record read over a window, ``rec[w]``, becomes the subquery
 (evaluated at the interval's multiples rather than at the group's phase: at most one interval apart).
 A record present in the history is read from it, as the deployed alert reads it. A memory
 (promql.builders.remember) reads its own previous value, which a history without it cannot give: it
-is written out as its equal that reads the whole horizon instead (`_unrolled_memory`).
+is written out as its equal that reads the whole horizon instead (`promql.builders.unrolled`).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Callable
 import promql_parser as pp
 
 from ..errors import ServewatchError
+from ..promql import builders as b
 from .rules import Record
 
 NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
@@ -72,27 +73,6 @@ def _filter(expr: str, label: str, op: str, value: str) -> str:
     if op == "=~":
         return f'label_replace(({marked} and on ({_MARK}) {one}), {_quote(_MARK)}, "", "", "")'
     return f"({marked} unless on ({_MARK}) {one})"
-
-
-# The tail of a memory's expression: its own previous value while younger than the horizon.
-_MEMORY = re.compile(
-    r"^\s*max by \((?P<by>[^()]*)\)\s*\((?P<now>.*)\sor\s+last_over_time\((?P<name>" + NAME + r")\[[^\]]+\]\)"
-    r"\s*>\s*time\(\)\s*-\s*(?P<horizon>[0-9.e+]+)\s*\)\s*$",
-    re.S,
-)
-
-
-def _unrolled_memory(rec: Record) -> str | None:
-    """A memory record's expression as the maximum over its horizon of when the key was present (what
-    the incremental form computes, docs/scale.md "Memories"), or None if `rec` is not a memory."""
-    m = _MEMORY.match(rec.expr)
-    if not m or m.group("name") != rec.name:
-        return None
-    horizon = _fmt_duration(float(m.group("horizon")))
-    return (
-        f"max by ({m.group('by')}) "
-        f"(max_over_time(({m.group('now').strip()})[{horizon}:{_fmt_duration(rec.interval)}]))"
-    )
 
 
 class Inliner:
@@ -151,7 +131,8 @@ class Inliner:
                     dynamic.append((label, op, value))
             if not ok:
                 continue
-            expr = self.expand(_unrolled_memory(rec) or rec.expr, path)
+            memory = b.unrolled(name, rec.expr, _fmt_duration(rec.interval))
+            expr = self.expand(memory or rec.expr, path)
             for label, value in rec.labels:
                 expr = f'label_replace({expr}, {_quote(label)}, {_quote(value)}, "", "")'
             for label, op, value in dynamic:

@@ -192,6 +192,24 @@ def remember(series: str, by: Sequence[str], record: str, window_s: float) -> st
     return f"max by ({labels(by)}) (\n  {seen_at(series, by)}\nor\n  {previous}\n)"
 
 
+# `remember`'s shape, as written or as a rule file's formatter re-indents it
+_REMEMBERED = re.compile(
+    r"^\s*max by \((?P<by>[^()]*)\)\s*\((?P<now>.*)\sor\s+"
+    r"last_over_time\((?P<record>[a-zA-Z_:][a-zA-Z0-9_:]*)\[[^\]]+\]\)\s*>\s*time\(\)\s*-\s*(?P<window>[0-9.e+]+)\s*\)\s*$",
+    re.S,
+)
+
+
+def unrolled(record: str, expr: str, step: str = "") -> str | None:
+    """A `remember` expression of `record` with the window read in place of its own previous value
+    (a subquery at `step`, or at the default resolution), for a reader that has no previous value:
+    a backfill, a back-test. None if `expr` is no memory of `record`."""
+    m = _REMEMBERED.match(expr)
+    if m is None or m["record"] != record:
+        return None
+    return f"max by ({m['by']}) (max_over_time(({m['now'].strip()})[{m['window']}s:{step}]))"
+
+
 def recall(record: str, key: Sequence[str]) -> str:
     """Per `key`, the series of a `remember` record seen most recently: what was there last, even if
     it is gone now (a dropped mapping, a vanished target). Value 1; one sample per series read."""

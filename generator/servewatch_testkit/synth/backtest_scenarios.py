@@ -66,7 +66,9 @@ def gpu_xid_errors():
     sc = _build("gpu_xid_errors")
     uuid = gpu_uuid(0, 2)
     temp = next(s for s in sc.series if s.name == "DCGM_FI_DEV_GPU_TEMP" and s.labelmap.get("UUID") == uuid)
-    counts = [None if i < INCIDENT_STEP else float(min(5, 1 + (i - INCIDENT_STEP) // 2)) for i in range(STEPS)]
+    counts = [
+        None if i < INCIDENT_STEP else float(min(5, 1 + (i - INCIDENT_STEP) // 2)) for i in range(STEPS)
+    ]
     xid = Series(
         "DCGM_EXP_XID_ERRORS_COUNT",
         {**temp.labelmap, "xid": "79", "window_size_in_ms": "300000"},
@@ -92,7 +94,9 @@ def ttft_buckets_lost():
     def cut(s: Series) -> Series:
         if s.name != "vllm:time_to_first_token_seconds_bucket":
             return s
-        return Series(s.name, s.labels, [v if i < INCIDENT_STEP else None for i, v in enumerate(s.values)], s.kind)
+        return Series(
+            s.name, s.labels, [v if i < INCIDENT_STEP else None for i, v in enumerate(s.values)], s.kind
+        )
 
     return replace(sc, series=tuple(cut(s) for s in sc.series))
 

@@ -92,7 +92,10 @@ class LatencyKind:
         self, sb: SignalBuilder, sli: s.LatencySLI, threshold: float, *matchers: str
     ) -> tuple[str, dict]:
         """The series that shows a model is served (its histogram's count, an instant read), and the
-        labels naming the input its good events need: the bucket and its metric."""
+        labels naming the input its good events need: the bucket and its metric. None with native
+        histograms: one series holds every bucket, so none can be lost on its own."""
+        if sb.histograms.native:
+            return None
         labels = {"metric": sb.metric_name(f"{sli.histogram}_bucket"), "le": le_value(threshold)}
         return sb.select(f"{sli.histogram}_count", *matchers), labels
 

@@ -16,10 +16,10 @@ agreement would be empty for it.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
-import yaml
 
 from servewatch.backtest import rules as bt_rules
 from servewatch.backtest import incidents, runner
@@ -58,19 +58,12 @@ def rule_set(specs_with, tmp_path_factory):
             paths[-1].write_text(text)
     # promtool's simulated clock evaluates every group at STEP whatever its own interval: the back-test
     # is given the same clock, or a record in a slower group would be read at other instants
-    return bt_rules.from_files(_one_interval(files), STEP), paths
-
-
-def _one_interval(files: dict[str, str]) -> dict[str, str]:
-    out = {}
-    for path, text in files.items():
-        body = yaml.safe_load(text) if path.endswith(".rules.yaml") else None
-        if isinstance(body, dict) and "groups" in body:
-            for group in body["groups"]:
-                group.pop("interval", None)
-            text = yaml.safe_dump(body, sort_keys=False)
-        out[path] = text
-    return out
+    rules = bt_rules.from_files(files, STEP)
+    one_clock = bt_rules.RuleSet(
+        alerts=tuple(replace(a, interval=STEP) for a in rules.alerts),
+        records={n: tuple(replace(r, interval=STEP) for r in rs) for n, rs in rules.records.items()},
+    )
+    return one_clock, paths
 
 
 def _prometheus_episodes(sc, paths, start) -> dict:

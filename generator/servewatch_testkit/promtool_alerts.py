@@ -23,6 +23,7 @@ import yaml
 
 from servewatch.spec.schema import seconds
 
+from .rule_stages import reads
 from .synth.series import Series
 
 _SAMPLE = re.compile(r'\{((?:[^"}]|"(?:[^"\\]|\\.)*")*)\} \S+')
@@ -43,20 +44,12 @@ def _values(s: Series) -> str:
 
 def _eval_order(rule_files: Sequence[Path]) -> list[str]:
     """The groups of `rule_files`, each after the groups whose records it reads (file order otherwise)."""
-    groups: list[tuple[str, set[str], str]] = []  # name, records produced, text of its expressions
-    for f in rule_files:
-        for g in (yaml.safe_load(Path(f).read_text()) or {}).get("groups") or []:
-            rules = g.get("rules") or []
-            made = {r["record"] for r in rules if "record" in r}
-            groups.append((g["name"], made, "\n".join(str(r.get("expr", "")) for r in rules)))
-    producer = {rec: name for name, made, _ in groups for rec in made}
-    reads = {
-        name: {
-            producer[rec]
-            for rec in producer
-            if producer[rec] != name and re.search(rf"(?<![\w:]){re.escape(rec)}(?![\w:])", text)
-        }
-        for name, _, text in groups
+    groups = [g for f in rule_files for g in (yaml.safe_load(Path(f).read_text()) or {}).get("groups") or []]
+    producer = {r["record"]: g["name"] for g in groups for r in g.get("rules") or [] if "record" in r}
+    needs = {
+        g["name"]: {producer[n] for r in g.get("rules") or [] for n in reads(r["expr"]) if n in producer}
+        - {g["name"]}
+        for g in groups
     }
     order: list[str] = []
     placing: set[str] = set()
@@ -65,12 +58,12 @@ def _eval_order(rule_files: Sequence[Path]) -> list[str]:
         if name in order or name in placing:  # placed, or a cycle: keep file order
             return
         placing.add(name)
-        for dep in sorted(reads[name]):
+        for dep in sorted(needs[name]):
             place(dep)
         order.append(name)
 
-    for name, _, _ in groups:
-        place(name)
+    for g in groups:
+        place(g["name"])
     return order
 
 

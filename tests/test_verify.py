@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 
 import pytest
 import yaml
@@ -102,6 +103,18 @@ def test_a_pass_is_kept_and_any_changed_byte_runs_again(tmp_path, verdicts):
     assert ok and not any("passed before" in line for line in third), third
     ok, forced = _run(root, cache=False)
     assert ok and not any("passed before" in line for line in forced), forced
+
+
+def test_a_pass_is_kept_for_the_same_files_in_another_folder(tmp_path):
+    """A CI checkout elsewhere or a copy in a temporary folder proves nothing new: only the bytes and
+    the layout between the files count, not where they lie."""
+    root = _tree(tmp_path / "t", dict.fromkeys(NAMES, 0), small=2)
+    ok, first = _run(root)
+    assert ok and not any("passed before" in line for line in first), first
+    moved = tmp_path / "elsewhere" / "copy"
+    shutil.copytree(root, moved)
+    ok, second = _run(moved)
+    assert ok and all("passed before on the same bytes" in line for line in second), second
 
 
 def test_a_failure_is_never_kept(tmp_path, verdicts):

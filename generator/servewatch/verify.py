@@ -246,7 +246,7 @@ def _run_all(jobs: list[PromtoolJob], cache: bool, workers: int | None) -> list[
 
 
 def _run_one(job: PromtoolJob, cache: bool) -> PromtoolResult:
-    run_key = verdicts.key([*job.args, *map(str, job.files)], job.reads)
+    run_key = verdicts.key([*job.args, *(p.name for p in job.files)], job.reads)
     if cache and verdicts.passed(run_key):
         return PromtoolResult(job, True, "", 0.0, True)
     start = time.monotonic()

@@ -131,11 +131,10 @@ class SloBoard(BoardBuilder):
         alerts = [a for a in ctx.alerts if isinstance(a.spec, InputsAlert)]
         if not alerts:  # no latency SLI, or native histograms: no bucket can be lost on its own
             return
-        x = SloExprs(ctx.selection(vllm=ctx.cluster_filter).signals)
         missing = [
             (f"{name}: {labels['metric']}{{{described(labels)}}}", expr, "short")
             for name, slo in ctx.model.slos.slos.items()
-            for expr, labels in x.missing_inputs(name, slo)
+            for expr, labels in self.x.missing_inputs(name, slo, *ctx.cluster_filter)
         ]
         self.row("SLO inputs: the alerts' own conditions (every model of the selected clusters)")
         self.add(

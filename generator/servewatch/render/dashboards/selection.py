@@ -57,7 +57,8 @@ class Selection:
     # -- signals: their recording rule where one exists ----------------------------------------------
     def signal(self, name: str, quantile: float | None = None) -> str:
         """A signal as the alerts see it: its recording rule, narrowed by the variables the rule's
-        series carry; computed live when it is not recorded (or the selection narrows by a label
+        series carry; a GPU rule that keeps only the GPU's identity, joined with the labels of the
+        selected GPUs; computed live when it is not recorded (or the selection narrows by a label
         the rule aggregated away, as pod and engine on a per-model rule)."""
         sig = self.ctx.model.signal(name)
         if sig.kind == "quantile":

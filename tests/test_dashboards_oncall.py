@@ -72,12 +72,32 @@ def steps(panel: dict) -> list[float]:
     ]
 
 
+def labels_only(node) -> bool:
+    """Whether the right side of a join only brings labels: a group() (every value 1), or the topk of
+    one of them per identity (promql.builders.with_context)."""
+    while isinstance(node, pp.ParenExpr):
+        node = node.expr
+    if isinstance(node, pp.AggregateExpr) and str(node.op) == "topk" and node.param.val == 1:
+        node = node.expr
+    return isinstance(node, pp.AggregateExpr) and str(node.op) == "group"
+
+
 def strip(node):
     """The series a panel shows under wrappers that keep its values: parentheses, max/min/topk over
-    everything, sort, `x and on (...) condition`, `x or vector(0)`."""
+    everything, sort, `x and on (...) condition`, `x or vector(0)`, a filter `x > 1` (no `bool`),
+    `x * on (...) group_left (...) labels` (a group() of the labels a table or legend names)."""
     while True:
         if isinstance(node, pp.ParenExpr):
             node = node.expr
+        elif isinstance(node, pp.BinaryExpr) and str(node.op) == "*" and labels_only(node.rhs):
+            node = node.lhs
+        elif (
+            isinstance(node, pp.BinaryExpr)
+            and str(node.op) in (">", ">=", "<", "<=", "==", "!=")
+            and not (node.modifier and node.modifier.return_bool)
+            and isinstance(node.rhs, pp.NumberLiteral)
+        ):
+            node = node.lhs
         elif isinstance(node, pp.AggregateExpr) and str(node.op) in ("max", "min", "topk", "bottomk"):
             if node.modifier and node.modifier.labels:
                 return node

@@ -101,6 +101,14 @@ def test_classic_on_native_is_quiet_without_a_prometheus_and_for_both_forms():
     assert "classic-on-native" in {p.check for p in lint(count, CTX_NATIVE)}
 
 
+def test_a_counter_is_tested_for_presence_through_a_union():
+    """group() of a counter under either host spelling tests presence; a sum of the union is raw."""
+    either = 'DCGM_EXP_XID_ERRORS_COUNT{Hostname="a"} or DCGM_EXP_XID_ERRORS_COUNT{hostname="a", Hostname=""}'
+    assert "counter-rate" not in {p.check for p in lint(f"group by (UUID, GPU_I_ID) (({either}))", CTX)}
+    assert "counter-rate" in {p.check for p in lint(f"sum by (UUID, GPU_I_ID) ({either})", CTX)}
+    assert "counter-rate" in {p.check for p in lint(either, CTX)}
+
+
 def test_checks_can_be_disabled():
     assert not lint("vllm:num_preemptions_total > 100", CTX, disable={"counter-rate"})
 

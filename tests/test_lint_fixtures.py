@@ -2,8 +2,11 @@
 the rules and dashboards people copy (shared/reference: vLLM's and NVIDIA's examples, community
 rules). Each failing file must be reported where its `# expect: <check>` markers say; each fixed
 twin must lint clean with every check on; whole example files report exactly their known mistakes.
+A check that needs a live Prometheus (`servewatch lint --prometheus`) finds what it would have learnt
+from one in its folder's live.json, and both files are linted against it.
 """
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -20,8 +23,16 @@ CHECK_DIRS = sorted(p for p in FIXTURES.iterdir() if p.is_dir() and p.name != "e
 EXPECT_RE = re.compile(r"#\s*expect:\s*([\w-]+)")
 
 
+def live(folder: Path) -> dict:
+    """What lint learns from the Prometheus a folder's fixtures are linted against (its live.json),
+    as LintContext fields: e.g. the histograms it stores native (classic-on-native)."""
+    path = folder / "live.json"
+    return {k: frozenset(v) for k, v in json.loads(path.read_text()).items()} if path.exists() else {}
+
+
 def lint_files(*paths):
-    ctx = LintContext(catalog.load(), scrape_interval_s=30, min_range_s=120)
+    facts = {k: v for p in paths for k, v in live(Path(p).parent).items()}
+    ctx = LintContext(catalog.load(), scrape_interval_s=30, min_range_s=120, **facts)
     return runner.run([str(p) for p in paths], [], ctx, runner.select())
 
 

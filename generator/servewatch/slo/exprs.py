@@ -137,17 +137,18 @@ class SloExprs:
             return b.any_of(*parts)
         return b.otherwise(b.any_of(*parts), f"0 * {self.recorded(self.valid_record(), name)}", self.grouping)
 
-    def missing_inputs(self, name: str, slo: s.SLO) -> list[tuple[str, dict]]:
+    def missing_inputs(self, name: str, slo: s.SLO, *matchers: str) -> list[tuple[str, dict]]:
         """(condition, labels) per input whose absence leaves the SLI absent: a model served (its
-        count scraped) whose good-events bucket is not, for each threshold in use."""
+        count scraped) whose good-events bucket is not, for each threshold in use; `matchers`
+        narrow both sides (a dashboard's cluster)."""
         kind = kind_of(slo.sli)
         out = []
         for matcher, value in self.branches(slo, kind.param) if kind.param else [("", None)]:
-            found = kind.missing(self.sb, slo.sli, value, matcher)
+            found = kind.missing(self.sb, slo.sli, value, matcher, *matchers)
             if found is None:
                 continue
             served, labels = found
-            good = self.recorded(self.good_record(), name, matcher)
+            good = self.recorded(self.good_record(), name, matcher, *matchers)
             out.append((b.unless(b.agg("group", self.grouping, served), good, self.grouping), labels))
         return out
 

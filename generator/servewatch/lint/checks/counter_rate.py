@@ -31,6 +31,10 @@ def is_counter_series(name: str, ctx) -> bool:
 
 def _read_safely(parents: tuple) -> bool:
     up = [p for p in parents if not isinstance(p, pp.ParenExpr)]
+    # `a or b` passes the series of each side on as they are: whatever reads the union reads them
+    # (a presence test of a counter under either host spelling)
+    while up and isinstance(up[-1], pp.BinaryExpr) and str(up[-1].op).lower() == "or":
+        up.pop()
     if len(up) >= 2 and isinstance(up[-1], pp.MatrixSelector) and isinstance(up[-2], pp.Call):
         return up[-2].func.name in COUNTER_SAFE_FUNCS
     if up and isinstance(up[-1], pp.Call):

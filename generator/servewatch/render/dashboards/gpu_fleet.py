@@ -10,7 +10,7 @@ from ... import grafana
 from ...promql import builders as promql
 from .board import BoardBuilder
 from .context import DashboardContext, var_matcher
-from .panels import bargauge, filling, instant_table, problem_list, problems, stat, table, timeseries
+from .panels import above, bargauge, filling, instant_table, problem_list, problems, stat, table, timeseries
 
 
 class GpuFleet(BoardBuilder):
@@ -289,6 +289,26 @@ class GpuFleet(BoardBuilder):
     def errors_and_interconnect(self) -> None:
         ctx = self.ctx
         self.row("Errors and interconnect")
+        xid_alerts = ctx.alerts_of("gpu_xid_errors_rate")
+        if xid_alerts:
+            alert = xid_alerts[0]  # its copies (one per deployment) fire on the same condition
+            self.add(
+                problem_list(
+                    "GPUs with new XIDs",
+                    self.gpus.past_threshold(alert),
+                    "None: no selected GPU reported a new XID within the rate window (always empty "
+                    "where the exporter's XID counter is not enabled).",
+                    w=8,
+                    value_unit="count:XID/s",
+                    steps=above(alert.spec.threshold),
+                    description=f"What {alert.alert} fires on, now: new XIDs per second per GPU or MIG "
+                    f"instance and XID code, from the exporter's counter {ctx.metric('xid_count')} "
+                    "(opt-in: uncomment it in the counters CSV). Last XID per GPU says what the code "
+                    "means.",
+                ),
+                optional="xid",
+                alert_view=xid_alerts,
+            )
         self.add(
             problem_list(
                 "Last XID per GPU",

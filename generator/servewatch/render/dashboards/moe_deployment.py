@@ -9,6 +9,13 @@ from .context import TOKENS_PER_SECOND, DashboardContext
 from .deployment_rows import pools_side_by_side
 from .panels import GREEN, RED, above, bargauge, filling, problem_list, problems, stat, timeseries
 
+# the KV-transfer failure signals one panel shows, each with its alert, and what its legend calls them
+KV_FAILURES = (
+    ("engine_kv_transfer_failures_rate", "transfers"),
+    ("engine_kv_notification_failures_rate", "notifications"),
+    ("engine_kv_expired_requests_rate", "expired"),
+)
+
 
 class MoeDeployment(BoardBuilder):
     name = "moe-deployment"
@@ -267,24 +274,23 @@ class MoeDeployment(BoardBuilder):
                 "this deployment uses a KV connector.",
             ),
             optional="kv_transfer",
+            alert_view=ctx.alerts_of("pool_kv_transfer_time"),
         )
+        failures = [(signal, ctx.engine_legend(what)) for signal, what in KV_FAILURES]
         self.add(
             timeseries(
                 "KV transfer failures per engine",
-                grafana.Target(
-                    self.engine("engine_kv_transfer_failures_rate"), ctx.engine_legend("transfers")
-                ),
-                grafana.Target(
-                    self.engine("engine_kv_notification_failures_rate"), ctx.engine_legend("notifications")
-                ),
-                grafana.Target(self.engine("engine_kv_expired_requests_rate"), ctx.engine_legend("expired")),
+                *(grafana.Target(self.engine(signal), legend) for signal, legend in failures),
                 unit="reqps",
                 min=0,
+                steps=above(*(ctx.threshold(signal) for signal, _ in failures)),
                 w=12,
                 description="Failed NIXL transfers and notifications per second (decode side) and requests "
-                "whose KV blocks a prefill engine freed unpulled (prefill side), per engine.",
+                "whose KV blocks a prefill engine freed unpulled (prefill side), per engine. The lines are "
+                "the alerts' thresholds.",
             ),
             optional="kv_transfer",
+            alert_view=[a for signal, _ in failures for a in ctx.alerts_of(signal)],
         )
 
     def alerts(self) -> None:

@@ -8,13 +8,11 @@ from ... import grafana
 GREEN, ORANGE, RED = "green", "orange", "red"
 
 
-def above(threshold: float | None) -> tuple[grafana.Threshold, ...]:
-    """Red from the alert's threshold on; all green when no alert watches it."""
-    return (
-        grafana.thresholds((None, GREEN))
-        if threshold is None
-        else grafana.thresholds((None, GREEN), (threshold, RED))
-    )
+def above(*thresholds: float | None) -> tuple[grafana.Threshold, ...]:
+    """Red from the alert's threshold on, a step (a line) for each alert when a panel shows the
+    signals of several; all green when no alert watches it (None)."""
+    drawn = sorted({t for t in thresholds if t is not None})
+    return grafana.thresholds((None, GREEN), *((t, RED) for t in drawn))
 
 
 def filling(threshold: float | None) -> tuple[grafana.Threshold, ...]:

@@ -57,14 +57,46 @@ class Selection:
     # -- signals: their recording rule where one exists ----------------------------------------------
     def signal(self, name: str, quantile: float | None = None) -> str:
         """A signal as the alerts see it: its recording rule, narrowed by the variables the rule's
-        series carry; computed live when it is not recorded (or the selection narrows by a label
+        series carry; a GPU rule that keeps only the GPU's identity, joined with the labels of the
+        selected GPUs; computed live when it is not recorded (or the selection narrows by a label
         the rule aggregated away, as pod and engine on a per-model rule)."""
         sig = self.ctx.model.signal(name)
         if sig.kind == "quantile":
             return self.quantile(sig.metric, sig.quantiles[0] if quantile is None else quantile, sig.level)
         if self._recorded(name):
             return self.signals.narrow(sig.record, self._matchers(sig.level), dcgm=sig.level == "gpu")
+        if self._in_context(name):
+            return self._gpu_record_in_context(name)
         return self.signals.expr(sig, window=WINDOW)
+
+    def past_threshold(self, alert: AlertRule) -> str:
+        """The series of an alert's signal past its threshold, narrowed by the selection: what the
+        alert fires on once they stay there for its `for`."""
+        spec = alert.spec
+        if self._in_context(spec.signal):
+            return self._gpu_record_in_context(
+                spec.signal, lambda rule: f"({promql.compare(rule, spec.op, spec.threshold)})"
+            )
+        return promql.compare(self.signal(spec.signal, spec.quantile), spec.op, spec.threshold)
+
+    def _in_context(self, name: str) -> bool:
+        """Whether a GPU signal's recording rule lacks labels the selection narrows by."""
+        sig = self.ctx.model.signal(name)
+        return sig.level == "gpu" and name in self.ctx.recorded and not self._recorded(name)
+
+    def _gpu_record_in_context(self, name: str, condition: Callable[[str], str] = lambda rule: rule) -> str:
+        """A GPU signal whose recording rule keeps the GPU's identity but not the labels the selection
+        narrows by (host, the workload's namespace) or a legend names: the rule's series (under
+        `condition`), narrowed by the labels it keeps, with the labels of the selected GPUs attached
+        (one series per GPU, cut to one by with_context). The join keeps the rule's values and drops
+        the GPUs the selection does not match: what the alert saw, for the selected GPUs only."""
+        sig = self.ctx.model.signal(name)
+        known = self.ctx.record_labels[sig.record].known
+        kept = [m for m in self.dcgm_matchers if {label for label, _, _ in promql.parse_matchers(m)} <= known]
+        identity = self.ctx.identity("gpu")
+        context = [label for label in self.gpu_labels() if label not in identity]
+        rule = condition(self.signals.narrow(sig.record, kept, dcgm=False))
+        return promql.with_context(rule, self.select(sig.metric), identity, context)
 
     def _matchers(self, level: str) -> list[str]:
         return self.dcgm_matchers if level == "gpu" else self.vllm_matchers

@@ -11,12 +11,12 @@ from __future__ import annotations
 from ... import grafana
 from ...promql import builders as promql
 from ...slo.exprs import OBJECTIVE, REMAINING, SloExprs
-from ...slo.plan import BurnAlert
+from ...slo.plan import BurnAlert, InputsAlert
 from ...spec import slos as s
 from ...spec.schema import seconds
 from .board import BoardBuilder
 from .context import TOKENS_PER_SECOND, DashboardContext
-from .panels import GREEN, ORANGE, RED, bargauge, instant_table, stat, table, timeseries
+from .panels import GREEN, ORANGE, RED, bargauge, instant_table, problems, stat, table, timeseries
 
 GOODPUT_NOTE = (
     "Goodput approximates the output tokens that met every SLO as generated tokens per second x the "
@@ -47,6 +47,7 @@ class SloBoard(BoardBuilder):
 
     def fill(self) -> None:
         self.overview()
+        self.inputs()
         self.goodput_and_cost()
         for name, slo in self.ctx.model.slos.slos.items():
             self.objective(name, slo)
@@ -122,6 +123,34 @@ class SloBoard(BoardBuilder):
                     "the model that runs out first if the last hour goes on. 0 once it is spent.",
                 )
             )
+
+    def inputs(self) -> None:
+        """What the SLO inputs alerts fire on, with their own conditions: one panel for every SLO, as
+        they share one alert name (their `slo` label tells them apart)."""
+        ctx = self.ctx
+        alerts = [a for a in ctx.alerts if isinstance(a.spec, InputsAlert)]
+        if not alerts:  # no latency SLI, or native histograms: no bucket can be lost on its own
+            return
+        missing = [
+            (f"{name}: {labels['metric']}{{{described(labels)}}}", expr, "short")
+            for name, slo in ctx.model.slos.slos.items()
+            for expr, labels in self.x.missing_inputs(name, slo, *ctx.cluster_filter)
+        ]
+        self.row("SLO inputs: the alerts' own conditions (every model of the selected clusters)")
+        self.add(
+            columns(
+                "Models an SLO cannot measure: an input not scraped",
+                missing,
+                w=24,
+                steps=problems(),
+                no_value="None: every served model exports every series its SLOs count good events from.",
+                description=f"What {alerts[0].alert} fires on, now: a model whose histogram is scraped but "
+                "not the bucket (column) an SLO counts its good events from, so that SLI is absent, not "
+                "bad, and its burn-rate alerts cannot fire. A relabelling that drops histogram buckets "
+                "must keep these.",
+            ),
+            alert_view=alerts,
+        )
 
     def goodput_and_cost(self) -> None:
         ctx, cost = self.ctx, self.ctx.settings.defaults.cost
@@ -216,6 +245,11 @@ class SloBoard(BoardBuilder):
                 "fires when both its long and short window are above its line.",
             )
         )
+
+
+def described(labels: dict[str, str]) -> str:
+    """The matchers naming an SLO input (its labels but the metric), as its alert describes them."""
+    return ", ".join(f'{k}="{v}"' for k, v in labels.items() if k != "metric")
 
 
 def columns(title: str, queries: list[tuple[str, str, str]], **kw) -> grafana.Panel:

@@ -281,10 +281,13 @@ def test_the_cluster_variable_filters_every_panel(stack):
 
 @pytest.mark.tools("vmalert-tool")
 def vmalert_timed(test_file: Path, out_dir: Path) -> Path:
-    """A copy of a generated promtool test file with each expectation of a firing alert one
-    evaluation interval later. vmalert-tool 1.145 turns an alert firing up to one interval after
-    promtool does (measured on these files: never at `for`, always by `for` plus one interval), so
-    the copy keeps every label, annotation and silent check and gives up only that interval.
+    """A copy of a generated promtool test file with each expectation of a firing alert, and each
+    silent check after one (the alert resolved), one evaluation interval later. vmalert-tool 1.145
+    turns an alert firing up to one interval after promtool does (measured on these files: never at
+    `for`, always by `for` plus one interval), and resolves it as late: an alert reads the recorded
+    series of its own group as the previous evaluation left them (GPUXidErrors still fires at the
+    evaluation its rate record drops to 0). So the copy keeps every label, annotation and silent
+    check before an alert fires and gives up only that interval at each edge.
     Expression tests are `metricsql_expr_test` there."""
     doc = yaml.safe_load(test_file.read_text())
     doc["rule_files"] = [str(test_file.parent / f) for f in doc["rule_files"]]
@@ -292,9 +295,16 @@ def vmalert_timed(test_file: Path, out_dir: Path) -> Path:
         step = seconds(test.get("interval", "1m"))
         if "promql_expr_test" in test:
             test["metricsql_expr_test"] = test.pop("promql_expr_test")
-        for check in test.get("alert_rule_test", []):
+        checks = test.get("alert_rule_test", [])
+        fired = {}  # alertname: the first time promtool expects it firing
+        for check in checks:
             if check.get("exp_alerts"):
-                check["eval_time"] = f"{seconds(check['eval_time']) + step:g}s"
+                at = seconds(check["eval_time"])
+                fired[check["alertname"]] = min(at, fired.get(check["alertname"], at))
+        for check in checks:
+            at = seconds(check["eval_time"])
+            if check.get("exp_alerts") or at > fired.get(check["alertname"], at):
+                check["eval_time"] = f"{at + step:g}s"
     out = out_dir / test_file.name
     out.write_text(yaml.safe_dump(doc, sort_keys=False))
     return out

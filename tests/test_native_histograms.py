@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+from pathlib import Path
 
 import promql_parser as pp
 import pytest
 import yaml
 
-from servewatch import catalog, generate, verify
+from servewatch import catalog, generate, tools, verify
 from servewatch.errors import SpecErrors
 from servewatch.promql import builders as b
 from servewatch.promql import tree, variables
@@ -195,3 +197,50 @@ def test_generated_promtool_tests_pass_on_native_inputs(built, tmp_path, form):
     assert "{{schema:-53" in (tmp_path / "promtool/slo.test.yaml").read_text()
     lines = []
     assert verify.run(tmp_path, [], echo=lines.append, specs=specs, cache=False, jobs=2), "\n".join(lines)
+
+
+@pytest.mark.integration
+@pytest.mark.tools("promtool")
+@pytest.mark.parametrize("form", ["classic", "native", "both"])
+def test_an_idle_stretch_leaves_a_latency_slis_error_ratio_alone(built, default_build, tmp_path, form):
+    """An engine idle for half an hour, then serving with 10% of its first tokens past the threshold:
+    the TTFT SLI's 1h error ratio is 10% in every form. A native histogram that observed nothing
+    has 0 good events, as the classic bucket's rate has; were they absent, the window would average
+    good events over the busy half only and valid ones over the hour (an error ratio of -80% here,
+    and a burn hidden wherever a model idles)."""
+    model, files = default_build if form == "classic" else built[form][1:]
+    labels = 'namespace="llm", pod="idle-then-busy-0", model_name="slo-test/idle-then-busy", engine="0"'
+    series = [
+        {"series": f'{TTFT}_bucket{{{labels}, le="2.5"}}', "values": "0x30 54+54x29"},
+        {"series": f'{TTFT}_bucket{{{labels}, le="+Inf"}}', "values": "0x30 60+60x29"},
+        {"series": f"{TTFT}_count{{{labels}}}", "values": "0x30 60+60x29"},
+    ]
+    for path in ("rules/vllm.rules.yaml", "rules/slo.rules.yaml"):
+        (tmp_path / Path(path).name).write_text(files[path])
+    error = 'slo:sli_error:ratio_rate1h{slo="vllm-ttft", model_name="slo-test/idle-then-busy"}'
+    labels_out = 'model_name="slo-test/idle-then-busy", namespace="llm", slo="vllm-ttft"'
+    test = {
+        "rule_files": ["vllm.rules.yaml", "slo.rules.yaml"],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": native_inputs(series, model.builder.histograms),
+                "promql_expr_test": [
+                    {
+                        "expr": f"group without () ({error} > 0.0999 < 0.1001)",
+                        "eval_time": "60m",
+                        "exp_samples": [{"labels": f"{{{labels_out}}}", "value": 1}],
+                    }
+                ],
+            }
+        ],
+    }
+    (tmp_path / "idle.test.yaml").write_text(yaml.safe_dump(test, sort_keys=False))
+    res = subprocess.run(
+        [str(tools.find("promtool")), "test", "rules", "idle.test.yaml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr

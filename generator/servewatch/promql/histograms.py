@@ -121,10 +121,15 @@ class Histograms:
 def count_below(bound: float, hist: str, on: Sequence[str]) -> str:
     """Observations at or below `bound` per second in native histograms `hist` (one per `on`): what
     the classic `le` bucket of that bound counts, where `bound` is one of the custom buckets (to the
-    last bit or so: fraction x count). A histogram that observed nothing has no fraction (NaN), so
-    it gives no result rather than poisoning a sum."""
-    count = f"histogram_count({hist}) > 0"
-    return f"(\n  histogram_fraction(0, {bound!r}, {hist})\n* on ({b.labels(on)})\n  ({count})\n)"
+    last bit or so: fraction x count). A histogram that observed nothing has no fraction (NaN): it
+    counts 0 there, as the classic bucket's rate does. Neither NaN nor no result: a NaN poisons a
+    sum, and a missing sample drops out of a window's avg_over_time while the count's 0 stays in,
+    so an SLO's good events would be averaged over fewer samples than its valid ones."""
+    on_ = b.labels(on)
+    return (
+        f"(\n  histogram_fraction(0, {bound!r}, {hist})\n* on ({on_})\n  (histogram_count({hist}) > 0)\n"
+        f"or on ({on_})\n  (histogram_count({hist}) == 0)\n)"
+    )
 
 
 def _bound(matchers: str) -> float | None:

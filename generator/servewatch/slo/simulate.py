@@ -159,11 +159,14 @@ def recorded(counters: Counters, at: int, rate_s: float) -> tuple[float | None, 
 
 def _native_recorded(counters: Counters, at: int, rate_s: float) -> tuple[float | None, float | None]:
     """recorded() over native histograms: per engine, good = (g / c) * c as histogram_fraction (the
-    buckets up to the threshold over the count) times histogram_count computes it, none where the
+    buckets up to the threshold over the count) times histogram_count computes it, 0 where the
     engine observed nothing (promql/histograms.py count_below)."""
     valid = [rate(v, at, rate_s, histogram=True) for _, v in counters.valid]
     good = [rate(g, at, rate_s, histogram=True) for _, g in counters.good]
-    per_engine = [(g / c) * c if g is not None and c else None for g, c in zip(good, valid, strict=True)]
+    per_engine = [
+        None if g is None or c is None else (g / c) * c if c else 0.0
+        for g, c in zip(good, valid, strict=True)
+    ]
     valid_sum, good_sum = _sum(valid), _sum(per_engine)
     if good_sum is None and valid_sum is not None and counters.absent_good_is_zero:
         good_sum = 0 * valid_sum

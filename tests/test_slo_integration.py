@@ -261,3 +261,19 @@ def test_investigate_names_the_slow_engine_and_queueing(env, capsys, monkeypatch
     assert worst["pod"] == "deepseek-v3-1"  # the quiet engine is the slow one
     assert steps["queue-time"]["verdict"] == "unhealthy"
     assert inv["verdict"] == "unhealthy"
+
+
+def test_investigate_slo_inputs_counts_only_requests_the_slo_cannot_judge(env, capsys, monkeypatch):
+    """Every model's TTFT bucket is scraped here, so SLOInputsMissing's page finds no request the SLO
+    cannot judge: 0 for each served model, healthy. (Counting every valid request, it said unhealthy
+    on any model with traffic.)"""
+    monkeypatch.delenv("SERVEWATCH_PROMETHEUS_URL", raising=False)
+    argv = ["investigate", "SLOInputsMissing", "--specs", str(env["specs"]), "--prometheus"]
+    argv += [env["prom"].url, "--at", str(env["t"]), "--format", "json", "-q"]
+    assert main(argv) == 0
+    inv = json.loads(capsys.readouterr().out)["investigations"][0]
+    step = next(s for s in inv["steps"] if s["id"] == "valid-events")
+    assert step["verdict"] == "healthy", step["detail"]
+    assert {x["labels"]["model_name"] for x in step["series"]} >= {DEEPSEEK, QWEN}
+    assert all(x["value"] == 0 for x in step["series"])
+    assert inv["verdict"] == "healthy" and inv["causes"] == []

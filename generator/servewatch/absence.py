@@ -124,7 +124,10 @@ class Absences:
         target, keep = self.labels.target(), self.context.part_labels(source)
         ident = self.labels.identity("engine" if source == "vllm" else "gpu")
         live = self.sb.select(self.sb.liveness if source == "vllm" else PART_FIELD)
-        gone = b.unless(self.context.seen_recently(source), b.agg("group", ident, live), ident)
+        if source == "vllm":
+            gone = b.unless(self.context.seen_recently(source), b.agg("group", ident, live), ident)
+        else:
+            gone = self._gpus_gone(ident)
         up = f"{b.agg('max', target, self.sb.up(source))} == 1"
         missing = b.only_where(b.only_where(gone, up, target), b.agg("group", target, live), target)
         return b.agg("group", keep, missing)
@@ -139,6 +142,22 @@ class Absences:
         made = b.total([read(s) for s in progress], ident)
         idle = b.only_where(f"{made} == 0", f"{b.total([read(s) for s in work], ident)} == 0", ident)
         return b.only_where(idle, f"{b.agg('max', pod, made)} >= {busy:g}", pod)
+
+    def _gpus_gone(self, ident: list[str]) -> str:
+        """GPUs and MIG instances of the parts' memory that report nothing now, except a GPU whose MIG
+        mode changed: enabling MIG replaces the whole GPU's series (no GPU_I_ID) by its instances',
+        disabling it the reverse (dcgm-exporter's default device selector, dcgm.md §2.3), and the GPU
+        reports on under its UUID. So a whole GPU is gone when nothing of its UUID reports, a MIG
+        instance when it reports nothing and its GPU does not report as a whole GPU either."""
+        seen, live = self.context.seen_recently, lambda *m: self.sb.select(PART_FIELD, *m)  # noqa: E731
+        mig = self.labels.dcgm.labels.mig_instance
+        if mig not in ident:  # no instance in the identity: nothing to tell the levels apart by
+            return b.unless(seen("dcgm"), b.agg("group", ident, live()), ident)
+        gpu = [label for label in ident if label != mig]
+        whole = b.unless(seen("dcgm", f'{mig}=""'), b.agg("group", gpu, live()), gpu)
+        instance = b.unless(seen("dcgm", f'{mig}!=""'), b.agg("group", ident, live()), ident)
+        instance = b.unless(instance, b.agg("group", gpu, live(f'{mig}=""')), gpu)
+        return f"({b.any_of(whole, instance)})"
 
     # -- shared parts ---------------------------------------------------------------------------
     def _exported(self, metric: str, target: list[str]) -> str:

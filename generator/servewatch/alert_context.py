@@ -154,13 +154,14 @@ class Context:
         described = (roles.gpu, roles.mig_profile, roles.model)
         return self.gpu_id + [HOST] + [label for label in described if label not in self.gpu_id]
 
-    def seen_recently(self, source: str) -> str:
-        """The parts' memory as the alerts read it: the last record within two of its intervals."""
+    def seen_recently(self, source: str, *matchers: str) -> str:
+        """The parts' memory as the alerts read it: the last record within two of its intervals, of
+        the parts `matchers` select (e.g. only MIG instances)."""
         memory = self.engines_seen() if source == "vllm" else self.gpus_seen()
         keys = self.part_labels(source) + self.target
         twice = 2 * int(seconds(self.config.remember.parts_every))
         window = f"{twice // 60}m" if twice % 60 == 0 else f"{twice}s"
-        return f"last_over_time({self._memory(memory.record, source, keys)}[{window}])"
+        return f"last_over_time({self._memory(memory.record, source, keys, *matchers)}[{window}])"
 
     def targets(self, source: str) -> Memory | None:
         """How many targets a source has per cluster (vLLM: per namespace); None when there is nothing
@@ -175,14 +176,14 @@ class Context:
         return [self.config.cluster_label] if self.config.cluster_label else []
 
     # -- reading them ---------------------------------------------------------------------------
-    def _read(self, record: str, matchers: str, keys: list[str]) -> str:
+    def _read(self, record: str, matchers: str, keys: list[str], *extra: str) -> str:
         """A memory record, narrowed by those of `matchers` (config.selectors or .targets, which a
-        dashboard narrows by its variables) that its series can carry: its `keys`."""
+        dashboard narrows by its variables) that its series can carry: its `keys`; and by `extra`."""
         kept = [f'{label}{op}"{value}"' for label, op, value in b.parse_matchers(matchers) if label in keys]
-        return b.selector(record, *kept)
+        return b.selector(record, *kept, *extra)
 
-    def _memory(self, record: str, source: str, keys: list[str]) -> str:
-        return self._read(record, self.config.selectors.get(source, ""), keys)
+    def _memory(self, record: str, source: str, keys: list[str], *extra: str) -> str:
+        return self._read(record, self.config.selectors.get(source, ""), keys, *extra)
 
     def recorded(self, record: str, level: str) -> str:
         """A signal's recording rule, narrowed like the memories (its series carry the level's identity)."""

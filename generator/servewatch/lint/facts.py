@@ -98,6 +98,15 @@ def identity_source(metric: catalog_mod.Metric) -> str | None:
     return None
 
 
+def whole_gpus_only(node) -> bool:
+    """Whether every series `node` reads is selected as a whole GPU (`GPU_I_ID=""`): there `UUID`
+    names one GPU, since only MIG instances share it."""
+    found = list(tree.selectors(node))
+    return bool(found) and all(
+        any(tree.matcher_text(m) == f'{MIG_LABEL}=""' for m in sel.matchers.matchers) for sel in found
+    )
+
+
 def identity_sources(node, ctx: LintContext) -> set[str]:
     return {s for m in lineage(node, ctx) if (s := identity_source(m))}
 
@@ -106,8 +115,9 @@ IDENTITY_NOUN = {"dcgm": "GPU (or MIG instance)", "vllm": "engine"}
 IDENTITY_PLURAL = {"dcgm": "GPUs (and MIG instances)", "vllm": "engines"}
 
 
-def identity_gaps(labels: set[str] | frozenset[str], source: str) -> list[str]:
-    """Why `labels` do not tell one series of `source` from another (empty: they do)."""
+def identity_gaps(labels: set[str] | frozenset[str], source: str, whole_gpus: bool = False) -> list[str]:
+    """Why `labels` do not tell one series of `source` from another (empty: they do). With
+    `whole_gpus` the series are whole GPUs, which no MIG instance shares a UUID with."""
     gaps = []
     if source == "dcgm":
         if not labels & GPU_LABELS:
@@ -115,7 +125,7 @@ def identity_gaps(labels: set[str] | frozenset[str], source: str) -> list[str]:
         elif "UUID" not in labels and not labels & HOST_LABELS:
             which = ", ".join(sorted(labels & GPU_INDEX_LABELS))
             gaps.append(f"{which} repeats on every host: add UUID (or the host label)")
-        if MIG_LABEL not in labels:
+        if MIG_LABEL not in labels and not whole_gpus:
             gaps.append("MIG instances of one GPU share its UUID and index: add GPU_I_ID")
     elif source == "vllm":
         if ENGINE_LABEL not in labels:
@@ -125,10 +135,10 @@ def identity_gaps(labels: set[str] | frozenset[str], source: str) -> list[str]:
     return gaps
 
 
-def partial_key_gaps(labels: set[str] | frozenset[str], source: str) -> list[str]:
+def partial_key_gaps(labels: set[str] | frozenset[str], source: str, whole_gpus: bool = False) -> list[str]:
     """Gaps of a label list that means to name one GPU or engine (it names a GPU or an engine)."""
     if source == "dcgm" and labels & GPU_LABELS:
-        return identity_gaps(labels, "dcgm")
+        return identity_gaps(labels, "dcgm", whole_gpus)
     if source == "vllm" and ENGINE_LABEL in labels and not labels & SERVER_LABELS:
         return ['engine "0" exists on every server: add pod (or instance)']
     return []

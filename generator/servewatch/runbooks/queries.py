@@ -282,6 +282,8 @@ class Queries:
             return x.recorded(x.error_record(q.window), name, *own)
         if q.measure == "events":
             return x.events_in(name, q.window, *own)
+        if q.measure == "unjudged":
+            return x.unjudged_in(name, q.window, *own)
         return x.recorded(REMAINING, name, *own)
 
     def _absence(self, q: s.AbsenceQuery, alert) -> str:

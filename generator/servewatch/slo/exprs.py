@@ -194,6 +194,14 @@ class SloExprs:
         valid = self.recorded(self.valid_record(), name, *matchers)
         return f"avg_over_time({valid}[{window}]) * {seconds(window):g}"
 
+    def unjudged_in(self, name: str, window: str, *matchers: str) -> str:
+        """Valid events in `window` of the groupings whose good events are not recorded now (an input
+        of theirs is missing: the requests the SLO cannot judge), and 0 for the groupings whose good
+        events are; nothing where the SLO records no valid events (its rules are not evaluated)."""
+        events = self.events_in(name, window, *matchers)
+        good = self.recorded(self.good_record(), name, *matchers)
+        return b.otherwise(b.unless(events, good, self.grouping), f"0 * {events}", self.grouping)
+
     def burn_alert(self, name: str, slo: s.SLO, row: s.BurnWindow, *matchers: str) -> str:
         """Both windows of the row burn faster than its rate, and the long one saw enough events."""
         fast = b.only_where(

@@ -210,8 +210,10 @@ class SloQuery(Strict):
 
     kind: Literal["slo"]
     slo: str | None = None
-    measure: Literal["burn_rate", "error_ratio", "budget_left", "events"] = "burn_rate"
-    window: str | None = None  # burn_rate, error_ratio, events: a window the SLO records
+    # events: the valid events in `window`; unjudged: those of models whose good events are not
+    # recorded now (an input missing), 0 for the others
+    measure: Literal["burn_rate", "error_ratio", "budget_left", "events", "unjudged"] = "burn_rate"
+    window: str | None = None  # burn_rate, error_ratio, events, unjudged: a window the SLO records
 
     _w = field_validator("window")(classmethod(lambda cls, v: _window(v)))
 

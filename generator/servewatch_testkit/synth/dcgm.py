@@ -76,6 +76,9 @@ FIELDS = (
     "pcie_tx",
     "pcie_rx",
 )
+# Fields the default counters CSV leaves commented out, emitted only when asked for: the exporter's
+# own XID count (``xid_window_ms``).
+OPT_IN_FIELDS = ("xid_count",)
 
 
 def exporter_profile(name: str = REFERENCE):
@@ -171,6 +174,7 @@ def dcgm_gpu(
     gpu_model: str = H100,
     pci_bus_id: str | None = None,
     xid: Values = 0,
+    xid_window_ms: int | None = None,
     energy_start_mj: float = 1.2e12,
     targets: Iterable[Target] | None = None,
     extra_labels: Mapping[str, str] | None = None,
@@ -194,13 +198,17 @@ def dcgm_gpu(
     per-step increments. ``drop`` removes fields the same way; ``active`` limits every series to a
     step range (exporter gone outside). ``driver_label="auto"`` is the profile's. Counters (catalog
     type counter: energy in mJ) accumulate over the steps.
+
+    ``xid_window_ms`` turns on the opt-in XID count (``DCGM_EXP_XID_ERRORS_COUNT``) with that window,
+    with no XID in it: dcgm-exporter then exports one series at 0 with ``window_size_in_ms`` and
+    no ``xid`` label (a series per ``xid`` code appears only while one is in the window).
     """
     ref, target, facts = exporter_profile(REFERENCE), exporter_profile(profile), catalog.load().dcgm
     mig = mig_instance is not None
 
     def field_key(name: str) -> str:
         key = name if name in facts.fields else ref.field_of(name) or target.field_of(name)
-        if key not in FIELDS:
+        if key not in FIELDS + OPT_IN_FIELDS:
             raise KeyError(f"unknown DCGM field {name!r}")
         return key
 
@@ -213,6 +221,7 @@ def dcgm_gpu(
         "fb_free": resolve(fb_free_mib, steps),
         "fb_reserved": resolve(fb_reserved_mib, steps),
         "xid": resolve(xid, steps),
+        "xid_count": resolve(None if xid_window_ms is None else 0, steps),
         "gpu_util": tuple(None if v is None else round(v * 100) for v in u),
         "gr_engine_active": tuple(_round(v) for v in u),
         "sm_active": tuple(_round(None if v is None else v * 0.9) for v in u),
@@ -257,10 +266,11 @@ def dcgm_gpu(
     tlist = list(targets) if targets is not None else [dcgm_target(host)]
     dropped = {field_key(x) for x in drop}
     err_code, err_msg = facts.field("xid").extra_labels
+    window_label = facts.field("xid_count").extra_labels[1]
 
     series: dict[tuple, list[Value]] = {}
     kinds: dict[tuple, str] = {}
-    for field in FIELDS:
+    for field in FIELDS + OPT_IN_FIELDS:
         if field in dropped:
             continue
         facts_of = facts.field(field)
@@ -278,6 +288,8 @@ def dcgm_gpu(
                 code = int(v)
                 labels[err_code] = str(code)
                 labels[err_msg] = XID_MESSAGES.get(code, "Unknown Error")
+            if field == "xid_count":
+                labels[window_label] = str(xid_window_ms)
             workload = {}
             if pods[i] is not None:
                 workload = {"container": container, "namespace": namespaces[i] or "default", "pod": pods[i]}
@@ -307,6 +319,7 @@ __all__ = [
     "field_names",
     "exporter_profile",
     "FIELDS",
+    "OPT_IN_FIELDS",
     "REFERENCE",
     "H100",
     "H100_USABLE_MIB",

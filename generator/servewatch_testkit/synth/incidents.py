@@ -9,9 +9,11 @@ every window up to 19 min then lies inside the incident, ``offset 30m`` lands in
 Healthy baseline, per engine: 20 requests per step of ``CHAT_MIX`` (10/6/3/1 requests of
 800/2400/7000/1200 prompt and 200/400/300/256 output tokens), KV cache 0.45, 10 running, 0 waiting,
 no preemptions, no aborts or errors; per GPU: FB 48592 used / 32394 free MiB (ratio 0.600005), util
-0.85. Every healthy value keeps a clear margin below the default alert thresholds: TTFT p95 0.917 s
-(alert > 2 s), ITL p95 0.04875 s (> 0.1 s), e2e p95 19.17 s (> 60 s), KV 0.45 (> 0.95), FB 0.6
-(> 0.95), waiting 0 (> 50), preemptions 0/s (> 1/s), error share 0 (> 5%).
+0.85, and the exporters' opt-in XID count enabled (GPUXidErrors reads it) with no XID: one 0 series per
+GPU or MIG instance. Every healthy value keeps a clear margin below the default alert thresholds:
+TTFT p95 0.917 s (alert > 2 s), ITL p95 0.04875 s (> 0.1 s), e2e p95 19.17 s (> 60 s), KV 0.45
+(> 0.95), FB 0.6 (> 0.95), waiting 0 (> 50), preemptions 0/s (> 1/s), error share 0 (> 5%), new XIDs
+0/s (> 0).
 
 Exact per-scenario numbers are in each builder's docstring and in ``Scenario.truth``; quantiles
 there are what ``histogram_quantile(q, sum by (le) (rate(x_bucket[5m])))`` returns per engine at
@@ -53,6 +55,7 @@ BASE_REQUESTS = 20
 BASE_KV = 0.45
 BASE_RUNNING = 10
 FB_USED, FB_FREE = 48592, H100_USABLE_MIB - 48592
+XID_WINDOW_MS = 300000  # dcgm-exporter's default --xid-count-window-size (5 min)
 # vllm_engine's arguments for a healthy engine of the deployment
 BASELINE_ENGINE = dict(
     requests=BASE_REQUESTS,
@@ -90,7 +93,7 @@ def _build(
         for tgt, extra in exporters:
             s.append(up(tgt, _exporter_up(extra), steps=STEPS))
         for g in range(4):
-            kw = dict(util=0.85, pod=pod, namespace=NS)
+            kw = dict(util=0.85, pod=pod, namespace=NS, xid_window_ms=XID_WINDOW_MS)
             kw.update(gpu_kw(p, g))
             for tgt, extra in exporters:
                 gk = {**kw, **extra}
@@ -616,6 +619,7 @@ def mig_without_fb() -> Scenario:
             mig_instance=(gi, MIG_PROFILE),
             pod=POD_1,
             namespace=NS,
+            xid_window_ms=XID_WINDOW_MS,
             targets=[dcgm_target(HOSTS[1])],
             active=(INCIDENT_STEP, STEPS),
             drop=("fb_used", "fb_free", "fb_reserved"),

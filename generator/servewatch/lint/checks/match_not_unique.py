@@ -5,6 +5,10 @@ and vLLM's `engine` is "0" on every server: matching on those alone pairs the wr
 fails the whole rule with "many-to-many matching not allowed". Two places are read: the labels of
 on(...) (and of a by(...) that prepares a side for matching), and a side that was not aggregated,
 whose series are per GPU or per engine, so on(...) must name that identity (facts.py).
+
+A set operation (and/or/unless) one of whose sides reads only whole GPUs (`GPU_I_ID=""`) may match
+on the GPU without GPU_I_ID: `UUID` names one whole GPU, and the other side's series, several per
+key, are matched with the GPU they belong to (a whole GPU that reports as MIG instances now).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import promql_parser as pp
 
 from ...promql import tree
-from ..facts import IDENTITY_NOUN, identity_gaps, identity_sources, partial_key_gaps
+from ..facts import IDENTITY_NOUN, identity_gaps, identity_sources, partial_key_gaps, whole_gpus_only
 from ..findings import Severity
 from ..flow import flow
 from . import Check
@@ -51,9 +55,10 @@ def _problems(node, ctx):
         return
     labels = set(matched[1])
     flagged = set()  # sources whose label list is already reported
+    whole = tree.op(node) in tree.SET_OPS and any(whole_gpus_only(side) for side in (node.lhs, node.rhs))
     for what, key, expr in _label_lists(node, matched[1]):
         for source in sorted(identity_sources(expr, ctx)):
-            if gaps := partial_key_gaps(set(key), source):
+            if gaps := partial_key_gaps(set(key), source, whole):
                 flagged.add(source)
                 yield CHECK.problem(
                     f"{what} does not name one {IDENTITY_NOUN[source]}: {'; '.join(gaps)}",

@@ -22,6 +22,7 @@ from .. import scenarios, templates
 from ..model import AlertRule, Model
 from ..promql import builders as b
 from ..spec.schema import seconds
+from .conform import Conform
 from .unit_tests import SERIES_RE, series_with_selectors, test_file
 from .yamlout import dump
 
@@ -72,11 +73,19 @@ def churn_tests(model: Model) -> list[tuple[str, dict]]:
 def _churned(model: Model, rule: AlertRule, resolved, check) -> dict | None:
     sub = lambda text: templates.substitute_tokens(text, model.tokens)  # noqa: E731
     interval = float(seconds(resolved.scenario.interval))
+    # one Conform for the test, as for the scenario's own test: the values config.selectors needs,
+    # the same in the series and in the alerts expected of them (render/conform.py)
+    conform = Conform(model)
+    conformed = [series_with_selectors(model, sub(s), conform) for s, _ in resolved.series]
+    parsed = [_parse(conform.remap(s)) for s in conformed]
     expected = [
-        {**{sub(k): sub(v) for k, v in f.labels.items()}, **rule.result_labels, **rule.labels}
+        {
+            **{sub(k): conform.mapped(sub(k), sub(v)) for k, v in f.labels.items()},
+            **rule.result_labels,
+            **rule.labels,
+        }
         for f in check.firing
     ]
-    parsed = [_parse(series_with_selectors(model, sub(s))) for s, _ in resolved.series]
     labels = context_labels(model, parsed, expected)
     if not labels:
         return None

@@ -2,8 +2,11 @@
 
 import re
 
+import pytest
+
+from servewatch import tools
 from servewatch.model import Model
-from servewatch.render import churn_tests
+from servewatch.render import churn_tests, rules
 from servewatch.spec.loader import load
 
 
@@ -63,3 +66,26 @@ def test_the_alerts_expected_carry_the_values_config_selectors_gave_the_series(s
         given = {n for s in test["input_series"] for n in re.findall(r'namespace="([^"]*)"', s["series"])}
         expected = {n for text in _expected_labels(test) for n in re.findall(r'namespace="([^"]*)"', text)}
         assert expected and expected <= given <= {"llm-deepseek", "llm-mixtral"}, test["name"]
+
+
+@pytest.mark.integration
+@pytest.mark.tools("promtool")
+def test_with_role_and_track_the_churn_tests_pass(specs_with, tmp_path):
+    """series_with_selectors gives a vLLM series the role and track of a stable aggregated engine;
+    the alerts the churn tests expect carry them too, as the scenario tests' do."""
+    specs = specs_with(
+        {
+            "config.yaml": [
+                ("  role: null\n", "  role: {label: llm_d_ai_role}\n"),
+                ("  track: null\n", "  track: {label: track, stable: stable}\n"),
+            ]
+        }
+    )
+    model = Model(load(specs))
+    files = {**rules.render(model), **churn_tests.render(model)}
+    for path, text in files.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    assert 'llm_d_ai_role="both"' in files["promtool/vllm.churn.test.yaml"]
+    res = tools.run("promtool", "test", "rules", tmp_path / "promtool/vllm.churn.test.yaml")
+    assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]

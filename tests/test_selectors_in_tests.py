@@ -66,3 +66,18 @@ def test_target_values_are_picked_with_re2_as_prometheus_reads_them(specs_with):
     labels = rule_tests._matching_target(model, "vllm")
     assert labels is not None and matchers.accepts("=~", "vllm{,3}", labels["job"])
     assert labels["job"] != "vllm"
+
+
+def test_a_selector_whose_values_take_the_targets_out_of_config_targets_is_refused(specs_with):
+    """The `up` series of a scenario's exporter takes the job its GPU series were given; a job that
+    config.targets.dcgm (job=~".*dcgm.*") does not match would make DCGMExporterDown fire, in the
+    generated test as on Prometheus."""
+    specs = specs_with({"config.yaml": [("    dcgm: ''", "    dcgm: 'job=~\"gpu|metrics\"'")]})
+    with pytest.raises(SpecErrors) as info:
+        validate(load(specs))
+    [msg] = [str(e) for e in info.value.errors]
+    assert "config.selectors.dcgm:" in msg and "config.targets.dcgm" in msg, msg
+    # a selector whose jobs the targets match is accepted
+    validate(
+        load(specs_with({"config.yaml": [("    dcgm: ''", "    dcgm: 'job=~\"dcgm-exporter|gmp-dcgm\"'")]}))
+    )

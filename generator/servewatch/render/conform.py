@@ -6,8 +6,9 @@ are kept where every matcher of the source accepts them, and otherwise replaced,
 the series and in the alerts the test expects: by the matcher's own value (`=`), by a string its
 regex matches (`=~`: one per alternative, `.*` standing for the old value so values stay apart;
 checked with RE2 as Prometheus reads it), or by the old value made different (`!=`, `!~`). Two
-values of one test never become one. Where no value fits, SelectorConflict names the selector:
-`servewatch check` refuses the config with it (validation/selector_checks.py).
+values of one test never become one. An `up` series beside them takes the same values and must stay
+a target of config.targets (TargetConflict). Where no value fits, SelectorConflict names the
+selector: `servewatch check` refuses the config with it (validation/selector_checks.py).
 """
 
 from __future__ import annotations
@@ -33,6 +34,21 @@ class SelectorConflict(ValueError):
         )
 
 
+class TargetConflict(SelectorConflict):
+    """A value the selector needs takes an `up` series of the test out of config.targets: the
+    source's own targets would be no targets (its absence alerts fire for none)."""
+
+    def __init__(self, source: str, selector: str, label: str, value: str, target: str, targets: str):
+        ValueError.__init__(
+            self,
+            f'{selector!r}: the generated tests give the series it selects {label}="{value}", and the '
+            f"`up` series of their target too, which config.targets.{target} ({targets!r}) does not "
+            "match: the target's absence alerts would fire, as they would on Prometheus; make "
+            f"config.targets.{target} match the targets of the series the selector selects",
+        )
+        self.source, self.selector, self.label = source, selector, label
+
+
 class Conform:
     """The replacements of one generated test: the same old value becomes the same new one."""
 
@@ -40,6 +56,7 @@ class Conform:
         self.model = model
         self.mapping: dict[tuple[str, str | None], str | None] = {}
         self.used: dict[str, set[str]] = {}
+        self.origin: dict[tuple[str, str | None], str] = {}  # (label, old): whose selector replaced it
 
     def matchers(self, source: str) -> list[tuple[str, str, str]]:
         return b.parse_matchers(self.model.config.selectors.get(source, ""))
@@ -70,6 +87,7 @@ class Conform:
                 continue
             if all(m.accepts(op, v, new or "") for op, v in ms):
                 self.mapping[key] = new
+                self.origin.setdefault(key, source)
                 if new is not None:
                     used.add(new)
                 return new
@@ -104,7 +122,21 @@ class Conform:
         new = {k: self.mapped(k, v) for k, v in labels.items()}
         if new == labels:
             return series
+        if name == "up":
+            self._still_a_target(labels, new)
         return _text(name, new)
+
+    def _still_a_target(self, old: dict[str, str], new: dict[str, str]) -> None:
+        """An `up` series that was a target of a source (config.targets) must stay one."""
+        for target, text in self.model.config.targets.items():
+            ms = b.parse_matchers(text)
+            if not all(m.accepts(op, v, old.get(label, "")) for label, op, v in ms):
+                continue
+            for label, op, v in ms:
+                if not m.accepts(op, v, new.get(label, "")):
+                    source = self.origin.get((label, old.get(label)), target)
+                    selector = self.model.config.selectors.get(source, "")
+                    raise TargetConflict(source, selector, label, new.get(label, ""), target, text)
 
     def series(self, source_of, series: str) -> str:
         """A promtool series selector (`name{a="x", ...}`) with the values its source's selector needs."""

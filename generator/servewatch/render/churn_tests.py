@@ -79,7 +79,7 @@ def _churned(model: Model, rule: AlertRule, resolved, check, records: dict) -> d
     interval = float(seconds(resolved.scenario.interval))
     # one Conform for the test, as for the scenario's own test: the values config.selectors needs,
     # the same in the series and in the alerts expected of them (render/conform.py)
-    conform = Conform(model)
+    conform = Conform(model, [c.alert for c in resolved.checks])
     conformed = [series_with_selectors(model, sub(s), conform) for s, _ in resolved.series]
     parsed = [_parse(conform.remap(s)) for s in conformed]
     expected = [

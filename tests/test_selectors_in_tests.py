@@ -136,3 +136,15 @@ def test_only_a_label_the_rules_aggregate_away_may_take_one_value_for_two(specs_
     conform.labels("dcgm", {**gpu, "job": "a"})
     with pytest.raises(SelectorConflict):
         conform.labels("dcgm", {**gpu, "job": "b"})
+
+
+def test_a_dcgm_series_the_catalog_does_not_know_follows_the_dcgm_selector_not_vllms(specs_with):
+    """The renamed field of "an exporter upgrade renames every field" is the exporter's series: a
+    vLLM selector leaves it, and the exporter's `up` beside it, as they are."""
+    specs = _with_selector(specs_with, 'job=~"vllm|vllm-prod"')
+    validate(load(specs))  # check: OK
+    model = Model(load(specs))
+    assert model.builder.source("DCGM_FI_DEV_GPU_TEMP_RENAMED") == "dcgm"
+    tests = {t["name"]: t for _, t in unit_tests.scenario_tests(model)[0]}
+    series = [s["series"] for s in tests["an exporter upgrade renames every field"]["input_series"]]
+    assert all('job="dcgm-exporter"' in s for s in series), series

@@ -484,13 +484,15 @@ def test_the_selector_check_reads_records_of_other_files_as_selected_and_raw_met
     metric) and narrow them to their good events; a raw metric without the selector is still found."""
     from servewatch import generate
 
-    specs = specs_with({"config.yaml": [("    vllm: ''", "    vllm: 'job=~\"a|b\"'")]})
+    # the jobs config.targets.vllm (job=~".*vllm.*") matches: check refuses others (TargetConflict)
+    selector = 'job=~"vllm|vllm-prod"'
+    specs = specs_with({"config.yaml": [("    vllm: ''", f"    vllm: '{selector}'")]})
     _, built = generate.build(specs)
     files = {path: text.encode() for path, text in built.items()}
     slo = files["rules/slo.rules.yaml"].decode()
     assert "sum by (namespace, model_name) (model:vllm_request_success:rate5m)" in slo
     assert selector_problems(specs, files) == []
-    raw = 'vllm:request_success_total{job=~"a|b"}'
+    raw = f"vllm:request_success_total{{{selector}}}"
     assert raw in files["rules/vllm.rules.yaml"].decode()
     files["rules/vllm.rules.yaml"] = files["rules/vllm.rules.yaml"].replace(
         raw.encode(), b"vllm:request_success_total"

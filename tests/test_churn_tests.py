@@ -1,6 +1,13 @@
 """render/churn_tests.py: the generated proof that context labels never restart an alert's `for`."""
 
-from servewatch.render import churn_tests
+import re
+
+import pytest
+
+from servewatch import tools
+from servewatch.model import Model
+from servewatch.render import churn_tests, rules
+from servewatch.spec.loader import load
 
 
 def test_series_notation_is_read_sample_by_sample():
@@ -41,3 +48,44 @@ def test_a_gpus_workload_churns_as_one_group_and_identity_never(default_model):
     assert ("extra",) in labels and ("service",) in labels
     flat = {label for group in labels for label in group}
     assert not flat & {"UUID", "GPU_I_ID", "gpu", "Hostname", "host", "pci_bus_id", "job", "instance"}
+
+
+def _expected_labels(test: dict) -> list[str]:
+    return [s["labels"] for c in test["promql_expr_test"] for s in c["exp_samples"]]
+
+
+def test_the_alerts_expected_carry_the_values_config_selectors_gave_the_series(specs_with):
+    """The series of a churn test follow config.selectors (render/conform.py); the alerts it expects
+    must name the same values, or promtool fails a config `check` accepted (DESIGN invariant 14)."""
+    selector = 'namespace=~"llm-deepseek|llm-mixtral"'
+    specs = specs_with({"config.yaml": [("    vllm: ''", f"    vllm: '{selector}'")]})
+    tests = [t for _, t in churn_tests.churn_tests(Model(load(specs)))]
+    vllm = [t for t in tests if any(s["series"].startswith("vllm:") for s in t["input_series"])]
+    assert vllm
+    for test in vllm:
+        given = {n for s in test["input_series"] for n in re.findall(r'namespace="([^"]*)"', s["series"])}
+        expected = {n for text in _expected_labels(test) for n in re.findall(r'namespace="([^"]*)"', text)}
+        assert expected and expected <= given <= {"llm-deepseek", "llm-mixtral"}, test["name"]
+
+
+@pytest.mark.integration
+@pytest.mark.tools("promtool")
+def test_with_role_and_track_the_churn_tests_pass(specs_with, tmp_path):
+    """series_with_selectors gives a vLLM series the role and track of a stable aggregated engine;
+    the alerts the churn tests expect carry them too, as the scenario tests' do."""
+    specs = specs_with(
+        {
+            "config.yaml": [
+                ("  role: null\n", "  role: {label: llm_d_ai_role}\n"),
+                ("  track: null\n", "  track: {label: track, stable: stable}\n"),
+            ]
+        }
+    )
+    model = Model(load(specs))
+    files = {**rules.render(model), **churn_tests.render(model)}
+    for path, text in files.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    assert 'llm_d_ai_role="both"' in files["promtool/vllm.churn.test.yaml"]
+    res = tools.run("promtool", "test", "rules", tmp_path / "promtool/vllm.churn.test.yaml")
+    assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]

@@ -204,13 +204,14 @@ def test_a_misspelt_profile_is_a_spec_error_with_a_suggestion(specs_with):
 def test_a_configured_name_replaces_the_profile_name_everywhere(specs_with):
     """For a 4.9 name the catalog marks unconfirmed: the user names what the exporter really exports."""
     assert catalog.load().dcgm.profile("bytes").metrics["fb_used"].unconfirmed
-    selectors = {"dcgm": 'job="gpu-metrics"', "vllm": ""}
+    # the GPU operator's job name: config.targets.dcgm (job=~".*dcgm.*") matches its `up` series
+    selectors = {"dcgm": 'job="nvidia-dcgm-exporter"', "vllm": ""}
     names = {"fb_used": "DCGM_FI_DEV_FB_USED_B"}
     files = generate_with(specs_with, config={"selectors": selectors}, fb_units="bytes", metric_names=names)
     rules = files["rules/gpu.rules.yaml"]
     # a configured name is a DCGM series: it carries the dcgm selector like the profile's names
-    assert 'DCGM_FI_DEV_FB_USED_B{job="gpu-metrics"}' in rules
-    assert 'DCGM_FI_DEV_FB_FREE_BYTES{job="gpu-metrics"}' in rules
+    assert 'DCGM_FI_DEV_FB_USED_B{job="nvidia-dcgm-exporter"}' in rules
+    assert 'DCGM_FI_DEV_FB_FREE_BYTES{job="nvidia-dcgm-exporter"}' in rules
     assert "DCGM_FI_DEV_FB_USED_BYTES" not in rules
     fb = panel(files, "gpu-fleet", "Framebuffer used")
     assert "DCGM_FI_DEV_FB_USED_B{" in fb["targets"][0]["expr"]

@@ -311,11 +311,17 @@ def selector_problems(specs: Path, files: dict[str, bytes]) -> list[str]:
     extras.append(frozenset({(workload, "!=", "")}))
     # a recording rule the alerts remember is narrowed by the config's matchers its series carry
     configured = set().union(*(parsed(t) for t in [*cfg.selectors.values(), *cfg.targets.values()]))
+    # a vLLM metric's own labels (finished_reason, ...): an SLO counts its good events by them
+    own = {label for m in cat.metrics.values() if m.source == "vllm" for label in m.labels}
     ops = {"MatchOp.Equal": "=", "MatchOp.NotEqual": "!=", "MatchOp.Re": "=~", "MatchOp.NotRe": "!~"}
     problems = []
-    for rel, text in rule_groups(files):
-        rules = [r for g in yaml_load(text)["groups"] for r in g["rules"]]
-        records = {r["record"] for r in rules if "record" in r}
+    groups = [
+        (rel, [r for g in yaml_load(text)["groups"] for r in g["rules"]]) for rel, text in rule_groups(files)
+    ]
+    # a record is read from other files too (the SLO rules read the vLLM family's records): its
+    # series already went through the selector where the record reads the raw metric
+    records = {r["record"] for _, rules in groups for r in rules if "record" in r}
+    for rel, rules in groups:
         for rule in rules:
             for node, _ in walk(pp.parse(rule["expr"])):
                 if not isinstance(node, pp.VectorSelector):
@@ -329,12 +335,13 @@ def selector_problems(specs: Path, files: dict[str, bytes]) -> list[str]:
                 slo_rule = "slo" in rule.get("labels", {})
                 if name in records:
                     # a part of a record by its own labels (a quantile, a bucket's le, a signal's
-                    # matchers, an SLO's name and per-model branch), or a record the alerts remember,
-                    # narrowed by the configured matchers
+                    # matchers, an SLO's name and per-model branch, an SLO's good events), or a record
+                    # the alerts remember, narrowed by the configured matchers
                     ok = (
                         all(
                             (label in ("quantile", "le") and op == "=")
                             or label in ("slo", "model_name")
+                            or (slo_rule and label in own)
                             or (label, op, v) in configured
                             for label, op, v in got
                         )
@@ -470,3 +477,27 @@ def test_mutated_specs_generate_valid_rules_or_fail_cleanly(tmp_path):
     print("\n" + run.report())
     # both outcomes must occur, or the mutations are too timid (or too wild) to test anything
     assert run.outcomes["generated"] >= CASES // 20 and run.outcomes["refused"] >= CASES // 4, run.report()
+
+
+def test_the_selector_check_reads_records_of_other_files_as_selected_and_raw_metrics_not(specs_with):
+    """The SLO rules read the vLLM family's records (already selected where they read the raw
+    metric) and narrow them to their good events; a raw metric without the selector is still found."""
+    from servewatch import generate
+
+    # the jobs config.targets.vllm (job=~".*vllm.*") matches: check refuses others (TargetConflict)
+    selector = 'job=~"vllm|vllm-prod"'
+    specs = specs_with({"config.yaml": [("    vllm: ''", f"    vllm: '{selector}'")]})
+    _, built = generate.build(specs)
+    files = {path: text.encode() for path, text in built.items()}
+    slo = files["rules/slo.rules.yaml"].decode()
+    assert "sum by (namespace, model_name) (model:vllm_request_success:rate5m)" in slo
+    assert selector_problems(specs, files) == []
+    raw = f"vllm:request_success_total{{{selector}}}"
+    assert raw in files["rules/vllm.rules.yaml"].decode()
+    files["rules/vllm.rules.yaml"] = files["rules/vllm.rules.yaml"].replace(
+        raw.encode(), b"vllm:request_success_total"
+    )
+    assert any(
+        "rules/vllm.rules.yaml" in p and "vllm:request_success_total[]" in p
+        for p in selector_problems(specs, files)
+    )

@@ -269,7 +269,11 @@ class SignalBuilder:
         if self.labels.profile.field_of(metric):  # configured names need not be in the catalog
             return "dcgm"
         entry = self.catalog.lookup(metric)
-        return entry.source if entry else "vllm"
+        if entry:
+            return entry.source
+        # dcgm-exporter names every series DCGM_FI_* or DCGM_EXP_*: one the catalog does not know (a
+        # field a newer exporter renamed, in a scenario) is still the exporter's, not a vLLM metric
+        return "dcgm" if metric.startswith("DCGM_") else "vllm"
 
     def select(self, metric: str, *matchers: str) -> str:
         name = self.metric_name(metric)

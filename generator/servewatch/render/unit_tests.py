@@ -12,7 +12,7 @@ from .. import scenarios, templates
 from ..model import Model
 from ..promql import builders as b
 from ..promql import labels
-from .conform import SERIES_RE, Conform
+from .conform import SERIES_RE, Conform, series_key
 from .native_series import native_tests
 from .rules import plain_path
 from .yamlout import dump
@@ -69,14 +69,18 @@ def scenario_tests(model: Model) -> tuple[list[tuple[str, dict]], list[tuple[obj
         except scenarios.Unadaptable as exc:
             unadaptable.append((scenario, f"{scenarios.field_path(exc.field)}: {exc}"))
             continue
-        conform = Conform(model)  # one per test: a value replaced in the series is in the alerts too
+        # one per test: a value replaced in the series is in the alerts too
+        conform = Conform(model, [check.alert for check in resolved.checks])
         conformed = [(series_with_selectors(model, sub(s), conform), v) for s, v in resolved.series]
         input_series = [{"series": conform.remap(s), "values": v} for s, v in conformed]
+        written = [series_key(sub(s)) for s, _ in resolved.series]
+        conform.keep_apart(zip(written, (series_key(t["series"]) for t in input_series), strict=True))
         checks = []
         for check in resolved.checks:
             rule = check.alert
-            expected = []
+            expected, written = [], []
             for firing in check.firing:
+                written.append(frozenset((sub(k), sub(v)) for k, v in firing.labels.items()))
                 lbls = {sub(k): conform.mapped(sub(k), sub(v)) for k, v in firing.labels.items()}
                 lbls = {**deployment_labels(model, rule, records), **lbls}
                 lbls = {**lbls, **rule.result_labels, **rule.labels}
@@ -85,6 +89,9 @@ def scenario_tests(model: Model) -> tuple[list[tuple[str, dict]], list[tuple[obj
                     for k, v in rule.annotations.items()
                 }
                 expected.append({"exp_labels": dict(sorted(lbls.items())), "exp_annotations": annotations})
+            conform.keep_apart(
+                zip(written, (frozenset(e["exp_labels"].items()) for e in expected), strict=True)
+            )
             checks.append(
                 {"eval_time": scenarios.duration(check.at_s), "alertname": rule.alert, "exp_alerts": expected}
             )

@@ -309,6 +309,9 @@ def selector_problems(specs: Path, files: dict[str, bytes]) -> list[str]:
     # the workload a GPU is mapped to is read where the mapping exists (alert_context.py)
     workload = cat.dcgm.workload_labels[cfg.dcgm.workload_labels].pod
     extras.append(frozenset({(workload, "!=", "")}))
+    # whole GPUs apart from MIG instances (GPUMissing: a GPU whose MIG mode changed reports on)
+    mig = cat.dcgm.labels.mig_instance
+    extras.append(frozenset({(mig, "=", "")}))
     # a recording rule the alerts remember is narrowed by the config's matchers its series carry
     configured = set().union(*(parsed(t) for t in [*cfg.selectors.values(), *cfg.targets.values()]))
     # a vLLM metric's own labels (finished_reason, ...): an SLO counts its good events by them
@@ -334,12 +337,13 @@ def selector_problems(specs: Path, files: dict[str, bytes]) -> list[str]:
                 # and narrows raw series to its good events (a bucket, finished reasons) on top of config
                 slo_rule = "slo" in rule.get("labels", {})
                 if name in records:
-                    # a part of a record by its own labels (a quantile, a bucket's le, a signal's
+                    # a part of a record by its own labels (a quantile, a bucket's le, whole GPUs, a signal's
                     # matchers, an SLO's name and per-model branch, an SLO's good events), or a record
                     # the alerts remember, narrowed by the configured matchers
                     ok = (
                         all(
                             (label in ("quantile", "le") and op == "=")
+                            or (label == mig and v == "")
                             or label in ("slo", "model_name")
                             or (slo_rule and label in own)
                             or (label, op, v) in configured

@@ -70,7 +70,7 @@ PROBLEM_LISTS = {
         "dcgm-exporter targets down",
         "dcgm-exporter GPUs and MIG instances seen recently, gone while their target is up",
         "GPUs or exporters without both fb_used and fb_free",
-        "GPUs with new XIDs",
+        "GPUs with recent XIDs",
         "Last XID per GPU",
     },
     "moe-deployment": {"Alerts firing for this deployment"},

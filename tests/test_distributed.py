@@ -286,7 +286,7 @@ def vmalert_timed(test_file: Path, out_dir: Path) -> Path:
     turns an alert firing up to one interval after promtool does (measured on these files: never at
     `for`, always by `for` plus one interval), and resolves it as late: an alert reads the recorded
     series of its own group as the previous evaluation left them (GPUXidErrors still fires at the
-    evaluation its rate record drops to 0). So the copy keeps every label, annotation and silent
+    evaluation its window-count record drops to 0). So the copy keeps every label, annotation and silent
     check before an alert fires and gives up only that interval at each edge.
     Expression tests are `metricsql_expr_test` there."""
     doc = yaml.safe_load(test_file.read_text())

@@ -103,10 +103,18 @@ def test_classic_on_native_is_quiet_without_a_prometheus_and_for_both_forms():
 
 def test_a_counter_is_tested_for_presence_through_a_union():
     """group() of a counter under either host spelling tests presence; a sum of the union is raw."""
-    either = 'DCGM_EXP_XID_ERRORS_COUNT{Hostname="a"} or DCGM_EXP_XID_ERRORS_COUNT{hostname="a", Hostname=""}'
+    counter = "DCGM_FI_DEV_PCIE_REPLAY_COUNTER"
+    either = f'{counter}{{Hostname="a"}} or {counter}{{hostname="a", Hostname=""}}'
     assert "counter-rate" not in {p.check for p in lint(f"group by (UUID, GPU_I_ID) (({either}))", CTX)}
     assert "counter-rate" in {p.check for p in lint(f"sum by (UUID, GPU_I_ID) ({either})", CTX)}
     assert "counter-rate" in {p.check for p in lint(either, CTX)}
+
+
+def test_the_xid_window_count_is_read_as_a_gauge():
+    """DCGM_EXP_XID_ERRORS_COUNT counts the XIDs of the exporter's last window and falls as they age
+    out, whatever the counters CSV types it: rate() of it reads each fall as a reset, a new XID."""
+    assert "rate-gauge" in {p.check for p in lint("rate(DCGM_EXP_XID_ERRORS_COUNT[5m]) > 0", CTX)}
+    assert not lint("max by (UUID, GPU_I_ID, xid) (DCGM_EXP_XID_ERRORS_COUNT) > 0", CTX)
 
 
 def test_checks_can_be_disabled():

@@ -91,7 +91,14 @@ class Synth:
             split = matcher_split(signal.matchers)
             if split is None:
                 return None
-            out = [(series_text(name(signal.metric), {**labels, **split[0]}), self.flat(value))]
+            out = [
+                (
+                    series_text(name(signal.metric), {**labels, **split[0], **self._by(signal)}),
+                    self.flat(value),
+                )
+            ]
+            if signal.level == "gpu":  # a GPU alert names the GPUs that export a presence field
+                out.append((series_text(name(PART_FIELD), labels), self.flat(50)))
         elif signal.kind == "matched_ratio":
             total = exact_total(value)
             used = value * total

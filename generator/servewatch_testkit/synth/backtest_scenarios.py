@@ -2,8 +2,9 @@
 
 Same deployment as incidents.py (its builder): errors on every engine (the error-rate alert and the
 availability SLO), one overloaded engine (waiting, preemptions, slow decode: the e2e latency alert),
-a dcgm-exporter whose scrapes fail (up 0), a GPU reporting XIDs, a decode engine whose NIXL KV
-transfers fail and slow down, and a TTFT histogram that loses its buckets (the SLO's good events).
+a dcgm-exporter whose scrapes fail (up 0), a GPU reporting XIDs that age out of the exporter's
+window, a decode engine whose NIXL KV transfers fail and slow down, and a TTFT histogram that loses
+its buckets (the SLO's good events).
 """
 
 from __future__ import annotations
@@ -12,7 +13,19 @@ from dataclasses import replace
 
 from .dcgm import dcgm_target
 from .fleet import nixl_engine
-from .incidents import HOSTS, INCIDENT_STEP, MODEL, NS, POD_0, STEPS, _after, _build, gpu_uuid
+from .incidents import (
+    HOSTS,
+    INCIDENT_STEP,
+    MODEL,
+    NS,
+    POD_0,
+    STEP,
+    STEPS,
+    XID_WINDOW_MS,
+    _after,
+    _build,
+    gpu_uuid,
+)
 from .series import Series, step_fn
 from .vllm import CHAT_MIX, vllm_target
 
@@ -61,21 +74,35 @@ def dcgm_exporter_down():
 
 
 def gpu_xid_errors():
-    """POD_0's GPU 2 reports XID 79 five times from step 80 on (dcgm-exporter's XID counter, one series
-    per code that appears with the first error), then no more: the alert fires and resolves."""
+    """POD_0's GPU 2 reports XID 79 five times, every other step from step 80 on, then no more.
+    dcgm-exporter's XID count holds, per code, the XIDs of its last window (XID_WINDOW_MS, 10 steps):
+    it rises 1, 2, ... 5 and falls again as each XID ages out, to 0 at step 98; while one is in the
+    window the GPU's series of code 79 takes the place of its zero series (no ``xid`` label). The
+    alert fires at step 82 and resolves by itself: at step 107, as a backfilled series has no
+    staleness marker and stays visible for the 5 m lookback after its last sample (step 97); a
+    scraped one would end at step 98."""
     sc = _build("gpu_xid_errors")
     uuid = gpu_uuid(0, 2)
-    temp = next(s for s in sc.series if s.name == "DCGM_FI_DEV_GPU_TEMP" and s.labelmap.get("UUID") == uuid)
-    counts = [
-        None if i < INCIDENT_STEP else float(min(5, 1 + (i - INCIDENT_STEP) // 2)) for i in range(STEPS)
-    ]
+    window = XID_WINDOW_MS // (STEP * 1000)
+    arrivals = [INCIDENT_STEP + 2 * k for k in range(5)]
+    counts = [sum(a <= i < a + window for a in arrivals) for i in range(STEPS)]
+    count = next(s for s in sc.series if s.name == "DCGM_EXP_XID_ERRORS_COUNT" and s.label("UUID") == uuid)
+
+    def zero_unless_counting(s: Series) -> Series:
+        if s is not count:
+            return s
+        return Series(
+            s.name, s.labels, [None if n else v for v, n in zip(s.values, counts, strict=True)], s.kind
+        )
+
     xid = Series(
-        "DCGM_EXP_XID_ERRORS_COUNT",
-        {**temp.labelmap, "xid": "79", "window_size_in_ms": "300000"},
-        counts,
-        kind="counter",
+        count.name,
+        {**count.labelmap, "xid": "79"},
+        [float(n) if n else None for n in counts],
+        kind=count.kind,
     )
-    return replace(sc, series=(*sc.series, xid), truth={**sc.truth, "bad": [{"UUID": uuid}]})
+    series = tuple(zero_unless_counting(s) for s in sc.series)
+    return replace(sc, series=(*series, xid), truth={**sc.truth, "bad": [{"UUID": uuid}]})
 
 
 def nixl_degraded():

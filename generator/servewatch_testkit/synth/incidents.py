@@ -9,11 +9,11 @@ every window up to 19 min then lies inside the incident, ``offset 30m`` lands in
 Healthy baseline, per engine: 20 requests per step of ``CHAT_MIX`` (10/6/3/1 requests of
 800/2400/7000/1200 prompt and 200/400/300/256 output tokens), KV cache 0.45, 10 running, 0 waiting,
 no preemptions, no aborts or errors; per GPU: FB 48592 used / 32394 free MiB (ratio 0.600005), util
-0.85, and the exporters' opt-in XID count enabled (GPUXidErrors reads it) with no XID: one 0 series per
-GPU or MIG instance. Every healthy value keeps a clear margin below the default alert thresholds:
-TTFT p95 0.917 s (alert > 2 s), ITL p95 0.04875 s (> 0.1 s), e2e p95 19.17 s (> 60 s), KV 0.45
-(> 0.95), FB 0.6 (> 0.95), waiting 0 (> 50), preemptions 0/s (> 1/s), error share 0 (> 5%), new XIDs
-0/s (> 0).
+0.85, and the exporters' opt-in XID count enabled (GPUXidErrors reads it) with no XID in its window:
+one 0 series per GPU or MIG instance, without an ``xid`` label. Every healthy value keeps a clear
+margin below the default alert thresholds: TTFT p95 0.917 s (alert > 2 s), ITL p95 0.04875 s
+(> 0.1 s), e2e p95 19.17 s (> 60 s), KV 0.45 (> 0.95), FB 0.6 (> 0.95), waiting 0 (> 50),
+preemptions 0/s (> 1/s), error share 0 (> 5%), XIDs in the window 0 (> 0).
 
 Exact per-scenario numbers are in each builder's docstring and in ``Scenario.truth``; quantiles
 there are what ``histogram_quantile(q, sum by (le) (rate(x_bucket[5m])))`` returns per engine at

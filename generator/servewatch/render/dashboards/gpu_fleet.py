@@ -289,22 +289,23 @@ class GpuFleet(BoardBuilder):
     def errors_and_interconnect(self) -> None:
         ctx = self.ctx
         self.row("Errors and interconnect")
-        xid_alerts = ctx.alerts_of("gpu_xid_errors_rate")
+        xid_alerts = ctx.alerts_of("gpu_xid_errors_window_count")
         if xid_alerts:
             alert = xid_alerts[0]  # its copies (one per deployment) fire on the same condition
             self.add(
                 problem_list(
-                    "GPUs with new XIDs",
+                    "GPUs with recent XIDs",
                     self.gpus.past_threshold(alert),
-                    "None: no selected GPU reported a new XID within the rate window (always empty "
-                    "where the exporter's XID counter is not enabled).",
+                    "None: no selected GPU has an XID in the exporter's XID window (always empty "
+                    "where the exporter's XID count is not enabled).",
                     w=8,
-                    value_unit="count:XID/s",
+                    value_unit="count:XIDs",
                     steps=above(alert.spec.threshold),
-                    description=f"What {alert.alert} fires on, now: new XIDs per second per GPU or MIG "
-                    f"instance and XID code, from the exporter's counter {ctx.metric('xid_count')} "
-                    "(opt-in: uncomment it in the counters CSV). Last XID per GPU says what the code "
-                    "means.",
+                    description=f"What {alert.alert} fires on, now: the XIDs per GPU or MIG instance and "
+                    "XID code within the exporter's last window (label window_size_in_ms, 5 min by "
+                    f"default), from its count {ctx.metric('xid_count')} (opt-in: uncomment it in the "
+                    "counters CSV). A code leaves the list once its last XID ages out of the window. "
+                    "Last XID per GPU says what the code means.",
                 ),
                 optional="xid",
                 alert_view=xid_alerts,

@@ -13,7 +13,7 @@ import pytest
 from servewatch import cli
 from servewatch.errors import ServewatchError
 from servewatch.backtest import incidents, inline, signal, state, timespec
-from servewatch.backtest.evaluate import BacktestError, Bounds, chunks, grid
+from servewatch.backtest.evaluate import BacktestError, QueryBounds, chunks, grid
 from servewatch.backtest.rules import Record
 from servewatch_testkit.localprom import LocalPrometheus, backfill_start
 from servewatch_testkit.synth import incident
@@ -76,7 +76,7 @@ def test_alert_labels_are_the_results_the_rules_and_the_name():
 def test_grid_is_the_multiples_of_the_step_and_chunks_cover_it_without_overlap():
     points = grid(95, 1000, 30)
     assert points[0] == 120 and points[-1] == 990
-    parts = chunks(points, 30, Bounds(chunk_s=300, max_points=100))
+    parts = chunks(points, 30, QueryBounds(chunk_s=300, max_points=100))
     assert parts[0] == (120, 390) and parts[-1][1] == 990
     assert all(b[0] - a[1] == 30 for a, b in zip(parts, parts[1:], strict=False))
 

@@ -301,7 +301,7 @@ def test_an_alert_that_fires_below_its_threshold_gets_no_number(default_model, b
     from dataclasses import replace
 
     from servewatch.calibrate import bench
-    from servewatch.calibrate.propose import Proposer, Result, check_steps, sweep
+    from servewatch.calibrate.propose import CalibrateResult, Proposer, check_steps, sweep
     from servewatch.calibrate.targets import parse
 
     class Below:
@@ -322,7 +322,7 @@ def test_an_alert_that_fires_below_its_threshold_gets_no_number(default_model, b
     check_steps("bench", steps, targets, 100)
     sw = sweep("bench", steps, targets)
     proposals = Proposer(
-        Below(default_model, "VLLMTimeToFirstTokenP95High"), Result(targets, [sw], sw.sustainable)
+        Below(default_model, "VLLMTimeToFirstTokenP95High"), CalibrateResult(targets, [sw], sw.sustainable)
     ).run()
     mine = [p for p in proposals if p.subject == "VLLMTimeToFirstTokenP95High"]
     assert [p.proposed for p in mine] == [None, None]

@@ -148,7 +148,7 @@ def test_flow_wraps_rows_and_never_leaves_the_grid():
 
 
 def test_a_collapsed_row_takes_one_line_and_nests_its_panels():
-    from servewatch.grafana import Dashboard, Panel, Row
+    from servewatch.grafana import ClassicDashboard, Panel, Row
 
     items = [
         Row("open"),
@@ -166,7 +166,7 @@ def test_a_collapsed_row_takes_one_line_and_nests_its_panels():
     assert [pos[t] for t in "bcd"] == [GridPos(0, 6, 12, 6), GridPos(12, 6, 12, 6), GridPos(0, 12, 12, 2)]
     assert pos["closed too"] == GridPos(0, 6, 24, 1) and pos["e"] == GridPos(0, 7, 24, 3)
 
-    board = Dashboard(uid="u", title="t")
+    board = ClassicDashboard(uid="u", title="t")
     for item in items:
         board.add(item)
     top = board.panels()

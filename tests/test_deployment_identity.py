@@ -7,7 +7,7 @@ import pytest
 
 from servewatch import generate
 from servewatch.errors import SpecErrors
-from servewatch.signals import Labels
+from servewatch.signals import LabelNames
 from servewatch.spec.deployment import ROLES, RoleConfig
 from servewatch.spec.schema import Config
 
@@ -19,7 +19,7 @@ TRACKED = "  track: {label: track, stable: stable}\n"
 
 def test_role_and_track_join_the_engine_and_model_identities_only():
     config = Config(role={"label": "llm_d_ai_role"}, track={"label": "track"}, cluster_label="cluster")
-    labels = Labels(config)
+    labels = LabelNames(config)
     for level, configured in (("engine", config.identity.vllm), ("model", config.identity.model)):
         assert labels.identity(level) == ["cluster", "llm_d_ai_role", "track", *configured]
     assert "llm_d_ai_role" not in labels.identity("gpu") and "track" not in labels.identity("gpu")
@@ -27,9 +27,9 @@ def test_role_and_track_join_the_engine_and_model_identities_only():
 
 def test_without_role_and_track_the_identities_are_the_configured_ones():
     config = Config()
-    assert Labels(config).identity("engine") == list(config.identity.vllm)
-    assert Labels(config).identity("model") == list(config.identity.model)
-    assert Labels(config).role_matcher(("decode",)) == ""
+    assert LabelNames(config).identity("engine") == list(config.identity.vllm)
+    assert LabelNames(config).identity("model") == list(config.identity.model)
+    assert LabelNames(config).role_matcher(("decode",)) == ""
 
 
 def test_role_matcher_keeps_the_values_of_the_roles_read():
@@ -37,7 +37,7 @@ def test_role_matcher_keeps_the_values_of_the_roles_read():
     assert role.values["prefill"] == ("prefill",)  # a role left out keeps its own name
     assert role.matcher(("prefill",)) == 'worker_type="prefill"'
     assert role.matcher(("decode", "both")) == 'worker_type=~"decode|aggregated|prefill\\\\.decode"'
-    labels = Labels(Config(role={"label": "worker_type"}))
+    labels = LabelNames(Config(role={"label": "worker_type"}))
     assert labels.role_matcher(ROLES) == "", "reading every role needs no matcher"
 
 

@@ -24,7 +24,7 @@ def pages(default_model):
 
 
 def rows(*values, label="engine"):
-    return [v.Row({label: str(i)}, float(x)) for i, x in enumerate(values)]
+    return [v.ResultRow({label: str(i)}, float(x)) for i, x in enumerate(values)]
 
 
 # -- verdicts ----------------------------------------------------------------------------------------
@@ -40,7 +40,7 @@ def test_threshold_verdicts(pages):
     assert v.judge(kv, rows(0.95)).verdict == "suspicious"  # at the threshold is not beyond it
     assert v.judge(kv, rows(0.95 + 1e-15)).verdict == "unhealthy"  # beyond, as the alert's `> 0.95` sees it
     assert v.judge(kv, []).verdict == "no-data"
-    assert v.judge(kv, [v.Row({}, math.nan)]).verdict == "no-data"
+    assert v.judge(kv, [v.ResultRow({}, math.nan)]).verdict == "no-data"
 
 
 def test_a_verdict_names_the_tuned_threshold_it_was_judged_by(specs_with):
@@ -74,20 +74,22 @@ def test_low_is_bad_for_up(pages):
 def test_present_and_empty_verdicts(pages):
     cond = pages["GPUFramebufferMetricsMissing"].step("partner-missing")
     assert v.judge(cond, []).verdict == "healthy"
-    assert v.judge(cond, [v.Row({"job": "dcgm", "instance": "a:9400"}, 1)]).verdict == "unhealthy"
+    assert v.judge(cond, [v.ResultRow({"job": "dcgm", "instance": "a:9400"}, 1)]).verdict == "unhealthy"
 
 
 def test_names_tell_a_rename(pages):
     names = pages["GPUFramebufferMetricsMissing"].step("fb-metric-names")
     ok = [
-        v.Row({"__name__": n}, 8)
+        v.ResultRow({"__name__": n}, 8)
         for n in ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_RESERVED")
     ]
     assert v.judge(names, ok).verdict == "healthy"
-    renamed = [v.Row({"__name__": n}, 8) for n in ("DCGM_FI_DEV_FB_USED_BYTES", "DCGM_FI_DEV_FB_FREE_BYTES")]
+    renamed = [
+        v.ResultRow({"__name__": n}, 8) for n in ("DCGM_FI_DEV_FB_USED_BYTES", "DCGM_FI_DEV_FB_FREE_BYTES")
+    ]
     j = v.judge(names, renamed)
     assert j.verdict == "unhealthy" and "(renamed)" in j.detail
-    j = v.judge(names, [v.Row({"__name__": "DCGM_FI_DEV_FB_USED"}, 8)])
+    j = v.judge(names, [v.ResultRow({"__name__": "DCGM_FI_DEV_FB_USED"}, 8)])
     assert (
         j.verdict == "unhealthy"
         and j.detail.startswith("missing: DCGM_FI_DEV_FB_FREE")
@@ -99,8 +101,8 @@ def test_names_tell_a_rename(pages):
 def test_labels_layout(pages):
     layout = pages["GPUFramebufferMetricsMissing"].step("label-layout")
     assert layout.expected_labels == ("Hostname", "UUID")
-    assert v.judge(layout, [v.Row({"Hostname": "n1", "UUID": "GPU-1"}, 3)]).verdict == "healthy"
-    j = v.judge(layout, [v.Row({"hostname": "n1", "UUID": "GPU-1"}, 3)])
+    assert v.judge(layout, [v.ResultRow({"Hostname": "n1", "UUID": "GPU-1"}, 3)]).verdict == "healthy"
+    j = v.judge(layout, [v.ResultRow({"hostname": "n1", "UUID": "GPU-1"}, 3)])
     assert j.verdict == "unhealthy" and j.detail == "no series carries Hostname; found hostname instead"
 
 

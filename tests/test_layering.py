@@ -3,6 +3,10 @@
 Read with `ast`, nothing imported: every `import`/`from ... import` in generator/servewatch, also the
 ones inside functions, is resolved to the top-level package or module it reaches (`promql`, `model`,
 `lint`, ...) and checked against LAYERS, the table of docs/architecture.md ("Rooms").
+
+The same reading checks that no two classes in generator/servewatch share a name: each class is
+named after which thing it is (lint's LintFinding, detect's DetectFinding, the spec's Dashboard,
+Grafana's ClassicDashboard), so a name in a traceback, an import or a grep means one class.
 """
 
 from __future__ import annotations
@@ -159,3 +163,35 @@ def test_imports_resolve_to_the_unit_they_reach(tmp_path, monkeypatch, source, e
     module.write_text(source)
     monkeypatch.setattr(f"{__name__}.PACKAGE", tmp_path)
     assert [t for _, _, t in _imports(module)] == [expected]
+
+
+def _classes(root: Path) -> dict[str, list[str]]:
+    """Every class defined under `root`, at any depth of its module -> where ("file:line")."""
+    where: dict[str, list[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef):
+                where.setdefault(node.name, []).append(f"{path.relative_to(root).as_posix()}:{node.lineno}")
+    return where
+
+
+def _defined_twice(root: Path) -> dict[str, list[str]]:
+    return {name: places for name, places in sorted(_classes(root).items()) if len(places) > 1}
+
+
+def test_every_class_name_is_defined_once():
+    twice = _defined_twice(PACKAGE)
+    assert not twice, (
+        "class names defined more than once in servewatch; name each after which thing it is "
+        "(LintFinding, DetectFinding, ...):\n"
+        + "\n".join(f"{name}: {', '.join(places)}" for name, places in twice.items())
+    )
+
+
+def test_a_class_name_defined_twice_is_found(tmp_path):
+    (tmp_path / "lint").mkdir()
+    (tmp_path / "detect").mkdir()
+    (tmp_path / "lint" / "findings.py").write_text("import enum\n\n\nclass Finding:\n    pass\n")
+    (tmp_path / "detect" / "probes.py").write_text("def probe():\n    class Finding:\n        pass\n")
+    (tmp_path / "model.py").write_text("class Model:\n    pass\n")
+    assert _defined_twice(tmp_path) == {"Finding": ["detect/probes.py:2", "lint/findings.py:4"]}

@@ -259,7 +259,7 @@ NO_VALUE = {
 
 
 @dataclass(frozen=True)
-class Bounds:
+class SignalBounds:
     """What the values of a signal can be: at most 1 for a ratio; a histogram's bucket bounds."""
 
     ratio: bool = False
@@ -267,15 +267,15 @@ class Bounds:
     quantile: float | None = None
 
 
-def bounds_of(model, alert) -> Bounds:
+def bounds_of(model, alert) -> SignalBounds:
     """The value range of the signal an alert watches (no signal: nothing)."""
     if alert.spec.signal is None:
-        return Bounds()
+        return SignalBounds()
     signal = model.signal(alert.spec.signal)
     if signal.kind == "quantile":
         entry = model.builder.catalog.lookup(model.builder.metric_name(signal.metric))
-        return Bounds(buckets=tuple(entry.buckets or ()) if entry else (), quantile=alert.spec.quantile)
-    return Bounds(ratio=model.builder.is_ratio(signal))
+        return SignalBounds(buckets=tuple(entry.buckets or ()) if entry else (), quantile=alert.spec.quantile)
+    return SignalBounds(ratio=model.builder.is_ratio(signal))
 
 
 def alert_names(model, alert, interval_s: float) -> dict[str, float | None]:
@@ -338,7 +338,7 @@ class Expected:
 
 
 @dataclass(frozen=True)
-class Check:
+class ScenarioCheck:
     at_s: float
     alert: object  # the AlertRule this check is about
     firing: tuple[Expected, ...]
@@ -350,7 +350,7 @@ class Resolved:
 
     scenario: object
     series: tuple[tuple[str, str], ...]  # (series, values)
-    checks: tuple[Check, ...]
+    checks: tuple[ScenarioCheck, ...]
 
 
 def _lets(scenario, names: dict, without: str | None = None) -> dict:
@@ -440,7 +440,7 @@ def resolve(model, scenario) -> Resolved:
             )
             for fi, f in enumerate(exp.firing)
         )
-        checks.append(Check(at, exp_rule, firing))
+        checks.append(ScenarioCheck(at, exp_rule, firing))
     return Resolved(scenario, series, tuple(checks))
 
 

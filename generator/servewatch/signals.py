@@ -22,7 +22,7 @@ from .spec.schema import Config, Signal
 
 
 @dataclass(frozen=True)
-class Labels:
+class LabelNames:
     """Names resolved from config and the catalog: what identifies a GPU, an engine, a model, and what
     the configured exporter profile calls each DCGM field and label."""
 
@@ -211,7 +211,7 @@ class SignalBuilder:
         self.config = config
         self.signals = signals or {}  # every signal by name: a track_ratio reads the one it compares
         self.catalog = catalog or catalog_mod.load()
-        self.labels = Labels(config, self.catalog)
+        self.labels = LabelNames(config, self.catalog)
         # rate and bucket_rate signals whose recording rules are evaluated before what this builder
         # builds (earlier in the same rule group): read from them instead of the raw counters
         self.recorded = tuple(recorded)

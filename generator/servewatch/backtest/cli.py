@@ -13,7 +13,7 @@ import yaml
 from ..promapi import Auth, Client, PromApiError
 from ..spec.schema import seconds
 from . import html, incidents, report, rules, runner, timespec
-from .evaluate import BacktestError, Bounds
+from .evaluate import BacktestError, QueryBounds
 
 ENV_URL = "SERVEWATCH_PROMETHEUS_URL"
 DEFAULT_INTERVAL = "1m"  # Prometheus's own default global evaluation_interval
@@ -89,7 +89,7 @@ def cmd_backtest(args) -> int:
         return 2
     now = time.time()
     start, end = timespec.span(args.range, now)
-    bounds = Bounds(chunk_s=_duration(args.chunk, "--chunk"))
+    bounds = QueryBounds(chunk_s=_duration(args.chunk, "--chunk"))
     expected = incidents.load(Path(args.incidents), now) if args.incidents else []
     say = (lambda line: None) if args.quiet else (lambda line: print(f"servewatch: {line}", file=sys.stderr))
     client = Client(
@@ -108,7 +108,9 @@ def cmd_backtest(args) -> int:
         sets = [(args.specs, rules.from_specs(Path(args.specs), interval))]
         if args.compare:
             sets.append((args.compare, rules.from_specs(Path(args.compare), interval)))
-        history = runner.History(client, start, end, {k: v for _, rs in sets for k, v in rs.records.items()})
+        history = runner.BacktestHistory(
+            client, start, end, {k: v for _, rs in sets for k, v in rs.records.items()}
+        )
         runs = []
         for name, ruleset in sets:
             differs = _differs(ruleset, sets[0][1]) if runs else set()
@@ -125,7 +127,7 @@ def cmd_backtest(args) -> int:
                 plots=bool(args.html),
                 progress=say,
             )
-            runs.append(report.Run(result, incidents.judge(expected, result)))
+            runs.append(report.BacktestRun(result, incidents.judge(expected, result)))
     sys.stdout.write(report.FORMATS[args.format](runs))
     if args.html:
         say(f"wrote {html.write(Path(args.html), runs)}")

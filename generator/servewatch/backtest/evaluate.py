@@ -27,7 +27,7 @@ class BacktestError(ServewatchError):
 
 
 @dataclass(frozen=True)
-class Bounds:
+class QueryBounds:
     """How large a single query may be."""
 
     chunk_s: float = 86400.0
@@ -42,7 +42,7 @@ def grid(start: float, end: float, step: float) -> list[float]:
     return [first + i * step for i in range(max(0, n))]
 
 
-def chunks(points: list[float], step: float, bounds: Bounds) -> list[tuple[float, float]]:
+def chunks(points: list[float], step: float, bounds: QueryBounds) -> list[tuple[float, float]]:
     """(first, last) grid points of each chunk."""
     per = max(1, min(bounds.max_points, int(bounds.chunk_s // step) or 1))
     return [(points[i], points[min(i + per, len(points)) - 1]) for i in range(0, len(points), per)]
@@ -75,7 +75,7 @@ def range_samples(
     expr: str,
     points: list[float],
     step: float,
-    bounds: Bounds,
+    bounds: QueryBounds,
     what: str,
     progress: Callable[[int, int], None] = lambda i, n: None,
 ) -> Samples:

@@ -11,7 +11,7 @@ import html
 from pathlib import Path
 
 from .. import writer
-from .report import Run, pages_per_week
+from .report import BacktestRun, pages_per_week
 from .runner import AlertResult
 from .timespec import human, iso
 
@@ -72,7 +72,7 @@ def _plot(alerts: list[AlertResult | None], start: float, end: float) -> str:
     return "".join(parts)
 
 
-def page(runs: list[Run]) -> str:
+def page(runs: list[BacktestRun]) -> str:
     first = runs[0].result
     start, end = first.start, first.end
     names = [r.result.name for r in runs]
@@ -115,7 +115,7 @@ def page(runs: list[Run]) -> str:
     return "\n".join(out) + "\n"
 
 
-def write(directory: Path, runs: list[Run]) -> Path:
+def write(directory: Path, runs: list[BacktestRun]) -> Path:
     path = Path(directory) / "index.html"
     path.parent.mkdir(parents=True, exist_ok=True)
     writer.replace(path, page(runs))

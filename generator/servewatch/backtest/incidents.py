@@ -16,7 +16,7 @@ import yaml
 
 from . import timespec
 from .evaluate import BacktestError
-from .runner import Result
+from .runner import BacktestResult
 
 FIELDS = {"name", "start", "end", "alert", "labels"}
 
@@ -85,7 +85,7 @@ def load(path: Path, now: float) -> list[Incident]:
     return out
 
 
-def judge(incidents: list[Incident], result: Result) -> list[Verdict]:
+def judge(incidents: list[Incident], result: BacktestResult) -> list[Verdict]:
     verdicts = []
     for inc in incidents:
         want = dict(inc.labels)

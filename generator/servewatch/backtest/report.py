@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 
 from .incidents import Verdict
-from .runner import AlertResult, Result
+from .runner import AlertResult, BacktestResult
 from .timespec import human, iso
 
 WEEK = 7 * 86400
@@ -15,12 +15,12 @@ SHOWN_RECORDS = 6
 
 
 @dataclass
-class Run:
-    result: Result
+class BacktestRun:
+    result: BacktestResult
     verdicts: list[Verdict] = field(default_factory=list)
 
 
-def pages_per_week(result: Result) -> dict[str, float]:
+def pages_per_week(result: BacktestResult) -> dict[str, float]:
     """Firing episodes per week, by the alerts' severity and tier."""
     weeks = (result.end - result.start) / WEEK
     counts: dict[str, int] = {}
@@ -77,7 +77,7 @@ def _verdict(v: Verdict) -> dict:
     }
 
 
-def as_json(runs: list[Run]) -> str:
+def as_json(runs: list[BacktestRun]) -> str:
     first = runs[0].result
     doc = {
         "range": {"start": iso(first.start), "end": iso(first.end), "seconds": first.end - first.start},
@@ -102,7 +102,7 @@ def _table(rows: list[list[str]]) -> list[str]:
     return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
 
 
-def as_text(runs: list[Run]) -> str:
+def as_text(runs: list[BacktestRun]) -> str:
     first = runs[0].result
     span = first.end - first.start
     out = [f"Back-test of {iso(first.start)} .. {iso(first.end)} ({human(span)})", ""]

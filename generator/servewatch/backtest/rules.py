@@ -27,7 +27,7 @@ class Record:
 
 
 @dataclass(frozen=True)
-class AlertRule:
+class BacktestAlertRule:
     name: str
     expr: str
     for_s: float
@@ -48,7 +48,7 @@ class AlertRule:
 
 @dataclass(frozen=True)
 class RuleSet:
-    alerts: tuple[AlertRule, ...]
+    alerts: tuple[BacktestAlertRule, ...]
     records: dict[str, tuple[Record, ...]] = field(default_factory=dict)
 
     def alert_names(self) -> list[str]:
@@ -57,7 +57,7 @@ class RuleSet:
 
 def from_files(files: dict[str, str], default_interval: float) -> RuleSet:
     """The rules of the plain rule files among `files` ({path: text}, as the renderers produce them)."""
-    alerts: list[AlertRule] = []
+    alerts: list[BacktestAlertRule] = []
     records: dict[str, list[Record]] = {}
     seen: dict[str, int] = {}
     for path in sorted(files):
@@ -75,7 +75,7 @@ def from_files(files: dict[str, str], default_interval: float) -> RuleSet:
                 name = rule["alert"]
                 seen[name] = seen.get(name, -1) + 1
                 alerts.append(
-                    AlertRule(
+                    BacktestAlertRule(
                         name=name,
                         expr=rule["expr"],
                         for_s=seconds(rule.get("for") or "0s"),

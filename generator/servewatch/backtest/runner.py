@@ -8,19 +8,19 @@ from typing import Callable
 
 from ..promapi import Client, PromApiError
 from . import evaluate, inline, signal, state
-from .evaluate import BacktestError, Bounds
-from .rules import AlertRule, Record, RuleSet
+from .evaluate import BacktestError, QueryBounds
+from .rules import BacktestAlertRule, Record, RuleSet
 
 PLOT_POINTS = 600  # points of a plot's signal line
 
 
 @dataclass
 class AlertResult:
-    rule: AlertRule
+    rule: BacktestAlertRule
     episodes: list[state.Episode]
     never_fired: int
     inlined: list[str]  # records written out in place (absent from the history)
-    signal: signal.Signal | None
+    signal: signal.BacktestSignal | None
     plot: list[tuple[float, float]] = field(default_factory=list)  # the signal's worst value over time
 
     def firing_s(self, range_end: float) -> float:
@@ -28,7 +28,7 @@ class AlertResult:
 
 
 @dataclass
-class Result:
+class BacktestResult:
     name: str  # the spec set
     start: float
     end: float
@@ -36,7 +36,7 @@ class Result:
     history: dict[str, bool]  # record -> read from the history (True) or evaluated in place
 
 
-class History:
+class BacktestHistory:
     """Which records the history holds over the whole range, asked once per record: it must answer
     at the range's end and two of its evaluations after the start (a rule writes at its group's phase,
     up to one interval after a grid point)."""
@@ -62,19 +62,19 @@ def run(
     end: float,
     *,
     name: str = "specs",
-    bounds: Bounds | None = None,
-    history: History | None = None,
+    bounds: QueryBounds | None = None,
+    history: BacktestHistory | None = None,
     evaluate_records: bool = False,
     differs: set[str] = frozenset(),
     plots: bool = False,
     progress: Callable[[str], None] = lambda line: None,
-) -> Result:
+) -> BacktestResult:
     """Back-test every alert of `rules`. Records in `differs` (defined otherwise than in the deployed
     set) and all of them with `evaluate_records` are written out in place even where stored."""
     if end <= start:
         raise BacktestError("the range is empty: its end is not after its start")
-    bounds = bounds or Bounds()
-    history = history or History(client, start, end, rules.records)
+    bounds = bounds or QueryBounds()
+    history = history or BacktestHistory(client, start, end, rules.records)
     stored = lambda rec: not evaluate_records and rec not in differs and history(rec)  # noqa: E731
     results = []
     for n, rule in enumerate(rules.alerts, 1):
@@ -113,7 +113,7 @@ def run(
         if plots and sig is not None:
             result.plot = _plot(client, rules.records, stored, sig, rule, start, end, bounds, what)
         results.append(result)
-    return Result(name, start, end, results, {rec: stored(rec) for rec in sorted(history.known)})
+    return BacktestResult(name, start, end, results, {rec: stored(rec) for rec in sorted(history.known)})
 
 
 def _plot(client, records: dict[str, tuple[Record, ...]], stored, sig, rule, start, end, bounds, what):

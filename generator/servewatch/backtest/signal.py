@@ -17,7 +17,7 @@ from ..promql import tree
 
 
 @dataclass(frozen=True)
-class Signal:
+class BacktestSignal:
     expr: str
     op: str  # >, >=, <, <=
     threshold: float
@@ -30,7 +30,7 @@ class Signal:
 _FLIP = {">": "<", ">=": "<=", "<": ">", "<=": ">="}
 
 
-def of(expr: str) -> Signal | None:
+def of(expr: str) -> BacktestSignal | None:
     node = tree.strip(pp.parse(expr))
     while isinstance(node, pp.BinaryExpr):
         op = tree.op(node)
@@ -47,10 +47,10 @@ def of(expr: str) -> Signal | None:
     return None
 
 
-def _checked(text: str, op: str, threshold: float) -> Signal | None:
+def _checked(text: str, op: str, threshold: float) -> BacktestSignal | None:
     text = re.sub(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{\}", r"\1", text)  # the parser writes `name{}`
     try:  # the parser's rendering of a subtree is PromQL; make sure it reads back
         pp.parse(text)
     except Exception:  # noqa: BLE001  (a signal we cannot render is only a plot we do not draw)
         return None
-    return Signal(text, op, float(threshold))
+    return BacktestSignal(text, op, float(threshold))

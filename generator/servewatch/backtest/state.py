@@ -30,7 +30,9 @@ class Episode:
 
 
 @dataclass
-class Outcome:
+class SeriesOutcome:
+    """What the state machine made of one label set's evaluations."""
+
     episodes: list[Episode]
     never_fired: int  # pending stretches that ended before `for` (near misses)
 
@@ -49,7 +51,7 @@ def run(
     keep_firing_for_s: float,
     labels: Labels,
     lower_is_worse: bool = False,
-) -> Outcome:
+) -> SeriesOutcome:
     """The episodes of one label set, given its expression's values on the evaluation grid `points`."""
     worse = min if lower_is_worse else max
     episodes: list[Episode] = []
@@ -80,4 +82,4 @@ def run(
             state, fired_at = "firing", ts
     if state == "firing":
         episodes.append(Episode(labels, active_at, fired_at, None, peak))
-    return Outcome(episodes, near)
+    return SeriesOutcome(episodes, near)

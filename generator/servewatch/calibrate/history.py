@@ -67,7 +67,9 @@ def _value(result: list) -> tuple[float | None, dict]:
     return best, labels
 
 
-class History:
+class CalibrateHistory:
+    """A load test's Prometheus history, measured one load step (a time range) at a time."""
+
     def __init__(self, client, model: Model, shown: str):
         self.client = client
         self.model = model

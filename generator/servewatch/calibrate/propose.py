@@ -50,7 +50,7 @@ class Sweep:
 
 
 @dataclass
-class Result:
+class CalibrateResult:
     targets: list[Goal]
     sweeps: list[Sweep]
     sustainable: int
@@ -147,7 +147,7 @@ def combine(sweeps: list[Sweep]) -> int:
 
 
 class Proposer:
-    def __init__(self, model, result: Result):
+    def __init__(self, model, result: CalibrateResult):
         self.model = model
         self.result = result
         self.targets = {t.measure.key: t for t in result.targets}

@@ -6,7 +6,7 @@ import json
 import math
 from dataclasses import asdict
 
-from .propose import Result
+from .propose import CalibrateResult
 from .measures import parse_key
 from .targets import show
 
@@ -28,7 +28,7 @@ def _signals(sw) -> list[list[str]]:
     return rows
 
 
-def text(result: Result, costs: dict[str, list[float | None]], currency: str) -> str:
+def text(result: CalibrateResult, costs: dict[str, list[float | None]], currency: str) -> str:
     out = ["targets: " + ", ".join(f"{t.shown()} ({t.origin})" for t in result.targets), ""]
     for sw in result.sweeps:
         keys = [t.measure.key for t in result.targets]
@@ -68,7 +68,7 @@ def text(result: Result, costs: dict[str, list[float | None]], currency: str) ->
     return "\n".join(out) + "\n"
 
 
-def as_json(result: Result, costs: dict[str, list[float | None]], currency: str, diff: str) -> str:
+def as_json(result: CalibrateResult, costs: dict[str, list[float | None]], currency: str, diff: str) -> str:
     """The same as `text`, for a CI job or a pull-request bot: steps, proposals, the overrides diff."""
     sweeps = []
     for sw in result.sweeps:

@@ -13,9 +13,9 @@ from ..promapi import PromApiError
 from ..slo.exprs import quoted
 from ..spec.schema import seconds
 from . import bench, overrides, report
-from .history import MODEL, History, split
+from .history import MODEL, CalibrateHistory, split
 from .measures import HISTOGRAMS, Measure, for_histogram, signal_alerts
-from .propose import Proposer, Result, check_steps, combine, mismatched_loads, sweep
+from .propose import CalibrateResult, Proposer, check_steps, combine, mismatched_loads, sweep
 from .targets import CalibrateError, from_slos, parse
 
 
@@ -110,14 +110,14 @@ def calibrate(args) -> int:
         a, z, every, edges = _range(args)
         try:
             with connect(args) as client:
-                hist = History(client, model, client.shown)
+                hist = CalibrateHistory(client, model, client.shown)
                 steps = [hist.step(k, r, needed, goodput) for k, r in enumerate(split(a, z, every, edges))]
         except PromApiError as exc:
             print(f"servewatch: error: {exc}; nothing was written", file=sys.stderr)
             return 1
         check_steps("prometheus", steps, targets, args.min_requests)
         sweeps.append(sweep("prometheus", steps, targets))
-    result = Result(targets, sweeps, combine(sweeps), notes=notes + mismatched_loads(sweeps))
+    result = CalibrateResult(targets, sweeps, combine(sweeps), notes=notes + mismatched_loads(sweeps))
     result.proposals = Proposer(model, result).run()
     cost = spec.dashboards.defaults.cost
     costs = {}

@@ -7,7 +7,7 @@ catalog's exporter profiles (catalog/dcgm.yaml, catalog/vllm.yaml).
 """
 
 from .cli import add_cli
-from .probes import PROBES, Finding
+from .probes import PROBES, DetectFinding
 from .runner import Detection, detect
 
-__all__ = ["PROBES", "Detection", "Finding", "add_cli", "detect"]
+__all__ = ["PROBES", "Detection", "DetectFinding", "add_cli", "detect"]

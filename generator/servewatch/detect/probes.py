@@ -1,7 +1,7 @@
 """The probes of `servewatch detect`: one function per question, all behind one signature.
 
-A probe takes the ProbeContext (the Prometheus to ask, the config, the catalog) and returns an
-Outcome: findings, counts, and the config settings it suggests as {dotted key: value}. PROBES lists
+A probe takes the ProbeContext (the Prometheus to ask, the config, the catalog) and returns a
+ProbeOutcome: findings, counts, and the config settings it suggests as {dotted key: value}. PROBES lists
 them in the order they run; docs/detect.md describes each. Every exporter name a probe asks about
 (framebuffer metric per profile, host label spellings, workload labels, MIG label, the vLLM liveness
 gauge, removed vLLM names) comes from the catalog, so a profile added there is detected too.
@@ -30,27 +30,27 @@ DOWN_ALERT = {"dcgm": "DCGMExporterDown", "vllm": "VLLMMetricsAbsent"}
 
 
 @dataclass
-class Finding:
+class DetectFinding:
     topic: str
     level: str  # info | warning | differs
     message: str
 
 
 @dataclass
-class Outcome:
+class ProbeOutcome:
     topic: str  # of the findings, unless one names another
-    findings: list[Finding] = field(default_factory=list)
+    findings: list[DetectFinding] = field(default_factory=list)
     counts: dict = field(default_factory=dict)
     suggested: dict = field(default_factory=dict)  # dotted config key -> value
 
     def info(self, message: str, topic: str | None = None) -> None:
-        self.findings.append(Finding(topic or self.topic, "info", message))
+        self.findings.append(DetectFinding(topic or self.topic, "info", message))
 
     def warning(self, message: str, topic: str | None = None) -> None:
-        self.findings.append(Finding(topic or self.topic, "warning", message))
+        self.findings.append(DetectFinding(topic or self.topic, "warning", message))
 
     def differs(self, message: str, topic: str | None = None) -> None:
-        self.findings.append(Finding(topic or self.topic, "differs", message))
+        self.findings.append(DetectFinding(topic or self.topic, "differs", message))
 
 
 def regex(names) -> str:
@@ -138,11 +138,11 @@ class ProbeContext:
         return self.ask.count(b.agg("count", [], expr))
 
 
-Run = Callable[[ProbeContext], Outcome]
+Run = Callable[[ProbeContext], ProbeOutcome]
 
 
 @dataclass(frozen=True)
-class Probe:
+class DetectProbe:
     topic: str
     run: Run
     question: str
@@ -150,8 +150,8 @@ class Probe:
 
 
 # -- dcgm-exporter ------------------------------------------------------------------------------------
-def fb_units(ctx: ProbeContext) -> Outcome:
-    out = Outcome("dcgm.fb_units")
+def fb_units(ctx: ProbeContext) -> ProbeOutcome:
+    out = ProbeOutcome("dcgm.fb_units")
     counts = ctx.fb_name_counts
     per = [(n, counts.get(n.name, 0)) for n in ctx.fb_names]
     old = sum(counts.get(name, 0) for name in ctx.old_namespace_names)
@@ -188,8 +188,8 @@ def fb_units(ctx: ProbeContext) -> Outcome:
     return out
 
 
-def hostname_label(ctx: ProbeContext) -> Outcome:
-    out = Outcome("dcgm.hostname_label")
+def hostname_label(ctx: ProbeContext) -> ProbeOutcome:
+    out = ProbeOutcome("dcgm.hostname_label")
     spellings = ctx.dcgm.host_labels  # spelling -> exporter versions
     seen = {label: ctx.count(ctx.fb(f'{label}!=""')) for label in spellings}
     out.counts["dcgm"] = {f"hostname_label_{label}": n for label, n in seen.items()}
@@ -221,9 +221,9 @@ def hostname_label(ctx: ProbeContext) -> Outcome:
     return out
 
 
-def workload_labels(ctx: ProbeContext) -> Outcome:
+def workload_labels(ctx: ProbeContext) -> ProbeOutcome:
     """exported_pod (honorLabels false) or a workload pod in `pod` (honorLabels true)."""
-    out = Outcome("dcgm.workload_labels")
+    out = ProbeOutcome("dcgm.workload_labels")
     exported_pod = ctx.dcgm.workload_labels["exported"].pod
     pod = ctx.dcgm.workload_labels["plain"].pod
     exported = ctx.count(ctx.fb(f'{exported_pod}!=""'))
@@ -254,8 +254,8 @@ def workload_labels(ctx: ProbeContext) -> Outcome:
     return out
 
 
-def mig(ctx: ProbeContext) -> Outcome:
-    out = Outcome("dcgm.mig")
+def mig(ctx: ProbeContext) -> ProbeOutcome:
+    out = ProbeOutcome("dcgm.mig")
     instance, uuid = ctx.dcgm.labels.mig_instance, ctx.dcgm.labels.uuid
     n = ctx.count(ctx.fb(f'{instance}!=""'))
     out.counts["dcgm"] = {"mig_instance_series": n}
@@ -271,9 +271,9 @@ def mig(ctx: ProbeContext) -> Outcome:
     return out
 
 
-def duplicates(ctx: ProbeContext) -> Outcome:
+def duplicates(ctx: ProbeContext) -> ProbeOutcome:
     """GPUs (or MIG instances) whose FB series come from more than one scrape target."""
-    out = Outcome("dcgm.duplicates")
+    out = ProbeOutcome("dcgm.duplicates")
     gpu = [ctx.dcgm.labels.uuid, ctx.dcgm.labels.mig_instance]
     per_target = b.agg("count", [*gpu, "job", "instance"], ctx.fb())
     dup = b.compare(b.agg("count", gpu, per_target), ">", 1)
@@ -296,9 +296,9 @@ def duplicates(ctx: ProbeContext) -> Outcome:
 
 
 # -- both sources ------------------------------------------------------------------------------------
-def targets(ctx: ProbeContext) -> Outcome:
+def targets(ctx: ProbeContext) -> ProbeOutcome:
     """`up` series per configured target selector; a job selector suggested when none matches."""
-    out = Outcome("targets")
+    out = ProbeOutcome("targets")
     for src, probe in (("dcgm", ctx.fb()), ("vllm", ctx.vllm())):
         selector = ctx.config.targets[src]
         up_sel = b.selector("up", selector)
@@ -322,8 +322,8 @@ def targets(ctx: ProbeContext) -> Outcome:
     return out
 
 
-def cluster_label(ctx: ProbeContext) -> Outcome:
-    out = Outcome("cluster_label")
+def cluster_label(ctx: ProbeContext) -> ProbeOutcome:
+    out = ProbeOutcome("cluster_label")
     label = ctx.config.cluster_label or CLUSTER_HINT
     have = ctx.count(ctx.fb(f'{label}!=""')) + ctx.count(ctx.vllm(f'{label}!=""'))
     out.counts["cluster_label_series"] = have
@@ -340,9 +340,9 @@ def cluster_label(ctx: ProbeContext) -> Outcome:
 
 
 # -- vLLM -------------------------------------------------------------------------------------------
-def vllm_identity(ctx: ProbeContext) -> Outcome:
+def vllm_identity(ctx: ProbeContext) -> ProbeOutcome:
     """Whether the liveness series carry namespace and pod (scraped through Kubernetes)."""
-    out = Outcome("identity.vllm")
+    out = ProbeOutcome("identity.vllm")
     live, running = ctx.catalog.vllm_liveness, ctx.vllm_series
     with_k8s = ctx.count(ctx.vllm('namespace!=""', 'pod!=""')) if running else 0
     short = live.split(":", 1)[-1]
@@ -376,9 +376,9 @@ def _version(text: str) -> tuple:
     return tuple(int(x) for x in re.findall(r"\d+", text))
 
 
-def vllm_removed_names(ctx: ProbeContext) -> Outcome:
+def vllm_removed_names(ctx: ProbeContext) -> ProbeOutcome:
     """Metric names the catalog lists as removed from vLLM that a target still exposes."""
-    out = Outcome("vllm.version")
+    out = ProbeOutcome("vllm.version")
     renamed = {old: r for old, r in ctx.catalog.renamed.items() if old.startswith("vllm:")}
     if not renamed:
         return out
@@ -411,7 +411,7 @@ def _listed(values: dict[str, int]) -> str:
     return ", ".join(f"{v} ({n})" for v, n in sorted(values.items()))
 
 
-def _configured(ctx: ProbeContext, out: Outcome, field: str, label: str, blind: str) -> dict[str, int]:
+def _configured(ctx: ProbeContext, out: ProbeOutcome, field: str, label: str, blind: str) -> dict[str, int]:
     """The values of a configured deployment label; a warning when no engine carries it."""
     values = _values_of(ctx, label)
     out.counts["vllm"] = {f"{field}_series": sum(values.values())}
@@ -422,7 +422,7 @@ def _configured(ctx: ProbeContext, out: Outcome, field: str, label: str, blind: 
     return values
 
 
-def _carried(ctx: ProbeContext, out: Outcome, field: str, sources, why: str):
+def _carried(ctx: ProbeContext, out: ProbeOutcome, field: str, sources, why: str):
     """The first known source whose label the engines carry, with its values (config unset)."""
     for source in sources:
         values = _values_of(ctx, source.label)
@@ -436,9 +436,9 @@ def _carried(ctx: ProbeContext, out: Outcome, field: str, sources, why: str):
     return None, {}
 
 
-def role(ctx: ProbeContext) -> Outcome:
+def role(ctx: ProbeContext) -> ProbeOutcome:
     """Which label carries the prefill/decode role: the configured one, or a known tool's."""
-    out = Outcome("role")
+    out = ProbeOutcome("role")
     configured = ctx.config.role
     if configured is not None:
         blind = "every role-scoped signal (requests, KV cache, queueing, inter-token latency) reads nothing"
@@ -463,9 +463,9 @@ def role(ctx: ProbeContext) -> Outcome:
     return out
 
 
-def track(ctx: ProbeContext) -> Outcome:
+def track(ctx: ProbeContext) -> ProbeOutcome:
     """Which label tells the tracks (stable, canary, revisions) of one model apart."""
-    out = Outcome("track")
+    out = ProbeOutcome("track")
     configured, facts = ctx.config.track, deployment_labels.load()
     if configured is not None:
         blind = "every engine counts as one track and the canary alerts have no stable track to compare with"
@@ -489,12 +489,12 @@ def track(ctx: ProbeContext) -> Outcome:
     return out
 
 
-def histogram_form(ctx: ProbeContext) -> Outcome:
+def histogram_form(ctx: ProbeContext) -> ProbeOutcome:
     """Whether vLLM's histograms are stored classic (`_bucket` per `le`) or native (one series per
     histogram, as `convert_classic_histograms_to_nhcb` stores them), and the matching
     `config.histograms`. A series named like the histogram itself is a native one: classic
     histograms have only their _bucket, _count and _sum series."""
-    out = Outcome("histograms")
+    out = ProbeOutcome("histograms")
     names = sorted(n for n, m in ctx.catalog.metrics.items() if m.type == "histogram" and m.source == "vllm")
     histograms = b.selector("", f'__name__=~"{regex(names)}"', ctx.vsel)
     buckets = b.selector("", f'__name__=~"{regex([f"{n}_bucket" for n in names])}"', ctx.vsel)
@@ -518,10 +518,10 @@ def histogram_form(ctx: ProbeContext) -> Outcome:
     return out
 
 
-def slo_buckets(ctx: ProbeContext) -> Outcome:
+def slo_buckets(ctx: ProbeContext) -> ProbeOutcome:
     """Models serving a latency SLO's histogram (its count is there) without the bucket at the SLO's
     threshold: a relabelling dropped it, and their SLI is absent (slo/kinds.py)."""
-    out = Outcome("slos")
+    out = ProbeOutcome("slos")
     sb = SignalBuilder(ctx.config)
     grouping = sb.labels.identity("model")
     x = SloExprs(sb)
@@ -545,18 +545,18 @@ def slo_buckets(ctx: ProbeContext) -> Outcome:
     return out
 
 
-PROBES: tuple[Probe, ...] = (
-    Probe("dcgm.fb_units", fb_units, "which exporter profile's framebuffer names exist (and -o names)"),
-    Probe("dcgm.hostname_label", hostname_label, "which host label spellings FB series carry", True),
-    Probe("dcgm.workload_labels", workload_labels, "exported_pod or a workload pod in `pod`", True),
-    Probe("dcgm.mig", mig, "FB series of MIG instances", True),
-    Probe("dcgm.duplicates", duplicates, "GPUs scraped by more than one target", True),
-    Probe("targets", targets, "up series per configured target selector"),
-    Probe("identity.vllm", vllm_identity, "whether vLLM series carry namespace and pod"),
-    Probe("vllm.version", vllm_removed_names, "removed vLLM metric names still exposed"),
-    Probe("histograms", histogram_form, "vLLM histograms stored classic (_bucket) or native"),
-    Probe("cluster_label", cluster_label, "a cluster label on FB or vLLM series"),
-    Probe("role", role, "which label carries the prefill/decode role of vLLM engines"),
-    Probe("track", track, "which label tells the stable and canary tracks of a model apart"),
-    Probe("slos", slo_buckets, "latency SLO buckets missing where their histogram is scraped"),
+PROBES: tuple[DetectProbe, ...] = (
+    DetectProbe("dcgm.fb_units", fb_units, "which exporter profile's framebuffer names exist (and -o names)"),
+    DetectProbe("dcgm.hostname_label", hostname_label, "which host label spellings FB series carry", True),
+    DetectProbe("dcgm.workload_labels", workload_labels, "exported_pod or a workload pod in `pod`", True),
+    DetectProbe("dcgm.mig", mig, "FB series of MIG instances", True),
+    DetectProbe("dcgm.duplicates", duplicates, "GPUs scraped by more than one target", True),
+    DetectProbe("targets", targets, "up series per configured target selector"),
+    DetectProbe("identity.vllm", vllm_identity, "whether vLLM series carry namespace and pod"),
+    DetectProbe("vllm.version", vllm_removed_names, "removed vLLM metric names still exposed"),
+    DetectProbe("histograms", histogram_form, "vLLM histograms stored classic (_bucket) or native"),
+    DetectProbe("cluster_label", cluster_label, "a cluster label on FB or vLLM series"),
+    DetectProbe("role", role, "which label carries the prefill/decode role of vLLM engines"),
+    DetectProbe("track", track, "which label tells the stable and canary tracks of a model apart"),
+    DetectProbe("slos", slo_buckets, "latency SLO buckets missing where their histogram is scraped"),
 )

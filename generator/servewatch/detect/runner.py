@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from .. import catalog as catalog_mod
 from ..investigate.client import Client
-from .probes import PROBES, Ask, Finding, ProbeContext
+from .probes import PROBES, Ask, DetectFinding, ProbeContext
 
 EXIT_MATCH, EXIT_ERROR, EXIT_DIFFERS, EXIT_NOTHING_FOUND = 0, 1, 3, 4
 SOURCES = ("dcgm", "vllm")
@@ -26,7 +26,7 @@ class Detection:
     current: dict
     suggested: dict
     counts: dict
-    findings: list[Finding] = field(default_factory=list)
+    findings: list[DetectFinding] = field(default_factory=list)
     not_found: tuple[str, ...] = ()  # sources without a single series: their settings are unchecked
 
     @property
@@ -65,7 +65,7 @@ class Detection:
         )
 
 
-def finding_order(f: Finding) -> tuple:
+def finding_order(f: DetectFinding) -> tuple:
     return ({"differs": 0, "warning": 1, "info": 2}.get(f.level, 3), f.topic, f.message)
 
 
@@ -122,7 +122,7 @@ def detect(client: Client, config, at: float | None = None, slos: dict | None = 
     ctx = ProbeContext(Ask(client, at), config, catalog_mod.load(), current_config(config), slos)
     sug = json.loads(json.dumps(ctx.current))  # deep copy
     counts: dict = {"dcgm": {}, "vllm": {}}
-    found: list[Finding] = []
+    found: list[DetectFinding] = []
     for probe in PROBES:
         if probe.needs_fb_series and not ctx.fb_series:
             continue
@@ -133,7 +133,7 @@ def detect(client: Client, config, at: float | None = None, slos: dict | None = 
             _suggest(sug, key, value)
     for key, cur, new in leaves(ctx.current, sug):
         if cur != new and not any(f.topic == key and f.level == "differs" for f in found):
-            found.append(Finding(key, "differs", f"configured {cur!r}, detected {new!r}"))
+            found.append(DetectFinding(key, "differs", f"configured {cur!r}, detected {new!r}"))
     seen = {"dcgm": ctx.fb_series, "vllm": ctx.vllm_series}
     not_found = tuple(src for src in SOURCES if not seen[src])
     return Detection(client.shown, at, ctx.current, sug, counts, found, not_found)

@@ -135,7 +135,7 @@ class Panel:
     transformations: tuple[dict, ...] = ()
     repeat: str | None = None  # one copy of the panel per value of this variable, side by side
     max_per_row: int = 3
-    id: int | None = None  # assigned by Dashboard.add
+    id: int | None = None  # assigned by ClassicDashboard.add
 
     def field_defaults(self) -> dict:
         out: dict[str, Any] = {"unit": self.unit, "mappings": []}
@@ -200,7 +200,7 @@ class Panel:
 
     def to_dict(self, pos: GridPos) -> dict:
         if self.id is None:
-            raise ValueError(f"panel {self.title!r} has no id; add it to a Dashboard first")
+            raise ValueError(f"panel {self.title!r} has no id; add it to a ClassicDashboard first")
         ids = ref_ids(len(self.targets))
         out = {
             "datasource": dict(DS_REF),
@@ -418,7 +418,7 @@ BUILTIN_ANNOTATION = {
 
 
 @dataclass
-class Dashboard:
+class ClassicDashboard:
     """Panels in display order; ids are handed out as panels are added, hidden ones included,
     so switching an optional panel off does not renumber the others."""
 

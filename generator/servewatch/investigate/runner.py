@@ -20,7 +20,7 @@ from ..runbooks import book, links
 from ..spec import runbooks as s
 from ..runbooks.queries import Queries, ScopedBuilder, workload_renames
 from .client import Client, QueryFailed
-from .verdict import Row, breaches, judge, overall, rows_of, sort_worst_first
+from .verdict import ResultRow, breaches, judge, overall, rows_of, sort_worst_first
 
 Filter = tuple[str, str, str]  # (label, op, value)
 Progress = Callable[[int, int, str, str], None]
@@ -33,7 +33,7 @@ class StepResult:
     filters: tuple[Filter, ...]
     verdict: str
     detail: str
-    rows: list[Row] = field(default_factory=list)
+    rows: list[ResultRow] = field(default_factory=list)
     error: str | None = None
     seconds: float = 0.0
     skipped_filters: tuple[str, ...] = ()
@@ -143,7 +143,7 @@ def symptom_step(alert: AlertRule, steps) -> book.PageStep | None:
     return None
 
 
-def subject_labels(model: Model, page: book.Page, row: Row) -> dict:
+def subject_labels(model: Model, page: book.Page, row: ResultRow) -> dict:
     """The labels a firing alert on this series would carry within the page's scope: a GPU's workload
     namespace is `namespace` on the alert and `exported_namespace` (as configured) on its series."""
     renames = workload_renames(model.builder)

@@ -12,7 +12,9 @@ ORDER = {"unhealthy": 3, "suspicious": 2, "healthy": 1, "info": 0, "no-data": 0,
 
 
 @dataclass(frozen=True)
-class Row:
+class ResultRow:
+    """One series of a step's query result: its labels and value."""
+
     labels: dict
     value: float
 
@@ -23,11 +25,11 @@ class Row:
 @dataclass(frozen=True)
 class Judgement:
     verdict: str
-    worst: Row | None
+    worst: ResultRow | None
     detail: str  # one line: what was found
 
 
-def rows_of(result: list[dict]) -> list[Row]:
+def rows_of(result: list[dict]) -> list[ResultRow]:
     out = []
     for r in result:
         labels = dict(r.get("metric", {}))
@@ -35,14 +37,14 @@ def rows_of(result: list[dict]) -> list[Row]:
             value = float(r.get("value", [0, "NaN"])[1])
         except (TypeError, ValueError, IndexError):
             value = math.nan
-        out.append(Row(labels, value))
+        out.append(ResultRow(labels, value))
     return out
 
 
-def sort_worst_first(ps: PageStep, rows: list[Row]) -> list[Row]:
+def sort_worst_first(ps: PageStep, rows: list[ResultRow]) -> list[ResultRow]:
     low_is_bad = ps.limits.op == "<"
 
-    def key(r: Row):
+    def key(r: ResultRow):
         v = r.value
         bad = v if not math.isnan(v) else -math.inf
         return (math.isnan(v), bad if low_is_bad else -bad, r.label_text())
@@ -50,7 +52,7 @@ def sort_worst_first(ps: PageStep, rows: list[Row]) -> list[Row]:
     return sorted(rows, key=key)
 
 
-def judge(ps: PageStep, rows: list[Row]) -> Judgement:
+def judge(ps: PageStep, rows: list[ResultRow]) -> Judgement:
     st, lim, unit = ps.step, ps.limits, ps.step.unit
     if not rows:
         return Judgement(st.empty, None, "no series")
@@ -122,7 +124,7 @@ def judge(ps: PageStep, rows: list[Row]) -> Judgement:
     return Judgement("info", worst, f"{len(rows)} series, {spread}")
 
 
-def _names(ps: PageStep, rows: list[Row]) -> Judgement:
+def _names(ps: PageStep, rows: list[ResultRow]) -> Judgement:
     present = {r.labels.get("__name__") for r in rows if r.labels.get("__name__")}
     missing = [n for n in ps.expected_names if n not in present]
     if not missing:
@@ -136,7 +138,7 @@ def _names(ps: PageStep, rows: list[Row]) -> Judgement:
     return Judgement("unhealthy", None, detail)
 
 
-def _labels(ps: PageStep, rows: list[Row]) -> Judgement:
+def _labels(ps: PageStep, rows: list[ResultRow]) -> Judgement:
     seen = {k for r in rows for k, v in r.labels.items() if v != ""}
     expect = ps.expected_labels
     missing = [label for label in expect if label not in seen]
@@ -149,7 +151,7 @@ def _labels(ps: PageStep, rows: list[Row]) -> Judgement:
     return Judgement("unhealthy", None, detail)
 
 
-def breaches(ps: PageStep, row: Row) -> bool:
+def breaches(ps: PageStep, row: ResultRow) -> bool:
     """Whether one series of the alert's own step holds the alert's condition (its unhealthy side)."""
     lim = ps.limits
     if lim.unhealthy is not None:
@@ -166,7 +168,7 @@ def overall(verdicts: list[str]) -> str:
     return max(judged, key=lambda v: ORDER[v])
 
 
-def _layout(rows: list[Row], listed: tuple[str, ...] = ()) -> str:
+def _layout(rows: list[ResultRow], listed: tuple[str, ...] = ()) -> str:
     """For names/labels steps: the distinct values of each label, which is the finding."""
     keys = sorted({k for r in rows for k in r.labels})
     parts = []

@@ -65,11 +65,11 @@ def _error(message: str) -> int:
     return EXIT_ERROR
 
 
-def _settings(path: str | None) -> settings.Settings:
+def _settings(path: str | None) -> settings.LintSettings:
     if path:
         return settings.load(Path(path), set(ALL))
     default = Path(settings.DEFAULT_FILE)
-    return settings.load(default, set(ALL)) if default.is_file() else settings.Settings()
+    return settings.load(default, set(ALL)) if default.is_file() else settings.LintSettings()
 
 
 def list_checks() -> str:
@@ -131,9 +131,9 @@ def cmd_lint(args) -> int:
 
 
 def runner_missing(path: str):
-    from .findings import Finding, Location
+    from .findings import LintFinding, LintLocation
 
-    return Finding(Location(path), runner.INPUT_CHECK, Severity.ERROR, "no such file or folder")
+    return LintFinding(LintLocation(path), runner.INPUT_CHECK, Severity.ERROR, "no such file or folder")
 
 
 def add_cli(sub) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .checks import ALL, Check
 from .facts import LintContext
-from .findings import Location, Problem
+from .findings import LintLocation, Problem
 from .runner import query_problems
 from .subjects import parse_query
 from ..promql.tree import children, is_scalar, walk
@@ -20,7 +20,7 @@ CHECKS: dict[str, Check] = {k: c for k, c in ALL.items() if c.scope == "query" a
 
 
 def lint(expr: str, ctx: LintContext, disable: set[str] | frozenset[str] = frozenset()) -> list[Problem]:
-    query = parse_query(expr, Location("--expr"), "expr")
+    query = parse_query(expr, LintLocation("--expr"), "expr")
     return query_problems(query, ctx, {k: c for k, c in CHECKS.items() if k not in disable})
 
 

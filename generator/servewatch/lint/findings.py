@@ -1,4 +1,4 @@
-"""What a check reports: a Problem (message and fix) and, once located, a Finding."""
+"""What a check reports: a Problem (message and fix) and, once located, a LintFinding."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ class Severity(enum.IntEnum):
 
 
 @dataclass(frozen=True)
-class Location:
+class LintLocation:
     file: str
     line: int | None = None
     path: str | None = None  # JSON path inside a dashboard, e.g. panels[3].targets[0].expr
@@ -34,15 +34,15 @@ class Problem:
     check: str
     message: str
     fix: str | None = None
-    at: Location | None = None  # set by checks that look at more than one place (dashboards, rule sets)
+    at: LintLocation | None = None  # set by checks that look at more than one place (dashboards, rule sets)
 
     def __str__(self) -> str:
         return f"[{self.check}] {self.message}"
 
 
 @dataclass(frozen=True)
-class Finding:
-    location: Location
+class LintFinding:
+    location: LintLocation
     check: str
     severity: Severity
     message: str

@@ -5,20 +5,20 @@ from __future__ import annotations
 import json
 from xml.etree import ElementTree as ET
 
-from .findings import Finding, Severity
-from .runner import Result
+from .findings import LintFinding, Severity
+from .runner import LintResult
 
 FORMATS = ("text", "json", "junit", "github")
 GITHUB_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 
 
-def _where(f: Finding) -> str:
+def _where(f: LintFinding) -> str:
     loc = f.location
     where = loc.file if loc.line is None else f"{loc.file}:{loc.line}"
     return where
 
 
-def text(result: Result, fail_on: Severity) -> str:
+def text(result: LintResult, fail_on: Severity) -> str:
     lines = []
     for f in result.findings:
         context = ", ".join(part for part in (f.location.where, f.location.path) if part)
@@ -32,7 +32,7 @@ def text(result: Result, fail_on: Severity) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def as_json(result: Result, fail_on: Severity) -> str:
+def as_json(result: LintResult, fail_on: Severity) -> str:
     findings = [
         {
             "file": f.location.file,
@@ -56,10 +56,10 @@ def as_json(result: Result, fail_on: Severity) -> str:
     return json.dumps(out, indent=2, sort_keys=True) + "\n"
 
 
-def junit(result: Result, fail_on: Severity) -> str:
+def junit(result: LintResult, fail_on: Severity) -> str:
     """One test suite per file, one test case per finding (a failure at or above --fail-on)."""
     suites = ET.Element("testsuites", name="servewatch lint")
-    by_file: dict[str, list[Finding]] = {file: [] for file in result.files}
+    by_file: dict[str, list[LintFinding]] = {file: [] for file in result.files}
     for f in result.findings:
         by_file.setdefault(f.location.file, []).append(f)
     for file, findings in by_file.items():
@@ -86,7 +86,7 @@ def _escape(text: str, property_value: bool = False) -> str:
     return text.replace(":", "%3A").replace(",", "%2C") if property_value else text
 
 
-def github(result: Result, fail_on: Severity) -> str:
+def github(result: LintResult, fail_on: Severity) -> str:
     lines = []
     for f in result.findings:
         props = [f"file={_escape(f.location.file, True)}"]
@@ -100,7 +100,7 @@ def github(result: Result, fail_on: Severity) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def summary_counts(result: Result) -> dict:
+def summary_counts(result: LintResult) -> dict:
     counts = {str(s): sum(1 for f in result.findings if f.severity == s) for s in Severity}
     return {
         "files": len(result.files),

@@ -15,16 +15,16 @@ import promql_parser as pp
 from . import inputs
 from .checks import ALL, Check
 from .facts import LintContext, RecordDef
-from .findings import Finding, Location, Problem, Severity
-from .settings import Settings
-from .subjects import Dashboard, Query, Rule, parse_query
+from .findings import LintFinding, LintLocation, Problem, Severity
+from .settings import LintSettings
+from .subjects import LintDashboard, Query, Rule, parse_query
 
 INPUT_CHECK = "input"  # what cannot be read: an error that no suppression hides
 
 
 @dataclass
-class Result:
-    findings: list[Finding] = field(default_factory=list)
+class LintResult:
+    findings: list[LintFinding] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (file, what it is)
     queries: int = 0
@@ -32,26 +32,26 @@ class Result:
     dashboards: int = 0
 
     @property
-    def input_errors(self) -> list[Finding]:
+    def input_errors(self) -> list[LintFinding]:
         return [f for f in self.findings if f.check == INPUT_CHECK]
 
 
 @dataclass
-class Selection:
+class CheckSelection:
     checks: dict[str, Check]
-    settings: Settings = field(default_factory=Settings)
+    settings: LintSettings = field(default_factory=LintSettings)
 
     def allows(self, check: str, file: str, disabled: Iterable[str] = ()) -> bool:
         return check in self.checks and check not in disabled and not self.settings.ignored(file, check)
 
 
 def select(
-    enable: Iterable[str] = (), disable: Iterable[str] = (), settings: Settings | None = None
-) -> Selection:
-    settings = settings or Settings()
+    enable: Iterable[str] = (), disable: Iterable[str] = (), settings: LintSettings | None = None
+) -> CheckSelection:
+    settings = settings or LintSettings()
     chosen = set(enable) or set(ALL)
     off = set(disable) | settings.disable
-    return Selection({k: c for k, c in ALL.items() if k in chosen and k not in off}, settings)
+    return CheckSelection({k: c for k, c in ALL.items() if k in chosen and k not in off}, settings)
 
 
 def query_problems(query: Query, ctx: LintContext, checks: dict[str, Check]) -> list[Problem]:
@@ -88,22 +88,24 @@ def learn_records(ctx: LintContext, rules: list[Rule]) -> None:
                 ctx.add_record(record)
 
 
-class Run:
-    def __init__(self, ctx: LintContext, selection: Selection):
+class LintRun:
+    def __init__(self, ctx: LintContext, selection: CheckSelection):
         self.ctx = ctx
         self.selection = selection
-        self.result = Result()
+        self.result = LintResult()
 
-    def report(self, problem: Problem, default: Location, disabled: Iterable[str] = ()) -> None:
+    def report(self, problem: Problem, default: LintLocation, disabled: Iterable[str] = ()) -> None:
         location = problem.at or default
         if self.selection.allows(problem.check, location.file, disabled):
             severity = self.selection.checks[problem.check].severity
             self.result.findings.append(
-                Finding(location, problem.check, severity, problem.message, problem.fix)
+                LintFinding(location, problem.check, severity, problem.message, problem.fix)
             )
 
     def input_error(self, file: str, line: int | None, message: str) -> None:
-        self.result.findings.append(Finding(Location(file, line), INPUT_CHECK, Severity.ERROR, message))
+        self.result.findings.append(
+            LintFinding(LintLocation(file, line), INPUT_CHECK, Severity.ERROR, message)
+        )
 
     def query(self, query: Query, disabled: Iterable[str] = ()) -> None:
         self.result.queries += 1
@@ -117,7 +119,7 @@ class Run:
             for problem in check.run(rule, self.ctx):
                 self.report(problem, rule.location, rule.disabled)
 
-    def dashboard(self, dashboard: Dashboard) -> None:
+    def dashboard(self, dashboard: LintDashboard) -> None:
         self.result.dashboards += 1
         for pq in dashboard.queries:
             self.query(pq.query, dashboard.disabled)
@@ -135,8 +137,8 @@ class Run:
                 self.report(problem, at, disabled_at.get((at.file, at.line), ()))
 
 
-def run(files: list[str], exprs: list[str], ctx: LintContext, selection: Selection) -> Result:
-    run = Run(ctx, selection)
+def run(files: list[str], exprs: list[str], ctx: LintContext, selection: CheckSelection) -> LintResult:
+    run = LintRun(ctx, selection)
     contents = {}
     for file in files:
         contents[file] = inputs.read(file, set(ALL))
@@ -154,6 +156,6 @@ def run(files: list[str], exprs: list[str], ctx: LintContext, selection: Selecti
         for dashboard in c.dashboards:
             run.dashboard(dashboard)
     for i, expr in enumerate(exprs):
-        run.query(parse_query(expr, Location("--expr", i + 1, None, "expression"), "expr"))
-    run.result.findings = sorted(set(run.result.findings), key=Finding.sort_key)
+        run.query(parse_query(expr, LintLocation("--expr", i + 1, None, "expression"), "expr"))
+    run.result.findings = sorted(set(run.result.findings), key=LintFinding.sort_key)
     return run.result

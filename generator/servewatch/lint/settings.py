@@ -31,7 +31,7 @@ class Ignore:
 
 
 @dataclass
-class Settings:
+class LintSettings:
     disable: set[str] = field(default_factory=set)
     ignores: list[Ignore] = field(default_factory=list)
     folder: Path = Path(".")
@@ -55,7 +55,7 @@ def _unknown(ids, known: set[str], where: Location) -> list[SpecError]:
     return errors
 
 
-def load(path: Path, known: set[str]) -> Settings:
+def load(path: Path, known: set[str]) -> LintSettings:
     """Read a settings file; every mistake is reported at once (SpecError list)."""
     try:
         docs = yamlpos.load_all(path.read_text(encoding="utf-8"))
@@ -92,4 +92,4 @@ def load(path: Path, known: set[str]) -> Settings:
         from ..errors import SpecErrors
 
         raise SpecErrors(errors)
-    return Settings(set(map(str, disable)), ignores, path.parent)
+    return LintSettings(set(map(str, disable)), ignores, path.parent)

@@ -13,7 +13,7 @@ from typing import Callable, Iterator
 import promql_parser as pp
 
 from ..promql import variables
-from .findings import Location
+from .findings import LintLocation
 
 ORIGINS = ("rule", "panel", "variable", "expr")
 
@@ -21,7 +21,7 @@ ORIGINS = ("rule", "panel", "variable", "expr")
 @dataclass
 class Query:
     text: str  # as written
-    location: Location
+    location: LintLocation
     origin: str  # rule | panel | variable | expr
     ast: object | None = None
     error: str | None = None  # why it does not parse
@@ -31,7 +31,7 @@ class Query:
 
 def parse_query(
     text: str,
-    location: Location,
+    location: LintLocation,
     origin: str,
     values: dict[str, str] | None = None,
     disabled: frozenset[str] = frozenset(),
@@ -56,7 +56,7 @@ class Rule:
     kind: str  # alert | record
     name: str
     query: Query
-    location: Location
+    location: LintLocation
     form: str  # plain | prometheusrule | mimir | thanos | helm: one form's rules are loaded together
     group: str = ""
     for_: str | None = None
@@ -65,9 +65,9 @@ class Rule:
     field_lines: dict[str, int] = field(default_factory=dict)  # "labels.severity" -> line
     disabled: frozenset[str] = frozenset()
 
-    def at(self, field_name: str = "") -> Location:
+    def at(self, field_name: str = "") -> LintLocation:
         line = self.field_lines.get(field_name, self.location.line)
-        return Location(self.location.file, line, None, self.location.where)
+        return LintLocation(self.location.file, line, None, self.location.where)
 
 
 @dataclass
@@ -79,7 +79,7 @@ class PanelQuery:
 
 
 @dataclass
-class Dashboard:
+class LintDashboard:
     data: dict
     file: str
     form: str  # classic | import | api | configmap | grafanadashboard | resource
@@ -94,10 +94,10 @@ class Dashboard:
     def title(self) -> str:
         return str(self.data.get("title") or self.data.get("uid") or "dashboard")
 
-    def at(self, path: tuple, where: str = "") -> Location:
-        return Location(self.file, self.line_of(path), format_path(self.prefix + path), where)
+    def at(self, path: tuple, where: str = "") -> LintLocation:
+        return LintLocation(self.file, self.line_of(path), format_path(self.prefix + path), where)
 
-    def in_panel(self, pq: PanelQuery, path: tuple = ()) -> Location:
+    def in_panel(self, pq: PanelQuery, path: tuple = ()) -> LintLocation:
         """Where something of a query's panel is (its unit, its calcs), named after the panel."""
         return self.at(pq.panel_path + path, panel_where(pq.panel))
 

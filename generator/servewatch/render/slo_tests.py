@@ -18,7 +18,7 @@ from ..slo.exprs import quoted
 from ..slo.kinds import le_value
 from ..slo.plan import FAMILY, INPUTS_ALERT, INPUTS_FOR, BurnAlert, InputsAlert, budget_left_text
 from ..spec.schema import seconds
-from ..slo.scenarios import IDLE, IDLE_CHECK, Batch, Designer, ModelRun, Proof, Scenario, scenario_model
+from ..slo.scenarios import IDLE, IDLE_CHECK, Batch, Designer, ModelRun, Proof, SloScenario, scenario_model
 from .native_series import native_tests
 from .conform import Conform
 from .rules import plain_path
@@ -108,7 +108,7 @@ def _proof(model: Model, name: str, slo, where) -> Proof:
     return _PROOFS[key]
 
 
-def _claim(sc: Scenario) -> str:
+def _claim(sc: SloScenario) -> str:
     models = " and ".join(r.traffic.model for r in sc.runs)
     times = ", ".join(f"{at}m" for at in sc.checks)
     return f"  {models}: {sc.claim} ({sc.why}; checked at {times})"

@@ -42,7 +42,7 @@ class Edge:
     at: int
 
 
-class Probe:
+class EdgeProbe:
     """The rules' value of an edge's quantity for candidate last samples of the two counters, the
     earlier samples fixed (their recorded rates and window sums are computed once)."""
 
@@ -96,7 +96,7 @@ def _float(bits: int) -> float:
 
 
 def on_edge(
-    probe: Probe, tune: str, around: tuple[float, float], lo: float, hi: float
+    probe: EdgeProbe, tune: str, around: tuple[float, float], lo: float, hi: float
 ) -> tuple[float, float] | None:
     """(good, valid) last samples within [lo, hi] for the `tune`d counter ("good" or "valid") that put
     the probe's quantity exactly on the edge; `around` is where the secant search ended."""

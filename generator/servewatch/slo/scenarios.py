@@ -21,7 +21,7 @@ from ..spec import slos as s
 from ..spec.schema import seconds
 from .kinds import ABORT, Synthetic, kind_of
 from .plan import INPUTS_ALERT
-from .edges import Edge, Probe, on_edge, secant
+from .edges import Edge, EdgeProbe, on_edge, secant
 from .simulate import Counters, Firing, Timeline, avg_over_time, rate
 
 SCENARIO_PREFIX = "slo-test/"  # model names of the scenarios' synthetic engines
@@ -90,7 +90,7 @@ class ModelRun:
 
 
 @dataclass
-class Scenario:
+class SloScenario:
     """A claim about one SLO's alerts, shown on one or two models' traffic.
 
     `prove` checks the claim on the simulated timelines and returns the minutes promtool checks."""
@@ -100,7 +100,7 @@ class Scenario:
     why: str
     steps: int  # minutes the claim needs
     runs: list[ModelRun]
-    prove: Callable[["Scenario"], list[int] | None]
+    prove: Callable[["SloScenario"], list[int] | None]
     checks: list[int] = field(default_factory=list)
     # a boundary case some settings cannot show (a `for` as long as the window, a row no failure
     # ratio reaches): left out then, instead of refusing the spec
@@ -122,7 +122,7 @@ class Batch:
     """Scenarios proven side by side in one promtool test, over their longest one's minutes: at each
     of `checks` the test lists every alert of every model in it."""
 
-    scenarios: list[Scenario]
+    scenarios: list[SloScenario]
     checks: list[int] = field(default_factory=list)
 
     @property
@@ -142,7 +142,7 @@ class Proof:
     steps: int
 
     @property
-    def scenarios(self) -> list[Scenario]:
+    def scenarios(self) -> list[SloScenario]:
         return [sc for b in self.batches for sc in b.scenarios]
 
     @property
@@ -155,7 +155,7 @@ class Proof:
 MINUTE_COST_IN_SERIES = 8
 
 
-def batched(scenarios: list[Scenario]) -> list[list[Scenario]]:
+def batched(scenarios: list[SloScenario]) -> list[list[SloScenario]]:
     """The scenarios in the batches promtool proves fastest: by length, each batch a run of similar
     lengths (a short claim in a long test pays for minutes it does not need, and every test pays each
     of its minutes once)."""
@@ -293,7 +293,7 @@ class Designer:
         return ModelRun(traffic, objective or self.slo.objective, default if param is None else param, decoys)
 
     # -- the scenarios --------------------------------------------------------------------------
-    def steady_burn(self) -> Scenario | None:
+    def steady_burn(self) -> SloScenario | None:
         if not self.pages:
             return None
         fast = max(self.pages, key=lambda r: r.burn_rate)
@@ -304,13 +304,13 @@ class Designer:
         run = self.run(scenario_model("steady-burn"))
         run.traffic.add(prefix, self.per_min, 0.0).add(due + 10 - prefix, self.per_min, self.error_ratio(b))
 
-        def prove(sc: Scenario) -> list[int] | None:
+        def prove(sc: SloScenario) -> list[int] | None:
             early, first = prefix + math.floor(0.9 * bound), sc.first_page(prefix)
             if first is None or first > due or sc.pages(early):
                 return None
             return [early, first - 1, first, sc.steps - 1]
 
-        return Scenario(
+        return SloScenario(
             "steady-burn",
             f"a steady {b:g}x burn pages within the workbook's bound",
             f"after {prefix} clean minutes the error ratio jumps to {b:g}x the budget; the {fast.long} row "
@@ -321,7 +321,7 @@ class Designer:
             prove,
         )
 
-    def slow_burn(self) -> Scenario | None:
+    def slow_burn(self) -> SloScenario | None:
         if not self.tickets:
             return None
         low_ticket = min(r.burn_rate for r in self.tickets)
@@ -331,12 +331,12 @@ class Designer:
         run = self.run(scenario_model("slow-burn"))
         run.traffic.add(prefix, self.per_min, 0.0).add(length, self.per_min, self.error_ratio(b))
 
-        def prove(sc: Scenario) -> list[int] | None:
+        def prove(sc: SloScenario) -> list[int] | None:
             if any(sc.pages(at) for at in range(sc.steps)) or not sc.fires(sc.steps - 1):
                 return None
             return list(range(prefix + 30, sc.steps, 30)) + [sc.steps - 1]
 
-        return Scenario(
+        return SloScenario(
             "slow-burn",
             f"a steady {b:g}x burn opens a ticket and never pages",
             f"{b:g}x is above the lowest ticket rate ({low_ticket:g}x) and below every page rate",
@@ -345,7 +345,7 @@ class Designer:
             prove,
         )
 
-    def burst(self) -> Scenario | None:
+    def burst(self) -> SloScenario | None:
         if not self.pages:
             return None
         fast = max(self.pages, key=lambda r: r.burn_rate)
@@ -358,12 +358,12 @@ class Designer:
         run.traffic.add(prefix, self.per_min, 0.0).add(length, self.per_min, self.error_ratio(b))
         run.traffic.add(settle + 5, self.per_min, 0.0)
 
-        def prove(sc: Scenario) -> list[int] | None:
+        def prove(sc: SloScenario) -> list[int] | None:
             if not sc.pages(end) or any(sc.pages(at) for at in range(end + settle, sc.steps)):
                 return None
             return [end, end + settle]
 
-        return Scenario(
+        return SloScenario(
             "burst",
             f"a {length}-minute burst at {b:g}x pages, and stops paging once it ends",
             f"the short windows forget the burst: no page {settle} minutes after it ends (the longest "
@@ -373,18 +373,18 @@ class Designer:
             prove,
         )
 
-    def idle(self) -> Scenario:
+    def idle(self) -> SloScenario:
         run = self.run(scenario_model(IDLE))
         run.traffic.add(180, 0.0, 0.0)
 
-        def prove(sc: Scenario) -> list[int] | None:
+        def prove(sc: SloScenario) -> list[int] | None:
             return (
                 None
                 if any(sc.fires(at) for at in range(sc.steps))
                 else [10, QUIET_UNTIL, IDLE_CHECK, sc.steps - 1]
             )
 
-        return Scenario(
+        return SloScenario(
             IDLE,
             "no traffic never fires",
             "counters that do not move give no error ratio at all (0/0), not a burn",
@@ -393,7 +393,7 @@ class Designer:
             prove,
         )
 
-    def good_input_missing(self) -> Scenario | None:
+    def good_input_missing(self) -> SloScenario | None:
         """A model whose good events' input is not scraped (a relabelling dropped the latency
         bucket at the threshold) while its count is: fast, healthy traffic that the old fallback to
         0 good events made 100% bad on every row. Its SLI is absent, nothing burns, and the
@@ -407,7 +407,7 @@ class Designer:
         run.good_missing = True
         run.traffic.add(length, self.per_min, 0.0)
 
-        return Scenario(
+        return SloScenario(
             INPUT_MISSING,
             "a model whose good-events bucket is not scraped never burns",
             "every request is fast, but a relabelling dropped the bucket at the threshold: the good "
@@ -418,7 +418,7 @@ class Designer:
             never_fires(length),
         )
 
-    def client_aborts(self) -> Scenario | None:
+    def client_aborts(self) -> SloScenario | None:
         """Clients cancelling a share of the requests that would page on every page row were aborts
         errors, with no engine error: an SLI that does not count aborts as bad stays silent."""
         kind = kind_of(self.slo.sli)
@@ -431,7 +431,7 @@ class Designer:
         run.aborted = share
         run.traffic.add(length, self.per_min, 0.0)
 
-        return Scenario(
+        return SloScenario(
             "client-aborts",
             f"client aborts of {share:.3g} of the requests and no engine error never fire",
             f"{ABORT} is not in `bad`: counted as failures, these aborts would burn "
@@ -443,18 +443,18 @@ class Designer:
             never_fires(length),
         )
 
-    def counter_reset(self) -> Scenario:
+    def counter_reset(self) -> SloScenario:
         lowest = min(r.burn_rate for r in self.slo.alerting.windows)
         reset = 120
         run = self.run(scenario_model("counter-reset"), resets=(reset,))
         run.traffic.add(240, self.per_min, self.error_ratio(lowest / 2))
 
-        def prove(sc: Scenario) -> list[int] | None:
+        def prove(sc: SloScenario) -> list[int] | None:
             if any(sc.fires(at) for at in range(sc.steps)):
                 return None
             return [reset + 1, reset + 2, reset + self.rate_min, reset + 30, sc.steps - 1]
 
-        return Scenario(
+        return SloScenario(
             "counter-reset",
             "a counter reset does not fire",
             f"the engine restarts at minute {reset} and its counters start over from 0 while it keeps "
@@ -464,7 +464,7 @@ class Designer:
             prove,
         )
 
-    def tiny(self) -> Scenario | None:
+    def tiny(self) -> SloScenario | None:
         guard = self.slo.alerting.min_events
         if not guard:
             return None
@@ -477,12 +477,12 @@ class Designer:
         healthy = QUIET_UNTIL + 10
         busy.traffic.add(healthy, self.per_min, 0.0).add(length - healthy, self.per_min, 1.0)
 
-        def prove(sc: Scenario) -> list[int] | None:
+        def prove(sc: SloScenario) -> list[int] | None:
             if any(sc.fires(at, run=0) for at in range(sc.steps)) or not sc.fires(length, run=1):
                 return None
             return [QUIET_UNTIL, length // 2, length]
 
-        return Scenario(
+        return SloScenario(
             "tiny-traffic",
             f"the low-traffic guard of {guard} events holds",
             f"every request fails, but at {tiny_rate * 60:.3g} requests an hour no window reaches "
@@ -493,7 +493,7 @@ class Designer:
             prove,
         )
 
-    def override(self, model: str, over: s.ModelOverride) -> Scenario:
+    def override(self, model: str, over: s.ModelOverride) -> SloScenario:
         kind = kind_of(self.slo.sli)
         objective = self.slo.objective_of(model)
         param, decoys = None, ()
@@ -511,10 +511,10 @@ class Designer:
             end - QUIET_UNTIL, self.per_min, self.error_ratio(b, budget)
         )
 
-        def prove(sc: Scenario) -> list[int] | None:
+        def prove(sc: SloScenario) -> list[int] | None:
             return [end] if sc.fires(end) else None
 
-        return Scenario(
+        return SloScenario(
             model,
             f"{model} is held to its own objective and threshold",
             f"a {b:g}x burn of {model}'s own budget ({budget:g}), read from its own bucket, fires",
@@ -524,7 +524,7 @@ class Designer:
         )
 
     # -- boundaries of one row: each condition just met, and just missed, with the others holding ----
-    def guard_edge(self, i: int, row: s.BurnWindow) -> Scenario | None:
+    def guard_edge(self, i: int, row: s.BurnWindow) -> SloScenario | None:
         """Every request fails, at traffic whose events over the row's long window land just past
         (1.1x) and just short (0.9x) of min_events."""
         guard = self.slo.alerting.min_events
@@ -543,7 +543,7 @@ class Designer:
         for run, share in ((past, 1.1), (short, 0.9)):
             run.traffic.add(start, 0.0, 0.0).add(at - start, share * guard / unit, 1.0)
 
-        def prove(sc: Scenario) -> list[int] | None:
+        def prove(sc: SloScenario) -> list[int] | None:
             p, q = sc.runs[0].timeline, sc.runs[1].timeline
             before = at - self.for_min
             if not p.fires_row(at, row) or q.fires_row(at, row):
@@ -557,7 +557,7 @@ class Designer:
                 return None
             return [at]
 
-        return Scenario(
+        return SloScenario(
             f"guard-edge-{i}",
             f"the {row.long} row's guard fires from {guard} events on",
             f"every request fails from minute {start}; at {at}m the {row.long} window saw 1.1x min_events "
@@ -569,7 +569,7 @@ class Designer:
             optional=True,
         )
 
-    def short_edge(self, i: int, row: s.BurnWindow) -> Scenario | None:
+    def short_edge(self, i: int, row: s.BurnWindow) -> SloScenario | None:
         """The long window burns well past the row's rate, the short one at 0.875x of it: no alert."""
         f, long_min = row.burn_rate, minutes(row.long)
         low, high = 0.875 * f, self.feasible(2.1 * f)  # 2.1x: off every workbook rate (2 x 3 = 6)
@@ -585,7 +585,7 @@ class Designer:
         run.traffic.add(QUIET_UNTIL, self.per_min, 0.0).add(burning, self.per_min, self.error_ratio(high))
         run.traffic.add(settle, self.per_min, self.error_ratio(low))
 
-        return Scenario(
+        return SloScenario(
             f"short-edge-{i}",
             f"the {row.long}/{row.short} row needs its short window past {f:g}x too",
             f"{high:g}x for {burning} minutes, then {low:g}x for {settle}: at {at}m the {row.long} window "
@@ -601,7 +601,7 @@ class Designer:
         the whole `for` before it, window `short_of` burns at 0.8-0.95x of the rate."""
         f = row.burn_rate
 
-        def prove(sc: Scenario) -> list[int] | None:
+        def prove(sc: SloScenario) -> list[int] | None:
             t = sc.runs[0].timeline
             if t.fires_row(at, row):
                 return None
@@ -612,7 +612,7 @@ class Designer:
 
         return prove
 
-    def long_edge(self, i: int, row: s.BurnWindow) -> Scenario | None:
+    def long_edge(self, i: int, row: s.BurnWindow) -> SloScenario | None:
         """The short window burns past the row's rate, the long one at 0.875x of it: no alert."""
         f, long_min = row.burn_rate, minutes(row.long)
         base = 0.45 * f  # 0.45x: off every workbook rate (0.5 x 6 = 3)
@@ -631,7 +631,7 @@ class Designer:
         run.traffic.add(QUIET_UNTIL, self.per_min, 0.0).add(before, self.per_min, self.error_ratio(base))
         run.traffic.add(settle, self.per_min, self.error_ratio(high))
 
-        return Scenario(
+        return SloScenario(
             f"long-edge-{i}",
             f"the {row.long}/{row.short} row needs its long window past {f:g}x too",
             f"{base:g}x for {before} minutes, then {high:.3g}x for {settle}: at {at}m the {row.short} "
@@ -658,7 +658,7 @@ class Designer:
         return avg_over_time([r for r in rates if r is not None]) * window_s
 
     # -- exactly on one edge of a row (edges.py): where `>` and `>=` part -----------------------------
-    def exact_long(self, i: int, row: s.BurnWindow) -> Scenario | None:
+    def exact_long(self, i: int, row: s.BurnWindow) -> SloScenario | None:
         """The long window burns exactly the row's rate, the short one past it: no alert (a row that
         fired at its rate would)."""
         f, fb = row.burn_rate, row.burn_rate * self.budget
@@ -687,7 +687,7 @@ class Designer:
             lambda t: t.burn(at, row.short) > 1.01 * f and not t.fires_row(at, row),
         )
 
-    def exact_short(self, i: int, row: s.BurnWindow) -> Scenario | None:
+    def exact_short(self, i: int, row: s.BurnWindow) -> SloScenario | None:
         """The short window burns exactly the row's rate, the long one past it: no alert."""
         f, fb = row.burn_rate, row.burn_rate * self.budget
         hot_ratio = min(2.1 * fb, (1 + fb) / 2)  # 2.1x: off every workbook rate
@@ -715,7 +715,7 @@ class Designer:
             lambda t: t.burn(at, row.long) > 1.01 * f and not t.fires_row(at, row),
         )
 
-    def exact_guard(self, i: int, row: s.BurnWindow) -> Scenario | None:
+    def exact_guard(self, i: int, row: s.BurnWindow) -> SloScenario | None:
         """Exactly min_events in the long window, both windows well past the rate: the row fires (a
         guard that wanted more than min_events would not)."""
         guard = self.slo.alerting.min_events
@@ -743,7 +743,7 @@ class Designer:
             ),
         )
 
-    def _on_edge(self, key, row, edge: Edge, build, knob, claim, why, also) -> Scenario | None:
+    def _on_edge(self, key, row, edge: Edge, build, knob, claim, why, also) -> SloScenario | None:
         """A model whose traffic `build(model, knob)` is searched (edges.py) to put `edge` exactly on
         its target at edge.at, healthy afterwards. The claim stands where the search succeeds and
         `also(timeline)` holds; a `for` would need the edge at every evaluation of it: left out."""
@@ -756,8 +756,10 @@ class Designer:
             series = kind.synthetic(lambda m, x: m, self.slo.sli, run.param, good, valid, run.decoys)
             return self.counters(series)
 
-        def probe(k: float) -> Probe:
-            return Probe(build(run.traffic.model, k).counters(), make, edge, self.rate_window, self.budget)
+        def probe(k: float) -> EdgeProbe:
+            return EdgeProbe(
+                build(run.traffic.model, k).counters(), make, edge, self.rate_window, self.budget
+            )
 
         def quantity(k: float) -> float | None:
             p = probe(k)
@@ -780,24 +782,24 @@ class Designer:
         run.traffic.add(1, self.per_min, 0.0)
         run.exact_steps = frozenset({at})
 
-        def prove(sc: Scenario) -> list[int] | None:
+        def prove(sc: SloScenario) -> list[int] | None:
             t = sc.runs[0].timeline
             value = t.events(at, edge.window) if edge.what == "events" else t.burn(at, edge.window)
             return [at] if value == edge.target and also(t) else None
 
-        return Scenario(key, claim, why, at + 1, [run], prove, optional=True)
+        return SloScenario(key, claim, why, at + 1, [run], prove, optional=True)
 
 
-def never_fires(end: int) -> Callable[[Scenario], list[int] | None]:
+def never_fires(end: int) -> Callable[[SloScenario], list[int] | None]:
     """A claim that no row fires at any minute, checked after the quiet start and at `end`."""
 
-    def prove(sc: Scenario) -> list[int] | None:
+    def prove(sc: SloScenario) -> list[int] | None:
         return None if any(sc.fires(at) for at in range(sc.steps)) else [QUIET_UNTIL, end]
 
     return prove
 
 
-def _without_clashes(batch: Batch) -> list[Scenario]:
+def _without_clashes(batch: Batch) -> list[SloScenario]:
     """The batch's scenarios without those whose edge minute (which cannot move) is a close call for
     another model: at every check the test lists every model's alerts, and a close call there is no
     claim."""

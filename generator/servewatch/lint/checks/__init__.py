@@ -2,10 +2,10 @@
 
 A check is a `Check`: an id, a severity, a one-line summary, a scope and a `run` function.
 
-  scope "query"      run(query: Query, ctx) -> problems         any PromQL: rules, panels, --expr
-  scope "rule"       run(rule: Rule, ctx) -> problems           one alerting or recording rule
-  scope "rules"      run(rules: list[Rule], ctx) -> problems    every rule read, for duplicates
-  scope "dashboard"  run(dashboard: Dashboard, ctx) -> problems one Grafana dashboard
+  scope "query"      run(query: Query, ctx) -> problems              any PromQL: rules, panels, --expr
+  scope "rule"       run(rule: Rule, ctx) -> problems                one alerting or recording rule
+  scope "rules"      run(rules: list[Rule], ctx) -> problems         every rule read, for duplicates
+  scope "dashboard"  run(dashboard: LintDashboard, ctx) -> problems  one Grafana dashboard
 
 A query check may limit the queries it reads by their origin (`origins`). docs/lint.md has one
 section per check with a failing and a passing example; tests/test_lint_docs.py lints them.
@@ -17,7 +17,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from ..findings import Location, Problem, Severity
+from ..findings import LintLocation, Problem, Severity
 from ..subjects import ORIGINS
 
 SCOPES = ("query", "rule", "rules", "dashboard")
@@ -64,7 +64,7 @@ class Check:
     run: Callable[..., Iterable[Problem]]
     origins: tuple[str, ...] = ORIGINS
 
-    def problem(self, message: str, fix: str | None = None, at: Location | None = None) -> Problem:
+    def problem(self, message: str, fix: str | None = None, at: LintLocation | None = None) -> Problem:
         return Problem(self.id, message, fix, at)
 
 

@@ -2,7 +2,7 @@
 
 documents.py  JSON/YAML text -> documents that know each value's line (jsonpos, yamlpos)
 recognise.py  document -> rules and dashboards, in every delivery form (or why not)
-rules.py      rule groups -> Rules;  dashboards.py  dashboard JSON -> Dashboard
+rules.py      rule groups -> Rules;  dashboards.py  dashboard JSON -> LintDashboard
 comments.py   inline `# servewatch-lint disable ...` suppressions
 """
 

@@ -1,4 +1,4 @@
-"""A Grafana dashboard (classic JSON model) -> Dashboard with its PromQL queries parsed.
+"""A Grafana dashboard (classic JSON model) -> LintDashboard with its PromQL queries parsed.
 
 Queries are read from panel targets (Prometheus data sources only) and from query variables
 (`label_values(selector, label)` is linted as `group by (label) (selector)`, so the label is
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from ..subjects import Dashboard, PanelQuery, panel_where, parse_query
+from ..subjects import LintDashboard, PanelQuery, panel_where, parse_query
 from .documents import Doc
 
 LABEL_VALUES_RE = re.compile(r"^\s*label_values\s*\((.+),\s*([A-Za-z_]\w*)\s*\)\s*$", re.S)
@@ -40,7 +40,7 @@ def is_prometheus(ref) -> bool:
     return not (isinstance(kind, str) and kind.lower().startswith(OTHER_DATASOURCES))
 
 
-def variable_values(dashboard: Dashboard) -> dict[str, str]:
+def variable_values(dashboard: LintDashboard) -> dict[str, str]:
     """A concrete value for variables whose values are written in the dashboard (custom, constant...)."""
     out = {}
     for var, _ in dashboard.variables():
@@ -70,11 +70,11 @@ def variable_promql(query) -> str | None:
 
 def read_dashboard(
     data: dict, doc: Doc, prefix: tuple, file: str, form: str, inputs: frozenset[str] = frozenset()
-) -> Dashboard:
+) -> LintDashboard:
     def line_of(path: tuple) -> int | None:
         return doc.line_of(prefix + path)
 
-    dashboard = Dashboard(data, file, form, doc.root + prefix, line_of, inputs=inputs)
+    dashboard = LintDashboard(data, file, form, doc.root + prefix, line_of, inputs=inputs)
     values = variable_values(dashboard)
     for panel, path in dashboard.panels():
         if panel.get("type") == "row":

@@ -16,7 +16,7 @@ import binascii
 import gzip
 from dataclasses import dataclass, field
 
-from ..subjects import Dashboard, Rule
+from ..subjects import LintDashboard, Rule
 from .dashboards import looks_like_dashboard, read_dashboard
 from .documents import Doc, Unreadable, embedded, parse
 from .rules import is_rule_groups, read_groups
@@ -32,7 +32,7 @@ REMOTE_CONTENT = ("url", "configMapRef", "grafanaCom", "jsonnet", "jsonnetLib", 
 @dataclass
 class Contents:
     rules: list[Rule] = field(default_factory=list)
-    dashboards: list[Dashboard] = field(default_factory=list)
+    dashboards: list[LintDashboard] = field(default_factory=list)
     kinds: list[str] = field(default_factory=list)  # what was recognised, for the summary
     skipped: list[str] = field(default_factory=list)  # recognised, nothing to lint
     problems: list[tuple[int | None, str]] = field(default_factory=list)  # (line, what cannot be read)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..findings import Location
+from ..findings import LintLocation
 from ..subjects import Rule, parse_query
 from . import comments
 from .documents import Doc, value_at
@@ -44,7 +44,7 @@ def read_groups(
         disabled = suppressions.file_wide | suppressions.for_rule(start, starts[start], lines, doc.shift)
         disabled = frozenset(disabled)
         where = f"{kind} {name}"
-        expr_loc = Location(file, doc.text_line_of(path + ("expr",)), None, where)
+        expr_loc = LintLocation(file, doc.text_line_of(path + ("expr",)), None, where)
         field_lines = {"for": doc.line_of(path + ("for",))}
         for section in ("labels", "annotations"):
             for key in raw.get(section) or {}:
@@ -54,7 +54,7 @@ def read_groups(
                 kind=kind,
                 name=name,
                 query=parse_query(str(raw["expr"]), expr_loc, "rule", disabled=disabled),
-                location=Location(file, start, None, where),
+                location=LintLocation(file, start, None, where),
                 form=form,
                 group=str(group.get("name", "")),
                 for_=str(raw["for"]) if raw.get("for") is not None else None,

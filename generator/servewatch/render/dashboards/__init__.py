@@ -34,10 +34,10 @@ from .delivery import (
 )
 from .gpu_fleet import GpuFleet
 from .moe_deployment import MoeDeployment
-from .slo import SloBoard
+from .slo import SloBoardBuilder
 from .vllm_serving import VllmServing
 
-BUILDERS = (VllmServing, GpuFleet, MoeDeployment, SloBoard)
+BUILDERS = (VllmServing, GpuFleet, MoeDeployment, SloBoardBuilder)
 
 __all__ = [
     "BUILDERS",
@@ -48,7 +48,7 @@ __all__ = [
     "GpuFleet",
     "MoeDeployment",
     "Roles",
-    "SloBoard",
+    "SloBoardBuilder",
     "VllmServing",
     "build",
     "build_with_views",

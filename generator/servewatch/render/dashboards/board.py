@@ -58,7 +58,7 @@ class BoardBuilder:
     def __init__(self, ctx: DashboardContext):
         self.ctx = ctx
         self.alert_panels: dict[str, int] = {}  # alert -> the panel its dashboard_url opens
-        self.board: grafana.Dashboard | None = None
+        self.board: grafana.ClassicDashboard | None = None
 
     # -- what each dashboard module writes --------------------------------------------------------
     def description(self) -> str:
@@ -75,7 +75,7 @@ class BoardBuilder:
         raise NotImplementedError
 
     # -- the frame ----------------------------------------------------------------------------------
-    def build(self) -> grafana.Dashboard:
+    def build(self) -> grafana.ClassicDashboard:
         self.board = self.ctx.new_dashboard(self.name, self.description())
         self.board.variables = self.variables()
         self.board.annotations = self.annotations()

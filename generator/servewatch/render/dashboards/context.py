@@ -336,10 +336,10 @@ class DashboardContext:
             return []
         return [grafana.Annotation(title, self.firing(f'alertname=~"{names}"', *filters), tags="severity")]
 
-    def new_dashboard(self, name: str, description: str) -> grafana.Dashboard:
+    def new_dashboard(self, name: str, description: str) -> grafana.ClassicDashboard:
         settings = self.settings
         board, time = settings.board(name), settings.time(name)
-        return grafana.Dashboard(
+        return grafana.ClassicDashboard(
             uid=board.uid,
             title=board.title,
             description=description,

@@ -25,7 +25,7 @@ GOODPUT_NOTE = (
 )
 
 
-class SloBoard(BoardBuilder):
+class SloBoardBuilder(BoardBuilder):
     name = "slo"
     summary = (
         "Service-level objectives per model: SLI, objective, error budget, burn rate per alert window, "

@@ -6,6 +6,7 @@ and write nothing."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import yaml
@@ -390,3 +391,145 @@ def test_cost_needs_a_price_when_the_specs_price_gpus_by_kind(bench_files, specs
     }
     err = refused(specs_with(by_kind), capsys, "--bench", *bench_files, *ARGS, "--gpus", 2)
     assert "give --price-per-gpu-hour" in err
+
+
+# -- SLOs: a threshold where the data supports one, a verdict on each objective --------------------
+
+P99_TARGET = "ttft_p99=1s"  # the team's word on the TTFT SLO's percentile, stricter than the SLO's 2.5 s
+
+
+def slos_yaml(specs) -> dict:
+    return yaml.safe_load((specs / "slos.yaml").read_text())["slos"]
+
+
+def proposal(out: str, subject: str, field: str) -> str:
+    return next(line for line in out.splitlines() if line.startswith(subject) and f" {field} " in line)
+
+
+def ttft_bounds(specs) -> list[float]:
+    from servewatch import catalog
+
+    histogram = slos_yaml(specs)["vllm-ttft"]["sli"]["histogram"]
+    return sorted(catalog.load().lookup(histogram).buckets)
+
+
+def test_a_latency_slo_threshold_is_the_bucket_bound_past_halfway_to_the_target(specs_with, tmp_path, capsys):
+    # ten-minute steps: 2400 requests at the knee, enough for a p99 and for a 0.5% error budget
+    files = LoadTest(bench_s=600).write_bench(tmp_path / "long", detailed=False)
+    specs = specs_with()
+    before = (specs / "slos.yaml").read_text()
+    code, _ = calibrate(specs, "--bench", *files, *ARGS, "--target", P99_TARGET)
+    out = capsys.readouterr().out
+    assert code == 0, out
+    knee = at(KNEE)
+    p99 = knee.queue_s + 2.5 * knee.prefill_s  # the long prompts: the slowest fifth
+    halfway = (p99 + 1.0) / 2
+    # the SLI counts requests under a bucket bound: the first bound past halfway, within the target
+    expected = min(b for b in ttft_bounds(specs) if b >= halfway)
+    assert p99 < halfway <= expected <= 1.0 and expected != min(b for b in ttft_bounds(specs) if b > p99)
+    slo = slos_yaml(specs)["vllm-ttft"]
+    assert slo["sli"]["threshold"] == expected
+    assert slo["description"] == f"first token within {expected:g} s"  # what on-call reads as good
+    text = (specs / "slos.yaml").read_text()
+    line = next(x for x in text.splitlines() if x.strip().startswith("threshold:"))
+    # the user's comment stays, the evidence follows it: the source, the step, the percentile, why
+    assert "# must be a bucket bound of the histogram (catalog/vllm.yaml); calibrate: " in line
+    assert "openai-4qps-chat-8b.json, sustainable step 4 req/s (2400 requests): ttft_p99 720ms" in line
+    assert "(p99: 99% of requests within the threshold holds where the 99th percentile" in line
+    assert f"target 1s (--target {P99_TARGET})" in line
+    # everything else in the file is as it was: its comments, the other SLO, the objectives
+    changed = [(a, b) for a, b in zip(before.splitlines(), text.splitlines(), strict=True) if a != b]
+    assert [a.strip().split(":")[0] for a, _ in changed] == ["description", "threshold"]
+    assert slos_yaml(specs)["vllm-availability"]["objective"] == 0.995
+    # the availability objective holds at the knee, with 2400 requests to show it
+    assert "0.995  0.995" in proposal(out, "SLO vllm-availability", "objective")
+    assert (
+        "errors 0% (0 of 2400 requests), at most 0.125% at 95% confidence; budget 0.5%; broken from 6" in out
+    )
+    assert "ttft_p99 720ms vs ttft_p99 <= 2.5s; broken from 6 req/s" in out
+    assert "--- " + str(specs / "slos.yaml") in out  # in the diff
+    capsys.readouterr()
+    assert main(["check", "--specs", str(specs)]) == 0
+    again = text
+    assert calibrate(specs, "--bench", *files, *ARGS, "--target", P99_TARGET)[0] == 0
+    assert (specs / "slos.yaml").read_text() == again  # a second run proposes the same: no change
+
+
+def test_too_few_requests_give_no_slo_number(specs_with, tmp_path, capsys):
+    # 50-second steps: 200 requests at 4 req/s, enough for the p95 targets (100) and nothing more
+    # (a p99 target would refuse the whole run; the SLO's own p99 is only a proposal without a number)
+    files = LoadTest(rates=(3.0, KNEE, NEXT_RATE), bench_s=50).write_bench(tmp_path / "short")
+    specs = specs_with()
+    before = (specs / "slos.yaml").read_text()
+    code, _ = calibrate(specs, "--bench", *files, *ARGS)
+    out = capsys.readouterr().out
+    assert code == 0
+    assert sustainable_line(out).startswith(f"{KNEE:g} req/s  200 ")
+    assert "too few requests: the sustainable step 4 req/s has 200; ttft_p99 needs at least 500" in out
+    availability = proposal(out, "SLO vllm-availability", "objective")
+    assert "0.995  -" in availability
+    assert "cannot be established from 200 requests: 0 failed" in availability
+    # the number stated is the real minimum: 598 clean requests bound the ratio within 0.5%, 597 do not
+    from servewatch.calibrate.slo_proposals import error_upper_bound
+
+    assert "99.5% needs at least 598 requests with no failure" in availability
+    assert error_upper_bound(0, 598) <= 0.005 < error_upper_bound(0, 597)
+    assert (specs / "slos.yaml").read_text() == before
+
+
+def test_an_slo_not_met_at_the_sustainable_step_says_so(bench_files, specs_with, capsys):
+    # lax targets: every step is sustainable, up to 6 req/s where 3% fail and long prompts wait 4 s
+    specs = specs_with()
+    before = (specs / "slos.yaml").read_text()
+    code, _ = calibrate(specs, "--bench", *bench_files, "--target", "ttft_p95=10s", "--target", "errors=5%")
+    out = capsys.readouterr().out
+    assert code == 0
+    assert sustainable_line(out).startswith(f"{loadtest.RATES[-1]:g} req/s")
+    top = at(loadtest.RATES[-1])
+    assert top.queue_s + 2.5 * top.prefill_s > 2.5 and top.error_share > 0.005
+    assert "NOT MET at sustainable load: ttft_p99 4.02s > 2.5s" in proposal(out, "SLO vllm-ttft", "objective")
+    assert "NOT MET at sustainable load: errors 2.92% > the 0.5% budget" in out
+    # no looser threshold is made up to fit the run; the bound that would hold is named
+    ttft = proposal(out, "SLO vllm-ttft", "threshold")
+    assert "2.5    -" in ttft and "the smallest bucket bound above it is 5" in ttft
+    assert (specs / "slos.yaml").read_text() == before
+
+
+def test_slos_defined_in_the_overrides_file_get_both_edits(specs_with, tmp_path, capsys):
+    files = LoadTest(bench_s=600).write_bench(tmp_path / "long", detailed=False)
+    specs = specs_with()
+    slos = specs / "slos.yaml"
+    (specs / "overrides.yaml").write_text((specs / "overrides.yaml").read_text() + slos.read_text())
+    slos.unlink()
+    code, alerts = calibrate(specs, "--bench", *files, *ARGS, "--target", P99_TARGET)
+    assert code == 0, capsys.readouterr().err
+    data = yaml.safe_load((specs / "overrides.yaml").read_text())
+    assert "VLLMTimeToFirstTokenP95High" in alerts and data["slos"]["vllm-ttft"]["sli"]["threshold"] == 1
+
+
+def test_a_description_that_does_not_name_the_threshold_is_noted(specs_with, tmp_path, capsys):
+    files = LoadTest(bench_s=600).write_bench(tmp_path / "long", detailed=False)
+    specs = specs_with(
+        {"slos.yaml": [("description: first token within 2.5 s", "description: a snappy start")]}
+    )
+    code, _ = calibrate(specs, "--bench", *files, *ARGS, "--target", P99_TARGET)
+    out = capsys.readouterr().out
+    assert code == 0
+    assert slos_yaml(specs)["vllm-ttft"]["description"] == "a snappy start"
+    assert "note: SLO vllm-ttft: its description ('a snappy start') does not name the threshold" in out
+
+
+def test_the_error_bound_is_the_exact_binomial_one():
+    from servewatch.calibrate.slo_proposals import error_upper_bound, requests_needed
+
+    # textbook one-sided 95% limits: 1 failure in 100 -> 4.66%; none in n -> about 3/n
+    assert abs(error_upper_bound(1, 100) - 0.0466) < 0.0005
+    assert abs(error_upper_bound(0, 3000) - 3 / 3000) < 0.00002
+    # at the observed ratio, the stated number of requests is just enough
+    n = requests_needed(0.001, 0.005)
+    assert (
+        error_upper_bound(math.ceil(0.001 * n), n)
+        <= 0.005
+        < error_upper_bound(math.ceil(0.001 * (n - 1)), n - 1)
+    )
+    assert requests_needed(0.005, 0.005) is None

@@ -7,6 +7,7 @@ must pass `servewatch check` and `servewatch test`."""
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from servewatch.cli import main
 from servewatch.spec.loader import load
@@ -15,7 +16,16 @@ from servewatch_testkit.localprom import LocalPrometheus, backfill_start
 from servewatch_testkit.synth import to_openmetrics
 from servewatch_testkit.loadtest import BURST_KV, BURST_S, FB_USED, KNEE, RATES, LoadTest, at
 
-from test_calibrate import ARGS, ERR_TARGET, ITL_TARGET, TTFT_TARGET, calibrate, sustainable_line
+from test_calibrate import (
+    ARGS,
+    ERR_TARGET,
+    ITL_TARGET,
+    P99_TARGET,
+    TTFT_TARGET,
+    calibrate,
+    sustainable_line,
+    ttft_bounds,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.tools("promtool", "prometheus")]
 
@@ -131,9 +141,21 @@ def test_sources_with_different_steps_are_refused(run, specs_with, capsys):
     assert "different numbers of steps" in capsys.readouterr().err
 
 
-def test_the_written_overrides_pass_check_and_test(prom_only, servewatch, tmp_path):
-    specs, alerts = prom_only
-    assert alerts  # written
+def test_the_written_overrides_and_slo_pass_check_and_test(run, prom_only, specs_with, servewatch, tmp_path):
+    # with a p99 target for the TTFT SLO, its threshold moves too: slos.yaml is written beside the
+    # overrides, from the server's view (the histogram the SLI counts)
+    specs = specs_with()
+    code, alerts = calibrate(specs, *run["prom"], *ARGS, "--target", P99_TARGET)
+    assert code == 0
+    assert alerts == prom_only[1]  # the p99 target moves no alert: written
+    slo = yaml.safe_load((specs / "slos.yaml").read_text())["slos"]["vllm-ttft"]
+    bounds = ttft_bounds(specs)
+    # the histogram's p99 at the knee lies in the bucket of the long prompts, under 0.75 s: the first
+    # bound past halfway to the 1 s target is 1
+    knee = at(KNEE)
+    assert knee.queue_s + 2.5 * knee.prefill_s <= 0.75 and 0.75 in bounds
+    assert slo["sli"]["threshold"] == min(b for b in bounds if b >= (0.75 + 1.0) / 2) == 1.0
+    assert "calibrate: " in (specs / "slos.yaml").read_text()
     validate(load(specs))
     assert main(["check", "--specs", str(specs)]) == 0
     out = tmp_path / "out"

@@ -9,7 +9,9 @@ from ..investigate.cli import ENV_URL
 DESCRIPTION = """Read a load test (vllm bench serve result files, one per load step, and/or the run's
 Prometheus history), find the highest load step that met every target (the sustainable load) and
 propose a threshold and a `for` for every alert, each with its evidence and the rule it followed,
-as a diff of specs/overrides.yaml (--write applies it, keeping your comments).
+as a diff of specs/overrides.yaml; for each SLO, a latency threshold (a bucket bound, written where
+the SLO is defined) and whether its objective holds at that load and whether the data can show it
+(--write applies the diff, keeping your comments).
 
 Exit codes: 0 proposals printed (some may say why the data cannot give a number); 1 Prometheus
 could not be asked (unreachable, refused, timed out, rejected a query); 2 the data cannot support an
@@ -66,7 +68,11 @@ def add_cli(sub) -> None:
         "--insecure-skip-verify", action="store_true", help="do not verify TLS (test servers only)"
     )
     p.add_argument("--format", choices=("text", "json"), default="text", help="report format (default: text)")
-    p.add_argument("--write", action="store_true", help="apply the proposals to specs/overrides.yaml")
+    p.add_argument(
+        "--write",
+        action="store_true",
+        help="apply the proposals to specs/overrides.yaml (SLO thresholds: specs/slos.yaml)",
+    )
     p.set_defaults(func=cmd_calibrate)
 
 

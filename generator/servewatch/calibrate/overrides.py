@@ -28,7 +28,7 @@ FIELDS = {
 }
 
 
-def _yaml() -> YAML:
+def round_trip() -> YAML:
     y = YAML()  # round-trip
     y.preserve_quotes = True
     y.width = 4096  # an evidence comment stays on its line
@@ -46,14 +46,14 @@ def _block(parent: CommentedMap, key: str) -> CommentedMap:
     return child
 
 
-def _plain(value):
+def plain(value):
     """20.0 -> 20: a count reads as one."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def apply(text: str, proposals: list[Proposal]) -> str:
     """`text` (an overrides file) with the proposed thresholds and `for`s."""
-    y = _yaml()
+    y = round_trip()
     doc = y.load(text) if text.strip() else None
     if doc is None:
         doc = CommentedMap()
@@ -61,10 +61,10 @@ def apply(text: str, proposals: list[Proposal]) -> str:
         raise CalibrateError(f"{FILE} is not a mapping; cannot add overrides to it")
     alerts = _block(_block(doc, "overrides"), "alerts")
     for p in proposals:
-        if p.value is None or p.field not in FIELDS or p.proposed == p.current:
+        if p.slo or p.value is None or p.field not in FIELDS or p.proposed == p.current:
             continue
         entry = _block(alerts, p.subject)
-        key, value = FIELDS[p.field], _plain(p.value)
+        key, value = FIELDS[p.field], plain(p.value)
         entry[key] = value
         # the comment two spaces after the value, as the user's own comments usually sit
         column = 6 + len(key) + 2 + len(str(value)) + 2
@@ -80,22 +80,22 @@ def diff(path: Path, old: str, new: str) -> str:
     )
 
 
-def check(specs: Path, new: str) -> None:
-    """Load and validate a copy of the specs with the new overrides, as `servewatch check` does."""
+def check(specs: Path, changed: dict[str, str]) -> None:
+    """Load and validate a copy of the specs with the changed files (relative path -> text), as
+    `servewatch check` does."""
     from ..spec.loader import load
     from ..validation import validate
 
     with tempfile.TemporaryDirectory(prefix="servewatch-calibrate-") as tmp:
         copy = Path(tmp) / "specs"
         shutil.copytree(specs, copy)
-        (copy / FILE).write_text(new, encoding="utf-8")
+        for name, text in changed.items():
+            (copy / name).write_text(text, encoding="utf-8")
         try:
             validate(load(copy))
         except SpecErrors as exc:
             lines = "; ".join(str(e).replace(str(copy), str(specs)) for e in exc.errors[:5])
-            raise CalibrateError(
-                f"the proposed overrides would not pass `servewatch check`: {lines}"
-            ) from None
+            raise CalibrateError(f"the proposed changes would not pass `servewatch check`: {lines}") from None
 
 
 def write(path: Path, new: str) -> None:

@@ -11,7 +11,9 @@ The rules (the load-test reference, "How thresholds follow from a sweep"):
   at the broken load and not at the sustainable one; none where the two values are the same;
 - `for`: at least the longest run above the threshold at sustainable load (a whole minute up), at
   most the long window of the fastest page row of the SLOs (2% of the budget); the current `for`
-  where it already lies between, else the nearer bound.
+  where it already lies between, else the nearer bound;
+- an SLO: slo_proposals.py (a latency SLO's threshold as a bucket bound; whether each objective
+  holds at the sustainable step, and whether the data can show it).
 """
 
 from __future__ import annotations
@@ -21,22 +23,10 @@ from dataclasses import dataclass, field
 
 from ..spec.schema import seconds
 from .measures import ERRORS, FINISHED, Measure, for_histogram, signal_alerts
+from .proposal import MIN_TAIL, Proposal, duration, sig
+from .slo_proposals import SloProposer
 from .steps import LoadStep
-from .targets import CalibrateError, Goal, from_slos, show
-
-MIN_TAIL = 5  # a percentile needs this many observations beyond it: n x (1 - q) >= MIN_TAIL
-
-
-@dataclass(frozen=True)
-class Proposal:
-    subject: str  # alert name, or "SLO <name>"
-    field: str  # threshold | for | objective
-    current: str
-    proposed: str | None  # None: the data cannot support a number (`reason` says why)
-    evidence: str = ""
-    rule: str = ""
-    reason: str = ""
-    value: float | str | None = None  # what --write puts in the overrides
+from .targets import CalibrateError, Goal, show
 
 
 @dataclass(frozen=True)
@@ -56,21 +46,7 @@ class CalibrateResult:
     sustainable: int
     proposals: list[Proposal] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-
-
-def sig(x: float, digits: int = 3) -> float:
-    """x with `digits` significant digits (the specs allow 6)."""
-    if x == 0 or not math.isfinite(x):
-        return x
-    scale = 10 ** (digits - 1 - math.floor(math.log10(abs(x))))
-    return round(x * scale) / scale
-
-
-def duration(s: float) -> str:
-    s = int(math.ceil(s))
-    if s % 3600 == 0 and s:
-        return f"{s // 3600}h"
-    return f"{s // 60}m" if s % 60 == 0 else f"{s}s"
+    slos_file: str = "specs/slos.yaml"  # where the SLOs' own targets are said to come from
 
 
 def needed_requests(targets: list[Goal], floor: int) -> int:
@@ -360,44 +336,6 @@ class Proposer:
 
     # -- SLOs ------------------------------------------------------------------------------------
     def slos(self) -> list[Proposal]:
-        out = []
-        steps = (self.bench or self.prom).steps
-        for name, slo in sorted(self.model.slos.slos.items()):
-            targets, skipped = from_slos({name: slo}, "specs")
-            if not targets:
-                out.append(
-                    Proposal(f"SLO {name}", "objective", f"{slo.objective:g}", None, reason=skipped[0])
-                )
-                continue
-            t = targets[0]
-            at = steps[self.k].measures.get(t.measure.key)
-            if at is None:
-                out.append(
-                    Proposal(
-                        f"SLO {name}",
-                        "objective",
-                        f"{slo.objective:g}",
-                        None,
-                        reason=f"the steps do not measure {t.measure.key}",
-                    )
-                )
-                continue
-            holds = t.met(at)
-            broke = next(
-                (s for s in steps[self.k + 1 :] if not t.met(s.measures.get(t.measure.key, math.inf))), None
-            )
-            out.append(
-                Proposal(
-                    f"SLO {name}",
-                    "objective",
-                    f"{slo.objective:g}",
-                    f"{slo.objective:g}" if holds else None,
-                    evidence=f"{steps[self.k].source}, sustainable step {steps[self.k].label}: "
-                    f"{t.measure.key} {show(at, t.measure.unit)} vs {t.shown()}"
-                    + (f"; broken from {broke.label}" if broke else "; held at every step"),
-                    rule="an SLO is tuned in specs/slos.yaml, not in overrides; its burn rows' short windows "
-                    "ride out bursts (for 0s)",
-                    reason="" if holds else f"the objective does not hold at sustainable load ({t.shown()})",
-                )
-            )
-        return out
+        """From the server's view where there is one (the histogram the SLI counts), else the bench."""
+        steps = (self.prom or self.bench).steps
+        return SloProposer(self.model, steps, self.k, self.targets, self.result.slos_file).run()

@@ -12,7 +12,7 @@ from ..model import Model
 from ..promapi import PromApiError
 from ..slo.exprs import quoted
 from ..spec.schema import seconds
-from . import bench, overrides, report
+from . import bench, overrides, report, slo_file
 from .history import MODEL, CalibrateHistory, split
 from .measures import HISTOGRAMS, Measure, for_histogram, signal_alerts
 from .propose import CalibrateResult, Proposer, check_steps, combine, mismatched_loads, sweep
@@ -117,7 +117,13 @@ def calibrate(args) -> int:
             return 1
         check_steps("prometheus", steps, targets, args.min_requests)
         sweeps.append(sweep("prometheus", steps, targets))
-    result = CalibrateResult(targets, sweeps, combine(sweeps), notes=notes + mismatched_loads(sweeps))
+    result = CalibrateResult(
+        targets,
+        sweeps,
+        combine(sweeps),
+        notes=notes + mismatched_loads(sweeps),
+        slos_file=f"{args.specs}/slos.yaml",
+    )
     result.proposals = Proposer(model, result).run()
     cost = spec.dashboards.defaults.cost
     costs = {}
@@ -136,18 +142,55 @@ def calibrate(args) -> int:
             ]
             for sw in sweeps
         }
-    path = Path(args.specs) / overrides.FILE
-    old = path.read_text(encoding="utf-8") if path.is_file() else ""
-    new = overrides.apply(old, result.proposals)
-    if new != old:
-        overrides.check(Path(args.specs), new)  # refused: nothing printed as if it could be applied
-    diff = overrides.diff(path, old, new) if new != old else ""
+    edits, notes = _edits(Path(args.specs), spec, result.proposals)
+    result.notes += notes
+    changed = {path: new for path, (old, new) in edits.items() if new != old}
+    if changed:  # refused: nothing printed as if it could be applied
+        root = Path(args.specs).resolve()
+        overrides.check(Path(args.specs), {str(p.resolve().relative_to(root)): t for p, t in changed.items()})
+    diff = "".join(overrides.diff(path, edits[path][0], new) for path, new in changed.items())
     if args.format == "json":
         sys.stdout.write(report.as_json(result, costs, cost.currency, diff))
     else:
         sys.stdout.write(report.text(result, costs, cost.currency))
-        sys.stdout.write("\n" + (diff or "no change to the overrides\n"))
-    if args.write and new != old:
-        overrides.write(path, new)
-        print(f"servewatch: wrote {path}; run `servewatch generate` and `servewatch test`", file=sys.stderr)
+        sys.stdout.write("\n" + (diff or "no change to the overrides or the SLOs\n"))
+    if args.write and changed:
+        for path, new in changed.items():
+            overrides.write(path, new)
+        wrote = ", ".join(str(p) for p in changed)
+        print(f"servewatch: wrote {wrote}; run `servewatch generate` and `servewatch test`", file=sys.stderr)
     return 0
+
+
+def _edits(specs: Path, spec, proposals) -> tuple[dict[Path, tuple[str, str]], list[str]]:
+    """Each file the proposals change -> (its text, the text proposed): the overrides for the alerts,
+    the file defining each SLO for its threshold. Also what cannot be written, as notes."""
+    path = specs / overrides.FILE
+    old = path.read_text(encoding="utf-8") if path.is_file() else ""
+    edits = {path: (old, overrides.apply(old, proposals))}
+    notes: list[str] = []
+    by_file: dict[Path, list] = {}
+    for p in proposals:
+        if not p.slo or p.value is None or p.proposed == p.current or p.field != "threshold":
+            continue
+        doc = spec.sources.get(("slo", p.slo), (None,))[0]
+        file = Path(doc.file) if doc is not None else None
+        if (
+            file is None
+            or file.suffix not in (".yaml", ".yml")
+            or not file.resolve().is_relative_to(specs.resolve())
+        ):
+            notes.append(
+                f"SLO {p.slo} is defined in {file or 'the default specs'}, which calibrate does not edit: "
+                f"set its {p.field} to {p.proposed} there by hand"
+            )
+            continue
+        by_file.setdefault(file, []).append(p)
+    for file, mine in sorted(by_file.items()):
+        # an SLO defined in the overrides file itself: its edit goes on top of the alerts'
+        same = next((k for k in edits if k.resolve() == file.resolve()), file)
+        old, base = edits.get(same) or (file.read_text(encoding="utf-8"),) * 2
+        new, more = slo_file.apply(base, str(file), mine)
+        edits[same] = (old, new)
+        notes += more
+    return edits, notes

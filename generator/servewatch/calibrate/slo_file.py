@@ -1,0 +1,75 @@
+"""The SLO proposals applied to the file that defines each SLO (specs/slos.yaml by default).
+
+overrides.yaml tunes alerts, groups and scenarios only: an SLO's threshold and objective are said
+once, where the SLO is. The edit is a round trip through ruamel.yaml like the overrides': the
+user's comments, order and quoting stay; the evidence joins the threshold line's comment (after the
+user's own, which is kept), and a description that names the old threshold ("within 2.5 s") is
+updated with it, since it is what the burn-rate alerts tell on-call a good event is.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+
+from ruamel.yaml.comments import CommentedMap
+
+from .overrides import plain, round_trip
+from .proposal import Proposal
+from .targets import CalibrateError
+
+MARK = "calibrate:"
+
+
+def _comment(parent: CommentedMap, key: str, text: str) -> None:
+    """`text` as the comment of parent[key]'s line: after the user's words where there are some,
+    in place of an earlier calibrate comment."""
+    token = (parent.ca.items.get(key) or [None] * 4)[2]
+    if token is None:
+        column = 6 + len(key) + 2 + len(str(parent[key])) + 2
+        parent.yaml_add_eol_comment(f"{MARK} {text}", key, column=column)
+        return
+    first, newline, rest = token.value.partition("\n")
+    user = first.lstrip("#").strip()
+    user = re.split(rf"\s*;?\s*{MARK}", user)[0].strip() if MARK in user else user
+    token.value = f"# {user + '; ' if user else ''}{MARK} {text}{newline}{rest}"
+
+
+def _description(text: str, old: float, new: float) -> str:
+    """`text` with the old threshold, where it is written as a duration in seconds, replaced."""
+    pattern = rf"(?<![\d.]){re.escape(f'{old:g}')}(?=\s*(?:s|sec|seconds)\b)"
+    return re.sub(pattern, f"{new:g}", text)
+
+
+def apply(text: str, file: str, proposals: list[Proposal]) -> tuple[str, list[str]]:
+    """`text` (the file defining the SLOs of `proposals`) with their proposed thresholds, and notes
+    for what the edit cannot do itself."""
+    y = round_trip()
+    doc = y.load(text)
+    notes = []
+    for p in proposals:
+        if p.field != "threshold" or p.value is None or p.proposed == p.current:
+            continue
+        try:
+            slo = doc["slos"][p.slo]
+            sli = slo["sli"]
+            old = float(sli["threshold"])
+        except (KeyError, TypeError, ValueError):
+            raise CalibrateError(
+                f"{file}: slos.{p.slo}.sli.threshold: not found where the SLO was loaded"
+            ) from None
+        sli["threshold"] = plain(p.value)
+        _comment(sli, "threshold", f"{p.rule}; {p.evidence}")
+        description = slo.get("description")
+        if isinstance(description, str):
+            updated = _description(description, old, float(p.value))
+            if updated != description:
+                slo["description"] = type(description)(updated) if type(description) is not str else updated
+            else:
+                notes.append(
+                    f"SLO {p.slo}: its description ({description!r}) does not name the threshold as "
+                    f"{old:g} s: check it still says what a good event is"
+                )
+    out = io.StringIO()
+    y.dump(doc, out)
+    return out.getvalue(), notes

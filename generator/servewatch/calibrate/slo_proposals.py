@@ -1,0 +1,251 @@
+"""Per SLO: what a load test can say about it, and what it cannot.
+
+A latency SLO ("99% of first tokens within 2.5 s") holds where the percentile matching its
+objective (p99) is at or under its threshold, so that percentile at the sustainable step is its
+evidence. Its threshold must be a bucket bound of the histogram (the SLI counts `le="T"`), so the
+proposal is the smallest bound at or above halfway between that percentile and the team's target
+(the alerts' margin rule, rounded up to what the histogram can count), never past the target.
+
+An objective is the team's promise, not something a load test measures: calibrate checks whether
+it holds at the sustainable step and proposes none. An error ratio of a 0.5% budget is only shown
+to be kept by enough requests: the one-sided 95% upper bound on the failure ratio (Clopper-Pearson)
+must be within the budget; with no failure at all that takes about ln(20) / budget requests (the
+"rule of three": 598 for 99.5%, whatever the result of a 200-request run).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..spec.slos import AvailabilitySLI, LatencySLI
+from .measures import ERRORS, Measure, for_histogram, percentile_word
+from .proposal import MIN_TAIL, Proposal, sig
+from .targets import Goal, show
+
+CONFIDENCE = 0.95  # how sure a kept error budget must be
+BURN_FOR = (
+    "burn-rate rows need no `for`: a row fires only while its short window burns too, which rides out "
+    "a burst and resets soon after it"
+)
+
+
+def error_upper_bound(failed: int, n: int, confidence: float = CONFIDENCE) -> float:
+    """The one-sided upper confidence bound on a failure ratio after `failed` of `n` (Clopper-Pearson):
+    the ratio p at which seeing `failed` or fewer would happen only 1 - confidence of the time."""
+    if failed >= n:
+        return 1.0
+    alpha = 1 - confidence
+    if failed == 0:
+        return 1 - alpha ** (1 / n)
+    lo, hi = failed / n, 1.0
+    for _ in range(60):  # bisection: P(X <= failed | p) falls as p grows
+        mid = (lo + hi) / 2
+        if _binomial_cdf(failed, n, mid) > alpha:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def _binomial_cdf(k: int, n: int, p: float) -> float:
+    log_p, log_q = math.log(p), math.log1p(-p)
+    head = math.lgamma(n + 1)
+    return sum(
+        math.exp(head - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * log_p + (n - i) * log_q)
+        for i in range(k + 1)
+    )
+
+
+def requests_needed(ratio: float, budget: float, limit: int = 10**9) -> int | None:
+    """The fewest requests that, failing at `ratio`, would show the failure ratio within `budget` at
+    CONFIDENCE; None where no number of requests could (the ratio is at or over the budget)."""
+    if ratio >= budget:
+        return None
+    if ratio == 0:
+        return math.ceil(math.log(1 - CONFIDENCE) / math.log1p(-budget))
+
+    def enough(n: int) -> bool:
+        return error_upper_bound(math.ceil(ratio * n), n) <= budget
+
+    hi = 1
+    while not enough(hi):
+        hi *= 2
+        if hi > limit:
+            return None
+    lo = hi // 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if enough(mid) else (mid, hi)
+    return hi
+
+
+def _pct(ratio: float) -> str:
+    return f"{ratio * 100:.3g}%"
+
+
+class SloProposer:
+    """The SLO rows of the proposals, from the steps of one source at the sustainable step `k`."""
+
+    def __init__(self, model, steps: list, k: int, targets: dict[str, Goal], where: str):
+        self.model = model
+        self.steps = steps
+        self.k = k
+        self.targets = targets  # measure key -> the team's target
+        self.where = where  # the SLOs' file as the targets name it
+
+    def run(self) -> list[Proposal]:
+        out: list[Proposal] = []
+        for name, slo in sorted(self.model.slos.slos.items()):
+            if isinstance(slo.sli, LatencySLI):
+                out += self.latency(name, slo)
+            elif isinstance(slo.sli, AvailabilitySLI):
+                out.append(self.availability(name, slo))
+            out.append(
+                Proposal(f"SLO {name}", "for", slo.alerting.for_, slo.alerting.for_, rule=BURN_FOR, slo=name)
+            )
+        return out
+
+    def _where_it_breaks(self, key: str, limit: float) -> str:
+        """Where the SLO stops holding above the sustainable step (a load to stay under)."""
+        broke = next((s for s in self.steps[self.k + 1 :] if s.measures.get(key, math.inf) > limit), None)
+        return f"; broken from {broke.label}" if broke else "; held at every step"
+
+    # -- latency ---------------------------------------------------------------------------------
+    def latency(self, name: str, slo) -> list[Proposal]:
+        subject, threshold = f"SLO {name}", float(slo.sli.threshold)
+        current = f"{threshold:g}"
+        objective = f"{slo.objective:g}"
+        measure = for_histogram(slo.sli.histogram, slo.objective)
+        if measure is None:
+            why = f"{slo.sli.histogram} is not measured by a load test"
+            return [
+                Proposal(subject, "threshold", current, None, reason=why, slo=name),
+                Proposal(subject, "objective", objective, None, reason=why, slo=name),
+            ]
+        step = self.steps[self.k]
+        value = step.measures.get(measure.key)
+        need = math.ceil(MIN_TAIL / (1 - measure.quantile))
+        why = ""
+        if value is None or math.isnan(value):
+            why = f"{step.source}: step {step.label} has no {measure.key}"
+        elif step.requests < need:
+            why = (
+                f"too few requests: the sustainable step {step.label} has {step.requests}; "
+                f"{measure.key} needs at least {need} ({MIN_TAIL} beyond it) to say anything about "
+                f"{slo.objective * 100:g}% of requests: run that step longer"
+            )
+        if why:
+            return [
+                Proposal(subject, "threshold", current, None, reason=why, slo=name),
+                Proposal(subject, "objective", objective, None, reason=why, slo=name),
+            ]
+        unit = measure.unit
+        seen = (
+            f"{step.source}, sustainable step {step.label} ({step.requests} requests): "
+            f"{measure.key} {show(value, unit)}"
+        )
+        held = value <= threshold
+        verdict = Proposal(
+            subject,
+            "objective",
+            objective,
+            objective if held else None,
+            evidence=f"{seen} vs {measure.key} <= {show(threshold, unit)}"
+            + self._where_it_breaks(measure.key, threshold),
+            rule="kept: it holds at sustainable load (an objective is a promise; a load test checks it)",
+            reason=""
+            if held
+            else f"NOT MET at sustainable load: {measure.key} {show(value, unit)} > "
+            f"{show(threshold, unit)}, so the SLO would burn its budget there",
+            slo=name,
+        )
+        return [self._threshold(name, slo, measure, value, seen), verdict]
+
+    def _threshold(self, name: str, slo, measure: Measure, value: float, seen: str) -> Proposal:
+        subject, current = f"SLO {name}", f"{float(slo.sli.threshold):g}"
+        own = Goal(measure, float(slo.sli.threshold), f"{self.where}: {name}")
+        target = self.targets.get(measure.key) or own  # a --target is the team's newer word
+        unit, limit = measure.unit, target.limit
+        bounds = sorted(self.model.builder.catalog.lookup(slo.sli.histogram).buckets)
+        room = [b for b in bounds if value < b <= limit]
+        if not room:
+            met = next((b for b in bounds if b > value), None)
+            hint = f"; the smallest bucket bound above it is {met:g}" if met is not None else ""
+            return Proposal(
+                subject,
+                "threshold",
+                current,
+                None,
+                reason=f"no bucket bound of {slo.sli.histogram} lies above the sustainable step's "
+                f"{measure.key} ({show(value, unit)}) and within the target {show(limit, unit)} "
+                f"({target.origin}){hint}: a looser SLO is the team's call, not the load test's",
+                slo=name,
+            )
+        halfway = value + (limit - value) / 2
+        above = [b for b in room if b >= halfway]
+        proposed = above[0] if above else room[-1]
+        rule = (
+            "the smallest bucket bound at or above halfway between the sustainable step's percentile "
+            "and the target"
+            if above
+            else "the largest bucket bound within the target (none lies between halfway and it: "
+            "less margin than halfway)"
+        )
+        p = percentile_word(measure.percentile)
+        return Proposal(
+            subject,
+            "threshold",
+            current,
+            f"{proposed:g}",
+            evidence=f"{seen} (p{p}: {slo.objective * 100:g}% of requests within the threshold holds "
+            f"where the {p}th percentile is at or under it), target {show(limit, unit)} "
+            f"({target.origin}); halfway {show(halfway, unit)}; margin {show(proposed - value, unit)} "
+            "above sustainable load",
+            rule=rule,
+            value=sig(proposed, 6),
+            slo=name,
+        )
+
+    # -- availability ----------------------------------------------------------------------------
+    def availability(self, name: str, slo) -> Proposal:
+        subject, objective = f"SLO {name}", f"{slo.objective:g}"
+        budget = round(1 - slo.objective, 9)
+        step = self.steps[self.k]
+        ratio = step.measures.get(ERRORS)
+        if ratio is None or math.isnan(ratio):
+            return Proposal(
+                subject, "objective", objective, None, reason=f"step {step.label} has no {ERRORS}", slo=name
+            )
+        n = step.requests
+        failed = round(ratio * n)
+        upper = error_upper_bound(failed, n)
+        seen = (
+            f"{step.source}, sustainable step {step.label}: {ERRORS} {_pct(ratio)} ({failed} of {n} "
+            f"requests), at most {_pct(upper)} at {CONFIDENCE:.0%} confidence; budget {_pct(budget)}"
+            + self._where_it_breaks(ERRORS, budget)
+        )
+        need = requests_needed(ratio, budget)
+        if ratio > budget:
+            reason = f"NOT MET at sustainable load: {ERRORS} {_pct(ratio)} > the {_pct(budget)} budget"
+        elif upper > budget:
+            least = requests_needed(0.0, budget)
+            reason = (
+                f"cannot be established from {n} requests: {failed} failed, and the failure ratio "
+                f"could still be {_pct(upper)} ({CONFIDENCE:.0%} confidence) against a {_pct(budget)} "
+                f"budget; {slo.objective * 100:g}% needs at least {least} requests with no failure"
+                + (f", {need} at the observed ratio" if need and failed else "")
+                + " at the sustainable step"
+            )
+        else:
+            reason = ""
+        return Proposal(
+            subject,
+            "objective",
+            objective,
+            None if reason else objective,
+            evidence=seen,
+            rule="kept: the failure ratio's 95% upper bound is within the budget (an objective is a "
+            "promise; a load test checks it)",
+            reason=reason,
+            slo=name,
+        )

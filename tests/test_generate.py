@@ -167,7 +167,7 @@ def test_every_alert_has_firing_and_silent_promtool_cases(default_build):
     model, files = default_build
     cases = {}
     for path, text in files.items():
-        if path.startswith("promtool/"):
+        if path.startswith("promtool/") and path.endswith(".test.yaml"):
             for test in yaml.safe_load(text)["tests"]:
                 for check in test.get("alert_rule_test", []):
                     cases.setdefault(check["alertname"], set()).add(

@@ -5,12 +5,14 @@ guard, its windows, its comparisons or an error ratio's zero guard breaks."""
 
 from __future__ import annotations
 
+
 import re
 
 import pytest
 import yaml
 
 from servewatch import generate, tools
+from servewatch_testkit.slo_proof import write_rule_files
 
 ALERT = "VLLMTTFTErrorBudgetBurn"
 ROW = 1  # its second row (0-based): 6x over 6h and 30m, min_events 100
@@ -125,13 +127,8 @@ def _only_exact(files) -> dict:
 def _promtool(tmp_path, rules: dict, tests: list[dict], files=None):
     """promtool on `tests` over the SLO rules `rules`, with the other rule files the generated SLO
     test loads (the records the SLO groups read) as generated, in its group order."""
-    (tmp_path / "rules").mkdir(exist_ok=True)
+    generated, rule_files = write_rule_files(files or _DEFAULT["files"], tmp_path)
     (tmp_path / "rules" / "slo.rules.yaml").write_text(yaml.safe_dump(rules, sort_keys=False, width=1000))
-    generated = yaml.safe_load((files or _DEFAULT["files"])["promtool/slo.test.yaml"])
-    rule_files = [f.removeprefix("../") for f in generated["rule_files"]]
-    for f in rule_files:
-        if f != "rules/slo.rules.yaml":
-            (tmp_path / f).write_text((files or _DEFAULT["files"])[f])
     path = tmp_path / "slo.test.yaml"
     body = {"rule_files": rule_files, "evaluation_interval": "1m", "tests": tests}
     if "group_eval_order" in generated:

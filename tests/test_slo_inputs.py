@@ -14,6 +14,7 @@ from servewatch.model import Model
 from servewatch.slo.kinds import le_value
 from servewatch.slo.plan import INPUTS_ALERT
 from servewatch.spec.loader import load
+from servewatch_testkit.slo_proof import write_rule_files
 
 
 @pytest.fixture(scope="module")
@@ -96,10 +97,7 @@ def test_those_scenarios_pass_on_promtool_and_fail_on_the_old_rules(built, tmp_p
     (22.1) or the availability SLI counts aborts as bad (22.2), as before."""
     _, files = built
     body, tests = _slo_test(files, key)
-    rule_files = [f.removeprefix("../") for f in body["rule_files"]]
-    for f in rule_files:
-        (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / f).write_text(files[f])
+    _, rule_files = write_rule_files(files, tmp_path)
     path = tmp_path / "t.yaml"
     path.write_text(yaml.safe_dump({**body, "rule_files": rule_files, "tests": tests}, width=1000))
     res = tools.run("promtool", "test", "rules", path)

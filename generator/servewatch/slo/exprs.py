@@ -84,6 +84,23 @@ class SloExprs:
     def windows(self, slo: s.SLO) -> list[str]:
         return sli_windows(slo, self.window)
 
+    # -- the scope: where the SLO counts events ----------------------------------------------------
+    def scope(self, slo: s.SLO) -> tuple[str, ...]:
+        """The matchers of the deployments the SLO covers (none: every model). They narrow its event
+        rates and its inputs-missing alerts; every other rule reads those records, so it follows."""
+        if slo.scope is None:
+            return ()
+        out = []
+        if slo.scope.models:
+            models = slo.scope.models
+            if len(models) == 1:
+                out.append(f"{MODEL}={quoted(models[0])}")
+            else:
+                out.append(f"{MODEL}=~{quoted('|'.join(regex_literal(m) for m in models))}")
+        if slo.scope.matchers:
+            out.append(slo.scope.matchers)
+        return tuple(out)
+
     # -- per-model overrides -----------------------------------------------------------------------
     def branches(self, slo: s.SLO, param: str) -> list[tuple[str, float]]:
         """(model matcher, value) per value of `param` ("objective" or "threshold"): the SLO's own
@@ -105,6 +122,7 @@ class SloExprs:
         the raw counters."""
         kind = kind_of(slo.sli)
         record = kind.recording(self.sb, slo.sli, self.window)
+        matchers = (*matchers, *self.scope(slo))
         if record is None:
             return kind.events(self.sb, slo.sli, value, *matchers), False
         return kind.recorded_events(record, slo.sli, value, *matchers), True
@@ -144,7 +162,7 @@ class SloExprs:
         kind = kind_of(slo.sli)
         out = []
         for matcher, value in self.branches(slo, kind.param) if kind.param else [("", None)]:
-            found = kind.missing(self.sb, slo.sli, value, matcher, *matchers)
+            found = kind.missing(self.sb, slo.sli, value, matcher, *self.scope(slo), *matchers)
             if found is None:
                 continue
             served, labels = found
@@ -221,11 +239,22 @@ class SloExprs:
 
     # -- goodput -----------------------------------------------------------------------------------
     def goodput(self, slos: dict[str, s.SLO]) -> str:
-        """Generated tokens per second x the share of requests good under every SLO (5m window)."""
+        """Generated tokens per second x the share of requests good under every SLO that covers the
+        model (5m window). Outside an SLO's scope its share is 1: the SLO does not judge them."""
+        tokens = self.tokens()
+        shares = []
+        for name in sorted(slos):
+            share = f"1 - {self.recorded(self.error_record(self.window), name)}"
+            scope = self.scope(slos[name])
+            if scope:
+                outside = b.unless(tokens, self.tokens(*scope), self.grouping)
+                share = b.otherwise(share, f"0 * {outside} + 1", self.grouping)
+            shares.append(share)
+        return b.product([tokens, *shares], self.grouping)
+
+    def tokens(self, *matchers: str) -> str:
+        """Generated tokens per second per grouping."""
         rec = self.sb.recorded_source("rate", GENERATED_TOKENS, "model", (), self.window)
         if rec is not None:  # the rule set's own record of the counter: read once per evaluation
-            tokens = b.agg("sum", self.grouping, rec.record)
-        else:
-            tokens = self.sb.model_rate(self.sb.select(GENERATED_TOKENS), self.window)
-        shares = [f"1 - {self.recorded(self.error_record(self.window), name)}" for name in sorted(slos)]
-        return b.product([tokens, *shares], self.grouping)
+            return b.agg("sum", self.grouping, b.selector(rec.record, *matchers))
+        return self.sb.model_rate(self.sb.select(GENERATED_TOKENS, *matchers), self.window)

@@ -31,10 +31,16 @@ QUIET_UNTIL = 60
 IDLE = "idle"  # the scenario with no traffic, whose records the generated test checks too
 INPUT_MISSING = "bucket-missing"  # the scenario whose good-events input is not scraped
 IDLE_CHECK = 120  # slo-test/idle, well past every short window: the generated test checks its records
+OUTSIDE = "out-of-scope"  # the scenarios of models outside an SLO's scope (render/slo_engines.py)
 
 
 def scenario_model(key: str) -> str:
     return SCENARIO_PREFIX + key
+
+
+def is_outside(model: str) -> bool:
+    """Whether a synthetic model is one of the out-of-scope scenario's, which the scope refuses."""
+    return model.startswith(scenario_model(OUTSIDE))
 
 
 def minutes(duration: str) -> int:
@@ -87,6 +93,11 @@ class ModelRun:
     exact_steps: frozenset[int] = frozenset()  # steps whose inputs sit exactly on an edge (edges.py)
     good_missing: bool = False  # its good-events input is not scraped (a dropped bucket)
     aborted: float = 0.0  # the share of its requests that the clients abort
+
+    @property
+    def outside(self) -> bool:
+        """Outside the SLO's scope: its series are there, and the rules count none of them."""
+        return is_outside(self.traffic.model)
 
 
 @dataclass
@@ -191,8 +202,12 @@ class Designer:
         where,
         by_part: bool = False,
         native: bool = False,
+        also_read: tuple[float, ...] = (),
     ):
         self.name, self.slo, self.rate_window = name, slo, rate_window
+        # bucket bounds other SLOs read from the same histogram: every engine exports them, as a real
+        # one does, so those SLOs see their inputs here (no SLOInputsMissing of theirs in this test)
+        self.also_read = also_read
         self.by_part = by_part  # the rules read a recorded rate per part (simulate.Counters)
         # the rules read native histograms (config.histograms): a latency SLI's arithmetic differs
         self.native = native and kind_of(slo.sli).param == "threshold"
@@ -210,7 +225,7 @@ class Designer:
     # -- the proof ----------------------------------------------------------------------------------
     def proof(self) -> Proof:
         designs = [self.steady_burn(), self.slow_burn(), self.burst(), self.idle(), self.counter_reset()]
-        designs += [self.good_input_missing(), self.client_aborts()]
+        designs += [self.good_input_missing(), self.client_aborts(), self.out_of_scope()]
         designs += [self.tiny()] + [self.override(m, o) for m, o in sorted(self.slo.per_model.items())]
         for i, row in enumerate(self.slo.alerting.windows, 1):
             designs += [self.guard_edge(i, row), self.short_edge(i, row), self.long_edge(i, row)]
@@ -250,7 +265,7 @@ class Designer:
         run.series = kind.synthetic(
             name, self.slo.sli, run.param, None if run.good_missing else good, valid, run.decoys, run.aborted
         )
-        counters = self.counters(run.series)
+        counters = self.counters([] if run.outside else run.series)
         run.timeline = Timeline(self.slo, run.objective, counters, steps, self.rate_window, run.exact_steps)
 
     @staticmethod
@@ -289,8 +304,10 @@ class Designer:
     def run(self, model: str, objective: float | None = None, param=None, decoys=(), resets=()) -> ModelRun:
         kind = kind_of(self.slo.sli)
         default = getattr(self.slo.sli, kind.param) if kind.param else None
+        param = default if param is None else param
+        decoys = tuple(sorted((set(decoys) | set(self.also_read)) - {param}))
         traffic = Traffic(model, resets=resets)
-        return ModelRun(traffic, objective or self.slo.objective, default if param is None else param, decoys)
+        return ModelRun(traffic, objective or self.slo.objective, param, decoys)
 
     # -- the scenarios --------------------------------------------------------------------------
     def steady_burn(self) -> SloScenario | None:
@@ -415,6 +432,36 @@ class Designer:
             f"{INPUTS_ALERT} names the bucket instead",
             length + 1,
             [run],
+            never_fires(length),
+        )
+
+    def out_of_scope(self) -> SloScenario | None:
+        """Models just outside the SLO's scope, one failing every request and, for a latency SLI,
+        one whose good-events bucket is not scraped: the rules count neither (no record), so neither
+        fires a burn-rate or an inputs-missing alert."""
+        if self.slo.scope is None:
+            return None
+        length = max(minutes(r.long) for r in self.pages or self.slo.alerting.windows) + 10
+        failing = self.run(scenario_model(OUTSIDE))
+        failing.traffic.add(QUIET_UNTIL, self.per_min, 0.0).add(length - QUIET_UNTIL, self.per_min, 1.0)
+        runs = [failing]
+        if not kind_of(self.slo.sli).absent_good_is_zero and not self.native:
+            dropped = self.run(scenario_model(f"{OUTSIDE}-{INPUT_MISSING}"))
+            dropped.good_missing = True
+            dropped.traffic.add(length, self.per_min, 0.0)
+            runs.append(dropped)
+        return SloScenario(
+            OUTSIDE,
+            "a model outside the scope is never counted",
+            f"every request of {runs[0].traffic.model} fails from minute {QUIET_UNTIL}, which would page "
+            "on every row, but the scope leaves it out: no record has it and no alert fires for it"
+            + (
+                f"; {runs[-1].traffic.model} lacks the good-events bucket, and {INPUTS_ALERT} stays quiet"
+                if len(runs) > 1
+                else ""
+            ),
+            length + 1,
+            runs,
             never_fires(length),
         )
 

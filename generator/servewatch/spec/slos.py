@@ -14,7 +14,8 @@ from typing import Annotated, Literal, Union
 
 from pydantic import AfterValidator, ConfigDict, Field, field_validator, model_validator
 
-from .fields import AlertLabels, LabelName, Number, label_value
+from . import matchers as matcher_syntax
+from .fields import AlertLabels, LabelName, Matchers, Number, label_value
 from .schema import Strict, _alert_name, _duration, seconds
 
 SLO_NAME_RE = re.compile(r"^[a-z][a-z0-9-]*$")
@@ -149,11 +150,54 @@ class ModelOverride(Strict):
         return self
 
 
+class SloScope(Strict):
+    """The deployments an SLO covers: the models listed (by `model_name`) and those whose identity
+    labels the matchers accept, both where both are given. Its events are counted only there, so
+    every record, alert, test and panel of the SLO covers only them (docs/slo.md)."""
+
+    models: tuple[Annotated[str, AfterValidator(label_value)], ...] = ()
+    matchers: Matchers = ""  # e.g. 'namespace="llm-prod"'; identity labels only (validation/slo_checks.py)
+
+    @field_validator("models")
+    @classmethod
+    def _models(cls, v):
+        twice = sorted({m for m in v if v.count(m) > 1})
+        if twice:
+            raise ValueError(f"{twice[0]!r} is listed twice")
+        return v
+
+    @model_validator(mode="after")
+    def _something(self):
+        if not self.models and not self.matchers:
+            raise ValueError("a scope needs models, matchers or both (leave scope out to cover every model)")
+        return self
+
+    def parsed(self) -> list[matcher_syntax.Matcher]:
+        return matcher_syntax.parse(self.matchers) if self.matchers else []
+
+    def accepts(self, labels: dict[str, str], model_label: str) -> bool:
+        """Whether a deployment with these identity labels is covered (an absent label is "")."""
+        if self.models and labels.get(model_label, "") not in self.models:
+            return False
+        return all(matcher_syntax.accepts(m.op, m.value, labels.get(m.label, "")) for m in self.parsed())
+
+    @property
+    def text(self) -> str:
+        """The scope in words, for summaries: e.g. `model_name` "a" or "b", `namespace="x"`."""
+        parts = []
+        if self.models:
+            parts.append("model " + " or ".join(f'"{m}"' for m in self.models))
+        if self.matchers:
+            parts.append(self.matchers)
+        return " and ".join(parts)
+
+
 class SLO(Strict):
     description: str  # one line: what a good event is, e.g. "first token within 2.5 s"
     sli: SLI
     objective: Number
     window: str = "28d"
+    scope: SloScope | None = None  # the deployments it covers; none: every model
     per_model: dict[Annotated[str, AfterValidator(label_value)], ModelOverride] = Field(default_factory=dict)
     alerting: Alerting
     goodput: bool = True  # whether a request must meet this SLO for its tokens to count as good
@@ -178,7 +222,8 @@ class SLO(Strict):
     @property
     def summary(self) -> str:
         """e.g. "99% of requests: first token within 2.5 s, over 28d"."""
-        return f"{self.objective * 100:.10g}% of requests: {self.description}, over {self.window}"
+        text = f"{self.objective * 100:.10g}% of requests: {self.description}, over {self.window}"
+        return text + (f", for {self.scope.text}" if self.scope else "")
 
     def objective_of(self, model_name: str | None) -> float:
         over = self.per_model.get(model_name or "")

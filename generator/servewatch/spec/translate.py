@@ -4,7 +4,7 @@ Each error becomes `file:line: field: message`. pydantic's error location also n
 member it tried (a query kind, `float`, a class name) and `[key]` for a mapping key: those are not
 part of the document, so the schema is walked alongside the location to drop them. The walk also
 knows which model or Literal each error lands in, which gives "did you mean" for a misspelt key or
-value at any depth.
+value at any depth, and the fields allowed where an unknown one was written.
 """
 
 from __future__ import annotations
@@ -42,7 +42,10 @@ def _message(err: dict, path: tuple, landed, holder) -> str:
     if kind == "extra_forbidden":
         keys = _keys(holder) if holder else []
         noun = getattr(holder, "key_noun", "field")
-        known = f"; known: {', '.join(keys)}" if getattr(holder, "lists_keys", False) else ""
+        if getattr(holder, "lists_keys", False):  # a fixed set of names, not fields
+            known = f"; known: {', '.join(keys)}"
+        else:
+            known = f" (allowed: {', '.join(keys)})" if keys else ""
         return f"unknown {noun} {path[-1]!r}{did_you_mean(path[-1], keys)}{known}"
     if kind == "missing":
         return f"missing required field {path[-1]!r}"

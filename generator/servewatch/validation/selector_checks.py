@@ -1,7 +1,9 @@
-"""config.selectors against the generated tests (DESIGN invariant 14): the tests' series must carry
-label values every selector matches (render/conform.py adapts them). A selector that leaves no such
-value, or that would give two things of one test the same value, is refused here with one message
-naming it, instead of `servewatch test` failing on every test that reads the source."""
+"""config.selectors and SLO scopes against the generated tests (DESIGN invariant 14): the tests' series
+must carry label values every selector matches (render/conform.py adapts them) and the SLO tests'
+engines must sit in their SLO's scope, each its own model, besides some just outside it
+(render/slo_engines.py). A selector or scope that leaves no such value, or that would give two
+things of one test the same value, is refused here with one message naming it, instead of
+`servewatch test` failing on every test that reads the source."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ from ..errors import SpecError
 from ..model import Model
 from ..render import rule_tests, unit_tests
 from ..render.conform import SelectorConflict
-from ..render.slo_tests import engine_labels
+from ..render.slo_tests import engine_labels, slo_engines
+from ..slo.scenarios import OUTSIDE, scenario_model
 
 
 def selector_problems(model: Model) -> list[SpecError]:
@@ -19,7 +22,23 @@ def selector_problems(model: Model) -> list[SpecError]:
         _slo_models_apart(model)
     except SelectorConflict as exc:
         return [SpecError(str(exc), model.spec.locate("config", "config", "selectors", exc.source))]
-    return []
+    return _slo_scopes(model)
+
+
+def _slo_scopes(model: Model) -> list[SpecError]:
+    """Each scoped SLO's tests place two models in its scope, apart, and two just outside it."""
+    problems = []
+    for name, slo in model.slos.slos.items():
+        if slo.scope is None:
+            continue
+        engines = slo_engines(model, name, slo)
+        keys = [scenario_model(k) for k in ("a", "b", OUTSIDE, f"{OUTSIDE}-b")]
+        try:
+            for key in keys:
+                engines.labels(key)
+        except SpecError as exc:
+            problems.append(exc)
+    return problems
 
 
 def _slo_models_apart(model: Model) -> None:

@@ -9,10 +9,12 @@ import bisect
 
 from .. import catalog as catalog_mod
 from ..errors import SpecError
+from ..signals import SignalBuilder
 from ..slo.exprs import MODEL
 from ..slo.plan import group_rule_count
 from ..slo.scenarios import SCENARIO_PREFIX
 from ..spec import slos as s
+from ..spec.matchers import accepts
 from ..spec.schema import seconds
 from ..spec.translate import did_you_mean
 
@@ -24,6 +26,7 @@ def slo_problems(spec) -> list[SpecError]:
     cat = catalog_mod.load()
     alerts = {a.alert for g in spec.groups for a in g.alerts}
     owners: dict[str, str] = {}
+    identity = SignalBuilder(spec.config, cat).labels.identity("model")
     for name, slo in spec.slos.items():
 
         def err(msg, *field, name=name):
@@ -45,6 +48,8 @@ def slo_problems(spec) -> list[SpecError]:
                 err(f"a {sli.kind} SLI has no threshold to override", "per_model", model, "threshold")
         if slo.per_model and MODEL not in spec.config.identity.model:
             err(f"per_model needs {MODEL} in config identity.model (SLOs are grouped by it)", "per_model")
+        if slo.scope is not None:
+            _scope(slo, identity, err)
         alert = slo.alerting.alert
         if alert in alerts or alert in owners:
             other = f"SLO {owners[alert]!r}" if alert in owners else "an alert under groups:"
@@ -80,6 +85,29 @@ def slo_problems(spec) -> list[SpecError]:
                 "windows",
             )
     return errors
+
+
+def _scope(slo: s.SLO, identity: list[str], err) -> None:
+    """A scope selects deployments by the labels the SLO's records keep (the model identity): a
+    matcher on any other label would select nothing in the records, or split the raw events."""
+    scope = slo.scope
+    if scope.models and MODEL not in identity:
+        need = f"scope.models needs {MODEL} in config identity.model (SLOs are grouped by it)"
+        err(need, "scope", "models")
+    for m in scope.parsed():
+        if m.label not in identity:
+            err(
+                f"{m.label!r} is not an identity label of a model{did_you_mean(m.label, identity)}; a scope "
+                f"matches only {', '.join(identity)} (config identity.model, cluster_label, role, track)",
+                "scope",
+                "matchers",
+            )
+    by_model = [m for m in scope.parsed() if m.label == MODEL]
+    for model in slo.per_model:
+        if scope.models and model not in scope.models:
+            err(f"{model!r} is not in scope.models, so no override applies to it", "per_model", model)
+        elif not all(accepts(m.op, m.value, model) for m in by_model):
+            err(f"scope.matchers leave {model!r} out, so no override applies to it", "per_model", model)
 
 
 def _latency(cat, slo: s.SLO, err) -> None:

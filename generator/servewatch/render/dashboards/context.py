@@ -281,23 +281,32 @@ class DashboardContext:
         """A variable query: the values of `label` on `metric`, narrowed by the variables before it."""
         return f"label_values({self.selection().select(metric, *matchers)}, {label})"
 
-    def deployment_variables(self, model_label: str, multi: bool) -> list[grafana.Variable]:
-        """datasource, cluster, namespace and model, read from vLLM's liveness series."""
+    def deployment_variables(
+        self, model_label: str, multi: bool, recorded: str | None = None
+    ) -> list[grafana.Variable]:
+        """datasource, cluster, namespace and model, read from vLLM's liveness series, or from the
+        `recorded` series (a recording rule that holds only the models the board shows)."""
         roles, live = self.roles, self.liveness
+
+        def values(label: str, *matchers: str) -> str:
+            if recorded is None:
+                return self.label_values(live, label, *matchers)
+            return f"label_values({promql.selector(recorded, *matchers)}, {label})"
+
         return [
             self.datasource_variable(),
-            *self.cluster_variable(self.selection().select(live)),
+            *self.cluster_variable(recorded or self.selection().select(live)),
             grafana.Variable(
                 "namespace",
                 "Namespace",
-                query=self.label_values(live, roles.namespace, *self.cluster_filter),
+                query=values(roles.namespace, *self.cluster_filter),
                 multi=multi,
                 include_all=multi,
             ),
             grafana.Variable(
                 "model",
                 model_label,
-                query=self.label_values(live, roles.model, *self.namespace_filters),
+                query=values(roles.model, *self.namespace_filters),
                 multi=multi,
                 include_all=multi,
             ),
@@ -305,9 +314,7 @@ class DashboardContext:
                 grafana.Variable(
                     var,
                     title,
-                    query=self.label_values(
-                        live, label, *self.namespace_filters, var_matcher(roles.model, "model")
-                    ),
+                    query=values(label, *self.namespace_filters, var_matcher(roles.model, "model")),
                     multi=True,
                     include_all=True,
                 )

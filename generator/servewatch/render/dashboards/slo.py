@@ -40,7 +40,11 @@ class SloBoardBuilder(BoardBuilder):
         self.x = SloExprs(ctx.model.builder)
 
     def variables(self) -> list[grafana.Variable]:
-        return self.ctx.deployment_variables("Model", multi=True)
+        """Where an SLO has a scope, the models come from the SLO records, which hold only the
+        models some SLO covers; else from vLLM's liveness series (the same models then)."""
+        scoped = any(slo.scope is not None for slo in self.ctx.model.slos.slos.values())
+        recorded = self.x.valid_record() if scoped else None
+        return self.ctx.deployment_variables("Model", multi=True, recorded=recorded)
 
     def annotations(self) -> list[grafana.Annotation]:
         return self.ctx.firing_annotation("Firing SLO alerts", (self.name,), self.filters)

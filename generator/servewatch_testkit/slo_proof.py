@@ -1,0 +1,25 @@
+"""The rule files the generated SLO proof (promtool/slo.test.yaml) loads, laid out for a test file of
+one's own: tests that cut the proof down or change a rule run promtool on what the proof reads."""
+
+from __future__ import annotations
+
+import posixpath
+from pathlib import Path
+
+import yaml
+
+SLO_TEST = "promtool/slo.test.yaml"
+
+
+def write_rule_files(files: dict[str, str], folder: Path) -> tuple[dict, list[str]]:
+    """The generated SLO test file, parsed, and its `rule_files` for a test file in `folder`: each rule
+    file it loads is written below `folder` (rules/slo.rules.yaml at that path, the others beside)."""
+    body = yaml.safe_load(files[SLO_TEST])
+    out = []
+    for read in body["rule_files"]:
+        source = posixpath.normpath(posixpath.join(posixpath.dirname(SLO_TEST), read))
+        relative = read.removeprefix("../")
+        (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+        (folder / relative).write_text(files[source])
+        out.append(relative)
+    return body, out

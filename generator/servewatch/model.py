@@ -6,8 +6,10 @@ This is the one place where overrides are applied and where cross-cutting annota
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TypeVar
 
 from . import templates
 from .grafana import slug
@@ -20,6 +22,8 @@ from .slo.plan import FAMILY as SLO_FAMILY
 from .slo.plan import BurnAlert, InputsAlert, SloPlan
 from .spec.loader import Spec
 from .spec.schema import Alert, Dashboard, Signal
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,14 @@ class Model:
         # per reason), so each raw series is read once per evaluation
         slo_builder = self.builder.reading(self._recorded_signals())
         self.slos = SloPlan(spec.slos, SloExprs(slo_builder), self._slo_dashboard())
+        self._plans: dict[str, object] = {}
+
+    def planned(self, key: str, make: Callable[["Model"], T]) -> T:
+        """`make(self)`, made once for this model: a check and a renderer that need the same derived
+        plan (the generated tests, say) share it instead of building it twice."""
+        if key not in self._plans:
+            self._plans[key] = make(self)
+        return self._plans[key]  # type: ignore[return-value]
 
     def with_dashboard_panels(self, panels: dict[str, dict[str, int]]) -> "Model":
         """The same model, whose alerts' dashboard_url also open the panel that shows each alert."""

@@ -6,6 +6,8 @@ Builders return plain strings; `servewatch.lint.engine` parses them in tests and
 
 from __future__ import annotations
 
+import functools
+
 import json
 
 import re
@@ -20,6 +22,11 @@ def labels(names: Iterable[str]) -> str:
 
 def parse_matchers(text: str) -> list[tuple[str, str, str]]:
     """Split `a="x", b=~"y"` into (label, op, value); raise ValueError on anything else."""
+    return list(_parsed_matchers(text))
+
+
+@functools.lru_cache(maxsize=4096)  # a build reads the same few matcher sets ~20,000 times
+def _parsed_matchers(text: str) -> tuple[tuple[str, str, str], ...]:
     out, pos, text = [], 0, text.strip()
     while pos < len(text):
         m = MATCHER_RE.match(text, pos)
@@ -31,7 +38,7 @@ def parse_matchers(text: str) -> list[tuple[str, str, str]]:
             if text[pos] != ",":
                 raise ValueError(f"expected ',' between label matchers in {text!r}")
             pos += 1
-    return out
+    return tuple(out)
 
 
 def selector(metric: str, *matcher_sets: str) -> str:

@@ -53,7 +53,12 @@ def deployment_labels(model: Model, rule, records: dict) -> dict[str, str]:
 
 def scenario_tests(model: Model) -> tuple[list[tuple[str, dict]], list[tuple[object, str]]]:
     """(family, promtool test) for every enabled scenario that adapts to the resolved alerts, and
-    (scenario, why) for those that cannot (verify.py reports them)."""
+    (scenario, why) for those that cannot (verify.py reports them). Made once per model: validation's
+    selector check builds them too."""
+    return model.planned("scenario_tests", _scenario_tests)
+
+
+def _scenario_tests(model: Model) -> tuple[list[tuple[str, dict]], list[tuple[object, str]]]:
     sub = lambda text: templates.substitute_tokens(text, model.tokens)  # noqa: E731
     tests, unadaptable = [], []
     deployment = model.builder.labels.deployment_defaults()

@@ -49,10 +49,14 @@ def validate(spec: Spec) -> Validated:
     problems = spec_problems(spec) + slo_problems(spec)
     if problems:  # the runbooks refer to signals and alerts: check them against a sound spec only
         raise SpecErrors(problems)
-    problems = runbook_problems(model) + selector_problems(model)
+    problems = runbook_problems(model)
     if problems:
         raise SpecErrors(problems)
     boards, views = dashboards.build_with_views(model)
+    # alerts link to the panel that shows them, which only the dashboards as built can tell
+    final = model.with_dashboard_panels(views)
+    # the selector check builds the generated tests: on the final model, whose renderers reuse them
+    problems = selector_problems(final)
     links = 0
     for link_problems in (alert_link_problems, runbook_link_problems):
         found, checked = link_problems(model, boards)
@@ -61,5 +65,4 @@ def validate(spec: Spec) -> Validated:
     if problems:
         raise SpecErrors(problems)
     links += check_board_links(model, boards)
-    # alerts link to the panel that shows them, which only the dashboards as built can tell
-    return Validated(model.with_dashboard_panels(views), boards, links)
+    return Validated(final, boards, links)

@@ -207,6 +207,7 @@ overrides:
     GPUFramebufferUsageHigh: {threshold: 0.98, severity: critical}
     VLLMTimeToFirstTokenP95High:
       threshold: 3  # before the load test
+      # the on-call team asked for a 15m for
       for: 15m
 """
 
@@ -220,7 +221,7 @@ def test_write_keeps_the_users_comments_and_passes_check(bench_files, specs_with
         "# Our tuning; reviewed by the serving team.",
         "# the H100s run hot by design",
         "GPUFramebufferUsageHigh: {threshold: 0.98, severity: critical}",
-        "for: 15m",
+        "      # the on-call team asked for a 15m for\n      for: 15m",
     ):
         assert kept in text
     ttft = alerts["VLLMTimeToFirstTokenP95High"]
@@ -228,7 +229,8 @@ def test_write_keeps_the_users_comments_and_passes_check(bench_files, specs_with
     line = next(
         line for line in text.splitlines() if line.strip().startswith("threshold: " + str(ttft["threshold"]))
     )
-    assert "# calibrate: halfway between" in line and "openai-4qps-chat-8b.json" in line
+    # the user's comment on the changed value stays, the evidence follows it
+    assert "# before the load test; calibrate: halfway between" in line and "openai-4qps-chat-8b.json" in line
     validate(load(specs))  # what `servewatch check` runs
     capsys.readouterr()
     assert main(["check", "--specs", str(specs)]) == 0

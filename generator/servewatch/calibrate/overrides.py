@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import io
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -66,12 +67,28 @@ def apply(text: str, proposals: list[Proposal]) -> str:
         entry = _block(alerts, p.subject)
         key, value = FIELDS[p.field], plain(p.value)
         entry[key] = value
-        # the comment two spaces after the value, as the user's own comments usually sit
-        column = 6 + len(key) + 2 + len(str(value)) + 2
-        entry.yaml_add_eol_comment(f"calibrate: {p.rule}; {p.evidence}", key, column=column)
+        evidence_comment(entry, key, f"{p.rule}; {p.evidence}")
     out = io.StringIO()
     y.dump(doc, out)
     return out.getvalue()
+
+
+MARK = "calibrate:"
+
+
+def evidence_comment(parent: CommentedMap, key: str, text: str) -> None:
+    """`MARK text` as the comment of parent[key]'s line: after the user's words where there are
+    some, in place of an earlier calibrate comment; comment lines below it stay."""
+    token = (parent.ca.items.get(key) or [None] * 4)[2]
+    if token is None:
+        # two spaces after the value, as the user's own comments usually sit
+        column = 6 + len(key) + 2 + len(str(parent[key])) + 2
+        parent.yaml_add_eol_comment(f"{MARK} {text}", key, column=column)
+        return
+    first, newline, rest = token.value.partition("\n")
+    user = first.lstrip("#").strip()
+    user = re.split(rf"\s*;?\s*{MARK}", user)[0].strip() if MARK in user else user
+    token.value = f"# {user + '; ' if user else ''}{MARK} {text}{newline}{rest}"
 
 
 def diff(path: Path, old: str, new: str) -> str:

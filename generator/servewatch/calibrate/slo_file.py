@@ -12,27 +12,10 @@ from __future__ import annotations
 import io
 import re
 
-from ruamel.yaml.comments import CommentedMap
 
-from .overrides import plain, round_trip
+from .overrides import evidence_comment, plain, round_trip
 from .proposal import Proposal
 from .targets import CalibrateError
-
-MARK = "calibrate:"
-
-
-def _comment(parent: CommentedMap, key: str, text: str) -> None:
-    """`text` as the comment of parent[key]'s line: after the user's words where there are some,
-    in place of an earlier calibrate comment."""
-    token = (parent.ca.items.get(key) or [None] * 4)[2]
-    if token is None:
-        column = 6 + len(key) + 2 + len(str(parent[key])) + 2
-        parent.yaml_add_eol_comment(f"{MARK} {text}", key, column=column)
-        return
-    first, newline, rest = token.value.partition("\n")
-    user = first.lstrip("#").strip()
-    user = re.split(rf"\s*;?\s*{MARK}", user)[0].strip() if MARK in user else user
-    token.value = f"# {user + '; ' if user else ''}{MARK} {text}{newline}{rest}"
 
 
 def _description(text: str, old: float, new: float) -> str:
@@ -59,7 +42,7 @@ def apply(text: str, file: str, proposals: list[Proposal]) -> tuple[str, list[st
                 f"{file}: slos.{p.slo}.sli.threshold: not found where the SLO was loaded"
             ) from None
         sli["threshold"] = plain(p.value)
-        _comment(sli, "threshold", f"{p.rule}; {p.evidence}")
+        evidence_comment(sli, "threshold", f"{p.rule}; {p.evidence}")
         description = slo.get("description")
         if isinstance(description, str):
             updated = _description(description, old, float(p.value))

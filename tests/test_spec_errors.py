@@ -525,6 +525,15 @@ GPU_SCENARIO = '{series: \'[[fb_used]]{UUID="GPU-aaaa", gpu="0"'
             "config.identity.dcgm",
             "reads as a number",
         ),
+        # found by `make fuzz`: a model label the engine identity drops broke the dashboards' links,
+        # reported without a file and line
+        (
+            "config.yaml",
+            "vllm: [namespace, pod, model_name, engine]",
+            "vllm: [pod, model_name, engine]",
+            "config.identity.vllm",
+            "must be in identity.vllm too",
+        ),
         (
             "config.yaml",
             "dcgm: [UUID, GPU_I_ID]",

@@ -10,8 +10,9 @@ episodes must match exactly; with the records read from a backfilled history (st
 group's phase, one evaluation late at a grid point) the bar is one evaluation.
 
 Every incident scenario runs, each followed by 40 healthy minutes so that the alerts also resolve;
-two overrides add keep_firing_for. Each alert (every SLO tier too) must fire somewhere, or the
-agreement would be empty for it.
+two overrides add keep_firing_for. One Prometheus serves them all, each scenario on its own span
+(servewatch_testkit.spans) further apart than any rule looks back, so none sees another's samples.
+Each alert (every SLO tier too) must fire somewhere, or the agreement would be empty for it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ import pytest
 from servewatch.backtest import rules as bt_rules
 from servewatch.backtest import incidents, runner
 from servewatch_testkit import promtool_alerts
-from servewatch_testkit.localprom import LocalPrometheus, backfill_start
+from servewatch_testkit import spans
+from servewatch_testkit.localprom import LocalPrometheus
 from servewatch_testkit.synth import INCIDENTS, incident
 from servewatch_testkit.synth.backtest_scenarios import EXTRA
 from servewatch_testkit.synth.recovery import recovered
@@ -101,19 +103,34 @@ def _agree(ours: dict, theirs: dict, tolerance: float) -> list[str]:
 
 
 def _run(prom, rule_set, sc, start, **kw):
-    with prom.client as client:
-        return runner.run(client, rule_set, start, start + (sc.steps - 1) * STEP, **kw)
+    # the client is the server's own, closed when it stops: one shared server serves many tests
+    return runner.run(prom.client, rule_set, start, start + (sc.steps - 1) * STEP, **kw)
 
 
 @pytest.fixture(scope="module")
-def prometheus_says(rule_set):
+def laid_out(rule_set):
+    """scenario -> (its series, its span's start), every scenario on its own span of one time axis."""
+    scenarios = {name: _scenario(name) for name in SCENARIOS}
+    gap = spans.horizon(p.read_text() for p in rule_set[1])
+    starts = spans.starts([(sc.steps - 1) * STEP for sc in scenarios.values()], gap)
+    return {name: (sc, start) for (name, sc), start in zip(scenarios.items(), starts, strict=True)}
+
+
+@pytest.fixture(scope="module")
+def shared_prom(laid_out):
+    """One Prometheus holding every scenario's series (no records stored: all evaluated in place)."""
+    with LocalPrometheus([sc.openmetrics(start) for sc, start in laid_out.values()]) as prom:
+        yield prom
+
+
+@pytest.fixture(scope="module")
+def prometheus_says(rule_set, laid_out):
     """scenario -> (its series, start, Prometheus's episodes), each computed once for the module."""
     cache: dict = {}
 
     def get(name: str):
         if name not in cache:
-            sc = _scenario(name)
-            start = backfill_start(sc.steps, STEP)
+            sc, start = laid_out[name]
             cache[name] = sc, start, _prometheus_episodes(sc, rule_set[1], start)
         return cache[name]
 
@@ -121,10 +138,9 @@ def prometheus_says(rule_set):
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
-def test_backtest_episodes_are_prometheus_alerts(name, rule_set, prometheus_says):
+def test_backtest_episodes_are_prometheus_alerts(name, rule_set, prometheus_says, shared_prom):
     sc, start, theirs = prometheus_says(name)
-    with LocalPrometheus(sc.openmetrics(start)) as prom:  # no records stored: all evaluated in place
-        result = _run(prom, rule_set[0], sc, start)
+    result = _run(shared_prom, rule_set[0], sc, start)
     # same instants on both sides: the very same evaluations start and end each episode
     problems = _agree(_backtest_episodes(result), theirs, 0)
     assert not problems, "\n".join(problems)

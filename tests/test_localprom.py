@@ -10,6 +10,7 @@ import pytest
 from servewatch.promapi import QueryRejected
 from servewatch_testkit.localprom import LocalPrometheus, backfill_start
 from servewatch_testkit.servers import ServerError
+from servewatch_testkit.spans import horizon, starts
 from servewatch_testkit.synth import Series, fleet, incident, to_openmetrics, truth, with_labels
 
 pytestmark = [pytest.mark.integration, pytest.mark.tools("promtool", "prometheus")]
@@ -216,6 +217,16 @@ def test_lifecycle_server_and_files_are_gone_after_exit(tmp_path):
     assert not workdir.exists()
     with pytest.raises(ServerError, match="not running"):
         prom.query("x")
+
+
+def test_sources_with_the_same_series_on_their_own_spans_share_one_server():
+    """Scenarios laid out by servewatch_testkit.spans: same label set, each span reads only its own."""
+    a, b = Series("x", {"a": "1"}, [1, 2, 3]), Series("x", {"a": "1"}, [7, 8, 9])
+    first, second = starts([60, 60], horizon(["rate(x[1h])"]))
+    with LocalPrometheus([to_openmetrics([a], first, 30), to_openmetrics([b], second, 30)]) as prom:
+        assert prom.query_value("max_over_time(x[1h])", first + 60) == 3.0
+        assert prom.query_value("min_over_time(x[1h])", second + 60) == 7.0
+        assert prom.query_value("count_over_time(x[1h])", second) == 1.0  # nothing of the first span
 
 
 def test_start_failure_carries_the_log_tail(tmp_path):

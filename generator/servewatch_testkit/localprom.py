@@ -75,6 +75,8 @@ class LocalPrometheus(LocalServer):
 
     ``openmetrics``: OpenMetrics text (``servewatch_testkit.synth.to_openmetrics``), the path of an
     OpenMetrics file (left in place; for data too large to hold as a string), or None for an empty TSDB.
+    A list or tuple of those is backfilled source by source (scenarios laid out on disjoint spans,
+    servewatch_testkit.spans, may share label sets, which one OpenMetrics text cannot hold).
     ``rule_files``: rule files loaded by the server; their recording rules are also backfilled over
     ``[rules_start, rules_end]`` (default: the data's first and last sample) every
     ``rule_eval_interval`` when ``backfill_rules`` is true. ``retention`` keeps old blocks alive.
@@ -88,7 +90,7 @@ class LocalPrometheus(LocalServer):
 
     def __init__(
         self,
-        openmetrics: str | os.PathLike | None = None,
+        openmetrics: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
         *,
         rule_files: Sequence[str | os.PathLike] = (),
         backfill_rules: bool = True,
@@ -181,10 +183,15 @@ class LocalPrometheus(LocalServer):
         return p.stdout
 
     def _backfill_openmetrics(self) -> None:
-        given = isinstance(self.openmetrics, os.PathLike)
-        src = Path(self.openmetrics) if given else self.workdir / "input.om"
+        sources = self.openmetrics if isinstance(self.openmetrics, (list, tuple)) else [self.openmetrics]
+        for source in sources:
+            self._backfill_one(source)
+
+    def _backfill_one(self, source: str | os.PathLike) -> None:
+        given = isinstance(source, os.PathLike)
+        src = Path(source) if given else self.workdir / "input.om"
         if not given:
-            src.write_text(self.openmetrics)
+            src.write_text(source)
         self._promtool(
             "tsdb",
             "create-blocks-from",

@@ -115,7 +115,8 @@ def test_ctrl_c_stops_it_cleanly(demo):
     proc, printed, _ = demo
     prom = _url(printed, "Prometheus 3.5")
     proc.send_signal(signal.SIGINT)
-    assert proc.wait(timeout=60) == 0
+    # a clean stop, not a fast one: stopping its servers took over 60 s once on a loaded 2-core machine
+    assert proc.wait(timeout=180) == 0
     assert proc.stderr.read().rstrip().endswith("servewatch demo: stopped")
     with pytest.raises((urllib.error.URLError, ConnectionError)):
         urllib.request.urlopen(f"{prom}/-/ready", timeout=5)

@@ -531,8 +531,8 @@ GPU_SCENARIO = '{series: \'[[fb_used]]{UUID="GPU-aaaa", gpu="0"'
             "config.yaml",
             "vllm: [namespace, pod, model_name, engine]",
             "vllm: [pod, model_name, engine]",
-            "config.identity.vllm",
-            "must be in identity.vllm too",
+            "config.identity.model",
+            "namespace must be in identity.vllm too",
         ),
         (
             "config.yaml",

@@ -13,28 +13,26 @@ import re
 import time as _time
 from collections.abc import Iterable, Sequence
 
-__all__ = ["HOUR", "horizon", "starts"]
+from servewatch.spec.schema import seconds
+
+from .synth.truth import LOOKBACK_S
+
+__all__ = ["HOUR", "LOOKBACK_S", "horizon", "starts"]
 
 HOUR = 3600.0
-LOOKBACK_S = 300.0  # Prometheus's default --query.lookback-delta
 
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
 _DURATION = r"(?:\d+(?:ms|s|m|h|d|w|y))+"
 # a range `[5m]` or subquery `[1h:5m]` (its window is the part before the colon)
 _WINDOW = re.compile(rf"\[({_DURATION})(?::{_DURATION}?)?\]")
 _OFFSET = re.compile(rf"\boffset\s+-?({_DURATION})")
 
 
-def _seconds(duration: str) -> float:
-    return sum(int(n) * _UNITS[u] for n, u in re.findall(r"(\d+)(ms|s|m|h|d|w|y)", duration))
-
-
 def horizon(rule_texts: Iterable[str]) -> float:
     """Seconds a rule in ``rule_texts`` can look back: longest window + largest offset + lookback."""
     windows, offsets = [0.0], [0.0]
     for text in rule_texts:
-        windows += [_seconds(d) for d in _WINDOW.findall(text)]
-        offsets += [_seconds(d) for d in _OFFSET.findall(text)]
+        windows += [seconds(d) for d in _WINDOW.findall(text)]
+        offsets += [seconds(d) for d in _OFFSET.findall(text)]
     return max(windows) + max(offsets) + LOOKBACK_S
 
 

@@ -21,6 +21,7 @@ from .propose import Proposal
 from .targets import CalibrateError
 
 FILE = "overrides.yaml"
+MARK = "calibrate:"  # starts the evidence in a changed value's line comment
 # proposal field -> its key in an alert override, as the schema spells it
 FIELDS = {
     f.alias or name: f.alias or name
@@ -71,9 +72,6 @@ def apply(text: str, proposals: list[Proposal]) -> str:
     out = io.StringIO()
     y.dump(doc, out)
     return out.getvalue()
-
-
-MARK = "calibrate:"
 
 
 def evidence_comment(parent: CommentedMap, key: str, text: str) -> None:

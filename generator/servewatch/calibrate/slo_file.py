@@ -12,7 +12,6 @@ from __future__ import annotations
 import io
 import re
 
-
 from .overrides import evidence_comment, plain, round_trip
 from .proposal import Proposal
 from .targets import CalibrateError

@@ -7,9 +7,7 @@ Builders return plain strings; `servewatch.lint.engine` parses them in tests and
 from __future__ import annotations
 
 import functools
-
 import json
-
 import re
 from typing import Iterable, Sequence
 

@@ -174,6 +174,18 @@ class Identity(Strict):
             raise ValueError(f"{', '.join(twice)} listed twice")
         return v
 
+    @field_validator("model")
+    @classmethod
+    def _models_sum_engines(cls, v, info):
+        # the engine records keep identity.vllm's labels only: a model label missing there is lost
+        engine = info.data.get("vllm")
+        unsummed = [x for x in v if engine is not None and x not in engine]
+        if unsummed:
+            raise ValueError(
+                f"{', '.join(unsummed)} must be in identity.vllm too: a model's engines are summed by it"
+            )
+        return v
+
 
 class Remember(Strict):
     """How long the rules remember what they saw (docs/alert-labels.md)."""

@@ -88,14 +88,6 @@ class Roles:
                 f"the dashboards need {VLLM_MODEL} in identity.model and identity.vllm, "
                 f"and {VLLM_ENGINE} in identity.vllm"
             )
-        unsummed = [x for x in cfg.identity.model if x not in cfg.identity.vllm]
-        if unsummed:  # the engine records keep only identity.vllm: a model label missing there is lost
-            message = (
-                f"identity.model label(s) {', '.join(unsummed)} must be in identity.vllm too: the "
-                "dashboards sum a model's engines by them"
-            )
-            vllm_where = model.spec.locate("config", "config", "identity", "vllm")
-            raise SpecErrors([SpecError(message, vllm_where)])
         if len(model_ident) != 1 or len(engine_ident) != 1 or len(gpu_ident) != 1:
             problems.append(
                 "the dashboards need identity.model = [<namespace label>, model_name], identity.vllm = "

@@ -415,6 +415,17 @@ def ttft_bounds(specs) -> list[float]:
     return sorted(catalog.load().lookup(histogram).buckets)
 
 
+def p99_threshold(specs) -> float:
+    """The TTFT SLO threshold the synthetic truth calls for under P99_TARGET: the SLI counts requests
+    under a bucket bound, so the first bound past halfway from the knee's p99 to the target."""
+    knee = at(KNEE)
+    p99 = knee.queue_s + 2.5 * knee.prefill_s  # the long prompts: the slowest fifth
+    halfway = (p99 + 1.0) / 2
+    expected = min(b for b in ttft_bounds(specs) if b >= halfway)
+    assert p99 < halfway <= expected <= 1.0 and expected != min(b for b in ttft_bounds(specs) if b > p99)
+    return expected
+
+
 def test_a_latency_slo_threshold_is_the_bucket_bound_past_halfway_to_the_target(specs_with, tmp_path, capsys):
     # ten-minute steps: 2400 requests at the knee, enough for a p99 and for a 0.5% error budget
     files = LoadTest(bench_s=600).write_bench(tmp_path / "long", detailed=False)
@@ -423,12 +434,7 @@ def test_a_latency_slo_threshold_is_the_bucket_bound_past_halfway_to_the_target(
     code, _ = calibrate(specs, "--bench", *files, *ARGS, "--target", P99_TARGET)
     out = capsys.readouterr().out
     assert code == 0, out
-    knee = at(KNEE)
-    p99 = knee.queue_s + 2.5 * knee.prefill_s  # the long prompts: the slowest fifth
-    halfway = (p99 + 1.0) / 2
-    # the SLI counts requests under a bucket bound: the first bound past halfway, within the target
-    expected = min(b for b in ttft_bounds(specs) if b >= halfway)
-    assert p99 < halfway <= expected <= 1.0 and expected != min(b for b in ttft_bounds(specs) if b > p99)
+    expected = p99_threshold(specs)
     slo = slos_yaml(specs)["vllm-ttft"]
     assert slo["sli"]["threshold"] == expected
     assert slo["description"] == f"first token within {expected:g} s"  # what on-call reads as good
@@ -519,6 +525,59 @@ def test_a_description_that_does_not_name_the_threshold_is_noted(specs_with, tmp
     assert code == 0
     assert slos_yaml(specs)["vllm-ttft"]["description"] == "a snappy start"
     assert "note: SLO vllm-ttft: its description ('a snappy start') does not name the threshold" in out
+
+
+def test_a_load_test_of_one_model_writes_that_models_own_entry(specs_with, tmp_path, capsys):
+    # --model: the run speaks for that model alone; the SLO's own threshold stays for the others
+    files = LoadTest(bench_s=600).write_bench(tmp_path / "long", detailed=False)
+    specs = specs_with()
+    before = slos_yaml(specs)["vllm-ttft"]
+    code, _ = calibrate(specs, "--bench", *files, *ARGS, "--target", P99_TARGET, "--model", loadtest.MODEL)
+    out = capsys.readouterr().out
+    assert code == 0, out
+    slo = slos_yaml(specs)["vllm-ttft"]
+    assert slo["per_model"] == {loadtest.MODEL: {"threshold": p99_threshold(specs)}}
+    assert slo["sli"] == before["sli"] and slo["description"] == before["description"]
+    row = proposal(out, f"SLO vllm-ttft [{loadtest.MODEL}]", "threshold").split()
+    assert row[3:6] == ["threshold", "2.5", f"{p99_threshold(specs):g}"]  # now, proposed
+    line = next(x for x in (specs / "slos.yaml").read_text().splitlines() if "calibrate:" in x)
+    assert line.startswith("        threshold: 1  # calibrate: the smallest bucket bound")
+    assert main(["check", "--specs", str(specs)]) == 0
+
+
+def test_a_models_per_model_entry_is_the_slo_it_is_held_to(specs_with, tmp_path, capsys):
+    # its own objective (95%: the p95 is its evidence) and threshold are what the run is judged by
+    files = LoadTest(bench_s=600).write_bench(tmp_path / "long", detailed=False)
+    own = f'per_model:\n      "{loadtest.MODEL}": {{objective: 0.95, threshold: 5}}  # our own\n    alerting:'
+    specs = specs_with({"slos.yaml": [("alerting:", own)]})
+    code, _ = calibrate(specs, "--bench", *files, *ARGS, "--model", loadtest.MODEL)
+    out = capsys.readouterr().out
+    assert code == 0, out
+    knee = at(KNEE)
+    p95 = knee.queue_s + 2.5 * knee.prefill_s
+    halfway = (p95 + TTFT_TARGET) / 2  # --target ttft_p95=1.5s is the team's newer word than the 5 s
+    room = [b for b in ttft_bounds(specs) if p95 < b <= TTFT_TARGET]
+    expected = min([b for b in room if b >= halfway] or [max(room)])
+    entry = slos_yaml(specs)["vllm-ttft"]["per_model"][loadtest.MODEL]
+    assert entry == {"objective": 0.95, "threshold": expected}
+    assert slos_yaml(specs)["vllm-ttft"]["sli"]["threshold"] == 2.5
+    row = proposal(out, f"SLO vllm-ttft [{loadtest.MODEL}]", "objective").split()
+    assert row[3:6] == ["objective", "0.95", "0.95"]  # its own objective, kept
+    assert "ttft_p95 720ms vs ttft_p95 <= 5s" in out
+    assert "# our own" in (specs / "slos.yaml").read_text()
+    assert main(["check", "--specs", str(specs)]) == 0
+
+
+def test_an_slo_scoped_away_from_the_model_is_left_alone(specs_with, tmp_path, capsys):
+    files = LoadTest(bench_s=600).write_bench(tmp_path / "long", detailed=False)
+    scope = 'scope: {models: ["acme/other"]}\n    alerting:'
+    specs = specs_with({"slos.yaml": [("alerting:", scope)]})
+    before = (specs / "slos.yaml").read_text()
+    code, _ = calibrate(specs, "--bench", *files, *ARGS, "--target", P99_TARGET, "--model", loadtest.MODEL)
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "SLO vllm-ttft" in out and f"leaves out the load test's model '{loadtest.MODEL}'" in out
+    assert (specs / "slos.yaml").read_text() == before
 
 
 def test_the_error_bound_is_the_exact_binomial_one():

@@ -43,7 +43,10 @@ def add_cli(sub) -> None:
         help="e.g. ttft_p95=1.5s, itl_p95=80ms, errors=1%%; repeatable (default: the SLOs' objectives)",
     )
     p.add_argument(
-        "--model", metavar="NAME", help="the served model (model_name) when the range holds several"
+        "--model",
+        metavar="NAME",
+        help="the served model (model_name): narrows a range holding several; SLO thresholds go to "
+        "its per_model entry",
     )
     p.add_argument("--specs", default="specs", help="specs folder (default: specs)")
     p.add_argument(

@@ -70,9 +70,10 @@ def _value(result: list) -> tuple[float | None, dict]:
 class CalibrateHistory:
     """A load test's Prometheus history, measured one load step (a time range) at a time."""
 
-    def __init__(self, client, model: Model, shown: str):
+    def __init__(self, client, model: Model, shown: str, served: str | None = None):
         self.client = client
         self.model = model
+        self.served = served  # --model: its per-model SLO thresholds count its good tokens
         self.sb = model.builder
         self.shown = shown
         self.ident = self.sb.labels.identity("model")
@@ -163,7 +164,7 @@ class CalibrateHistory:
         shares = []
         for slo in goodput:
             kind = kind_of(slo.sli)
-            events = kind.events(self.sb, slo.sli, getattr(slo.sli, kind.param) if kind.param else None)
+            events = kind.events(self.sb, slo.sli, slo.threshold_of(self.served) if kind.param else None)
             good = self.sb.model_rate(events.good, win, events.keep)
             valid = self.sb.model_rate(events.valid, win, events.keep)
             shares.append(b.guarded_div(good, valid, self.ident))

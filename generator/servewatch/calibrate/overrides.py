@@ -38,7 +38,7 @@ def round_trip() -> YAML:
     return y
 
 
-def _block(parent: CommentedMap, key: str) -> CommentedMap:
+def block(parent: CommentedMap, key: str) -> CommentedMap:
     """parent[key] as a block mapping, made if missing (`overrides: {}` becomes a block)."""
     child = parent.get(key)
     if not isinstance(child, CommentedMap):
@@ -61,11 +61,11 @@ def apply(text: str, proposals: list[Proposal]) -> str:
         doc = CommentedMap()
     if not isinstance(doc, CommentedMap):
         raise CalibrateError(f"{FILE} is not a mapping; cannot add overrides to it")
-    alerts = _block(_block(doc, "overrides"), "alerts")
+    alerts = block(block(doc, "overrides"), "alerts")
     for p in proposals:
         if p.slo or p.value is None or p.field not in FIELDS or p.proposed == p.current:
             continue
-        entry = _block(alerts, p.subject)
+        entry = block(alerts, p.subject)
         key, value = FIELDS[p.field], plain(p.value)
         entry[key] = value
         evidence_comment(entry, key, f"{p.rule}; {p.evidence}")
@@ -74,13 +74,13 @@ def apply(text: str, proposals: list[Proposal]) -> str:
     return out.getvalue()
 
 
-def evidence_comment(parent: CommentedMap, key: str, text: str) -> None:
-    """`MARK text` as the comment of parent[key]'s line: after the user's words where there are
-    some, in place of an earlier calibrate comment; comment lines below it stay."""
+def evidence_comment(parent: CommentedMap, key: str, text: str, indent: int = 6) -> None:
+    """`MARK text` as the comment of parent[key]'s line (indented `indent` spaces): after the user's
+    words where there are some, in place of an earlier calibrate comment; comment lines below stay."""
     token = (parent.ca.items.get(key) or [None] * 4)[2]
     if token is None:
         # two spaces after the value, as the user's own comments usually sit
-        column = 6 + len(key) + 2 + len(str(parent[key])) + 2
+        column = indent + len(key) + 2 + len(str(parent[key])) + 2
         parent.yaml_add_eol_comment(f"{MARK} {text}", key, column=column)
         return
     first, newline, rest = token.value.partition("\n")

@@ -19,6 +19,7 @@ class Proposal:
     reason: str = ""
     value: float | str | None = None  # what --write puts in the specs
     slo: str = ""  # the SLO's name when the subject is one: written to its file, not the overrides
+    model: str = ""  # the model_name of the SLO's per_model entry the value is written to ("": the SLO's own)
 
 
 def sig(x: float, digits: int = 3) -> float:

@@ -47,6 +47,7 @@ class CalibrateResult:
     proposals: list[Proposal] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     slos_file: str = "specs/slos.yaml"  # where the SLOs' own targets are said to come from
+    served: str | None = None  # --model: the model_name the load test served
 
 
 def needed_requests(targets: list[Goal], floor: int) -> int:
@@ -338,4 +339,6 @@ class Proposer:
     def slos(self) -> list[Proposal]:
         """From the server's view where there is one (the histogram the SLI counts), else the bench."""
         steps = (self.prom or self.bench).steps
-        return SloProposer(self.model, steps, self.k, self.targets, self.result.slos_file).run()
+        return SloProposer(
+            self.model, steps, self.k, self.targets, self.result.slos_file, self.result.served
+        ).run()

@@ -19,10 +19,10 @@ from .propose import CalibrateResult, Proposer, check_steps, combine, mismatched
 from .targets import CalibrateError, from_slos, parse
 
 
-def _measures(model, targets) -> list[Measure]:
+def _measures(model, targets, served: str | None) -> list[Measure]:
     """What each step must report: the targets, the SLOs' percentiles and what each alert watches."""
     wanted = {t.measure.key: t.measure for t in targets}
-    for t in from_slos(model.slos.slos, "specs")[0]:
+    for t in from_slos(model.slos.slos, "specs", served)[0]:
         wanted.setdefault(t.measure.key, t.measure)
     for a in signal_alerts(model):
         signal = model.signal(a.spec.signal)
@@ -33,9 +33,10 @@ def _measures(model, targets) -> list[Measure]:
     return list(wanted.values())
 
 
-def _conditions(goodput) -> list[bench.Condition] | None:
-    """Per-request limits of a good token: each goodput latency SLO's threshold (a request a bench
-    file can time: first token or end to end); None when one is on another histogram."""
+def _conditions(goodput, served: str | None) -> list[bench.Condition] | None:
+    """Per-request limits of a good token: each goodput latency SLO's threshold for the served model
+    (a request a bench file can time: first token or end to end); None when one is on another
+    histogram."""
     out = []
     for slo in goodput:
         histogram = getattr(slo.sli, "histogram", None)
@@ -44,7 +45,7 @@ def _conditions(goodput) -> list[bench.Condition] | None:
         metric = next((k for k, v in HISTOGRAMS.items() if v == histogram), None)
         if metric not in ("ttft", "e2el"):
             return None
-        out.append(bench.Condition(metric, float(slo.sli.threshold)))
+        out.append(bench.Condition(metric, float(slo.threshold_of(served))))
     return out
 
 
@@ -95,22 +96,24 @@ def calibrate(args) -> int:
     targets = [parse(t) for t in args.target]
     notes = []
     if not targets:
-        targets, skipped = from_slos(spec.slos, f"{args.specs}/slos.yaml")
+        targets, skipped = from_slos(spec.slos, f"{args.specs}/slos.yaml", args.model)
         notes += skipped
         if not targets:
             raise CalibrateError("no targets: give --target MEASURE=LIMIT or SLOs in specs/slos.yaml")
-    needed = _measures(model, targets)
-    goodput = [slo for slo in spec.slos.values() if slo.goodput]
+    needed = _measures(model, targets, args.model)
+    goodput = [
+        slo for slo in spec.slos.values() if slo.goodput and (not args.model or slo.covers_model(args.model))
+    ]
     sweeps = []
     if args.bench:
-        steps = [s for f in args.bench for s in bench.read(Path(f), needed, _conditions(goodput))]
+        steps = [s for f in args.bench for s in bench.read(Path(f), needed, _conditions(goodput, args.model))]
         check_steps("bench", steps, targets, args.min_requests)
         sweeps.append(sweep("bench", steps, targets))
     if args.prometheus:
         a, z, every, edges = _range(args)
         try:
             with connect(args) as client:
-                hist = CalibrateHistory(client, model, client.shown)
+                hist = CalibrateHistory(client, model, client.shown, args.model)
                 steps = [hist.step(k, r, needed, goodput) for k, r in enumerate(split(a, z, every, edges))]
         except PromApiError as exc:
             print(f"servewatch: error: {exc}; nothing was written", file=sys.stderr)
@@ -123,6 +126,7 @@ def calibrate(args) -> int:
         combine(sweeps),
         notes=notes + mismatched_loads(sweeps),
         slos_file=f"{args.specs}/slos.yaml",
+        served=args.model,
     )
     result.proposals = Proposer(model, result).run()
     cost = spec.dashboards.defaults.cost

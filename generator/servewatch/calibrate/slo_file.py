@@ -4,7 +4,8 @@ overrides.yaml tunes alerts, groups and scenarios only: an SLO's threshold and o
 once, where the SLO is. The edit is a round trip through ruamel.yaml like the overrides': the
 user's comments, order and quoting stay; the evidence joins the threshold line's comment (after the
 user's own, which is kept), and a description that names the old threshold ("within 2.5 s") is
-updated with it, since it is what the burn-rate alerts tell on-call a good event is.
+updated with it, since it is what the burn-rate alerts tell on-call a good event is. A load test
+of one model (--model) writes that model's `per_model` entry instead, made if missing.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import io
 import re
 
-from .overrides import evidence_comment, plain, round_trip
+from .overrides import block, evidence_comment, plain, round_trip
 from .proposal import Proposal
 from .targets import CalibrateError
 
@@ -40,6 +41,11 @@ def apply(text: str, file: str, proposals: list[Proposal]) -> tuple[str, list[st
             raise CalibrateError(
                 f"{file}: slos.{p.slo}.sli.threshold: not found where the SLO was loaded"
             ) from None
+        if p.model:  # one model's load test: its own entry, the other models keep the SLO's threshold
+            entry = block(block(slo, "per_model"), p.model)
+            entry["threshold"] = plain(p.value)
+            evidence_comment(entry, "threshold", f"{p.rule}; {p.evidence}", indent=8)
+            continue
         sli["threshold"] = plain(p.value)
         evidence_comment(sli, "threshold", f"{p.rule}; {p.evidence}")
         description = slo.get("description")

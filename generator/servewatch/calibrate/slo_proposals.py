@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 
+from ..slo.exprs import MODEL
 from ..spec.slos import AvailabilitySLI, LatencySLI
 from .measures import ERRORS, Measure, for_histogram, percentile_word
 from .proposal import MIN_TAIL, Proposal, sig
@@ -86,16 +87,33 @@ def _pct(ratio: float) -> str:
 class SloProposer:
     """The SLO rows of the proposals, from the steps of one source at the sustainable step `k`."""
 
-    def __init__(self, model, steps: list, k: int, targets: dict[str, Goal], where: str):
+    def __init__(self, model, steps: list, k: int, targets: dict[str, Goal], where: str, served=None):
         self.model = model
         self.steps = steps
         self.k = k
         self.targets = targets  # measure key -> the team's target
         self.where = where  # the SLOs' file as the targets name it
+        self.served = served  # --model: the one model the load test served
+
+    def entry(self, slo) -> str:
+        """The model whose per_model entry a proposal for `slo` goes to ("": the SLO's own fields).
+        A load test of one model (--model) speaks for that model only, so it gets its own entry,
+        unless the SLO covers that model alone (or cannot tell models apart: no model_name)."""
+        if not self.served or MODEL not in self.model.config.identity.model:
+            return ""
+        if self.served not in slo.per_model and slo.scope and slo.scope.models == (self.served,):
+            return ""
+        return self.served
 
     def run(self) -> list[Proposal]:
         out: list[Proposal] = []
         for name, slo in sorted(self.model.slos.slos.items()):
+            if self.served and not slo.covers_model(self.served):
+                why = f"its scope ({slo.scope.text}) leaves out the load test's model {self.served!r}"
+                out.append(
+                    Proposal(f"SLO {name}", "objective", f"{slo.objective:g}", None, reason=why, slo=name)
+                )
+                continue
             if isinstance(slo.sli, LatencySLI):
                 out += self.latency(name, slo)
             elif isinstance(slo.sli, AvailabilitySLI):
@@ -112,15 +130,17 @@ class SloProposer:
 
     # -- latency ---------------------------------------------------------------------------------
     def latency(self, name: str, slo) -> list[Proposal]:
-        subject, threshold = f"SLO {name}", float(slo.sli.threshold)
+        entry = self.entry(slo)
+        subject, threshold = self.subject(name, entry), float(slo.threshold_of(self.served))
         current = f"{threshold:g}"
-        objective = f"{slo.objective:g}"
-        measure = for_histogram(slo.sli.histogram, slo.objective)
+        promised = slo.objective_of(self.served)
+        objective = f"{promised:g}"
+        measure = for_histogram(slo.sli.histogram, promised)
         if measure is None:
             why = f"{slo.sli.histogram} is not measured by a load test"
             return [
-                Proposal(subject, "threshold", current, None, reason=why, slo=name),
-                Proposal(subject, "objective", objective, None, reason=why, slo=name),
+                Proposal(subject, "threshold", current, None, reason=why, slo=name, model=entry),
+                Proposal(subject, "objective", objective, None, reason=why, slo=name, model=entry),
             ]
         step = self.steps[self.k]
         value = step.measures.get(measure.key)
@@ -132,12 +152,12 @@ class SloProposer:
             why = (
                 f"too few requests: the sustainable step {step.label} has {step.requests}; "
                 f"{measure.key} needs at least {need} ({MIN_TAIL} beyond it) to say anything about "
-                f"{slo.objective * 100:g}% of requests: run that step longer"
+                f"{promised * 100:g}% of requests: run that step longer"
             )
         if why:
             return [
-                Proposal(subject, "threshold", current, None, reason=why, slo=name),
-                Proposal(subject, "objective", objective, None, reason=why, slo=name),
+                Proposal(subject, "threshold", current, None, reason=why, slo=name, model=entry),
+                Proposal(subject, "objective", objective, None, reason=why, slo=name, model=entry),
             ]
         unit = measure.unit
         seen = (
@@ -158,12 +178,18 @@ class SloProposer:
             else f"NOT MET at sustainable load: {measure.key} {show(value, unit)} > "
             f"{show(threshold, unit)}, so the SLO would burn its budget there",
             slo=name,
+            model=entry,
         )
         return [self._threshold(name, slo, measure, value, seen), verdict]
 
+    def subject(self, name: str, entry: str) -> str:
+        return f"SLO {name}" + (f" [{entry}]" if entry else "")
+
     def _threshold(self, name: str, slo, measure: Measure, value: float, seen: str) -> Proposal:
-        subject, current = f"SLO {name}", f"{float(slo.sli.threshold):g}"
-        own = Goal(measure, float(slo.sli.threshold), f"{self.where}: {name}")
+        entry, threshold = self.entry(slo), float(slo.threshold_of(self.served))
+        subject, current = self.subject(name, entry), f"{threshold:g}"
+        where = f"{self.where}: {name}" + (f" per_model {entry!r}" if entry in slo.per_model else "")
+        own = Goal(measure, threshold, where)
         target = self.targets.get(measure.key) or own  # a --target is the team's newer word
         unit, limit = measure.unit, target.limit
         bounds = sorted(self.model.builder.catalog.lookup(slo.sli.histogram).buckets)
@@ -180,6 +206,7 @@ class SloProposer:
                 f"{measure.key} ({show(value, unit)}) and within the target {show(limit, unit)} "
                 f"({target.origin}){hint}: a looser SLO is the team's call, not the load test's",
                 slo=name,
+                model=entry,
             )
         halfway = value + (limit - value) / 2
         above = [b for b in room if b >= halfway]
@@ -191,31 +218,32 @@ class SloProposer:
             else "the largest bucket bound within the target (none lies between halfway and it: "
             "less margin than halfway)"
         )
-        p = percentile_word(measure.percentile)
+        p, promised = percentile_word(measure.percentile), slo.objective_of(self.served)
         return Proposal(
             subject,
             "threshold",
             current,
             f"{proposed:g}",
-            evidence=f"{seen} (p{p}: {slo.objective * 100:g}% of requests within the threshold holds "
+            evidence=f"{seen} (p{p}: {promised * 100:g}% of requests within the threshold holds "
             f"where the {p}th percentile is at or under it), target {show(limit, unit)} "
             f"({target.origin}); halfway {show(halfway, unit)}; margin {show(proposed - value, unit)} "
             "above sustainable load",
             rule=rule,
             value=sig(proposed, 6),
             slo=name,
+            model=entry,
         )
 
     # -- availability ----------------------------------------------------------------------------
     def availability(self, name: str, slo) -> Proposal:
-        subject, objective = f"SLO {name}", f"{slo.objective:g}"
-        budget = round(1 - slo.objective, 9)
+        entry, promised = self.entry(slo), slo.objective_of(self.served)
+        subject, objective = self.subject(name, entry), f"{promised:g}"
+        budget = round(1 - promised, 9)
         step = self.steps[self.k]
         ratio = step.measures.get(ERRORS)
         if ratio is None or math.isnan(ratio):
-            return Proposal(
-                subject, "objective", objective, None, reason=f"step {step.label} has no {ERRORS}", slo=name
-            )
+            why = f"step {step.label} has no {ERRORS}"
+            return Proposal(subject, "objective", objective, None, reason=why, slo=name, model=entry)
         n = step.requests
         failed = round(ratio * n)
         upper = error_upper_bound(failed, n)
@@ -232,7 +260,7 @@ class SloProposer:
             reason = (
                 f"cannot be established from {n} requests: {failed} failed, and the failure ratio "
                 f"could still be {_pct(upper)} ({CONFIDENCE:.0%} confidence) against a {_pct(budget)} "
-                f"budget; {slo.objective * 100:g}% needs at least {least} requests with no failure"
+                f"budget; {promised * 100:g}% needs at least {least} requests with no failure"
                 + (f", {need} at the observed ratio" if need and failed else "")
                 + " at the sustainable step"
             )
@@ -248,4 +276,5 @@ class SloProposer:
             "promise; a load test checks it)",
             reason=reason,
             slo=name,
+            model=entry,
         )

@@ -56,19 +56,24 @@ def parse(text: str) -> Goal:
     return Goal(measure, value, f"--target {text}")
 
 
-def from_slos(slos: dict, where: str) -> tuple[list[Goal], list[str]]:
+def from_slos(slos: dict, where: str, served: str | None = None) -> tuple[list[Goal], list[str]]:
     """Targets the SLOs state: a latency SLO's objective is a percentile under its threshold
     (99% within 2.5 s = ttft_p99 <= 2.5s); an availability SLO's budget is the error share.
-    Also the SLOs a load test cannot check (a histogram vLLM bench does not measure)."""
+    With `served` (--model), what the SLO promises that model: its per-model objective and threshold,
+    and none of an SLO whose scope leaves the model out. Also the SLOs a load test cannot check."""
     out, skipped = [], []
     for name, slo in sorted(slos.items()):
-        origin = f"{where}: {name}"
+        if served and not slo.covers_model(served):
+            skipped.append(f"SLO {name}: its scope ({slo.scope.text}) leaves out model {served!r}")
+            continue
+        origin = f"{where}: {name}" + (f" (per_model {served!r})" if served in slo.per_model else "")
+        objective = slo.objective_of(served)
         if isinstance(slo.sli, LatencySLI):
-            measure = for_histogram(slo.sli.histogram, slo.objective)
+            measure = for_histogram(slo.sli.histogram, objective)
             if measure is None:
                 skipped.append(f"SLO {name}: {slo.sli.histogram} is not measured by a load test")
                 continue
-            out.append(Goal(measure, float(slo.sli.threshold), origin))
+            out.append(Goal(measure, float(slo.threshold_of(served)), origin))
         elif isinstance(slo.sli, AvailabilitySLI):
-            out.append(Goal(Measure(ERRORS), round(1 - slo.objective, 9), origin))
+            out.append(Goal(Measure(ERRORS), round(1 - objective, 9), origin))
     return out, skipped

@@ -229,6 +229,16 @@ class SLO(Strict):
         over = self.per_model.get(model_name or "")
         return over.objective if over is not None and over.objective is not None else self.objective
 
+    def threshold_of(self, model_name: str | None) -> float | None:
+        """The latency threshold that applies to `model_name` (None for an SLI without one)."""
+        own = getattr(self.sli, "threshold", None)
+        over = self.per_model.get(model_name or "")
+        return over.threshold if over is not None and over.threshold is not None else own
+
+    def covers_model(self, model_name: str) -> bool:
+        """Whether the scope lets `model_name` in by name (its matchers need the other labels)."""
+        return self.scope is None or not self.scope.models or model_name in self.scope.models
+
 
 def _slo_name(name: str) -> str:
     if not SLO_NAME_RE.match(name):

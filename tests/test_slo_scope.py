@@ -7,6 +7,7 @@ proves the split on the generated tests, and that they fail on rules without the
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import yaml
@@ -122,12 +123,42 @@ def test_a_per_model_override_outside_the_scope_is_refused(specs_with, line_of):
     assert "is not in scope.models" in msg
 
 
-def test_a_scope_of_one_deployment_is_refused_before_the_tests_fail(specs_with, line_of):
-    specs = specs_with(_scoped(f'{{models: ["{DEEPSEEK}"], matchers: \'namespace="llm-prod"\'}}'))
-    line = line_of(specs / SLOS, "scope:")
-    [msg] = _errors(specs)
-    assert f"slos.yaml:{line}: slos.vllm-ttft.scope:" in msg, msg
-    assert "need another identity label (namespace)" in msg
+def test_a_scope_of_one_deployment_is_proven_one_engine_per_test(specs_with, tmp_path):
+    """ "DeepSeek-V3 in llm-prod" fixes every identity label, so the scenarios' engines cannot be kept
+    apart: each runs in a test of its own, as the deployment itself, and promtool proves them all;
+    rules that count the model outside the scope fail them."""
+    scope = f'scope: {{models: ["{DEEPSEEK}"], matchers: \'namespace="llm-prod"\'}}'
+    one = DEEPSEEK_TTFT.replace(f'scope: {{models: ["{DEEPSEEK}"]}}', scope)
+    assert one != DEEPSEEK_TTFT, "test setup: the scope was not replaced"
+    _, files = generate.build(specs_with({SLOS: [("slos:\n", "slos:\n" + one)]}))
+    body, rule_files = write_rule_files(files, tmp_path)
+    mine = [t for t in body["tests"] if t["name"].startswith("deepseek-ttft: ")]
+    assert len(mine) > 10  # one per scenario and engine, not a handful of batches
+    for test in mine:
+        inside = {
+            (labels["namespace"], labels["model_name"])
+            for labels in (_series_labels(x["series"]) for x in test["input_series"])
+            if OUTSIDE not in labels["model_name"]
+        }
+        assert inside <= {("llm-prod", DEEPSEEK)}, test["name"]
+    assert any("guard" in t["name"] and "-past)" in t["name"] for t in mine)  # a two-engine claim, split
+    path = tmp_path / "slo.test.yaml"
+    path.write_text(yaml.safe_dump({**body, "rule_files": rule_files, "tests": mine}, width=1000))
+    res = tools.run("promtool", "test", "rules", path)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr
+
+    rules = tmp_path / "rules" / "slo.rules.yaml"
+    unscoped = rules.read_text().replace(f'model_name="{DEEPSEEK}", ', "")
+    assert unscoped != rules.read_text(), "test setup: the scope's model matcher was not found"
+    rules.write_text(unscoped)
+    outside = [t for t in mine if any(OUTSIDE in x["series"] for x in t["input_series"])]
+    path.write_text(yaml.safe_dump({**body, "rule_files": rule_files, "tests": outside}, width=1000))
+    res = tools.run("promtool", "test", "rules", path)
+    assert res.returncode != 0 and "out-of-scope" in res.stdout + res.stderr, res.stdout[-3000:]
+
+
+def _series_labels(series: str) -> dict[str, str]:
+    return dict(re.findall(r'([A-Za-z_]+)="([^"]*)"', series))
 
 
 def test_a_mistake_writes_nothing(specs_with, tmp_path, servewatch):

@@ -7,6 +7,10 @@ accepts, and where that takes the scenario's own model name away (a scope of lis
 identity label carries the scenario's name, so the models stay apart. The engines of the
 out-of-scope scenario take a value the scope refuses instead, and nothing else.
 
+A scope that fixes every identity label (a listed model and an equality on each other label: "DeepSeek
+in llm-prod") selects one deployment, so its engines cannot be kept apart: it is `solo`, and the proof
+runs each scenario in its own promtool test (slo/scenarios.py), where one deployment is all there is.
+
 Every value depends on the scenario alone, never on the order of the calls: the proof designs its
 series with one mapping and the tests expect alerts with another, which must agree.
 """
@@ -14,10 +18,11 @@ series with one mapping and the tests expect alerts with another, which must agr
 from __future__ import annotations
 
 import re
+from functools import cached_property
 
 from ..errors import SpecError
 from ..slo.exprs import MODEL
-from ..slo.scenarios import is_outside
+from ..slo.scenarios import is_outside, scenario_model
 from ..spec import matchers as m
 
 SLUG_RE = re.compile(r"[^a-z0-9]+")
@@ -44,9 +49,18 @@ class SloEngines:
             self.labels_of[key] = self._outside(key) if is_outside(key) else self._inside(key)
         return self.labels_of[key]
 
+    @cached_property
+    def solo(self) -> bool:
+        """Whether the scope selects one deployment: the scenarios' engines cannot be apart in it."""
+        if self.scope is None:
+            return False
+        probe = scenario_model("steady-burn")
+        return self._apart_or_none(probe, self._in_scope(probe)) is None
+
     # -- in the scope ----------------------------------------------------------------------------------
     def _inside(self, key: str) -> dict[str, str]:
-        return self._apart(key, self._in_scope(key))
+        labels = self._in_scope(key)
+        return labels if self.solo else self._apart(key, labels)
 
     def _in_scope(self, key: str) -> dict[str, str]:
         """The engine's labels with the values the scope needs (model names may now be shared)."""
@@ -101,6 +115,18 @@ class SloEngines:
 
     def _apart(self, key: str, labels: dict[str, str]) -> dict[str, str]:
         """Where the scope took the scenario's model name away, another identity label carries it."""
+        apart = self._apart_or_none(key, labels)
+        if apart is not None:
+            return apart
+        others = ", ".join(x for x in self.identity if x != MODEL)
+        raise SpecError(
+            "the generated SLO tests run each scenario as its own model in this scope; with the model "
+            f"name fixed they need another identity label ({others}) "
+            "that the scope and config.selectors leave open, and find none",
+            self.where,
+        )
+
+    def _apart_or_none(self, key: str, labels: dict[str, str]) -> dict[str, str] | None:
         if labels.get(MODEL) == self.base(key).get(MODEL):
             return labels
         for label in self.identity:
@@ -114,14 +140,7 @@ class SloEngines:
             fits = [v for v in options if self._fits(label, v, key) and slug(key) in v]
             if fits:
                 return {**labels, label: fits[0]}
-        others = ", ".join(x for x in self.identity if x != MODEL)
-        raise SpecError(
-            "the generated SLO tests run each scenario as its own model in this scope; with the model "
-            f"name fixed they need another identity label ({others}) "
-            "that the scope and config.selectors leave open, and find none (a scope of listed models "
-            "and an equality on every other label selects one deployment)",
-            self.where,
-        )
+        return None
 
     # -- outside the scope -------------------------------------------------------------------------------
     def _outside(self, key: str) -> dict[str, str]:
@@ -135,9 +154,12 @@ class SloEngines:
             options = [old, base.get(x.label, old), f"{old}-x", *m.examples(x.value, old)]
             if x.op in ("=", "!="):
                 options.append(x.value)
+            if self.solo:  # the one label off also keeps the scenario's outside engines apart
+                options = [f"{old}-{slug(key)}", *options]
             for value in options:
                 if not m.accepts(x.op, x.value, value) and self._selected(x.label, value):
-                    return self._apart(key, {**inside, x.label: value})
+                    labels = {**inside, x.label: value}
+                    return labels if self.solo and slug(key) in value else self._apart(key, labels)
         raise SpecError(
             "the generated SLO tests need a deployment outside this scope that config.selectors "
             "still reads, to prove it is never counted, and find none",

@@ -74,7 +74,7 @@ def _render(model: Model) -> dict[str, str]:
         engines = slo_engines(model, name, slo)
         proof = _proof(model, name, slo, where, engines)
         tests += _tests(model, name, slo, proof, engines)
-        claims += [_heading(name, slo)] + [_claim(sc) for sc in proof.scenarios]
+        claims += [_heading(name, slo, engines.solo)] + [_claim(sc) for sc in proof.scenarios]
     if not tests:
         return {}
     path = test_path(FAMILY)
@@ -146,16 +146,22 @@ def _proof(model: Model, name: str, slo, where, engines: SloEngines) -> Proof:
         native = model.builder.histograms.native
         rate_window = model.config.rate_window
         series_name = _series_name(model, engines)
-        proof = Designer(name, slo, rate_window, series_name, where, by_part, native, also_read).proof()
+        solo = engines.solo
+        proof = Designer(name, slo, rate_window, series_name, where, by_part, native, also_read, solo).proof()
         while len(_PROOFS) >= PROOFS_KEPT:
             del _PROOFS[next(iter(_PROOFS))]
         _PROOFS[key] = proof
     return _PROOFS[key]
 
 
-def _heading(name: str, slo) -> str:
+def _heading(name: str, slo, solo: bool) -> str:
     if slo.scope is None:
         return f"{name}:"
+    if solo:  # render/slo_engines.py
+        return (
+            f"{name} (for {slo.scope.text}, one deployment: every engine but {scenario_model(OUTSIDE)}* "
+            "is it, each scenario in its own test):"
+        )
     return f"{name} (for {slo.scope.text}: every model but {scenario_model(OUTSIDE)}* is moved into it):"
 
 

@@ -13,7 +13,7 @@ A claim that the SLO's own settings make impossible is a spec error naming the S
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from ..errors import SpecError
@@ -203,8 +203,12 @@ class Designer:
         by_part: bool = False,
         native: bool = False,
         also_read: tuple[float, ...] = (),
+        solo: bool = False,
     ):
         self.name, self.slo, self.rate_window = name, slo, rate_window
+        # the scope selects one deployment (render/slo_engines.py): every engine in it has the same
+        # labels, so each scenario is proven in its own test, with one in-scope engine
+        self.solo = solo
         # bucket bounds other SLOs read from the same histogram: every engine exports them, as a real
         # one does, so those SLOs see their inputs here (no SLOInputsMissing of theirs in this test)
         self.also_read = also_read
@@ -245,7 +249,8 @@ class Designer:
                 )
             sc.checks = sorted(set(checks))
         scenarios = [sc for sc in scenarios if sc.checks or not sc.optional]
-        proof = Proof([Batch(b) for b in batched(scenarios)], steps)
+        batches = [[part] for part in _one_engine_each(scenarios)] if self.solo else batched(scenarios)
+        proof = Proof([Batch(b) for b in batches], steps)
         if any(r.timeline.fires(QUIET_UNTIL) for r in proof.runs):
             raise SpecError(
                 f"the generated SLO tests need minute {QUIET_UNTIL} quiet for every model", self.where
@@ -520,6 +525,16 @@ class Designer:
         tiny_rate = guard / (2 * longest)  # half the guard over the longest window
         tiny, busy = self.run(scenario_model("tiny-traffic")), self.run(scenario_model("busy-control"))
         tiny.traffic.add(length, tiny_rate, 1.0)
+        if self.solo:  # no second engine beside it: steady-burn shows the same failures fire with traffic
+            return SloScenario(
+                "tiny-traffic",
+                f"the low-traffic guard of {guard} events holds",
+                f"every request fails, but at {tiny_rate * 60:.3g} requests an hour no window reaches "
+                f"min_events ({guard})",
+                length + 1,
+                [tiny],
+                never_fires(length),
+            )
         # the control starts failing after the first checks, which then see no alert of any model
         healthy = QUIET_UNTIL + 10
         busy.traffic.add(healthy, self.per_min, 0.0).add(length - healthy, self.per_min, 1.0)
@@ -844,6 +859,18 @@ def never_fires(end: int) -> Callable[[SloScenario], list[int] | None]:
         return None if any(sc.fires(at) for at in range(sc.steps)) else [QUIET_UNTIL, end]
 
     return prove
+
+
+def _one_engine_each(scenarios: list[SloScenario]) -> list[SloScenario]:
+    """Each scenario as tests of one engine each (a scope of one deployment, render/slo_engines.py):
+    a claim shown on two engines is checked on each in its own test, by what its timeline fires."""
+    out = []
+    for sc in sorted(scenarios, key=lambda sc: sc.key):
+        if len(sc.runs) == 1:
+            out.append(sc)
+            continue
+        out += [replace(sc, runs=[r], claim=f"{sc.claim} ({r.traffic.model})") for r in sc.runs]
+    return out
 
 
 def _without_clashes(batch: Batch) -> list[SloScenario]:

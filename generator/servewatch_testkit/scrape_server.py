@@ -20,6 +20,7 @@ scrape config attaches them, as Kubernetes service discovery would. A step where
 from __future__ import annotations
 
 import math
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -117,6 +118,15 @@ def _histogram_order(sv: tuple[Series, float]) -> tuple:
     return (labels, _SUFFIX_ORDER.get(suffix, 3), float(le) if le is not None else 0.0, s.name)
 
 
+class _Quiet(ThreadingHTTPServer):
+    """A scraper that gives up (a scrape timeout on a loaded machine) is no error of ours: the default
+    prints a traceback per hang-up, which fills the stderr of `servewatch demo` and the user's terminal."""
+
+    def handle_error(self, request, client_address) -> None:
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)
+
+
 class ScrapeServer:
     """Serves scenarios (one per cluster) as scrape targets on 127.0.0.1 (a context manager)."""
 
@@ -211,7 +221,7 @@ class ScrapeServer:
             def log_message(self, *args):  # quiet: scrapers call every second
                 pass
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = _Quiet(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
         self.t0 = time.time()

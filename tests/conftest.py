@@ -1,3 +1,4 @@
+import os
 import shutil
 import subprocess
 import sys
@@ -6,7 +7,8 @@ from typing import Callable
 
 import pytest
 
-from servewatch import generate, tools
+import in_process
+from servewatch import cli, generate, tools
 from servewatch.model import Model
 
 REPO = Path(__file__).resolve().parents[1]
@@ -108,9 +110,28 @@ def line_of() -> Callable[[Path, str], int]:
 # A guard against a hung run, not a speed limit: `servewatch test` runs every promtool test, which
 # took over 300 s on a shared machine under load.
 SERVEWATCH_HANG_S = 1200
+# Set to run every run_servewatch() call as a subprocess again (to compare the two, bench/README.md).
+FORCE_SUBPROCESS = os.environ.get("SERVEWATCH_TESTS_SUBPROCESS") == "1"
 
 
 def run_servewatch(*args, cwd=None) -> subprocess.CompletedProcess:
+    """`servewatch args` in cwd (default: the repository): its exit status, stdout and stderr.
+
+    It runs in this process (tests/in_process.py): what it tests is the command, not Python starting.
+    The caches that outlive a call are keyed by what they are made from (the SLO proofs by the SLO and
+    the config, the catalog and the packaged defaults by nothing that changes, tool versions by the
+    binary's path, size and mtime); the working directory, sys.argv, the environment and signal
+    handlers are put back. Use run_servewatch_process where the process is the subject."""
+    if FORCE_SUBPROCESS:
+        return run_servewatch_process(*args, cwd=cwd)
+    return in_process.run(
+        cli.main, "servewatch", [str(a) for a in args], Path(cwd or REPO), SERVEWATCH_HANG_S
+    )
+
+
+def run_servewatch_process(*args, cwd=None) -> subprocess.CompletedProcess:
+    """`python -m servewatch args` as a process of its own: for the entry point, exit statuses set by
+    signals, a closed pipe, and commands run side by side."""
     return subprocess.run(
         [sys.executable, "-m", "servewatch", *map(str, args)],
         cwd=cwd or REPO,

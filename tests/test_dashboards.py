@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
@@ -682,15 +680,10 @@ def test_spec_errors_name_file_line_and_field(specs_with, line_of):
         assert any(e.startswith(where) and words in e for e in errors), (where, errors)
 
 
-def test_cli_reports_dashboard_spec_errors_without_writing(specs_with, tmp_path):
+def test_cli_reports_dashboard_spec_errors_without_writing(specs_with, tmp_path, servewatch):
     specs = specs_with({"dashboards.yaml": [("refresh: 30s", "refresh: soon")]})
     out = tmp_path / "out"
-    res = subprocess.run(
-        [sys.executable, "-m", "servewatch", "generate", "--specs", str(specs), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    res = servewatch("generate", "--specs", specs, "--out", out)
     assert res.returncode == 2
     assert "dashboards.yaml:" in res.stderr and "dashboards.defaults.refresh" in res.stderr
     assert not (out / "dashboards").exists()

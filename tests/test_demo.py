@@ -75,7 +75,7 @@ def _firing(url: str) -> list[dict]:
         return [a for a in client.get("/api/v1/alerts")["alerts"] if a["state"] == "firing"]
 
 
-def test_the_demo_serves_the_fleet_fires_the_incident_and_its_commands_work(demo):
+def test_the_demo_serves_the_fleet_fires_the_incident_and_its_commands_work(demo, servewatch):
     proc, printed, work = demo
     prom, am = _url(printed, "Prometheus 3.5"), _url(printed, "Alertmanager")
     # Each cluster is a scrape job of its own, and Prometheus offsets each target's scrapes within the
@@ -110,9 +110,7 @@ def test_the_demo_serves_the_fleet_fires_the_incident_and_its_commands_work(demo
     # the printed investigate command, as printed
     line = next(x for x in printed.splitlines() if x.strip().endswith("VLLMKVCacheUsageHigh"))
     args = line.split()[1:]
-    res = subprocess.run(
-        [sys.executable, "-m", "servewatch", *args], capture_output=True, text=True, timeout=300
-    )
+    res = servewatch(*args)
     assert res.returncode == 0, res.stderr
     assert "== VLLMKVCacheUsageHigh: UNHEALTHY" in res.stdout
     # the generated dashboards it points Grafana at are there

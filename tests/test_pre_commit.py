@@ -11,7 +11,7 @@ import sys
 import pytest
 import yaml
 
-from conftest import REPO
+from conftest import REPO, run_servewatch, run_servewatch_process
 
 HOOKS = {h["id"]: h for h in yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())}
 BAD_RULE = """\
@@ -41,7 +41,7 @@ def made(tmp_path_factory):
     root = tmp_path_factory.mktemp("users") / "monitoring"
     root.mkdir()
     for args in (("init", "."), ("generate",)):
-        res = sh(sys.executable, "-m", "servewatch", *args, cwd=root)
+        res = run_servewatch(*args, cwd=root)
         assert res.returncode == 0, res.stderr
     env = {**os.environ, **GIT_ENV}
     for args in (("init", "-q"), ("add", "-A"), ("commit", "-qm", "monitoring")):
@@ -55,11 +55,11 @@ def user_repo(made, tmp_path):
 
 
 def run_hook(hook_id: str, cwd) -> subprocess.CompletedProcess:
-    """The hook's entry as pre-commit runs it: entry, then args, no file names."""
+    """The hook's entry as pre-commit runs it: entry, then args, no file names, in a process of its own."""
     hook = HOOKS[hook_id]
     command = shlex.split(hook["entry"]) + hook.get("args", [])
     assert command[0] == "servewatch"
-    return sh(sys.executable, "-m", "servewatch", *command[1:], cwd=cwd)
+    return run_servewatch_process(*command[1:], cwd=cwd)
 
 
 def test_the_hooks_run_servewatch_on_the_whole_repository():

@@ -21,7 +21,7 @@ from .exporter import DcgmFacts, ExporterProfile, FieldName
 # Where the catalog files are read from; a test may point it at a scratch copy (then load.cache_clear()).
 DIRECTORY = resources.files(__package__)
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
-SOURCES = ("vllm", "dcgm", "kube")
+SOURCES = ("vllm", "dcgm", "kube", "gateway")
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,19 @@ class Metric:
 
 
 @dataclass(frozen=True)
+class ClientSource:
+    """A gateway or frontend that sees each request as its client does (gateway.yaml, `clients:`)."""
+
+    name: str
+    about: str
+    model_label: str | None  # the label carrying the model name; None: undocumented, config names it
+    fields: tuple[tuple[str, str], ...]  # client-side quantity (ttft, itl) -> its histogram
+
+    def metric(self, field: str) -> str | None:
+        return dict(self.fields).get(field)
+
+
+@dataclass(frozen=True)
 class Rename:
     old: str
     replacement: str | None
@@ -59,6 +72,7 @@ class Catalog:
     vllm_liveness: str  # the gauge every running vLLM engine exports
     metrics: dict[str, Metric] = field(default_factory=dict)
     renamed: dict[str, Rename] = field(default_factory=dict)
+    clients: dict[str, ClientSource] = field(default_factory=dict)  # config.client_side.source
 
     def lookup(self, name: str) -> Metric | None:
         """The catalog entry for an exposed series name, histogram suffixes included."""
@@ -171,7 +185,29 @@ def load() -> Catalog:
     liveness = raw["vllm"].get("liveness")
     if liveness not in metrics:
         raise CatalogError(f"catalog/vllm.yaml: liveness: {liveness!r} is not a vLLM metric of the catalog")
-    return Catalog(dcgm=dcgm, vllm_liveness=liveness, metrics=metrics, renamed=renamed)
+    clients = _clients(raw["gateway"], metrics)
+    return Catalog(dcgm=dcgm, vllm_liveness=liveness, metrics=metrics, renamed=renamed, clients=clients)
 
 
-__all__ = ["Catalog", "CatalogError", "ExporterProfile", "FieldName", "Metric", "Rename", "load"]
+def _clients(raw: dict, metrics: dict[str, Metric]) -> dict[str, ClientSource]:
+    out = {}
+    for name, facts in (raw.get("clients") or {}).items():
+        fields = tuple((f, m) for f, m in (facts.get("fields") or {}).items())
+        for f, m in fields:
+            if metrics.get(m) is None or metrics[m].type != "histogram":
+                where = f"catalog/gateway.yaml: clients.{name}.fields.{f}"
+                raise CatalogError(f"{where}: {m!r} is not a histogram of the catalog")
+        out[name] = ClientSource(name, " ".join(facts["about"].split()), facts.get("model_label"), fields)
+    return out
+
+
+__all__ = [
+    "Catalog",
+    "CatalogError",
+    "ClientSource",
+    "ExporterProfile",
+    "FieldName",
+    "Metric",
+    "Rename",
+    "load",
+]

@@ -19,6 +19,7 @@ from pydantic import (
 from .. import catalog
 from ..catalog.exporter import METRIC_NAME_RE
 from .translate import did_you_mean
+from .client_side import ClientSideConfig
 from .deployment import RoleConfig, RoleName, TrackConfig
 from .fields import (
     DURATION_RE,
@@ -225,6 +226,9 @@ class Config(Strict):
     # aggregated, single-track deployment per model
     role: RoleConfig | None = None
     track: TrackConfig | None = None
+    # the client's side of latency: a gateway or frontend source (spec/client_side.py); null: the
+    # latency alerts read the engines' own histograms
+    client_side: ClientSideConfig | None = None
     remember: Remember = Remember()
     dcgm: DcgmProfile = DcgmProfile()
     rule_namespace: K8sName = "monitoring"
@@ -432,7 +436,7 @@ class Group(Strict):
     enabled: bool = True
     # the deployment dimensions the group is about (config.role, config.track): generated only
     # where each is configured
-    needs: tuple[Literal["role", "track"], ...] = ()
+    needs: tuple[Literal["role", "track", "client_side"], ...] = ()
 
     @field_validator("name", "family")
     @classmethod
@@ -542,7 +546,7 @@ class SeriesInput(Strict):
     values: Annotated[str, AfterValidator(lambda v: sample_values(_sketch(v)) and v)]
     # input only where each deployment dimension is configured (config.role, config.track): a series
     # that only the rules of such a dimension read
-    needs: tuple[Literal["role", "track"], ...] = ()
+    needs: tuple[Literal["role", "track", "client_side"], ...] = ()
 
 
 class Scenario(Strict):

@@ -73,6 +73,8 @@ class Catalog:
     metrics: dict[str, Metric] = field(default_factory=dict)
     renamed: dict[str, Rename] = field(default_factory=dict)
     clients: dict[str, ClientSource] = field(default_factory=dict)  # config.client_side.source
+    # the bounds generated tests give a gateway histogram: its own are not documented
+    gateway_test_buckets: tuple[float, ...] = ()
 
     def lookup(self, name: str) -> Metric | None:
         """The catalog entry for an exposed series name, histogram suffixes included."""
@@ -83,6 +85,14 @@ class Catalog:
             if base != name and base in self.metrics and self.metrics[base].type == "histogram":
                 return self.metrics[base]
         return None
+
+    def test_buckets(self, name: str) -> tuple[float, ...]:
+        """The bucket bounds generated tests give histogram `name`: the catalog's, or for a gateway
+        histogram (whose bounds are not documented) gateway.yaml's test layout."""
+        entry = self.lookup(name)
+        if entry is None:
+            return ()
+        return entry.buckets or (self.gateway_test_buckets if entry.source == "gateway" else ())
 
     def rename_of(self, name: str) -> Rename | None:
         for suffix in ("",) + HISTOGRAM_SUFFIXES:
@@ -186,7 +196,15 @@ def load() -> Catalog:
     if liveness not in metrics:
         raise CatalogError(f"catalog/vllm.yaml: liveness: {liveness!r} is not a vLLM metric of the catalog")
     clients = _clients(raw["gateway"], metrics)
-    return Catalog(dcgm=dcgm, vllm_liveness=liveness, metrics=metrics, renamed=renamed, clients=clients)
+    test_buckets = tuple(float(x) for x in raw["gateway"].get("test_buckets") or ())
+    return Catalog(
+        dcgm=dcgm,
+        vllm_liveness=liveness,
+        metrics=metrics,
+        renamed=renamed,
+        clients=clients,
+        gateway_test_buckets=test_buckets,
+    )
 
 
 def _clients(raw: dict, metrics: dict[str, Metric]) -> dict[str, ClientSource]:

@@ -245,6 +245,13 @@ class Config(Strict):
     # series, native histograms with custom buckets (convert_classic_histograms_to_nhcb), or either.
     histograms: Literal["classic", "native", "both"] = "classic"
 
+    def selector(self, source: str) -> str:
+        """The extra matchers of a source's series: config.selectors, or for a gateway or frontend
+        source config.client_side's."""
+        if source == "gateway":
+            return self.client_side.selector if self.client_side is not None else ""
+        return self.selectors.get(source, "")
+
     @field_validator("cluster_label", mode="before")
     @classmethod
     def _cluster(cls, v):
@@ -356,6 +363,7 @@ class Absence(Strict):
         "no_progress",
         "part_missing",
         "rank_idle",
+        "client_missing",
     ]
     source: Literal["dcgm", "vllm"]
     signal: str | None = None  # partner_missing: the matched_ratio signal

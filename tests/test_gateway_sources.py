@@ -9,7 +9,8 @@ import json
 import pytest
 
 from servewatch import catalog, generate, verify, writer
-from servewatch.detect.runner import detect
+from servewatch.detect import probes
+from servewatch.detect.runner import current_config, detect
 from servewatch.errors import SpecErrors
 from servewatch.spec.schema import Config
 from servewatch_testkit.synth.gateway import MODELS, TTFT, gateway_healthy, gateway_incident
@@ -214,10 +215,11 @@ def test_live_detect_finds_the_endpoint_picker_and_its_older_names(served, defau
     s = served["incident"]
     found = detect(s.prom.client, default_model.config, s.t)
     assert found.suggested["client_side"] == {"source": "llm-d-epp"}
-    topics = [(f.topic, f.level) for f in found.findings]
-    assert ("client_side", "differs") in topics
-    warned = [f.message for f in found.findings if f.topic == "client_side" and f.level == "warning"]
-    assert warned and "llm_d_router_epp_*" in warned[0]
+    assert _said(found, "differs") and "llm_d_router_epp_*" in _said(found, "warning")[0]
+
+
+def _said(found, level: str) -> list[str]:
+    return [f.message for f in found.findings if f.topic == "client_side" and f.level == level]
 
 
 @pytest.mark.integration
@@ -232,9 +234,33 @@ def test_live_detect_warns_of_a_configured_source_not_scraped(served, epp_build)
             ).client_side
         }
     )
-    found = detect(s.prom.client, frontend, s.t)
-    warned = [f.message for f in found.findings if f.topic == "client_side" and f.level == "warning"]
+    warned = _said(detect(s.prom.client, frontend, s.t), "warning")
     assert warned and "no dynamo_frontend_time_to_first_token_seconds series is scraped" in warned[0]
+
+
+class _Canned:
+    """An Ask answering a probe's queries from canned rows, by the metric name each selects."""
+
+    def __init__(self, rows: dict[str, list[dict]]):
+        self.answers = rows
+
+    def rows(self, expr: str) -> list[dict]:
+        return next((rows for name, rows in self.answers.items() if name in expr), [])
+
+    def count(self, expr: str) -> int:
+        return len(self.rows(expr))
+
+
+def test_detect_suggests_the_label_a_frontend_names_served_models_in():
+    """Dynamo documents no model label: the label whose values are the engines' model names is it."""
+    frontend = [{"metric": {"__name__": "dynamo_frontend_time_to_first_token_seconds_count", "model": "m1"}}]
+    engines = [{"metric": {"model_name": "m1"}, "value": [0, "1"]}]
+    ask = _Canned(
+        {"dynamo_frontend_time_to_first_token_seconds": frontend, "vllm:num_requests_running": engines}
+    )
+    ctx = probes.ProbeContext(ask, Config(), catalog.load(), current_config(Config()))
+    out = probes.client_side(ctx)
+    assert out.suggested == {"client_side": {"source": "dynamo-frontend", "model_label": "model"}}
 
 
 @pytest.mark.integration

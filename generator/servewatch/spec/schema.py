@@ -371,7 +371,8 @@ class Absence(Strict):
     # metrics_absent: a target that has not been up since it appeared is starting (loading its
     # weights), not down, for this long
     startup_grace: PositiveDuration | None = None
-    # no_progress, rank_idle: gauge signals that say work is in flight, and rate signals that say it advances
+    # no_progress, rank_idle: gauge signals that say work is in flight, and rate signals that say it advances;
+    # client_missing: rate signals that say a model has traffic
     work: tuple[str, ...] = ()
     progress: tuple[str, ...] = ()
     # rank_idle: the progress (tokens per second) a sibling rank of the same pod must make for an idle
@@ -382,6 +383,10 @@ class Absence(Strict):
     def _needs(self):
         if self.kind in ("no_progress", "rank_idle") and not (self.work and self.progress):
             raise ValueError(f"a {self.kind} absence needs `work` and `progress` signals")
+        if self.kind == "client_missing" and not self.progress:
+            raise ValueError(
+                "a client_missing absence needs `progress`: rate signals that say a model has traffic"
+            )
         if self.kind == "rank_idle" and self.busy is None:
             raise ValueError("a rank_idle absence needs `busy`: the progress per second of a serving sibling")
         return self

@@ -173,7 +173,7 @@ def spec_problems(spec) -> list[SpecError]:
                         key,
                         "quantile",
                     )
-            if alert.absence and alert.absence.kind in ("no_progress", "rank_idle"):
+            if alert.absence and alert.absence.kind in ("no_progress", "rank_idle", "client_missing"):
                 for problem, field in _no_progress_problems(alert.absence, spec.signals, _recorded(spec)):
                     err(problem, key, "absence", field)
             if alert.absence and alert.absence.kind == "rank_idle" and RANK not in spec.config.identity.vllm:

@@ -1,11 +1,12 @@
 """A gateway in front of vLLM: llm-d's endpoint picker (EPP) routing two models in namespace ``llm``.
 
-Each model has one vLLM engine (``vllm:num_requests_running``, its own TTFT histogram: every first
-token at 0.3 s on the engine). Two EPP pods route ``deepseek-ai/DeepSeek-V3``, each for two flows
-(``fairness_id`` team-a and team-b), 5 first tokens per step per pod and flow: 20 per 30 s step,
-0.667 per second in all; every request streams 50 tokens 0.04 s apart, at the gateway as on the
-engine. Healthy, every first token reaches the client at 0.6 s; ``moonshotai/Kimi-K2`` is routed the
-same way. Half an hour at 30 s (60 steps), evaluated at the last step.
+Each model has one vLLM engine (``vllm:num_requests_running``, 20 requests finished per step, its
+own TTFT histogram: every first token at 0.3 s on the engine). Two EPP pods route
+``deepseek-ai/DeepSeek-V3``, each for two flows (``fairness_id`` team-a and team-b), 5 first tokens
+per step per pod and flow: 20 per 30 s step, 0.667 per second in all; every request streams 50 tokens
+0.04 s apart, at the gateway as on the engine. Healthy, every first token reaches the client at
+0.6 s; ``moonshotai/Kimi-K2`` is routed the same way. Half an hour at 30 s (60 steps), evaluated at
+the last step.
 
 ``gateway_incident``: from step 20 team-a's first tokens reach the client at 3.0 s on both EPP pods
 (10 of 20 per step: the p95 lies in 2.5-5 s, past the 2 s threshold) while the engines stay at 0.3 s
@@ -44,7 +45,13 @@ def _engine(model: str, pod: str) -> list[Series]:
     itl = histogram_series(
         "vllm:inter_token_latency_seconds", labels, ITL_BUCKETS, [[(ITL_S, 20 * TOKENS)]] * STEPS
     )
-    return [running, *ttft, *itl]
+    finished = Series(
+        "vllm:request_success_total",
+        {**labels, "finished_reason": "stop"},
+        [20.0 * i for i in range(STEPS)],
+        kind="counter",
+    )
+    return [running, finished, *ttft, *itl]
 
 
 def _epp(name: str, model: str, pod: str, flow: str, slow: bool) -> list[Series]:

@@ -45,8 +45,8 @@ ABSENCE_LISTS = {
         "None: every {source} engine of a serving pod gets work.",
     ),
     "client_missing": (
-        "Models served without client-side latency",
-        "None: the gateway or frontend reports first tokens of every served model.",
+        "Models with traffic and no client-side latency",
+        "None: the gateway or frontend reports first tokens of every model with traffic.",
     ),
     "partner_missing": (
         "GPUs or exporters without both {numerator} and {partner}",

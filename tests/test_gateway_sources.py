@@ -42,6 +42,7 @@ def test_the_endpoint_pickers_older_prefix_points_at_the_new_name():
 
 CLIENT = "  client_side: null\n"
 EPP = "  client_side: {source: llm-d-epp}\n"
+FRONTEND = "  client_side: {source: dynamo-frontend, model_label: model, selector: 'job=\"frontend\"'}\n"
 
 
 def test_client_side_left_out_builds_the_default_output(default_build, specs_with):
@@ -135,15 +136,23 @@ def test_the_generated_tests_prove_the_client_side_rules(epp_build):
 @pytest.mark.integration
 @pytest.mark.tools("promtool")
 @pytest.mark.parametrize(
-    "client",
-    [EPP, "  client_side: {source: dynamo-frontend, model_label: model, selector: 'job=\"frontend\"'}\n"],
-    ids=["llm-d-epp", "dynamo-frontend"],
+    "edits",
+    [
+        [(CLIENT, EPP)],
+        [(CLIENT, FRONTEND)],
+        [
+            (CLIENT, EPP),
+            ("  role: null\n", "  role: {label: llm_d_ai_role}\n"),
+            ("  track: null\n", "  track: {label: track}\n"),
+        ],
+    ],
+    ids=["llm-d-epp", "dynamo-frontend", "llm-d-epp-with-role-and-track"],
 )
-def test_the_generated_vllm_tests_pass_under_promtool(specs_with, tmp_path, client):
+def test_the_generated_vllm_tests_pass_under_promtool(specs_with, tmp_path, edits):
     """The vLLM family's scenarios, boundaries, records and churn tests on promtool, under a client
-    source that names the model in model_name (llm-d's) and one that names it otherwise (Dynamo's,
-    its series picked by a selector)."""
-    specs = specs_with({"config.yaml": [(CLIENT, client)]})
+    source that names the model in model_name (llm-d's), one that names it otherwise (Dynamo's, its
+    series picked by a selector), and beside a role and a track (the client's side has neither)."""
+    specs = specs_with({"config.yaml": edits})
     _, files = generate.build(specs)
     wanted = {
         k: v for k, v in files.items() if k == "rules/vllm.rules.yaml" or k.startswith("promtool/vllm.")

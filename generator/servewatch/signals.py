@@ -487,13 +487,13 @@ class SignalBuilder:
     def bucket_rates(self, metric: str, window: str, level: str, by: Sequence[str] = ()) -> tuple[str, str]:
         """(per-second rate of each bucket of histogram `metric` per `level` (and `by`), `le` kept; the
         condition "it observed something"), from a recorded bucket_rate signal when one is there."""
-        keep = self.labels.identity(level) + list(by)
+        keep = self.level_identity(metric, level) + list(by)
         rec = None if by else self._recorded("bucket_rate", metric, level, [], window)
         h = self.histograms
         if rec is not None:
             narrow = self._narrowing(rec)
             series = b.selector(rec.record, narrow)
-            total = h.recorded_total(rec.record, self.labels.identity(rec.level), narrow)
+            total = h.recorded_total(rec.record, self.level_identity(metric, rec.level), narrow)
             if rec.level == level:
                 return series, f"{total} > 0"
             return b.agg("sum", h.grouping(keep + ["le"]), series), f"{b.agg('sum', keep, total)} > 0"
@@ -529,7 +529,14 @@ class SignalBuilder:
     ) -> str:
         """Quantile per level from a histogram; no result (not NaN) where there were no observations."""
         by_le, observed = self.bucket_rates(metric, window, level, by)
-        return b.only_where(b.quantile(q, by_le), observed, self.labels.identity(level) + list(by))
+        return b.only_where(b.quantile(q, by_le), observed, self.level_identity(metric, level) + list(by))
+
+    def level_identity(self, metric: str, level: str) -> list[str]:
+        """What a result per `level` of `metric` is keyed by: the level's identity, or for a client
+        source's histogram the client identity (a gateway sees no role or track)."""
+        if self.source(self.metric_name(metric)) == "gateway":
+            return self.labels.client_identity()
+        return self.labels.identity(level)
 
     # -- companions that keep an alert family from going silently blind --------------------------
     def input_metrics(self, source: str, signals) -> list[str]:

@@ -232,7 +232,7 @@ def _exact(model: Model, alert, signal, threshold: float, labels: dict, fires_at
 def _expected(model: Model, alert, signal, labels: dict, value: float) -> dict:
     """The alert as promtool must see it: the labels its expression keeps, and the annotations."""
     synth = Synth(model, 1, 1)
-    lbls = synth.key(signal.level, labels)
+    lbls = synth.key(signal.level, labels, signal.metric)
     if signal.level == "gpu":
         lbls.update({ctx.HOST: labels[model.builder.labels.host], "gpu": labels["gpu"]})
     lbls = {**lbls, **alert.result_labels, **alert.labels}
@@ -424,7 +424,7 @@ def _combine(model: Model, synth: Synth, signal, things: list[tuple[dict, float]
     level = signal.level
     groups: dict[tuple, list[tuple[dict, float]]] = {}
     for labels, value in things:
-        key = {**synth.key(level, labels), **{b_: f"{b_}-a" for b_ in signal.by}}
+        key = {**synth.key(level, labels, signal.metric), **{b_: f"{b_}-a" for b_ in signal.by}}
         if level == "gpu" and signal.kind == "matched_ratio":  # only it carries the GPU's context
             key.update(_gpu_context(model, labels))
         groups.setdefault(tuple(sorted(key.items())), []).append((labels, value))

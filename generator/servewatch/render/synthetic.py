@@ -64,9 +64,11 @@ class Synth:
             out.update({self.labels.host: "node-" + variant, self.labels.dcgm.labels.gpu: "0"})
         return {**out, **self.pinned("dcgm" if level == "gpu" else "vllm")}
 
-    def key(self, level: str, labels: dict[str, str]) -> dict[str, str]:
-        """The labels a result per `level` keeps of a series with `labels`."""
-        return {k: labels[k] for k in self.labels.identity(level) if k in labels}
+    def key(self, level: str, labels: dict[str, str], metric: str | None = None) -> dict[str, str]:
+        """The labels a result per `level` (of histogram `metric`: a client source's keeps the client
+        identity) keeps of a series with `labels`."""
+        ident = self.sb.level_identity(metric, level) if metric else self.labels.identity(level)
+        return {k: labels[k] for k in ident if k in labels}
 
     def onset(self, signal) -> float:
         if signal.kind in ("gauge", "matched_ratio"):

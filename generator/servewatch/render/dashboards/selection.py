@@ -161,7 +161,11 @@ class Selection:
         """A quantile signal's own recording rule at quantile q, narrowed by the selection: for
         signals whose histogram only their rules know how to read (a client source's)."""
         sig = self.ctx.model.signal(name)
-        return promql.selector(sig.record, f'quantile="{q:g}"', *self.vllm_matchers)
+        keys = set(self.ctx.model.builder.level_identity(sig.metric, sig.level))
+        narrow = [
+            m for m in self.vllm_matchers if promql.parse_matchers(m)[0][0] in keys
+        ]  # not $role, $track
+        return promql.selector(sig.record, f'quantile="{q:g}"', *narrow)
 
     def mean(self, metric: str, level: str) -> str:
         """The mean observation per level: rate(_sum) / rate(_count); none while nothing is observed."""

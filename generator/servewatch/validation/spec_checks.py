@@ -101,7 +101,8 @@ def spec_problems(spec) -> list[SpecError]:
     for name, signal in spec.signals.items():
         for field in METRIC_FIELDS:
             metric = getattr(signal, field)
-            metric = labels.client_metric(metric) or metric if metric else metric  # client_ttft: the source's
+            if metric and labels.client_metric(metric):  # client_ttft: the configured source's histogram
+                metric = labels.client_metric(metric)
             if metric in cat.dcgm.fields and labels.unnamed_field(metric):
                 err(labels.unnamed_field(metric), ("signal", name), field)
             elif metric and metric not in cat.dcgm.fields:

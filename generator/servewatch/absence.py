@@ -9,6 +9,7 @@
   no_progress      work is in flight and nothing advances (a wedged engine still serving /metrics)
   part_missing     an engine (DP rank) or GPU seen recently is gone while its target is up
   rank_idle        an engine computes nothing, with nothing in flight, while a sibling rank of its pod serves
+  client_missing   a model's engines have traffic while the client source (config.client_side) reports none
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ class Absences:
             return self.rank_idle(
                 [signals[s] for s in absence.work], [signals[s] for s in absence.progress], absence.busy
             )
+        if kind == "client_missing":
+            return self.client_missing([signals[s] for s in absence.progress])
         grace = absence.startup_grace if absence is not None else None
         return self.metrics_absent(source, absent_fires, grace)
 
@@ -158,6 +161,26 @@ class Absences:
         instance = b.unless(seen("dcgm", f'{mig}!=""'), b.agg("group", ident, live()), ident)
         instance = b.unless(instance, b.agg("group", gpu, live(f'{mig}=""')), gpu)
         return f"({b.any_of(whole, instance)})"
+
+    def client_missing(self, traffic: list) -> str:
+        """Per model (cluster + identity.model: the client sees no role or track), traffic on its
+        engines (the `traffic` rates above 0, read from their recording rules) while the client source
+        exports no TTFT histogram for the model: the gateway is gone, renamed (llm_d_router_epp_* ->
+        llm_d_epp_*), or names the model otherwise. A model without traffic is left out: a gateway's
+        histogram of a model appears with its first request."""
+        model = self.labels.client_identity()
+        ident = self.labels.identity(traffic[0].level)
+        rates = b.total([self.context.recorded(s.record, s.level) for s in traffic], ident)
+        serving = b.agg("group", model, f"{rates} > 0")
+        ttft = self.sb.metric_name("client_ttft")
+        keys = self.labels.client_keys(ttft)
+        renamed = self.labels.client_model != "model_name"  # read per gateway pod, then as model_name
+        seen = [
+            b.agg("group", model, self.labels.as_model_name(b.agg("group", keys, sel)) if renamed else sel)
+            for sel in map(self.sb.select, self.sb.histograms.stored(f"{ttft}_count"))
+        ]
+        measured = seen[0] if len(seen) == 1 else f"({' or '.join(seen)})"
+        return b.with_label(b.unless(serving, measured, model), "metric", ttft)
 
     # -- shared parts ---------------------------------------------------------------------------
     def _exported(self, metric: str, target: list[str]) -> str:

@@ -273,8 +273,8 @@ def bounds_of(model, alert) -> SignalBounds:
         return SignalBounds()
     signal = model.signal(alert.spec.signal)
     if signal.kind == "quantile":
-        entry = model.builder.catalog.lookup(model.builder.metric_name(signal.metric))
-        return SignalBounds(buckets=tuple(entry.buckets or ()) if entry else (), quantile=alert.spec.quantile)
+        buckets = model.builder.catalog.test_buckets(model.builder.metric_name(signal.metric))
+        return SignalBounds(buckets=buckets, quantile=alert.spec.quantile)
     return SignalBounds(ratio=model.builder.is_ratio(signal))
 
 

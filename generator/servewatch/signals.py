@@ -20,6 +20,9 @@ from .spec.deployment import ROLES
 from .promql.histograms import Histograms
 from .spec.schema import Config, Signal
 
+MODEL = "model_name"  # the label vLLM names a model in; a client source's is config.client_side's
+CLIENT_PREFIX = "client_"  # a signal's metric client_ttft: the configured client source's TTFT histogram
+
 
 @dataclass(frozen=True)
 class LabelNames:
@@ -63,6 +66,53 @@ class LabelNames:
         if role is None or not roles or set(roles) >= set(ROLES):
             return ""
         return role.matcher(roles)
+
+    # -- the client's side (config.client_side) ----------------------------------------------
+    @property
+    def client(self) -> catalog_mod.ClientSource:
+        """The configured gateway or frontend source; unconfigured, the catalog's first, so a signal
+        of a group that needs client_side is still checked against a real histogram."""
+        cs = self.config.client_side
+        return cs.client if cs is not None else next(iter(self.catalog.clients.values()))
+
+    @property
+    def client_model(self) -> str:
+        """The label a client source's series carry the model name in."""
+        cs = self.config.client_side
+        return cs.label if cs is not None else (self.client.model_label or MODEL)
+
+    def client_metric(self, name: str) -> str | None:
+        """The histogram a client-side quantity (`client_ttft`, `client_itl`) is read from; None
+        for any other name."""
+        field = name.removeprefix(CLIENT_PREFIX)
+        return self.client.metric(field) if name.startswith(CLIENT_PREFIX) else None
+
+    def client_keys(self, metric: str) -> list[str]:
+        """What one gateway pod's series of `metric` differ by: the engine identity with the model
+        label in model_name's place, and the catalog's labels of the metric (the endpoint picker's
+        flows and priorities are different requests, summed, not duplicates)."""
+        entry = self.catalog.lookup(metric)
+        named = [
+            self.client_model if label == MODEL else label
+            for label in self.identity("engine")
+            if label not in self.vllm_only()  # the scrape's labels, not vLLM's rank
+        ]
+        return list(dict.fromkeys([*named, *(entry.labels if entry else ())]))
+
+    def vllm_only(self) -> tuple[str, ...]:
+        """The labels vLLM itself puts on an engine's series besides the model name (the rank):
+        a gateway's series never carry them."""
+        engine = self.catalog.metrics[self.catalog.vllm_liveness]
+        return tuple(label for label in engine.labels if label != MODEL)
+
+    def client_identity(self) -> list[str]:
+        """What a client-side view is matched to a model by: the cluster and identity.model (a
+        client sees no role or track of the engines behind the gateway)."""
+        return self._cluster() + list(self.config.identity.model)
+
+    def as_model_name(self, expr: str) -> str:
+        """A client source's series with the model name in model_name, as vLLM's carry it."""
+        return expr if self.client_model == MODEL else b.copy_label(expr, self.client_model, MODEL)
 
     # -- the exporter ----------------------------------------------------------------------
     @property
@@ -155,10 +205,25 @@ class LabelNames:
             "deployment": self.deployment_text(),
             # descriptions of TTFT alerts: which side measured it; runbook prose: the same, at length
             "measured_side": self.ttft_side(),
+            # scenarios: the configured client source's histograms and model label
+            **{f"{CLIENT_PREFIX}{f}": m for f, m in self.client.fields},
+            "client_model": self.client_model,
+            "client_source": self.client.name,
             "ttft_side_note": self.ttft_side_note(),
         }
 
     def ttft_side_note(self) -> str:
+        return self._role_side_note() + self._client_side_note()
+
+    def _client_side_note(self) -> str:
+        if self.config.client_side is None:
+            return ""
+        return (
+            f" This alert reads the engines' own histograms (the instance side); the client's side, as the"
+            f" {self.client.name} sees it, is the client-side TTFT alert's (config.client_side)."
+        )
+
+    def _role_side_note(self) -> str:
         if self.config.role is None:
             return ""
         return (
@@ -190,13 +255,18 @@ class LabelNames:
     def ttft_side(self) -> str:
         """Which side a TTFT alert measures, said in its description. The engine's own histogram is
         the instance's view; with prefill and decode apart neither is the client's (a decode engine's
-        includes the KV transfer wait, not the prefill). The hook for a gateway or frontend source:
-        where one is configured, TTFT alerts read it and this says client-side."""
+        includes the KV transfer wait, not the prefill). Where a gateway or frontend source is
+        configured (config.client_side) the client-side TTFT alert reads it, and this says so."""
+        client = (
+            f"; the client's side, at the {self.client.name}, is the client-side TTFT alert's"
+            if self.config.client_side is not None
+            else ""
+        )
         if self.config.role is None:
-            return ""
+            return "; measured on the engines, the instance side" + client if client else ""
         return (
             f"; measured on the {{{{ $labels.{self.config.role.label} }}}} engines, not at the client: "
-            "a decode engine's includes the KV transfer wait, a prefill engine's only the prefill"
+            "a decode engine's includes the KV transfer wait, a prefill engine's only the prefill" + client
         )
 
 
@@ -248,8 +318,11 @@ class SignalBuilder:
         return name in self.catalog.dcgm.fields
 
     def metric_name(self, name: str) -> str:
-        """A DCGM field's metric name in the configured profile; any other name as it is."""
-        return self.labels.profile.metric(name) if self.is_dcgm_field(name) else name
+        """A DCGM field's metric name in the configured profile, a client-side quantity's in the
+        configured client source; any other name as it is."""
+        if self.is_dcgm_field(name):
+            return self.labels.profile.metric(name)
+        return self.labels.client_metric(name) or name
 
     def unit(self, name: str) -> str | None:
         """The catalog unit of a field (in the configured profile) or metric."""
@@ -279,7 +352,7 @@ class SignalBuilder:
         name = self.metric_name(metric)
         source = self.source(name)
         role = self.role_matcher if source == "vllm" else ""
-        return b.selector(name, self.config.selectors.get(source, ""), role, *matchers)
+        return b.selector(name, self.config.selector(source), role, *matchers)
 
     def up(self, source: str, extra: str = "") -> str:
         return b.selector("up", self.config.targets[source], extra)
@@ -414,21 +487,33 @@ class SignalBuilder:
     def bucket_rates(self, metric: str, window: str, level: str, by: Sequence[str] = ()) -> tuple[str, str]:
         """(per-second rate of each bucket of histogram `metric` per `level` (and `by`), `le` kept; the
         condition "it observed something"), from a recorded bucket_rate signal when one is there."""
-        keep = self.labels.identity(level) + list(by)
+        keep = self.level_identity(metric, level) + list(by)
         rec = None if by else self._recorded("bucket_rate", metric, level, [], window)
         h = self.histograms
         if rec is not None:
             narrow = self._narrowing(rec)
             series = b.selector(rec.record, narrow)
-            total = h.recorded_total(rec.record, self.labels.identity(rec.level), narrow)
+            total = h.recorded_total(rec.record, self.level_identity(metric, rec.level), narrow)
             if rec.level == level:
                 return series, f"{total} > 0"
             return b.agg("sum", h.grouping(keep + ["le"]), series), f"{b.agg('sum', keep, total)} > 0"
+        name = self.metric_name(metric)
+        if self.source(name) == "gateway":
+            return self._client_bucket_rates(name, window, keep)
         engine = self.labels.identity("engine")
-        buckets = h.deduped_rate(self.select(f"{metric}_bucket"), window, engine + ["le"])
+        buckets = h.deduped_rate(self.select(f"{name}_bucket"), window, engine + ["le"])
         by_le = buckets if keep == engine else b.agg("sum", h.grouping(keep + ["le"]), buckets)
-        counts = b.agg("sum", keep, h.deduped_rate(self.select(f"{metric}_count"), window, engine))
+        counts = b.agg("sum", keep, h.deduped_rate(self.select(f"{name}_count"), window, engine))
         return by_le, f"{counts} > 0"
+
+    def _client_bucket_rates(self, name: str, window: str, keep: list[str]) -> tuple[str, str]:
+        """bucket_rates of a gateway or frontend histogram: deduplicated per gateway pod and flow,
+        the model label read as model_name, summed to `keep`."""
+        h, lb = self.histograms, self.labels
+        pod = lb.client_keys(name)
+        buckets = lb.as_model_name(h.deduped_rate(self.select(f"{name}_bucket"), window, pod + ["le"]))
+        counts = lb.as_model_name(h.deduped_rate(self.select(f"{name}_count"), window, pod))
+        return b.agg("sum", h.grouping(keep + ["le"]), buckets), f"{b.agg('sum', keep, counts)} > 0"
 
     def _narrowing(self, recorded: Signal) -> str:
         """The role matcher a read of a recorded signal of every role needs."""
@@ -444,7 +529,14 @@ class SignalBuilder:
     ) -> str:
         """Quantile per level from a histogram; no result (not NaN) where there were no observations."""
         by_le, observed = self.bucket_rates(metric, window, level, by)
-        return b.only_where(b.quantile(q, by_le), observed, self.labels.identity(level) + list(by))
+        return b.only_where(b.quantile(q, by_le), observed, self.level_identity(metric, level) + list(by))
+
+    def level_identity(self, metric: str, level: str) -> list[str]:
+        """What a result per `level` of `metric` is keyed by: the level's identity, or for a client
+        source's histogram the client identity (a gateway sees no role or track)."""
+        if self.source(self.metric_name(metric)) == "gateway":
+            return self.labels.client_identity()
+        return self.labels.identity(level)
 
     # -- companions that keep an alert family from going silently blind --------------------------
     def input_metrics(self, source: str, signals) -> list[str]:

@@ -21,7 +21,7 @@ from .exporter import DcgmFacts, ExporterProfile, FieldName
 # Where the catalog files are read from; a test may point it at a scratch copy (then load.cache_clear()).
 DIRECTORY = resources.files(__package__)
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
-SOURCES = ("vllm", "dcgm", "kube")
+SOURCES = ("vllm", "dcgm", "kube", "gateway")
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,19 @@ class Metric:
 
 
 @dataclass(frozen=True)
+class ClientSource:
+    """A gateway or frontend that sees each request as its client does (gateway.yaml, `clients:`)."""
+
+    name: str
+    about: str
+    model_label: str | None  # the label carrying the model name; None: undocumented, config names it
+    fields: tuple[tuple[str, str], ...]  # client-side quantity (ttft, itl) -> its histogram
+
+    def metric(self, field: str) -> str | None:
+        return dict(self.fields).get(field)
+
+
+@dataclass(frozen=True)
 class Rename:
     old: str
     replacement: str | None
@@ -59,6 +72,9 @@ class Catalog:
     vllm_liveness: str  # the gauge every running vLLM engine exports
     metrics: dict[str, Metric] = field(default_factory=dict)
     renamed: dict[str, Rename] = field(default_factory=dict)
+    clients: dict[str, ClientSource] = field(default_factory=dict)  # config.client_side.source
+    # the bounds generated tests give a gateway histogram: its own are not documented
+    gateway_test_buckets: tuple[float, ...] = ()
 
     def lookup(self, name: str) -> Metric | None:
         """The catalog entry for an exposed series name, histogram suffixes included."""
@@ -69,6 +85,14 @@ class Catalog:
             if base != name and base in self.metrics and self.metrics[base].type == "histogram":
                 return self.metrics[base]
         return None
+
+    def test_buckets(self, name: str) -> tuple[float, ...]:
+        """The bucket bounds generated tests give histogram `name`: the catalog's, or for a gateway
+        histogram (whose bounds are not documented) gateway.yaml's test layout."""
+        entry = self.lookup(name)
+        if entry is None:
+            return ()
+        return entry.buckets or (self.gateway_test_buckets if entry.source == "gateway" else ())
 
     def rename_of(self, name: str) -> Rename | None:
         for suffix in ("",) + HISTOGRAM_SUFFIXES:
@@ -171,7 +195,37 @@ def load() -> Catalog:
     liveness = raw["vllm"].get("liveness")
     if liveness not in metrics:
         raise CatalogError(f"catalog/vllm.yaml: liveness: {liveness!r} is not a vLLM metric of the catalog")
-    return Catalog(dcgm=dcgm, vllm_liveness=liveness, metrics=metrics, renamed=renamed)
+    clients = _clients(raw["gateway"], metrics)
+    test_buckets = tuple(float(x) for x in raw["gateway"].get("test_buckets") or ())
+    return Catalog(
+        dcgm=dcgm,
+        vllm_liveness=liveness,
+        metrics=metrics,
+        renamed=renamed,
+        clients=clients,
+        gateway_test_buckets=test_buckets,
+    )
 
 
-__all__ = ["Catalog", "CatalogError", "ExporterProfile", "FieldName", "Metric", "Rename", "load"]
+def _clients(raw: dict, metrics: dict[str, Metric]) -> dict[str, ClientSource]:
+    out = {}
+    for name, facts in (raw.get("clients") or {}).items():
+        fields = tuple((f, m) for f, m in (facts.get("fields") or {}).items())
+        for f, m in fields:
+            if metrics.get(m) is None or metrics[m].type != "histogram":
+                where = f"catalog/gateway.yaml: clients.{name}.fields.{f}"
+                raise CatalogError(f"{where}: {m!r} is not a histogram of the catalog")
+        out[name] = ClientSource(name, " ".join(facts["about"].split()), facts.get("model_label"), fields)
+    return out
+
+
+__all__ = [
+    "Catalog",
+    "CatalogError",
+    "ClientSource",
+    "ExporterProfile",
+    "FieldName",
+    "Metric",
+    "Rename",
+    "load",
+]

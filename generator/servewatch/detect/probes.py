@@ -489,6 +489,74 @@ def track(ctx: ProbeContext) -> ProbeOutcome:
     return out
 
 
+# -- the client's side: a gateway or frontend in front of vLLM -----------------------------------------
+def _client_series(ctx: ProbeContext, name: str, selector: str = "") -> list[dict]:
+    """The series of a client source's TTFT histogram (its _count, or the native histogram itself)."""
+    return ctx.ask.rows(b.selector("", f'__name__=~"{regex([f"{name}_count", name])}"', selector))
+
+
+def _model_label(ctx: ProbeContext, series: list[dict]) -> str | None:
+    """The label of a client source's series whose values name the models vLLM engines serve."""
+    rows = ctx.ask.rows(b.agg("count", ["model_name"], ctx.vllm()))
+    served = {r["metric"].get("model_name") for r in rows}
+    shared: dict[str, int] = {}
+    for row in series:
+        for label, value in row["metric"].items():
+            if label != "__name__" and value in served:
+                shared[label] = shared.get(label, 0) + 1
+    return max(sorted(shared), key=shared.get) if shared else None
+
+
+def client_side(ctx: ProbeContext) -> ProbeOutcome:
+    """Which gateway or frontend source (catalog/gateway.yaml) measures the client's latency: the
+    configured one, or the first catalogued source whose TTFT histogram is scraped."""
+    out = ProbeOutcome("client_side")
+    configured = ctx.config.client_side
+    replaced = {n: ctx.catalog.lookup(r.replacement or "") for n, r in ctx.catalog.renamed.items()}
+    old = [n for n, entry in replaced.items() if entry is not None and entry.source == "gateway"]
+    if old and ctx.count(b.selector("", f'__name__=~"{regex(old)}(_count)?"')):
+        out.warning(
+            "older gateway metric names are exposed (llm_d_router_epp_*); servewatch reads the new names "
+            "(llm_d_epp_*), which the same endpoint picker exports as twins until they are removed"
+        )
+    if configured is not None:
+        ttft = configured.metric("ttft")
+        series = _client_series(ctx, ttft, configured.selector)
+        out.counts["gateway"] = {"client_ttft_series": len(series)}
+        if not series:
+            out.warning(
+                f"client_side.source is {configured.source} but no {ttft} series is scraped"
+                f"{' with ' + repr(configured.selector) if configured.selector else ''}: the client-side "
+                "TTFT alert reads nothing and VLLMClientLatencyMetricsMissing fires for every served model"
+            )
+        elif not any(configured.label in r["metric"] for r in series):
+            out.warning(f"no {ttft} series carries client_side.model_label {configured.label!r}")
+        else:
+            out.info(f"{configured.source}: {len(series)} {ttft} series")
+        return out
+    for source in ctx.catalog.clients.values():
+        ttft = source.metric("ttft")
+        series = _client_series(ctx, ttft)
+        if not series:
+            continue
+        out.counts["gateway"] = {"client_ttft_series": len(series)}
+        label = _model_label(ctx, series) or source.model_label
+        out.differs(
+            f"{len(series)} {ttft} series ({source.name}) measure first tokens at the client's side; "
+            "client_side is null, so the TTFT alerts read only the engines' own view"
+        )
+        suggested = {"source": source.name}
+        if label is not None and label != source.model_label:
+            suggested["model_label"] = label
+        elif label is None:
+            out.warning(
+                f"no label of {ttft} names a model the vLLM engines serve: set client_side.model_label"
+            )
+        out.suggested["client_side"] = suggested
+        return out
+    return out
+
+
 def histogram_form(ctx: ProbeContext) -> ProbeOutcome:
     """Whether vLLM's histograms are stored classic (`_bucket` per `le`) or native (one series per
     histogram, as `convert_classic_histograms_to_nhcb` stores them), and the matching
@@ -558,5 +626,6 @@ PROBES: tuple[DetectProbe, ...] = (
     DetectProbe("cluster_label", cluster_label, "a cluster label on FB or vLLM series"),
     DetectProbe("role", role, "which label carries the prefill/decode role of vLLM engines"),
     DetectProbe("track", track, "which label tells the stable and canary tracks of a model apart"),
+    DetectProbe("client_side", client_side, "which gateway or frontend source measures client-side latency"),
     DetectProbe("slos", slo_buckets, "latency SLO buckets missing where their histogram is scraped"),
 )

@@ -98,6 +98,7 @@ def current_config(config) -> dict:
         "identity": {"vllm": list(config.identity.vllm), "model": list(config.identity.model)},
         "role": config.role.model_dump(mode="json") if config.role else None,
         "track": config.track.model_dump(mode="json") if config.track else None,
+        "client_side": config.client_side.model_dump(mode="json") if config.client_side else None,
         "targets": {"dcgm": config.targets["dcgm"], "vllm": config.targets["vllm"]},
     }
 

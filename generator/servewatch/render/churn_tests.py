@@ -166,8 +166,11 @@ def context_labels(
     protected |= {label for f in catalog.dcgm.fields.values() for label in f.extra_labels}
     protected |= set(catalog.dcgm.labels.all())  # a GPU's own: index, UUID, MIG instance, profile, model
     for source in ("dcgm", "vllm"):
-        for matchers in (model.config.selectors.get(source, ""), model.config.targets[source]):
+        for matchers in (model.config.selector(source), model.config.targets[source]):
             protected |= {label for label, _, _ in b.parse_matchers(matchers)}
+    # a gateway's series: what its selector pins, and the label it names the model in
+    protected |= {label for label, _, _ in b.parse_matchers(model.config.selector("gateway"))}
+    protected.add(lb.client_model)
     wl = lb.workload
     gpus = any(model.builder.source(name) == "dcgm" for name, _ in series_labels)
     workload = (wl.namespace, wl.pod, wl.container)

@@ -24,7 +24,7 @@ from ..promql import builders as b
 from ..promql.labels import record_labels, returned
 from ..spec import matchers as m
 
-IDENTITY_LEVELS = {"dcgm": ("gpu",), "vllm": ("engine", "model")}
+IDENTITY_LEVELS = {"dcgm": ("gpu",), "vllm": ("engine", "model"), "gateway": ("engine", "model")}
 SERIES_RE = re.compile(r"^\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(\{.*\})?\s*$", re.S)
 
 
@@ -70,7 +70,7 @@ class Conform:
         self.shared: list[tuple[str, str, str | None]] = []  # (source, label, old) given a used value
 
     def matchers(self, source: str) -> list[tuple[str, str, str]]:
-        return b.parse_matchers(self.model.config.selectors.get(source, ""))
+        return b.parse_matchers(self.model.config.selector(source))
 
     def labels(self, source: str, labels: dict[str, str]) -> dict[str, str]:
         """`labels` of a series of `source`, with the values its selector needs."""
@@ -109,7 +109,7 @@ class Conform:
                     self.origin.setdefault(key, source)
                     self.shared.append((source, label, old))
                     return new
-        raise SelectorConflict(source, self.model.config.selectors.get(source, ""), label, old)
+        raise SelectorConflict(source, self.model.config.selector(source), label, old)
 
     def _may_share(self, source: str, label: str) -> bool:
         """Whether two values of `label` may become one: the test's rules aggregate it away."""
@@ -128,7 +128,7 @@ class Conform:
         pairs = list(pairs)
         if self.shared and len({after for _, after in pairs}) < len({before for before, _ in pairs}):
             source, label, old = self.shared[0]
-            raise SelectorConflict(source, self.model.config.selectors.get(source, ""), label, old)
+            raise SelectorConflict(source, self.model.config.selector(source), label, old)
 
     @staticmethod
     def _candidates(label: str, old: str | None, ms: list[tuple[str, str]]):
@@ -172,7 +172,7 @@ class Conform:
             for label, op, v in ms:
                 if not m.accepts(op, v, new.get(label, "")):
                     source = self.origin.get((label, old.get(label)), target)
-                    selector = self.model.config.selectors.get(source, "")
+                    selector = self.model.config.selector(source)
                     raise TargetConflict(source, selector, label, new.get(label, ""), target, text)
 
     def series(self, source_of, series: str) -> str:

@@ -232,7 +232,7 @@ def _exact(model: Model, alert, signal, threshold: float, labels: dict, fires_at
 def _expected(model: Model, alert, signal, labels: dict, value: float) -> dict:
     """The alert as promtool must see it: the labels its expression keeps, and the annotations."""
     synth = Synth(model, 1, 1)
-    lbls = synth.key(signal.level, labels)
+    lbls = synth.key(signal.level, labels, signal.metric)
     if signal.level == "gpu":
         lbls.update({ctx.HOST: labels[model.builder.labels.host], "gpu": labels["gpu"]})
     lbls = {**lbls, **alert.result_labels, **alert.labels}
@@ -293,6 +293,8 @@ def _signal_record(model: Model, rule) -> dict | None:
         things = [{**t, **{k: f"{k.lower()}-{i}" for k in context}} for i, t in enumerate(things)]
     if level == "model":  # and a second engine of the first model, which its engines add up with
         engine_only = [label for label in synth.labels.identity("engine") if label not in [*ids, *pinned]]
+        if model.builder.source(model.builder.metric_name(signal.metric or "")) == "gateway":
+            engine_only = [label for label in engine_only if label not in synth.labels.vllm_only()]
         if not engine_only:
             return None
         for label in engine_only:  # one more engine apart in each engine label: all add up
@@ -413,10 +415,7 @@ def _idle(synth: Synth, signal, labels: dict) -> list[tuple[str, str]]:
     if signal.kind == "bucket_rate":
         return []  # an idle histogram's bucket rates are 0, not absent: nothing to tell apart
     if signal.kind == "quantile":
-        return [
-            (series_text(f"{signal.metric}_bucket", {**labels, "le": "+Inf"}), flat),
-            (series_text(f"{signal.metric}_count", labels), flat),
-        ]
+        return synth.histogram(signal.metric, labels, {}, bounds=(), per_sample=False)
     return []
 
 
@@ -425,7 +424,7 @@ def _combine(model: Model, synth: Synth, signal, things: list[tuple[dict, float]
     level = signal.level
     groups: dict[tuple, list[tuple[dict, float]]] = {}
     for labels, value in things:
-        key = {**synth.key(level, labels), **{b_: f"{b_}-a" for b_ in signal.by}}
+        key = {**synth.key(level, labels, signal.metric), **{b_: f"{b_}-a" for b_ in signal.by}}
         if level == "gpu" and signal.kind == "matched_ratio":  # only it carries the GPU's context
             key.update(_gpu_context(model, labels))
         groups.setdefault(tuple(sorted(key.items())), []).append((labels, value))

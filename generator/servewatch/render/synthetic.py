@@ -64,9 +64,11 @@ class Synth:
             out.update({self.labels.host: "node-" + variant, self.labels.dcgm.labels.gpu: "0"})
         return {**out, **self.pinned("dcgm" if level == "gpu" else "vllm")}
 
-    def key(self, level: str, labels: dict[str, str]) -> dict[str, str]:
-        """The labels a result per `level` keeps of a series with `labels`."""
-        return {k: labels[k] for k in self.labels.identity(level) if k in labels}
+    def key(self, level: str, labels: dict[str, str], metric: str | None = None) -> dict[str, str]:
+        """The labels a result per `level` (of histogram `metric`: a client source's keeps the client
+        identity) keeps of a series with `labels`."""
+        ident = self.sb.level_identity(metric, level) if metric else self.labels.identity(level)
+        return {k: labels[k] for k in ident if k in labels}
 
     def onset(self, signal) -> float:
         if signal.kind in ("gauge", "matched_ratio"):
@@ -186,25 +188,33 @@ class Synth:
         labels: dict[str, str],
         counts: dict[float, float],
         bounds: tuple[float, ...] | None = None,
+        per_sample: bool = True,
     ) -> list[tuple[str, str]]:
         """Cumulative _bucket counters for every bound (the catalog's unless given) and +Inf, and
-        _count, from observations per sample in the buckets that end at the keys of `counts`."""
+        _count, from observations per sample in the buckets that end at the keys of `counts`; with
+        `per_sample` off, every series flat at 7 (an idle histogram). A client source's histogram
+        carries the model name in its own label (config.client_side)."""
         bounds = [*(self.buckets_of(metric) if bounds is None else bounds), float("inf")]
+        name = self.sb.metric_name(metric)
+        if self.sb.source(name) == "gateway":
+            labels = {
+                (self.labels.client_model if k == "model_name" else k): v
+                for k, v in labels.items()
+                if k not in self.labels.vllm_only()
+            }
+            labels.update(self.pinned("gateway"))
+        value = self.counter_per_sample if per_sample else (lambda _: f"7x{self.steps}")
         out = []
         for bound in bounds:
             le = "+Inf" if bound == float("inf") else scenarios.number(bound)
             out.append(
-                (
-                    series_text(f"{metric}_bucket", {**labels, "le": le}),
-                    self.counter_per_sample(cumulative(counts, bound)),
-                )
+                (series_text(f"{name}_bucket", {**labels, "le": le}), value(cumulative(counts, bound)))
             )
-        out.append((series_text(f"{metric}_count", labels), self.counter_per_sample(sum(counts.values()))))
+        out.append((series_text(f"{name}_count", labels), value(sum(counts.values()))))
         return out
 
     def buckets_of(self, metric: str) -> tuple[float, ...]:
-        entry = self.sb.catalog.lookup(self.sb.metric_name(metric))
-        return tuple(entry.buckets or ()) if entry else ()
+        return self.sb.catalog.test_buckets(self.sb.metric_name(metric))
 
     def counter_per_sample(self, per_sample: float) -> str:
         return f"0+{scenarios.number(per_sample)}x{self.steps}"

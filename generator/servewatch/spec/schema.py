@@ -19,6 +19,7 @@ from pydantic import (
 from .. import catalog
 from ..catalog.exporter import METRIC_NAME_RE
 from .translate import did_you_mean
+from .client_side import ClientSideConfig
 from .deployment import RoleConfig, RoleName, TrackConfig
 from .fields import (
     DURATION_RE,
@@ -225,6 +226,9 @@ class Config(Strict):
     # aggregated, single-track deployment per model
     role: RoleConfig | None = None
     track: TrackConfig | None = None
+    # the client's side of latency: a gateway or frontend source (spec/client_side.py); null: the
+    # latency alerts read the engines' own histograms
+    client_side: ClientSideConfig | None = None
     remember: Remember = Remember()
     dcgm: DcgmProfile = DcgmProfile()
     rule_namespace: K8sName = "monitoring"
@@ -240,6 +244,13 @@ class Config(Strict):
     # How the Prometheus stores vLLM's histograms (docs/histograms.md): classic _bucket/_count/_sum
     # series, native histograms with custom buckets (convert_classic_histograms_to_nhcb), or either.
     histograms: Literal["classic", "native", "both"] = "classic"
+
+    def selector(self, source: str) -> str:
+        """The extra matchers of a source's series: config.selectors, or for a gateway or frontend
+        source config.client_side's."""
+        if source == "gateway":
+            return self.client_side.selector if self.client_side is not None else ""
+        return self.selectors.get(source, "")
 
     @field_validator("cluster_label", mode="before")
     @classmethod
@@ -352,6 +363,7 @@ class Absence(Strict):
         "no_progress",
         "part_missing",
         "rank_idle",
+        "client_missing",
     ]
     source: Literal["dcgm", "vllm"]
     signal: str | None = None  # partner_missing: the matched_ratio signal
@@ -359,7 +371,8 @@ class Absence(Strict):
     # metrics_absent: a target that has not been up since it appeared is starting (loading its
     # weights), not down, for this long
     startup_grace: PositiveDuration | None = None
-    # no_progress, rank_idle: gauge signals that say work is in flight, and rate signals that say it advances
+    # no_progress, rank_idle: gauge signals that say work is in flight, and rate signals that say it advances;
+    # client_missing: rate signals that say a model has traffic
     work: tuple[str, ...] = ()
     progress: tuple[str, ...] = ()
     # rank_idle: the progress (tokens per second) a sibling rank of the same pod must make for an idle
@@ -370,6 +383,10 @@ class Absence(Strict):
     def _needs(self):
         if self.kind in ("no_progress", "rank_idle") and not (self.work and self.progress):
             raise ValueError(f"a {self.kind} absence needs `work` and `progress` signals")
+        if self.kind == "client_missing" and not self.progress:
+            raise ValueError(
+                "a client_missing absence needs `progress`: rate signals that say a model has traffic"
+            )
         if self.kind == "rank_idle" and self.busy is None:
             raise ValueError("a rank_idle absence needs `busy`: the progress per second of a serving sibling")
         return self
@@ -432,7 +449,7 @@ class Group(Strict):
     enabled: bool = True
     # the deployment dimensions the group is about (config.role, config.track): generated only
     # where each is configured
-    needs: tuple[Literal["role", "track"], ...] = ()
+    needs: tuple[Literal["role", "track", "client_side"], ...] = ()
 
     @field_validator("name", "family")
     @classmethod
@@ -542,7 +559,7 @@ class SeriesInput(Strict):
     values: Annotated[str, AfterValidator(lambda v: sample_values(_sketch(v)) and v)]
     # input only where each deployment dimension is configured (config.role, config.track): a series
     # that only the rules of such a dimension read
-    needs: tuple[Literal["role", "track"], ...] = ()
+    needs: tuple[Literal["role", "track", "client_side"], ...] = ()
 
 
 class Scenario(Strict):

@@ -101,6 +101,8 @@ def spec_problems(spec) -> list[SpecError]:
     for name, signal in spec.signals.items():
         for field in METRIC_FIELDS:
             metric = getattr(signal, field)
+            if metric and labels.client_metric(metric):  # client_ttft: the configured source's histogram
+                metric = labels.client_metric(metric)
             if metric in cat.dcgm.fields and labels.unnamed_field(metric):
                 err(labels.unnamed_field(metric), ("signal", name), field)
             elif metric and metric not in cat.dcgm.fields:
@@ -172,7 +174,7 @@ def spec_problems(spec) -> list[SpecError]:
                         key,
                         "quantile",
                     )
-            if alert.absence and alert.absence.kind in ("no_progress", "rank_idle"):
+            if alert.absence and alert.absence.kind in ("no_progress", "rank_idle", "client_missing"):
                 for problem, field in _no_progress_problems(alert.absence, spec.signals, _recorded(spec)):
                     err(problem, key, "absence", field)
             if alert.absence and alert.absence.kind == "rank_idle" and RANK not in spec.config.identity.vllm:

@@ -44,6 +44,10 @@ ABSENCE_LISTS = {
         "{source} engines idle while a sibling rank serves",
         "None: every {source} engine of a serving pod gets work.",
     ),
+    "client_missing": (
+        "Models with traffic and no client-side latency",
+        "None: the gateway or frontend reports first tokens of every model with traffic.",
+    ),
     "partner_missing": (
         "GPUs or exporters without both {numerator} and {partner}",
         "None: every GPU and exporter exports both {numerator} and {partner}.",

@@ -135,5 +135,5 @@ def rules(records, builder) -> tuple[list[RateRule], list[QuantileRule]]:
 def plain_matchers(builder, metric: str) -> set[tuple[str, str, str]]:
     """The matchers the configured selector of `metric`'s source puts on it: all a rule's selector may
     carry and still record every series."""
-    text = builder.config.selectors.get(builder.source(metric), "")
+    text = builder.config.selector(builder.source(metric))
     return {(name, OPS[op], value) for name, op, value in promql.parse_matchers(text)}

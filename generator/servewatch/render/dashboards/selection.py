@@ -157,6 +157,16 @@ class Selection:
         observed = f"{self.rate(f'{metric}_count', level, by)} > 0"
         return promql.only_where(promql.quantile(q, self.bucket_rates(metric, level, by)), observed, keep)
 
+    def recorded_quantile(self, name: str, q: float) -> str:
+        """A quantile signal's own recording rule at quantile q, narrowed by the selection: for
+        signals whose histogram only their rules know how to read (a client source's)."""
+        sig = self.ctx.model.signal(name)
+        keys = set(self.ctx.model.builder.level_identity(sig.metric, sig.level))
+        narrow = [
+            m for m in self.vllm_matchers if promql.parse_matchers(m)[0][0] in keys
+        ]  # not $role, $track
+        return promql.selector(sig.record, f'quantile="{q:g}"', *narrow)
+
     def mean(self, metric: str, level: str) -> str:
         """The mean observation per level: rate(_sum) / rate(_count); none while nothing is observed."""
         return self.share(f"{metric}_sum", f"{metric}_count", level)

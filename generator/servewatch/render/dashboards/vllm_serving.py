@@ -134,6 +134,8 @@ class VllmServing(BoardBuilder):
         self.targets()
         self.traffic()
         self.latency()
+        if self.ctx.model.config.client_side is not None:
+            self.client_side()
         if self.ctx.model.config.track is not None:
             tracks_side_by_side(self, self.models)
         self.per_engine()
@@ -383,6 +385,39 @@ class VllmServing(BoardBuilder):
                 "decode, stacked (one panel per model). The tallest band is where to look.",
             )
         )
+
+    def client_side(self) -> None:
+        """The client's view (config.client_side): the gateway's or frontend's quantiles beside the
+        engines' own, so a gap between them shows time spent outside the engines."""
+        ctx = self.ctx
+        source = ctx.model.builder.labels.client.name
+        self.row(f"The client's side: latency at the {source} ({PER_MODEL})")
+        for client, engine, title in (
+            ("client_ttft", "model_ttft", "Time to first token"),
+            ("client_itl", "model_itl", "Inter-token latency"),
+        ):
+            lines = [
+                grafana.Target(
+                    self.models.recorded_quantile(client, q),
+                    ctx.model_legend(f"{percentile(q)} at the {source}"),
+                )
+                for q in ctx.model.signal(client).quantiles
+            ]
+            lines.append(
+                grafana.Target(self.models.signal(engine, 0.95), ctx.model_legend("p95 on the engines"))
+            )
+            self.add(
+                timeseries(
+                    f"{title}: the client's side and the engines'",
+                    *lines,
+                    unit="s",
+                    w=12,
+                    steps=above(ctx.threshold(client, 0.95)),
+                    description=f"{ctx.model.signal(client).help} Beside it the engines' own p95: a client "
+                    "p95 far above the engines' is time spent in the gateway, routing or the KV transfer.",
+                ),
+                alert_view=ctx.alerts_of(client),
+            )
 
     def per_engine(self) -> None:
         ctx, roles = self.ctx, self.ctx.roles

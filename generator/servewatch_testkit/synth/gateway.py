@@ -1,0 +1,116 @@
+"""A gateway in front of vLLM: llm-d's endpoint picker (EPP) routing two models in namespace ``llm``.
+
+Each model has one vLLM engine (``vllm:num_requests_running``, 20 requests finished per step, its
+own TTFT histogram: every first token at 0.3 s on the engine). Two EPP pods route
+``deepseek-ai/DeepSeek-V3``, each for two flows (``fairness_id`` team-a and team-b), 5 first tokens
+per step per pod and flow: 20 per 30 s step, 0.667 per second in all; every request streams 50 tokens
+0.04 s apart, at the gateway as on the engine. Healthy, every first token reaches the client at
+0.6 s; ``moonshotai/Kimi-K2`` is routed the same way. Half an hour at 30 s (60 steps), evaluated at
+the last step.
+
+``gateway_incident``: from step 20 team-a's first tokens reach the client at 3.0 s on both EPP pods
+(10 of 20 per step: the p95 lies in 2.5-5 s, past the 2 s threshold) while the engines stay at 0.3 s
+(the time is spent outside them); the EPP reports no Kimi-K2 at all (its engine serves on); and one
+EPP pod still exports the endpoint picker's older name (``llm_d_router_epp_*``) beside the new one.
+The EPP's bucket bounds are not documented: the catalog's test layout is used.
+"""
+
+from __future__ import annotations
+
+from servewatch import catalog
+
+from .histogram import ITL_BUCKETS, TTFT_BUCKETS, histogram_series
+from .scenario import Scenario
+from .series import Series
+
+STEP, STEPS, INCIDENT_STEP = 30, 60, 20
+EVAL_STEP = STEPS - 1
+NS = "llm"
+MODELS = ("deepseek-ai/DeepSeek-V3", "moonshotai/Kimi-K2")
+EPP_PODS, FLOWS = ("epp-0", "epp-1"), ("team-a", "team-b")
+PER_FLOW = 5  # first tokens per step, per EPP pod and flow
+TTFT = "llm_d_epp_request_ttft_seconds"
+ITL = "llm_d_epp_request_streaming_itl_seconds"
+ITL_S, TOKENS = 0.04, 50  # every inter-token gap, at the gateway and on the engine; gaps per first token
+OLD_TTFT = "llm_d_router_epp_request_ttft_seconds"
+ENGINE_TTFT_S, CLIENT_TTFT_S, SLOW_TTFT_S = 0.3, 0.6, 3.0
+
+
+def _engine(model: str, pod: str) -> list[Series]:
+    labels = {"namespace": NS, "pod": pod, "model_name": model, "engine": "0"}
+    running = Series("vllm:num_requests_running", labels, [2.0] * STEPS)
+    ttft = histogram_series(
+        "vllm:time_to_first_token_seconds", labels, TTFT_BUCKETS, [[(ENGINE_TTFT_S, 20)]] * STEPS
+    )
+    itl = histogram_series(
+        "vllm:inter_token_latency_seconds", labels, ITL_BUCKETS, [[(ITL_S, 20 * TOKENS)]] * STEPS
+    )
+    finished = Series(
+        "vllm:request_success_total",
+        {**labels, "finished_reason": "stop"},
+        [20.0 * i for i in range(STEPS)],
+        kind="counter",
+    )
+    return [running, finished, *ttft, *itl]
+
+
+def _epp(name: str, model: str, pod: str, flow: str, slow: bool) -> list[Series]:
+    labels = {
+        "namespace": NS,
+        "pod": pod,
+        "model_name": model,
+        "target_model_name": model,
+        "fairness_id": flow,
+        "priority": "0",
+        "streaming": "true",
+    }
+    per_step = [
+        [(SLOW_TTFT_S if slow and i >= INCIDENT_STEP else CLIENT_TTFT_S, PER_FLOW)] for i in range(STEPS)
+    ]
+    return histogram_series(name, labels, catalog.load().gateway_test_buckets, per_step)
+
+
+def _itl(model: str, pod: str, flow: str) -> list[Series]:
+    labels = {"namespace": NS, "pod": pod, "model_name": model, "target_model_name": model}
+    labels |= {"fairness_id": flow, "priority": "0"}
+    per_step = [[(ITL_S, PER_FLOW * TOKENS)]] * STEPS
+    return histogram_series(ITL, labels, catalog.load().gateway_test_buckets, per_step)
+
+
+def _build(name: str, incident: bool) -> Scenario:
+    series: list[Series] = []
+    for i, model in enumerate(MODELS):
+        series += _engine(model, f"model-{i}-0")
+    routed = MODELS[:1] if incident else MODELS
+    for model in routed:
+        for pod in EPP_PODS:
+            for flow in FLOWS:
+                series += _epp(TTFT, model, pod, flow, incident and flow == "team-a")
+                series += _itl(model, pod, flow)
+    if incident:
+        series += _epp(OLD_TTFT, MODELS[0], EPP_PODS[0], FLOWS[0], True)
+    truth = {
+        "client_first_tokens_per_s": len(EPP_PODS) * len(FLOWS) * PER_FLOW / STEP,
+        "slow_model": MODELS[0] if incident else None,
+        "unrouted_model": MODELS[1] if incident else None,
+    }
+    return Scenario(
+        name,
+        tuple(series),
+        STEPS,
+        STEP,
+        EVAL_STEP,
+        truth,
+        INCIDENT_STEP if incident else None,
+    )
+
+
+def gateway_healthy() -> Scenario:
+    return _build("gateway-healthy", incident=False)
+
+
+def gateway_incident() -> Scenario:
+    return _build("gateway-incident", incident=True)
+
+
+__all__ = ["gateway_healthy", "gateway_incident", "MODELS", "TTFT"]

@@ -1,0 +1,288 @@
+"""Gateway and frontend sources (config.client_side, docs/disaggregated.md "The client's side"): the
+catalog's client sources and their renames, the config, the rules, tests and panels they add, and a
+real Prometheus 3.5 reading them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from servewatch import catalog, generate, verify, writer
+from servewatch.detect import probes
+from servewatch.detect.runner import current_config, detect
+from servewatch.errors import SpecErrors
+from servewatch.spec.schema import Config
+from servewatch_testkit.synth.gateway import MODELS, TTFT, gateway_healthy, gateway_incident
+from test_dashboards_integration import grafana_regex, panel_problems
+from test_disaggregated_fleet import Served
+
+
+def test_each_client_source_names_a_catalogued_histogram_per_quantity():
+    cat = catalog.load()
+    assert set(cat.clients) == {"llm-d-epp", "dynamo-frontend"}
+    for source in cat.clients.values():
+        assert {f for f, _ in source.fields} == {"ttft", "itl"}
+        for _, name in source.fields:
+            entry = cat.lookup(name + "_bucket")
+            assert entry is not None and entry.type == "histogram" and entry.source == "gateway"
+    assert cat.clients["llm-d-epp"].model_label == "model_name"
+    assert cat.clients["dynamo-frontend"].model_label is None, "its labels are not documented"
+
+
+def test_the_endpoint_pickers_older_prefix_points_at_the_new_name():
+    cat = catalog.load()
+    problem = cat.problem("llm_d_router_epp_request_ttft_seconds_bucket")
+    assert problem is not None and "use 'llm_d_epp_request_ttft_seconds' instead" in problem
+    assert cat.problem("llm_d_epp_request_ttft_seconds_count") is None
+    assert cat.rename_of("llm_d_router_epp_flow_control_pool_saturation").replacement == (
+        "llm_d_epp_flow_control_pool_saturation"
+    )
+
+
+CLIENT = "  client_side: null\n"
+EPP = "  client_side: {source: llm-d-epp}\n"
+FRONTEND = "  client_side: {source: dynamo-frontend, model_label: model, selector: 'job=\"frontend\"'}\n"
+
+
+def test_client_side_left_out_builds_the_default_output(default_build, specs_with):
+    """Without client_side every generated file is byte for byte what null gives (the committed
+    outputs: `generate --check` holds them)."""
+    _, files = generate.build(specs_with({"config.yaml": [(CLIENT, "")]}))
+    assert files == default_build[1]
+
+
+@pytest.mark.parametrize(
+    "written, field, message",
+    [
+        ("{source: llm-d-ep}", "config.client_side.source", "did you mean 'llm-d-epp'"),
+        ("{source: dynamo-frontend}", "config.client_side", "documents no model label"),
+        ("{source: llm-d-epp, selector: 'job=='}", "config.client_side.selector", "double-quoted value"),
+        ("{source: llm-d-epp, model_label: 'model-name'}", "config.client_side.model_label", "label name"),
+        ("{source: llm-d-epp, route: x}", "config.client_side.route", "unknown field"),
+    ],
+)
+def test_a_bad_client_side_is_an_error_at_its_line(specs_with, line_of, written, field, message):
+    specs = specs_with({"config.yaml": [(CLIENT, f"  client_side: {written}\n")]})
+    with pytest.raises(SpecErrors) as err:
+        generate.build(specs)
+    line = line_of(specs / "config.yaml", "  client_side: {")
+    assert f"config.yaml:{line}: {field}" in str(err.value)
+    assert message in str(err.value)
+
+
+def test_a_client_source_resolves_its_model_label():
+    assert Config(client_side={"source": "llm-d-epp"}).client_side.label == "model_name"
+    frontend = Config(client_side={"source": "dynamo-frontend", "model_label": "model"}).client_side
+    assert (
+        frontend.label == "model" and frontend.metric("ttft") == "dynamo_frontend_time_to_first_token_seconds"
+    )
+
+
+# -- the rules, tests and panels a client source adds ------------------------------------------------
+@pytest.fixture(scope="module")
+def epp_build(specs_with):
+    return generate.build(specs_with({"config.yaml": [(CLIENT, EPP)]}))
+
+
+def test_the_client_side_group_records_ttft_and_itl_and_alerts_on_ttft(epp_build, default_build):
+    model, files = epp_build
+    rules = files["rules/vllm.rules.yaml"]
+    assert "llm_d_epp_request_ttft_seconds_bucket" in rules
+    assert "llm_d_epp_request_streaming_itl_seconds_bucket" in rules
+    alerts = {a.alert: a for a in model.alerts()}
+    assert {"VLLMClientTimeToFirstTokenP95High", "VLLMClientLatencyMetricsMissing"} <= set(alerts)
+    assert "VLLMClientTimeToFirstTokenP95High" not in {a.alert for a in default_build[0].alerts()}
+    # each flow of a gateway pod is its own requests: deduplicated apart, then summed per model
+    ttft = alerts["VLLMClientTimeToFirstTokenP95High"]
+    assert ttft.spec.signal == "client_ttft"
+    bucket_rule = next(line for line in rules.splitlines() if "llm_d_epp_request_ttft_seconds_bucket" in line)
+    assert (
+        "max by (namespace, pod, model_name, target_model_name, fairness_id, priority, streaming, le)"
+        in bucket_rule
+    )
+    assert bucket_rule.lstrip().startswith("expr: sum by (namespace, model_name, le)")
+
+
+def test_which_side_each_ttft_alert_measures_is_said(epp_build, default_build):
+    _, files = epp_build
+    engine_page = files["runbooks/VLLMTimeToFirstTokenP95High.md"]
+    assert "instance side" in engine_page and "llm-d-epp" in engine_page
+    assert "the client's side" in files["runbooks/VLLMClientTimeToFirstTokenP95High.md"]
+    assert "instance side" not in default_build[1]["runbooks/VLLMTimeToFirstTokenP95High.md"]
+    rules = files["rules/vllm.rules.yaml"]
+    assert "queueing and prefill; measured on the engines, the instance side; the client" in rules
+
+
+def test_the_generated_tests_prove_the_client_side_rules(epp_build):
+    """Scenarios (firing and silent), boundaries (both sides of the threshold and of `for`) and the
+    recording rules, generated like every group's."""
+    _, files = epp_build
+    scenarios, bounds = files["promtool/vllm.test.yaml"], files["promtool/vllm.boundaries.test.yaml"]
+    records = files["promtool/vllm.records.test.yaml"]
+    for name in ("slow first tokens at the gateway", "fast first tokens at the gateway"):
+        assert name in scenarios
+    assert "a served model the gateway does not report" in scenarios
+    for side in ("just past", "just short of"):
+        assert f"boundary: VLLMClientTimeToFirstTokenP95High {side} its threshold" in bounds
+    for record in (
+        "model:client_time_to_first_token_seconds_bucket:rate5m",
+        "model:client_time_to_first_token_seconds:histogram_quantile_rate5m",
+        "model:client_inter_token_latency_seconds:histogram_quantile_rate5m",
+    ):
+        assert f"record: {record}" in records
+
+
+@pytest.mark.integration
+@pytest.mark.tools("promtool")
+@pytest.mark.parametrize(
+    "edits",
+    [
+        [(CLIENT, EPP)],
+        [(CLIENT, FRONTEND)],
+        [
+            (CLIENT, EPP),
+            ("  role: null\n", "  role: {label: llm_d_ai_role}\n"),
+            ("  track: null\n", "  track: {label: track}\n"),
+        ],
+    ],
+    ids=["llm-d-epp", "dynamo-frontend", "llm-d-epp-with-role-and-track"],
+)
+def test_the_generated_vllm_tests_pass_under_promtool(specs_with, tmp_path, edits):
+    """The vLLM family's scenarios, boundaries, records and churn tests on promtool, under a client
+    source that names the model in model_name (llm-d's), one that names it otherwise (Dynamo's, its
+    series picked by a selector), and beside a role and a track (the client's side has neither)."""
+    specs = specs_with({"config.yaml": edits})
+    _, files = generate.build(specs)
+    wanted = {
+        k: v for k, v in files.items() if k == "rules/vllm.rules.yaml" or k.startswith("promtool/vllm.")
+    }
+    writer.write(tmp_path, wanted)
+    said: list[str] = []
+    assert verify.run(tmp_path, echo=said.append, specs=specs, jobs=2), "\n".join(said)
+
+
+# -- on a real Prometheus 3.5: llm-d's endpoint picker in front of two models ------------------------
+@pytest.fixture(scope="module")
+def served(epp_build, tmp_path_factory):
+    _, files = epp_build
+    out = tmp_path_factory.mktemp("gateway-rules")
+    writer.write(out, {"rules/vllm.rules.yaml": files["rules/vllm.rules.yaml"]})
+    rules = out / "rules" / "vllm.rules.yaml"
+    made = {
+        name: Served(build(), rules)
+        for name, build in (("healthy", gateway_healthy), ("incident", gateway_incident))
+    }
+    yield made
+    for s in made.values():
+        s.prom.close()
+
+
+WATCHED = (
+    "VLLMClientTimeToFirstTokenP95High",
+    "VLLMClientLatencyMetricsMissing",
+    "VLLMTimeToFirstTokenP95High",
+)
+
+
+@pytest.mark.integration
+@pytest.mark.tools("promtool", "prometheus")
+def test_live_a_healthy_gateway_fires_nothing_and_counts_every_flow(epp_build, served):
+    model, _ = epp_build
+    s = served["healthy"]
+    for alert in (a for a in model.alerts() if a.alert in WATCHED):
+        assert not s.fired(alert), (alert.alert, s.fired(alert))
+    rows = s.prom.query('model:client_time_to_first_token_seconds_bucket:rate5m{le="+Inf"}', s.t)
+    per_model = {r["metric"]["model_name"]: float(r["value"][1]) for r in rows}
+    want = s.scenario.truth["client_first_tokens_per_s"]  # both pods and both flows, not the max of them
+    assert per_model == {m: pytest.approx(want) for m in MODELS}
+    p95 = s.prom.query(
+        'model:client_time_to_first_token_seconds:histogram_quantile_rate5m{quantile="0.95"}', s.t
+    )
+    assert len(p95) == 2 and all(0.5 < float(r["value"][1]) <= 1.0 for r in p95)
+
+
+@pytest.mark.integration
+@pytest.mark.tools("promtool", "prometheus")
+def test_live_slow_first_tokens_at_the_gateway_fire_the_client_alert_only(epp_build, served):
+    """The engines stay fast (0.3 s): the instance-side alert is silent, the client-side one names
+    the slow model; the model the gateway stopped reporting fires the absence alert, and only it."""
+    model, _ = epp_build
+    s = served["incident"]
+    alerts = {a.alert: a for a in model.alerts()}
+    slow, unrouted = s.scenario.truth["slow_model"], s.scenario.truth["unrouted_model"]
+    fired = s.fired(alerts["VLLMClientTimeToFirstTokenP95High"])
+    assert [(m["namespace"], m["model_name"]) for m in fired] == [("llm", slow)]
+    assert not s.fired(alerts["VLLMTimeToFirstTokenP95High"])
+    missing = s.fired(alerts["VLLMClientLatencyMetricsMissing"])
+    assert [(m["model_name"], m["metric"]) for m in missing] == [(unrouted, TTFT)]
+
+
+@pytest.mark.integration
+@pytest.mark.tools("promtool", "prometheus")
+def test_live_detect_finds_the_endpoint_picker_and_its_older_names(served, default_model):
+    s = served["incident"]
+    found = detect(s.prom.client, default_model.config, s.t)
+    assert found.suggested["client_side"] == {"source": "llm-d-epp"}
+    assert _said(found, "differs") and "llm_d_router_epp_*" in _said(found, "warning")[0]
+
+
+def _said(found, level: str) -> list[str]:
+    return [f.message for f in found.findings if f.topic == "client_side" and f.level == level]
+
+
+@pytest.mark.integration
+@pytest.mark.tools("promtool", "prometheus")
+def test_live_detect_warns_of_a_configured_source_not_scraped(served, epp_build):
+    model, _ = epp_build
+    s = served["healthy"]
+    frontend = model.config.model_copy(
+        update={
+            "client_side": Config(
+                client_side={"source": "dynamo-frontend", "model_label": "model"}
+            ).client_side
+        }
+    )
+    warned = _said(detect(s.prom.client, frontend, s.t), "warning")
+    assert warned and "no dynamo_frontend_time_to_first_token_seconds series is scraped" in warned[0]
+
+
+class _Canned:
+    """An Ask answering a probe's queries from canned rows, by the metric name each selects."""
+
+    def __init__(self, rows: dict[str, list[dict]]):
+        self.answers = rows
+
+    def rows(self, expr: str) -> list[dict]:
+        return next((rows for name, rows in self.answers.items() if name in expr), [])
+
+    def count(self, expr: str) -> int:
+        return len(self.rows(expr))
+
+
+def test_detect_suggests_the_label_a_frontend_names_served_models_in():
+    """Dynamo documents no model label: the label whose values are the engines' model names is it."""
+    frontend = [{"metric": {"__name__": "dynamo_frontend_time_to_first_token_seconds_count", "model": "m1"}}]
+    engines = [{"metric": {"model_name": "m1"}, "value": [0, "1"]}]
+    ask = _Canned(
+        {"dynamo_frontend_time_to_first_token_seconds": frontend, "vllm:num_requests_running": engines}
+    )
+    ctx = probes.ProbeContext(ask, Config(), catalog.load(), current_config(Config()))
+    out = probes.client_side(ctx)
+    assert out.suggested == {"client_side": {"source": "dynamo-frontend", "model_label": "model"}}
+
+
+@pytest.mark.integration
+@pytest.mark.tools("promtool", "prometheus")
+def test_live_the_client_side_row_shows_every_panel_with_data(epp_build, served):
+    _, files = epp_build
+    s = served["healthy"]
+    dashboard = json.loads(files["dashboards/vllm-serving.json"])
+    [row] = [
+        p for p in dashboard["panels"] if p["type"] == "row" and p["title"].startswith("The client's side")
+    ]
+    assert len(row["panels"]) == 2
+    values = {"datasource": "prometheus", "pod": ".*", "engine": ".*", "namespace": "llm"}
+    values |= {"model": grafana_regex(MODELS[0])}
+    only_row = {"uid": dashboard["uid"], "panels": row["panels"]}
+    assert panel_problems(lambda e: s.prom.query(e, s.t), only_row, values, set()) == []

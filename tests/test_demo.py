@@ -39,6 +39,16 @@ def _read_until(proc: subprocess.Popen, marker: str, errors: Path) -> str:
     pytest.fail(f"demo not up after {START_S} s: {''.join(seen)}")
 
 
+# `python -m servewatch` with Ctrl-C as a terminal delivers it. A process started in the background
+# by a non-interactive shell (`cmd &`, as CI scripts and nohup do) ignores SIGINT, its children
+# inherit that, and Python then installs no KeyboardInterrupt handler: the demo would never see the
+# test's Ctrl-C. The child restores it before servewatch starts.
+AS_A_TERMINAL_STARTS_IT = (
+    "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "runpy.run_module('servewatch', run_name='__main__', alter_sys=True)"
+)
+
+
 def _stderr(work: Path) -> Path:
     return work.parent / "stderr.txt"
 
@@ -49,8 +59,8 @@ def demo(tmp_path_factory):
     # stderr to a file, not a pipe: a pipe nobody reads while the demo runs fills up and blocks it
     errors = open(_stderr(work), "w")  # noqa: SIM115 (closed with the fixture)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "servewatch", "demo", "--incident", "kv_saturation", "--incident", "healthy"]
-        + ["--workdir", str(work)],
+        [sys.executable, "-c", AS_A_TERMINAL_STARTS_IT, "demo", "--incident", "kv_saturation"]
+        + ["--incident", "healthy", "--workdir", str(work)],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=errors,

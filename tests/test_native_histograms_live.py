@@ -46,7 +46,11 @@ FACTOR = 30
 CLUSTERS = {"calm": "healthy", "east": "kv_saturation", "north": "ttft_queueing"}
 LEAD_STEPS = 12
 WAIT_S = 150
-REL = 2e-2  # two Prometheus scrape at their own phase: rates differ a little, quantiles with them
+# Two Prometheus scrape and evaluate at their own phases: rates differ a little, quantiles with them.
+# The offset is steady, so a fast-moving rate differs the same way at every instant: 5.5% was seen on
+# a TTFT bucket rate of the queueing incident. The exact native arithmetic is proven by promtool on
+# the same inputs (test_native_histograms.py); this test proves the queries answer alike live.
+REL = 1e-1
 # alerts the incidents must fire (alertname, cluster): the histogram quantile alerts among them
 MUST_FIRE = {("VLLMKVCacheUsageHigh", "east"), ("VLLMInterTokenLatencyP95High", "east")}
 NATIVE_FLAG = "--enable-feature=native-histograms"

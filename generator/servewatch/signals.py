@@ -84,8 +84,9 @@ class LabelNames:
     def client_metric(self, name: str) -> str | None:
         """The histogram a client-side quantity (`client_ttft`, `client_itl`) is read from; None
         for any other name."""
-        field = name.removeprefix(CLIENT_PREFIX)
-        return self.client.metric(field) if name.startswith(CLIENT_PREFIX) else None
+        if not name or not name.startswith(CLIENT_PREFIX):  # a signal without a metric passes None
+            return None
+        return self.client.metric(name.removeprefix(CLIENT_PREFIX))
 
     def client_keys(self, metric: str) -> list[str]:
         """What one gateway pod's series of `metric` differ by: the engine identity with the model

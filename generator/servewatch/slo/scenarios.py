@@ -230,7 +230,7 @@ class Designer:
     def proof(self) -> Proof:
         designs = [self.steady_burn(), self.slow_burn(), self.burst(), self.idle(), self.counter_reset()]
         designs += [self.good_input_missing(), self.client_aborts(), self.out_of_scope()]
-        designs += [self.tiny()] + [self.override(m, o) for m, o in sorted(self.slo.per_model.items())]
+        designs += [self.tiny()] + [self.override(m) for m in sorted(self.slo.per_model)]
         for i, row in enumerate(self.slo.alerting.windows, 1):
             designs += [self.guard_edge(i, row), self.short_edge(i, row), self.long_edge(i, row)]
             designs += [self.exact_long(i, row), self.exact_short(i, row), self.exact_guard(i, row)]
@@ -555,14 +555,14 @@ class Designer:
             prove,
         )
 
-    def override(self, model: str, over: s.ModelOverride) -> SloScenario:
+    def override(self, model: str) -> SloScenario:
         kind = kind_of(self.slo.sli)
         objective = self.slo.objective_of(model)
         param, decoys = None, ()
         if kind.param:  # the other models' values of the parameter, to prove this one is read
             values = {getattr(self.slo.sli, kind.param)}
             values |= {getattr(o, kind.param) for o in self.slo.per_model.values()} - {None}
-            param = getattr(over, kind.param) or getattr(self.slo.sli, kind.param)
+            param = self.slo.threshold_of(model)
             decoys = tuple(sorted(values - {param}))
         budget = 1 - objective
         fast = max(self.pages or self.slo.alerting.windows, key=lambda r: r.burn_rate)

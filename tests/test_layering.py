@@ -53,6 +53,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "tools",
             "verdicts",
             "verify",
+            "rule_slices",
             "init",
             "demo",
             "upgrades",

@@ -104,7 +104,14 @@ def cmd_test(args) -> int:
     from . import verify
 
     extra = sorted(Path(args.extra).glob("*.yaml")) if args.extra and Path(args.extra).is_dir() else []
-    ok = verify.run(Path(args.out), extra, specs=Path(args.specs), cache=not args.no_cache, jobs=args.jobs)
+    ok = verify.run(
+        Path(args.out),
+        extra,
+        specs=Path(args.specs),
+        cache=not args.no_cache,
+        jobs=args.jobs,
+        whole=args.whole,
+    )
     return 0 if ok else 1
 
 
@@ -182,6 +189,11 @@ def parser() -> argparse.ArgumentParser:
         "--no-cache",
         action="store_true",
         help="run every promtool check and test again, even those that passed before on the same bytes",
+    )
+    t.add_argument(
+        "--whole",
+        action="store_true",
+        help="run each test against the whole rule files, not only the rules it observes",
     )
     t.add_argument(
         "--jobs",

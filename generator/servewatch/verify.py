@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import scenarios, tools, verdicts
+from . import rule_slices, scenarios, tools, verdicts
 from .errors import ServewatchError
 
 FAILED_RE = re.compile(r"^\s+name: (?P<name>.*),\s*$")
@@ -37,10 +38,12 @@ def run(
     specs: Path | None = None,
     cache: bool = True,
     jobs: int | None = None,
+    whole: bool = False,
 ) -> bool:
     """Check and unit-test the rules under `root`; `specs` (default: root/specs) explains failures.
-    The test files run side by side on `jobs` processes (default: one per core); a run whose
-    promtool, arguments and files all passed before is not run again unless `cache` is off."""
+    The test files run side by side on `jobs` processes (default: one per core), each test against
+    the rules it observes (rule_slices.py) unless `whole`; a run whose promtool, arguments and files
+    all passed before is not run again unless `cache` is off."""
     rules = rule_files(root)
     if not rules:
         echo("servewatch: no rule files under rules/; run `servewatch generate` first")
@@ -52,9 +55,12 @@ def run(
         tuple(rules),
         f"{len(rules)} rule files",
     )
-    units = _units(test_files(root, list(extra_tests)), jobs or os.cpu_count() or 1)
     start = time.monotonic()
-    results = _run_all([checked, *units], cache, jobs)
+    with tempfile.TemporaryDirectory(prefix="servewatch-slices-") as scratch:
+        paths = test_files(root, list(extra_tests))
+        units = _units(paths, jobs or os.cpu_count() or 1, None if whole else Path(scratch))
+        results = _run_all([checked, *units], cache, jobs)
+        results = [results[0], *(_confirmed(r, cache) for r in results[1:])]
     check_result, files = results[0], _by_file(results[1:])
     failed = [f for f in files if not f.passed]
     out = "\n".join(f.output for f in failed)
@@ -85,7 +91,7 @@ def prove(paths: list[Path], cache: bool = True) -> list[PromtoolResult]:
     """`promtool test rules` on each file in a process of its own, side by side; a file whose
     promtool and bytes passed before (as a file `servewatch test` runs whole) is not run again."""
     tools.ensure("promtool")
-    jobs = [PromtoolJob(("test", "rules"), (p,), _reads(p, _load(p)), p.name) for p in paths]
+    jobs = [PromtoolJob(("test", "rules"), (p,), _reads(p, _load(p)), p.name, origin=p) for p in paths]
     return _run_all(jobs, cache, None)
 
 
@@ -122,6 +128,8 @@ class PromtoolJob:
     label: str  # what it proves, for the summary
     tests: int = 0  # the unit tests it runs
     share: float = 1.0  # the part of its file's tests it runs
+    origin: Path | None = None  # the test file it proves (files[0] when run whole)
+    names: tuple[str, ...] = ()  # the tests it runs, when it runs a slice of them
 
     @property
     def cost(self) -> float:
@@ -151,7 +159,12 @@ class FileOutcome:
     passed: bool
     output: str  # promtool's, of the shards that failed
     seconds: float  # promtool time over the shards
-    cached: bool  # every shard passed before on the same bytes
+    runs: int  # promtool runs that prove it: slices, shards
+    kept: int  # of those, the ones that passed before on the same bytes
+
+    @property
+    def cached(self) -> bool:
+        return self.kept == self.runs
 
     @property
     def failed_names(self) -> list[str]:
@@ -168,6 +181,8 @@ class FileOutcome:
 
     def line(self) -> str:
         how = "passed before on the same bytes" if self.cached else f"{self.seconds:.1f} s"
+        if 0 < self.kept < self.runs:
+            how += f"; {self.kept} of {self.runs} runs passed before on the same bytes"
         if self.passed:
             return f"{self.path}: {_tests_text(self.tests)} passed ({how})"
         what = f"{self.failures} of {self.tests} tests FAILED" if self.counted else "FAILED (see above)"
@@ -178,7 +193,7 @@ def _by_file(results: list[PromtoolResult]) -> list[FileOutcome]:
     """The results of a file's shards, as one outcome per file, in the order the files came."""
     groups: dict[Path, list[PromtoolResult]] = {}
     for result in results:
-        groups.setdefault(result.job.files[0], []).append(result)
+        groups.setdefault(result.job.origin or result.job.files[0], []).append(result)
     return [
         FileOutcome(
             path,
@@ -186,33 +201,114 @@ def _by_file(results: list[PromtoolResult]) -> list[FileOutcome]:
             all(r.passed for r in parts),
             "\n".join(r.output for r in parts if not r.passed),
             sum(r.seconds for r in parts),
-            all(r.cached for r in parts),
+            len(parts),
+            sum(r.cached for r in parts),
         )
         for path, parts in groups.items()
     ]
 
 
-def _units(paths: list[Path], cores: int) -> list[PromtoolJob]:
-    """One promtool process per test file; a file that costs more than a core's share is cut into
-    shards of whole tests (promtool's --run), so every core has work."""
-    out = []
-    sizes = {path: path.stat().st_size for path in paths}
-    fair = sum(sizes.values()) / cores
+def _units(paths: list[Path], cores: int, scratch: Path | None = None) -> list[PromtoolJob]:
+    """The promtool runs that prove the test files at `paths`: per file, one run per slice of tests
+    that observe the same rules (written under `scratch`; None runs every file whole), and a run that
+    costs more than a core's share cut into shards of whole tests (promtool's --run), so every core
+    has work."""
+    planned = []
     for path in paths:
         doc = _load(path)  # read once: its rule files and its tests' names
         reads = _reads(path, doc)
-        names = [t.get("name", "") for t in doc.get("tests") or [] if isinstance(t, dict)]
-        shards = min(cores, len(names)) if sizes[path] > fair else 1
-        if shards < 2:
-            out.append(PromtoolJob(("test", "rules"), (path,), reads, _tests_text(len(names)), len(names)))
-            continue
+        cut = _sliced(path, doc, scratch) if scratch is not None else None
+        for test_file, rule_files, names in cut or [(path, reads[1:], _names(doc))]:
+            planned.append((path, test_file, (test_file, *rule_files), names, len(_names(doc))))
+    fair = sum(sum(p.stat().st_size for p in reads) for _, _, reads, _, _ in planned) / cores
+    out = []
+    for origin, test_file, reads, names, total in planned:
+        cost = sum(p.stat().st_size for p in reads)
+        shards = min(cores, len(names)) if cost > fair else 1
+        sliced = test_file != origin
         for i in range(shards):
             part = names[i::shards]
-            runs = tuple(f"--run=^{_go_literal(n)}$" for n in part)
-            label = f"{len(part)} of {len(names)} tests"
-            share = len(part) / len(names)
-            out.append(PromtoolJob(("test", "rules", *runs), (path,), reads, label, len(part), share))
+            runs = tuple(f"--run=^{_go_literal(n)}$" for n in part) if shards > 1 else ()
+            label = _tests_text(len(part)) if len(part) == total else f"{len(part)} of {total} tests"
+            out.append(
+                PromtoolJob(
+                    ("test", "rules", *runs),
+                    (test_file,),
+                    reads,
+                    label,
+                    len(part),
+                    len(part) / len(names) if names else 1.0,
+                    origin,
+                    tuple(part) if sliced else (),
+                )
+            )
     return out
+
+
+def _names(doc: dict) -> list[str]:
+    return [t.get("name", "") for t in doc.get("tests") or [] if isinstance(t, dict)]
+
+
+def _sliced(path: Path, doc: dict, scratch: Path) -> list[tuple[Path, tuple[Path, ...], list[str]]] | None:
+    """The test file at `path` as slices written under `scratch`: (test file, its rule files, its
+    tests' names) each; None when it runs whole (a name the closure cannot follow, a rule file that
+    does not load, or one slice that keeps every rule)."""
+    import yaml
+
+    named = doc.get("rule_files") or []
+    if not doc.get("tests") or not all(isinstance(r, str) and not GLOB_RE.search(r) for r in named):
+        return None  # promtool expands globs; their order is its own
+    rule_paths = [path.parent / r for r in named]
+    if not all(p.is_file() for p in rule_paths):
+        return None
+    rule_docs = [_load(p) for p in rule_paths]
+    try:
+        cut = rule_slices.slices(doc, rule_docs)
+    except rule_slices.Unsliceable:
+        return None
+    everything = sum(len(g.get("rules") or []) for d in rule_docs for g in d.get("groups") or [])
+    if len(cut) == 1 and cut[0].rules == everything:
+        return None
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    out = []
+    for i, part in enumerate(cut):
+        folder = scratch / f"{path.parent.name}-{path.stem}-{i}"
+        folder.mkdir(parents=True)
+        rule_files = []
+        for k, (rule_path, rule_doc) in enumerate(zip(rule_paths, part.rule_docs, strict=True)):
+            rule_file = folder / f"rules-{k}-{rule_path.name}"
+            rule_file.write_text(yaml.dump(rule_doc, Dumper=dumper, sort_keys=False))
+            rule_files.append(rule_file)
+        test = {k: v for k, v in doc.items() if k not in ("rule_files", "tests")}
+        test["rule_files"] = [f.name for f in rule_files]
+        if "group_eval_order" in test:
+            test["group_eval_order"] = [g for g in test["group_eval_order"] if g in part.group_names]
+        test["tests"] = list(part.tests)
+        test_file = folder / path.name
+        test_file.write_text(yaml.dump(test, Dumper=dumper, sort_keys=False))
+        out.append((test_file, tuple(rule_files), _names({"tests": part.tests})))
+    return out
+
+
+def _confirmed(result: PromtoolResult, cache: bool) -> PromtoolResult:
+    """A slice that failed, run again on its whole test file, so what is reported is promtool's word
+    on the files the user has; a slice that fails where the whole file passes is a servewatch bug,
+    reported as such, never a pass."""
+    job = result.job
+    if result.passed or not job.names:
+        return result
+    runs = tuple(f"--run=^{_go_literal(n)}$" for n in job.names)
+    reads = _reads(job.origin, _load(job.origin))
+    whole = PromtoolJob(("test", "rules", *runs), (job.origin,), reads, job.label)
+    again = _run_one(whole, cache)
+    output = again.output
+    if again.passed:
+        output = (
+            f"servewatch: these tests failed against the rules they observe (a slice of the rule files) "
+            f"and passed against the whole files: a servewatch bug; `servewatch test --whole` runs whole "
+            f"files.\n{result.output}"
+        )
+    return PromtoolResult(job, False, output, result.seconds + again.seconds, False)
 
 
 def _tests_text(n: int) -> str:
@@ -237,6 +333,7 @@ def _reads(test_file: Path, doc: dict) -> tuple[Path, ...]:
     return (test_file, *(p for p in found if p.is_file()))
 
 
+GLOB_RE = re.compile(r"[*?\[]")
 GO_SPECIAL = set("\\.+*?()|[]{}^$")
 
 

@@ -37,8 +37,10 @@ LAYERS: list[tuple[str, set[str]]] = [
             "runbooks",
         },
     ),
+    # what is designed from the model before anything is formatted
+    ("plan", {"plan"}),
     # the files; validation sits here, not under model: it builds the dashboards once (render/dashboards)
-    # to check links on them and hands them to the renderer, and reads render/synthetic's margin
+    # to check links on them and hands them to the renderer
     ("render", {"render", "validation", "generate", "writer"}),
     # the commands and what talks to the outside (binaries, a live Prometheus)
     (

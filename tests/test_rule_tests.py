@@ -11,7 +11,7 @@ import yaml
 
 from servewatch import generate, scenarios, tools, verify
 from servewatch.render import rule_tests
-from servewatch.render.synthetic import Synth, bucket_quantile, exact_total
+from servewatch.plan.synthetic import Synth, bucket_quantile, exact_total
 
 
 def _generated(files: dict, kind: str) -> list[dict]:

@@ -10,7 +10,7 @@ from servewatch import tools
 from servewatch.errors import SpecErrors
 from servewatch.model import Model
 from servewatch.render import rule_tests, unit_tests
-from servewatch.render.conform import Conform, SelectorConflict
+from servewatch.plan.conform import Conform, SelectorConflict
 from servewatch.spec import matchers
 from servewatch.spec.loader import load
 from servewatch.validation import validate

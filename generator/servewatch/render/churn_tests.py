@@ -23,7 +23,7 @@ from ..model import AlertRule, Model
 from ..promql import builders as b
 from ..promql.labels import record_labels
 from ..spec.schema import seconds
-from .conform import Conform
+from ..plan.conform import Conform
 from .unit_tests import SERIES_RE, deployment_labels, series_with_selectors, test_file
 from .yamlout import dump
 
@@ -85,7 +85,7 @@ def _churned(model: Model, rule: AlertRule, resolved, check, records: dict) -> d
     sub = lambda text: templates.substitute_tokens(text, model.tokens)  # noqa: E731
     interval = float(seconds(resolved.scenario.interval))
     # one Conform for the test, as for the scenario's own test: the values config.selectors needs,
-    # the same in the series and in the alerts expected of them (render/conform.py)
+    # the same in the series and in the alerts expected of them (plan/conform.py)
     conform = Conform(model, [c.alert for c in resolved.checks])
     conformed = [series_with_selectors(model, sub(s), conform) for s, _ in resolved.series]
     parsed = [_parse(conform.remap(s)) for s in conformed]

@@ -8,7 +8,7 @@
   identity label stay apart, a model's engines add up (promtool/<family>.records.test.yaml).
 
 Thresholds and durations are the alerts' as resolved (overrides applied), so the tests follow any
-tuning; the inputs come from render/synthetic.py.
+tuning; the inputs come from plan/synthetic.py.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from .. import scenarios, templates
 from ..model import Model
 from ..promql.histograms import LE, count_below
 from ..spec.schema import seconds
-from .traffic_guard import guard_tests
-from .synthetic import (
+from ..plan.traffic_guard import guard_tests
+from ..plan.synthetic import (
     MARGIN_S,
     REQUESTS,
     Synth,
@@ -169,7 +169,7 @@ def _exact(model: Model, alert, signal, threshold: float, labels: dict, fires_at
     is "silent at the threshold" a test: a comparison that includes the threshold fires there.
 
     A gauge is read as written; a used / (used + free) is checked as Prometheus divides. A rate or a
-    quantile is worked out as Prometheus 3.5 computes it (render/synthetic.py, rate_at and
+    quantile is worked out as Prometheus 3.5 computes it (plan/synthetic.py, rate_at and
     quantile_at), at each evaluation time: a rate's window and a quantile's bucket rates only settle once
     the window is full, so the check may move later, never past the data."""
     interval = _interval(model)

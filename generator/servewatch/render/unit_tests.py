@@ -12,7 +12,7 @@ from .. import scenarios, templates
 from ..model import Model
 from ..promql import builders as b
 from ..promql import labels
-from .conform import SERIES_RE, Conform, series_key
+from ..plan.conform import SERIES_RE, Conform, series_key
 from .native_series import native_tests
 from .rules import plain_path
 from .yamlout import dump
@@ -23,7 +23,7 @@ def test_path(family: str) -> str:
 
 
 def series_with_selectors(model: Model, series: str, conform: Conform | None = None) -> str:
-    """The series with the label values config.selectors needs (render/conform.py), so default
+    """The series with the label values config.selectors needs (plan/conform.py), so default
     scenarios and synthetic series survive `selectors:`; `conform` keeps one test's values apart.
     A vLLM series also gets the role and track of an aggregated stable engine where it names none,
     so it survives `role:` and `track:`."""

@@ -13,7 +13,7 @@ from ..absence import RANK
 from ..errors import Location, SpecError
 from ..model import effective_alert
 from ..signals import SignalBuilder
-from ..render.synthetic import MARGIN_S
+from ..plan.synthetic import MARGIN_S
 from ..spec.fields import MAX_SAMPLES
 from ..spec.schema import seconds
 from ..spec.translate import did_you_mean

@@ -44,7 +44,7 @@ class Synth:
     # -- who ------------------------------------------------------------------------------------
     def pinned(self, source: str) -> dict[str, str]:
         """The label values config.selectors requires of a source's series (one value per label,
-        render/conform.py: a regex gives the first string it matches); a vLLM series also carries the
+        plan/conform.py: a regex gives the first string it matches); a vLLM series also carries the
         role and track of an aggregated stable engine (config.role, config.track), which every
         signal reads."""
         conform = Conform(self.model)

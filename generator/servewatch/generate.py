@@ -5,7 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from .model import Model
-from .render import alertmanager, dashboards, ecosystem, rules, slo_tests, spec_schema, unit_tests
+from .render import (
+    alertmanager,
+    churn_tests,
+    dashboards,
+    ecosystem,
+    rule_tests,
+    rules,
+    slo_tests,
+    spec_schema,
+    unit_tests,
+)
 from .render import runbooks as runbook_pages
 from .spec.loader import load
 from .validation import Validated, validate
@@ -16,6 +26,8 @@ from .validation import Validated, validate
 RENDERERS = (
     rules.render,
     unit_tests.render,
+    rule_tests.render,  # the tests derived from the rules themselves, beside the scenarios'
+    churn_tests.render,
     slo_tests.render,
     runbook_pages.render,
     alertmanager.render,

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 from ..errors import SpecError
 from ..model import Model
-from ..render import rule_tests, unit_tests
 from ..plan.conform import SelectorConflict
+from ..plan.rule_tests import rule_tests
+from ..plan.scenario_tests import scenario_tests
 from ..plan.slo_engines import engine_labels, slo_engines
 from ..slo.scenarios import OUTSIDE, scenario_model
 
 
 def selector_problems(model: Model) -> list[SpecError]:
     try:
-        unit_tests.scenario_tests(model)
-        rule_tests.render(model)
+        scenario_tests(model)
+        rule_tests(model)
         _slo_models_apart(model)
     except SelectorConflict as exc:
         return [SpecError(str(exc), model.spec.locate("config", "config", "selectors", exc.source))]

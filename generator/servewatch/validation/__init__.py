@@ -15,7 +15,7 @@ line and field:
 
 The dashboards are built here (their links can only be checked on what was built) and handed to the
 renderer, so they are built once. The renderers check nothing, with one exception only rendering can
-know: a dashboard ConfigMap over Kubernetes' 1 MiB object limit (render/dashboards/delivery.py).
+know: a dashboard ConfigMap over Kubernetes' 1 MiB object limit (render/dashboards.py).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from ..errors import SpecErrors
 from ..model import Model
-from ..render import dashboards
+from ..plan import dashboards
 from ..spec.loader import Spec
 from .dashboard_links import alert_link_problems, check_board_links, runbook_link_problems
 from .runbook_checks import runbook_problems

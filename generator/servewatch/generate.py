@@ -1,10 +1,11 @@
-"""The main job: specs -> load -> validate -> render, as {relative path: text}."""
+"""The main job: specs -> load -> validate -> plan -> render, as {relative path: text}."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from .model import Model
+from .plan.slo_proofs import slo_test_plan
 from .render import (
     alertmanager,
     churn_tests,
@@ -39,8 +40,17 @@ def build(specs: Path, out: Path | None = None) -> tuple[Model, dict[str, str]]:
     the layout `servewatch init` makes)."""
     specs = Path(specs)
     validated = validate(load(specs))
+    plan(validated)
     files = render(validated)
     return validated.model, _merge([files, spec_schema.render(specs, specs.parent if out is None else out)])
+
+
+def plan(validated: Validated) -> None:
+    """Design, before anything is rendered, what the validation stage did not need to check: the SLO
+    proofs (kept on the model and on disk for the renderer). A spec the design cannot follow fails
+    here with a spec error; the dashboards and the scenario and rule tests were designed by the
+    validation stage, which checks them."""
+    slo_test_plan(validated.model)
 
 
 def render(validated: Validated) -> dict[str, str]:

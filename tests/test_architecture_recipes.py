@@ -154,7 +154,7 @@ def scratch_package(tmp_path: Path, declare: bool) -> Path:
     """A copy of the servewatch package with the panel recipe's code edits (a scratch branch)."""
     root = tmp_path / "pkg"
     shutil.copytree(Path(servewatch.__file__).parent, root / "servewatch")
-    board = root / "servewatch/render/dashboards/moe_deployment.py"
+    board = root / "servewatch/plan/dashboards/moe_deployment.py"
     text = board.read_text()
     assert "        self.alerts()\n" in text
     text = text.replace(
@@ -193,7 +193,7 @@ def moe_titles(out: Path) -> list[str]:
 
 def test_the_panel_recipe_names_the_places_the_test_edits():
     text = recipe("Add a panel")
-    for place in ("render/dashboards/", "selection.py", "OPTIONAL_PANELS", "spec/dashboards.py", "panels:"):
+    for place in ("plan/dashboards/", "selection.py", "OPTIONAL_PANELS", "spec/dashboards.py", "panels:"):
         assert place in text
 
 

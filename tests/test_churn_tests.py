@@ -55,7 +55,7 @@ def _expected_labels(test: dict) -> list[str]:
 
 
 def test_the_alerts_expected_carry_the_values_config_selectors_gave_the_series(specs_with):
-    """The series of a churn test follow config.selectors (render/conform.py); the alerts it expects
+    """The series of a churn test follow config.selectors (plan/conform.py); the alerts it expects
     must name the same values, or promtool fails a config `check` accepted (DESIGN invariant 14)."""
     selector = 'namespace=~"llm-deepseek|llm-mixtral"'
     specs = specs_with({"config.yaml": [("    vllm: ''", f"    vllm: '{selector}'")]})

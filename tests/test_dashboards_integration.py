@@ -31,7 +31,7 @@ import yaml
 
 from servewatch import generate, templates
 from servewatch.model import Model
-from servewatch.render import dashboards
+from servewatch.plan import dashboards
 from servewatch_testkit import synth
 from servewatch_testkit.localprom import LocalPrometheus, backfill_start
 from servewatch_testkit.synth import INCIDENTS, incident, truth

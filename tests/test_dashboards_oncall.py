@@ -23,7 +23,7 @@ from servewatch import catalog, generate, templates
 from servewatch.lint import runner
 from servewatch.lint.facts import LintContext
 from servewatch.promql import labels as promql_labels
-from servewatch.render.dashboards.context import UNITS
+from servewatch.plan.dashboards.context import UNITS
 from servewatch.spec.dashboards import BOARDS
 from test_dashboards import _boards, selectors, substitute
 
@@ -669,7 +669,7 @@ def with_scale_rules(model, monkeypatch):
 
 
 def test_bucket_rate_and_quantile_rules_are_read_once_they_exist(built, monkeypatch):
-    from servewatch.render import dashboards
+    from servewatch.plan import dashboards
 
     boards = dashboards.build(with_scale_rules(generate.build(REPO / "specs")[0], monkeypatch))
     serving = {p["title"]: p for _, _, p in sections(boards["vllm-serving"])}

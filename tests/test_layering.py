@@ -4,7 +4,10 @@ Read with `ast`, nothing imported: every `import`/`from ... import` in generator
 ones inside functions, is resolved to the top-level package or module it reaches (`promql`, `model`,
 `lint`, ...) and checked against LAYERS, the table of docs/architecture.md ("Rooms").
 
-The same reading checks that no two classes in generator/servewatch share a name: each class is
+The same reading checks that no module under render/ raises a spec error (SpecError, SpecErrors):
+renderers format, and what a spec cannot do is refused by validation or the plan, before rendering.
+
+It also checks that no two classes in generator/servewatch share a name: each class is
 named after which thing it is (lint's LintFinding, detect's DetectFinding, the spec's Dashboard,
 Grafana's ClassicDashboard), so a name in a traceback, an import or a grep means one class.
 """
@@ -37,9 +40,12 @@ LAYERS: list[tuple[str, set[str]]] = [
             "runbooks",
         },
     ),
-    # the files; validation sits here, not under model: it builds the dashboards once (render/dashboards)
-    # to check links on them and hands them to the renderer, and reads render/synthetic's margin
-    ("render", {"render", "validation", "generate", "writer"}),
+    # what is designed from the model before anything is formatted (SLO engines, tests adapted to
+    # tuning and selectors, the dashboards' panels); validation sits here, not under model: it checks
+    # the plans (the dashboards' links, the tests' selectors) before anything is rendered
+    ("plan", {"plan", "validation"}),
+    # the files: renderers format the model and its plan, they never decide or reject
+    ("render", {"render", "generate", "writer"}),
     # the commands and what talks to the outside (binaries, a live Prometheus)
     (
         "commands",
@@ -164,6 +170,42 @@ def test_imports_resolve_to_the_unit_they_reach(tmp_path, monkeypatch, source, e
     module.write_text(source)
     monkeypatch.setattr(f"{__name__}.PACKAGE", tmp_path)
     assert [t for _, _, t in _imports(module)] == [expected]
+
+
+SPEC_ERRORS = {"SpecError", "SpecErrors"}
+
+
+def _spec_error_raises(root: Path) -> list[str]:
+    """Every `raise SpecError(...)`/`raise SpecErrors(...)` (or of the bare class) under `root`, as
+    "file:line"."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.Raise) or node.exc is None:
+                continue
+            exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+            name = exc.attr if isinstance(exc, ast.Attribute) else getattr(exc, "id", None)
+            if name in SPEC_ERRORS:
+                found.append(f"{path.relative_to(root).as_posix()}:{node.lineno}")
+    return found
+
+
+def test_no_renderer_raises_a_spec_error():
+    raised = _spec_error_raises(PACKAGE / "render")
+    assert not raised, (
+        "renderers format and never reject; check the spec in validation/ or design it in plan/:\n"
+        + "\n".join(f"servewatch/render/{place}" for place in raised)
+    )
+
+
+def test_a_spec_error_raised_by_a_renderer_is_found(tmp_path):
+    (tmp_path / "a.py").write_text(
+        "from ..errors import SpecError, SpecErrors\nfrom .. import errors\n\n\n"
+        "def f(where):\n    raise SpecError('no', where)\n\n\n"
+        "def g(problems):\n    raise errors.SpecErrors(problems)\n\n\n"
+        "def h():\n    raise ValueError('not a spec error')\n"
+    )
+    assert _spec_error_raises(tmp_path) == ["a.py:6", "a.py:10"]
 
 
 def _classes(root: Path) -> dict[str, list[str]]:

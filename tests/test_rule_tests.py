@@ -1,4 +1,4 @@
-"""The promtool tests servewatch derives from the rules (render/rule_tests.py): a boundary test for
+"""The promtool tests servewatch derives from the rules (plan/rule_tests.py): a boundary test for
 every threshold alert and a check of every recording rule, generated for the resolved alerts, and
 strong enough to fail when a rule is broken the way rules break."""
 
@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from servewatch import generate, scenarios, tools, verify
-from servewatch.render import rule_tests
-from servewatch.render.synthetic import Synth, bucket_quantile, exact_total
+from servewatch.plan import rule_tests
+from servewatch.plan.synthetic import Synth, bucket_quantile, exact_total
 
 
 def _generated(files: dict, kind: str) -> list[dict]:

@@ -423,7 +423,7 @@ def test_runbook_dashboard_links_must_exist(
 
 
 def test_shipped_runbook_dashboard_links_land_on_generated_boards(default_build):
-    from servewatch.render.dashboards import build
+    from servewatch.plan.dashboards import build
 
     model, _ = default_build
     boards = {b["uid"]: {v["name"] for v in b["templating"]["list"]} for b in build(model).values()}

@@ -9,8 +9,9 @@ import pytest
 from servewatch import tools
 from servewatch.errors import SpecErrors
 from servewatch.model import Model
-from servewatch.render import rule_tests, unit_tests
-from servewatch.render.conform import Conform, SelectorConflict
+from servewatch.plan import rule_tests
+from servewatch.plan.scenario_tests import scenario_tests
+from servewatch.plan.conform import Conform, SelectorConflict
 from servewatch.spec import matchers
 from servewatch.spec.loader import load
 from servewatch.validation import validate
@@ -92,7 +93,7 @@ def test_an_equality_selector_on_job_keeps_two_scrapes_of_one_gpu_apart_by_insta
     scrapes by that job, told apart by their instance, and still proves the deduplication."""
     specs = specs_with({"config.yaml": [("    dcgm: ''", f"    dcgm: '{PINNED_JOB}'")]})
     validate(load(specs))  # check: OK
-    tests = {t["name"]: t for _, t in unit_tests.scenario_tests(Model(load(specs)))[0]}
+    tests = {t["name"]: t for _, t in scenario_tests(Model(load(specs)))[0]}
     series = [s["series"] for s in tests["same GPU scraped by two jobs"]["input_series"]]
     assert len(set(series)) == 4 and all('job="nvidia-dcgm-exporter"' in s for s in series)
     assert len({s.split("instance=")[1] for s in series}) == 2
@@ -145,6 +146,6 @@ def test_a_dcgm_series_the_catalog_does_not_know_follows_the_dcgm_selector_not_v
     validate(load(specs))  # check: OK
     model = Model(load(specs))
     assert model.builder.source("DCGM_FI_DEV_GPU_TEMP_RENAMED") == "dcgm"
-    tests = {t["name"]: t for _, t in unit_tests.scenario_tests(model)[0]}
+    tests = {t["name"]: t for _, t in scenario_tests(model)[0]}
     series = [s["series"] for s in tests["an exporter upgrade renames every field"]["input_series"]]
     assert all('job="dcgm-exporter"' in s for s in series), series

@@ -1,6 +1,6 @@
 """The generated boundary cases of the SLO burn-rate rows (slo/scenarios.py: guard_edge, short_edge,
 long_edge, and exact_long, exact_short, exact_guard searched onto the edges by slo/edges.py;
-render/slo_tests.py: the idle model's records): there for every row, and failed by each way a row's
+plan/slo_proofs.py: the idle model's records): there for every row, and failed by each way a row's
 guard, its windows, its comparisons or an error ratio's zero guard breaks."""
 
 from __future__ import annotations

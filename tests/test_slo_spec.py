@@ -202,11 +202,12 @@ def test_every_rule_of_a_row_carries_slo_tier_severity_and_windows(default_model
 def test_a_kept_proof_follows_every_change_and_gives_the_bytes_a_fresh_one_gives(
     specs_with, tmp_path, monkeypatch
 ):
-    """The SLO proofs are kept per process and on disk (render/slo_tests.py, diskcache.py): a spec set
-    that changes the SLO or the config gets its own proof, a kept proof gives the bytes a fresh one
-    gives, and a damaged entry on disk is made again."""
+    """The SLO proofs are kept per process and on disk, designed (plan/slo_proofs.py) and written
+    (render/slo_tests.py, diskcache.py): a spec set that changes the SLO or the config gets its own
+    proof, a kept proof gives the bytes a fresh one gives, and a damaged entry on disk is made again."""
     import shutil
 
+    from servewatch.plan import slo_proofs
     from servewatch.render import slo_tests
 
     cache = tmp_path / "cache"
@@ -220,19 +221,25 @@ def test_a_kept_proof_follows_every_change_and_gives_the_bytes_a_fresh_one_gives
     def slo_test(edits) -> str:
         return generate.build(specs_with(edits))[1]["promtool/slo.test.yaml"]
 
-    slo_tests._PROOFS.clear()
+    slo_proofs._PROOFS.clear()
     fresh = {name: slo_test(edits) for name, edits in variants.items()}
     assert len(set(fresh.values())) == 3
     assert 'cluster="cluster-a"' in fresh["cluster"] and 'cluster="cluster-a"' not in fresh["default"]
     entries = sorted((cache / slo_tests.CACHE_KIND).iterdir())
     assert len(entries) == 3
+    plans = sorted((cache / slo_proofs.CACHE_KIND).iterdir())
+    assert len(plans) == 3
     for name, edits in variants.items():
         assert slo_test(edits) == fresh[name], f"{name}, from the process"
-        slo_tests._PROOFS.clear()
+        slo_proofs._PROOFS.clear()
         assert slo_test(edits) == fresh[name], f"{name}, from the disk"
     for entry in entries:
         entry.write_text("{not json")
     assert slo_test({}) == fresh["default"]
+    for entry in [*entries, *plans]:
+        entry.write_text("{not json")
+    slo_proofs._PROOFS.clear()
+    assert slo_test({}) == fresh["default"]
     shutil.rmtree(cache)
-    slo_tests._PROOFS.clear()
+    slo_proofs._PROOFS.clear()
     assert slo_test({}) == fresh["default"]

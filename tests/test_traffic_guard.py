@@ -1,4 +1,4 @@
-"""The generated boundary tests of a `min_traffic` guard (render/traffic_guard.py): written for any
+"""The generated boundary tests of a `min_traffic` guard (plan/traffic_guard.py): written for any
 tuning, passed by the rules as generated, and failed by each way the guard breaks: moved, made strict,
 its dedup or its sum changed, a label dropped from its grouping, its window changed."""
 

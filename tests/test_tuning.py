@@ -14,7 +14,8 @@ import yaml
 from servewatch import scenarios, tools, verify, writer
 from servewatch.errors import SpecErrors
 from servewatch.model import Model
-from servewatch.render import rules, unit_tests
+from servewatch.plan.scenario_tests import scenario_tests
+from servewatch.render import rule_tests, rules, unit_tests
 from servewatch.spec.loader import load
 from servewatch.validation import validate
 
@@ -54,7 +55,7 @@ def _write_overrides(specs: Path, alerts: dict) -> None:
 def test_every_alert_tuned_keeps_the_default_scenarios_green(specs_copy, tmp_path, alert, tuning):
     _write_overrides(specs_copy, {alert: tuning})
     model = Model(load(specs_copy))
-    tests, unadaptable = unit_tests.scenario_tests(model)
+    tests, unadaptable = scenario_tests(model)
     assert not unadaptable, unadaptable
     tuned = model.alert(alert)
     assert tuned.for_ == tuning["for"] and tuned.spec.threshold == tuning.get(
@@ -64,7 +65,7 @@ def test_every_alert_tuned_keeps_the_default_scenarios_green(specs_copy, tmp_pat
     ats = [c["eval_time"] for f, t in tests for c in t["alert_rule_test"] if c["alertname"] == alert]
     default_ats = [
         c["eval_time"]
-        for f, t in unit_tests.scenario_tests(MODEL)[0]
+        for f, t in scenario_tests(MODEL)[0]
         for c in t["alert_rule_test"]
         if c["alertname"] == alert
     ]
@@ -72,7 +73,7 @@ def test_every_alert_tuned_keeps_the_default_scenarios_green(specs_copy, tmp_pat
     # promtool runs the scenarios and the generated boundary tests that check the tuned alert; the
     # others cannot have changed
     family = tuned.family
-    rendered = unit_tests.render(model)
+    rendered = {**unit_tests.render(model), **rule_tests.render(model)}
     suite = yaml.safe_load(rendered[unit_tests.test_path(family)])
     boundaries = rendered.get(f"promtool/{family}.boundaries.test.yaml")
     suite["tests"] += yaml.safe_load(boundaries)["tests"] if boundaries else []
@@ -334,7 +335,7 @@ def test_a_switched_off_scenario_is_not_checked(specs_copy):
         yaml.safe_dump({"overrides": {"scenarios": {name: {"enabled": False} for name in off}}})
     )
     model = validate(load(specs_copy)).model  # no SpecErrors: the two are not resolved
-    tests, unadaptable = unit_tests.scenario_tests(model)
+    tests, unadaptable = scenario_tests(model)
     written = {test["name"] for _, test in tests}
     assert not set(off) & written and unadaptable == []
     assert "vllm target down" in written  # the other scenarios of the alert still are

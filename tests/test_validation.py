@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from servewatch import generate
-from servewatch.render import dashboards
+from servewatch.plan import dashboards
 from servewatch.spec.dashboards import BOARDS
 from servewatch.spec.loader import load
 

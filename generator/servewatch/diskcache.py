@@ -4,7 +4,8 @@ unreadable or foreign entry is made again, and an entry never changes what is ma
 
     $SERVEWATCH_CACHE_HOME, else $XDG_CACHE_HOME/servewatch, else ~/.cache/servewatch
       verdicts/<key>      promtool runs that passed (verdicts.py)
-      slo-proofs/<key>    the promtool tests of the SLOs (render/slo_tests.py)
+      slo-plans/<key>     the SLO tests as designed (plan/slo_proofs.py)
+      slo-proofs/<key>    the SLO test files as written (render/slo_tests.py)
 """
 
 from __future__ import annotations

@@ -1,11 +1,22 @@
-"""The main job: specs -> load -> validate -> render, as {relative path: text}."""
+"""The main job: specs -> load -> validate -> plan -> render, as {relative path: text}."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from .model import Model
-from .render import alertmanager, dashboards, ecosystem, rules, slo_tests, spec_schema, unit_tests
+from .plan.slo_proofs import slo_test_plan
+from .render import (
+    alertmanager,
+    churn_tests,
+    dashboards,
+    ecosystem,
+    rule_tests,
+    rules,
+    slo_tests,
+    spec_schema,
+    unit_tests,
+)
 from .render import runbooks as runbook_pages
 from .spec.loader import load
 from .validation import Validated, validate
@@ -16,6 +27,8 @@ from .validation import Validated, validate
 RENDERERS = (
     rules.render,
     unit_tests.render,
+    rule_tests.render,  # the tests derived from the rules themselves, beside the scenarios'
+    churn_tests.render,
     slo_tests.render,
     runbook_pages.render,
     alertmanager.render,
@@ -27,8 +40,17 @@ def build(specs: Path, out: Path | None = None) -> tuple[Model, dict[str, str]]:
     the layout `servewatch init` makes)."""
     specs = Path(specs)
     validated = validate(load(specs))
+    plan(validated)
     files = render(validated)
     return validated.model, _merge([files, spec_schema.render(specs, specs.parent if out is None else out)])
+
+
+def plan(validated: Validated) -> None:
+    """Design, before anything is rendered, what the validation stage did not need to check: the SLO
+    proofs (kept on the model and on disk for the renderer). A spec the design cannot follow fails
+    here with a spec error; the dashboards and the scenario and rule tests were designed by the
+    validation stage, which checks them."""
+    slo_test_plan(validated.model)
 
 
 def render(validated: Validated) -> dict[str, str]:

@@ -415,12 +415,12 @@ def _model(specs: Path):
 
 
 def _unadaptable(model) -> list:
-    from .render import unit_tests
+    from .plan.scenario_tests import scenario_tests
 
     if model is None:
         return []
     try:
-        return unit_tests.scenario_tests(model)[1]
+        return scenario_tests(model)[1]
     except (ServewatchError, scenarios.ExpressionError):
         return []
 

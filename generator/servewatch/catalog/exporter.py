@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 METRIC_NAME_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 # Units a profile may give a field. Grafana's unit for each lives with the dashboards
-# (render/dashboards/context.py); the synthetic data converts between them (servewatch_testkit).
+# (plan/dashboards/context.py); the synthetic data converts between them (servewatch_testkit).
 Unit = Literal[
     "MiB",
     "bytes",

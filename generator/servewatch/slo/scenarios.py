@@ -31,7 +31,7 @@ QUIET_UNTIL = 60
 IDLE = "idle"  # the scenario with no traffic, whose records the generated test checks too
 INPUT_MISSING = "bucket-missing"  # the scenario whose good-events input is not scraped
 IDLE_CHECK = 120  # slo-test/idle, well past every short window: the generated test checks its records
-OUTSIDE = "out-of-scope"  # the scenarios of models outside an SLO's scope (render/slo_engines.py)
+OUTSIDE = "out-of-scope"  # the scenarios of models outside an SLO's scope (plan/slo_engines.py)
 
 
 def scenario_model(key: str) -> str:
@@ -206,7 +206,7 @@ class Designer:
         solo: bool = False,
     ):
         self.name, self.slo, self.rate_window = name, slo, rate_window
-        # the scope selects one deployment (render/slo_engines.py): every engine in it has the same
+        # the scope selects one deployment (plan/slo_engines.py): every engine in it has the same
         # labels, so each scenario is proven in its own test, with one in-scope engine
         self.solo = solo
         # bucket bounds other SLOs read from the same histogram: every engine exports them, as a real
@@ -862,7 +862,7 @@ def never_fires(end: int) -> Callable[[SloScenario], list[int] | None]:
 
 
 def _one_engine_each(scenarios: list[SloScenario]) -> list[SloScenario]:
-    """Each scenario as tests of one engine each (a scope of one deployment, render/slo_engines.py):
+    """Each scenario as tests of one engine each (a scope of one deployment, plan/slo_engines.py):
     a claim shown on two engines is checked on each in its own test, by what its timeline fires."""
     out = []
     for sc in sorted(scenarios, key=lambda sc: sc.key):

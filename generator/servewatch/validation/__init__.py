@@ -1,8 +1,9 @@
-"""The validation stage: generation is load -> validate -> render.
+"""The validation stage: generation is load -> validate -> plan -> render.
 
   load      spec/loader.py      read every spec file, validate it against the schemas in spec/, merge
-  validate  this package        check the whole model, build once what the checks need
-  render    render/             format what was validated
+  validate  this package        check the whole model and the plans the checks concern
+  plan      plan/               design what the renderers format (made once per model)
+  render    render/             format what was validated and planned
 
 What the schemas cannot see is found here, before anything is rendered, each problem with its file,
 line and field:
@@ -10,12 +11,13 @@ line and field:
   spec_checks.py      signals, alerts, scenarios, overrides and dashboard uids against each other
   slo_checks.py       SLOs against the catalog (latency thresholds are bucket bounds) and the config
   runbook_checks.py   each runbook against its alert, the signals, the catalog and its own steps
-  dashboard_links.py  alert, runbook and dashboard links against the dashboards as built
-  selector_checks.py  config.selectors against the label values of the generated tests
+  dashboard_links.py  alert, runbook and dashboard links against the dashboards as planned
+  selector_checks.py  config.selectors against the label values of the generated tests as designed
 
-The dashboards are built here (their links can only be checked on what was built) and handed to the
-renderer, so they are built once. The renderers check nothing, with one exception only rendering can
-know: a dashboard ConfigMap over Kubernetes' 1 MiB object limit (render/dashboards/delivery.py).
+The dashboards are planned here (their links can only be checked on the boards) and handed to the
+renderer, so they are built once; the generated tests are designed here through plan/ and kept on
+the model for their renderers. The renderers check nothing, with one exception only rendering can
+know: a dashboard ConfigMap over Kubernetes' 1 MiB object limit (render/dashboards.py).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 
 from ..errors import SpecErrors
 from ..model import Model
-from ..render import dashboards
+from ..plan import dashboards
 from ..spec.loader import Spec
 from .dashboard_links import alert_link_problems, check_board_links, runbook_link_problems
 from .runbook_checks import runbook_problems

@@ -1,7 +1,7 @@
 """config.selectors and SLO scopes against the generated tests (DESIGN invariant 14): the tests' series
-must carry label values every selector matches (render/conform.py adapts them) and the SLO tests'
+must carry label values every selector matches (plan/conform.py adapts them) and the SLO tests'
 engines must sit in their SLO's scope, each its own model, besides some just outside it
-(render/slo_engines.py). A selector or scope that leaves no such value, or that would give two
+(plan/slo_engines.py). A selector or scope that leaves no such value, or that would give two
 things of one test the same value, is refused here with one message naming it, instead of
 `servewatch test` failing on every test that reads the source."""
 
@@ -9,16 +9,17 @@ from __future__ import annotations
 
 from ..errors import SpecError
 from ..model import Model
-from ..render import rule_tests, unit_tests
-from ..render.conform import SelectorConflict
-from ..render.slo_tests import engine_labels, slo_engines
+from ..plan.conform import SelectorConflict
+from ..plan.rule_tests import rule_tests
+from ..plan.scenario_tests import scenario_tests
+from ..plan.slo_engines import engine_labels, slo_engines
 from ..slo.scenarios import OUTSIDE, scenario_model
 
 
 def selector_problems(model: Model) -> list[SpecError]:
     try:
-        unit_tests.scenario_tests(model)
-        rule_tests.render(model)
+        scenario_tests(model)
+        rule_tests(model)
         _slo_models_apart(model)
     except SelectorConflict as exc:
         return [SpecError(str(exc), model.spec.locate("config", "config", "selectors", exc.source))]

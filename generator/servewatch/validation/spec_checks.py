@@ -13,7 +13,7 @@ from ..absence import RANK
 from ..errors import Location, SpecError
 from ..model import effective_alert
 from ..signals import SignalBuilder
-from ..render.synthetic import MARGIN_S
+from ..plan.synthetic import MARGIN_S
 from ..spec.fields import MAX_SAMPLES
 from ..spec.schema import seconds
 from ..spec.translate import did_you_mean
@@ -23,7 +23,7 @@ METRIC_FIELDS = ("metric", "numerator", "partner")
 HISTOGRAM_KINDS = ("quantile", "bucket_rate")  # signals whose metric is a histogram's name
 TRAFFIC_KINDS = ("counter_ratio", "track_ratio")  # signals whose alerts take min_traffic
 
-# The signals the dashboards read by name (render/dashboards/), with the kind and level their panels
+# The signals the dashboards read by name (plan/dashboards/), with the kind and level their panels
 # are written for. Without one of them a dashboard cannot be built.
 DASHBOARD_SIGNALS = {
     "gpu_fb_used_ratio": ("matched_ratio", "gpu"),

@@ -1,4 +1,5 @@
-"""The identity labels of the synthetic engines in one SLO's generated tests.
+"""The identity labels of the synthetic engines in one SLO's generated tests (the plan render/slo_tests.py
+formats).
 
 Each scenario of an SLO runs its own synthetic model beside the others (slo/scenarios.py), named
 slo-test/<scenario>. An SLO with a scope (spec/slos.py SloScope) counts only the deployments it
@@ -21,18 +22,22 @@ import re
 from functools import cached_property
 
 from ..errors import SpecError
+from ..model import Model
 from ..slo.exprs import MODEL
 from ..slo.scenarios import is_outside, scenario_model
 from ..spec import matchers as m
+from .conform import Conform
 
 SLUG_RE = re.compile(r"[^a-z0-9]+")
+# Sample values of the synthetic engines, by label; any other identity label gets "<label>-0".
+LABEL_VALUES = {"namespace": "llm", "engine": "0", "job": "vllm", "instance": "10.1.0.1:8000"}
 
 
 class SloEngines:
     """Identity labels per synthetic model of one SLO: in its scope, apart from each other."""
 
     def __init__(self, model, name: str, slo, base):
-        """`base(model_name)`: an engine's labels without a scope (render/slo_tests.py)."""
+        """`base(model_name)`: an engine's labels without a scope (engine_labels)."""
         self.slo, self.base = slo, base
         self.scope = slo.scope
         self.identity = model.builder.labels.identity("model")
@@ -165,6 +170,25 @@ class SloEngines:
             "still reads, to prove it is never counted, and find none",
             self.where,
         )
+
+
+def engine_labels(model: Model, model_name: str) -> dict[str, str]:
+    """The identity labels of one synthetic engine serving `model_name`."""
+    pod = model_name.rsplit("/", 1)[-1].lower().replace(".", "-") + "-0"
+    deployment = model.builder.labels.deployment_defaults()  # role and track, where configured
+    values = {**LABEL_VALUES, **deployment, "model_name": model_name, "pod": pod}
+    if model.config.cluster_label:
+        values[model.config.cluster_label] = "cluster-a"
+    labels = {label: values.get(label, f"{label}-0") for label in model.builder.labels.identity("engine")}
+    # the values config.selectors needs; all synthetic models share them, so a selector that would
+    # give two models one pod or model name is refused by `check` (validation/selector_checks.py)
+    conformed = Conform(model).labels("vllm", labels)
+    return {k: conformed[k] for k in labels if k in conformed}
+
+
+def slo_engines(model: Model, name: str, slo) -> SloEngines:
+    """The synthetic engines of one SLO's tests, moved into its scope."""
+    return SloEngines(model, name, slo, lambda model_name: engine_labels(model, model_name))
 
 
 def slug(key: str) -> str:

@@ -1,6 +1,6 @@
 """Input series that give a signal a chosen value, per signal kind, from the same config and catalog
 facts as the rules; and the value each signal then has, computed the way Prometheus 3.5 does. The
-generated boundary tests and recording-rule checks (render/rule_tests.py) are built from them.
+generated boundary tests and recording-rule checks (plan/rule_tests.py) are built from them.
 
 Every series starts at 0 and keeps its shape for `steps` samples `interval` apart, so a signal has its
 value from `onset` on: a gauge at once; a ratio of rates as soon as two samples exist; a plain rate
@@ -44,7 +44,7 @@ class Synth:
     # -- who ------------------------------------------------------------------------------------
     def pinned(self, source: str) -> dict[str, str]:
         """The label values config.selectors requires of a source's series (one value per label,
-        render/conform.py: a regex gives the first string it matches); a vLLM series also carries the
+        plan/conform.py: a regex gives the first string it matches); a vLLM series also carries the
         role and track of an aggregated stable engine (config.role, config.track), which every
         signal reads."""
         conform = Conform(self.model)

@@ -8,7 +8,7 @@ finishes at least `min_traffic` events per second), part of promtool/<family>.bo
   each short of the guard but past it together: the guard adds a model's engines and nothing else;
 - exactly at the guard, where the rates come out exact: the guard includes it (`>=`), so it fires.
 
-Every rate is worked out as Prometheus 3.5 computes it (render/synthetic.py, rate_at), so the
+Every rate is worked out as Prometheus 3.5 computes it (plan/synthetic.py, rate_at), so the
 evaluation times follow any rate window, scrape interval, `for` or `min_traffic`.
 """
 

@@ -11,27 +11,16 @@ the selection's matchers, so they apply to every series a panel reads.
   board.py          the frame each dashboard builder fills (optional panels, descriptions, alert views)
   panels.py         time series, stat, table (problem list), heatmap and threshold shorthands
   vllm_serving.py   gpu_fleet.py   moe_deployment.py   slo.py      one module per dashboard
-  delivery.py       classic JSON, import variant, provisioning, ConfigMap, GrafanaDashboard
 
-The validation stage (servewatch/validation/) builds the dashboards once with `build_with_views` and
-checks their links; `render` only delivers what was built.
+The dashboards are planned here, every panel with its query, id and links; render/dashboards.py
+delivers them as they are, in every form. The validation stage (servewatch/validation/) builds them
+once with `build_with_views` and checks their links on them.
 """
 
 from __future__ import annotations
 
 from ...model import Model
-from . import delivery
 from .context import DashboardContext, Roles
-from .delivery import (
-    CONFIGMAP_LIMIT,
-    GENERATED,
-    PROVIDER_PATH,
-    import_variant,
-    k8s_name,
-    kubernetes,
-    provisioning,
-    to_json,
-)
 from .gpu_fleet import GpuFleet
 from .moe_deployment import MoeDeployment
 from .slo import SloBoardBuilder
@@ -41,9 +30,6 @@ BUILDERS = (VllmServing, GpuFleet, MoeDeployment, SloBoardBuilder)
 
 __all__ = [
     "BUILDERS",
-    "CONFIGMAP_LIMIT",
-    "GENERATED",
-    "PROVIDER_PATH",
     "DashboardContext",
     "GpuFleet",
     "MoeDeployment",
@@ -52,12 +38,6 @@ __all__ = [
     "VllmServing",
     "build",
     "build_with_views",
-    "import_variant",
-    "k8s_name",
-    "kubernetes",
-    "provisioning",
-    "render",
-    "to_json",
 ]
 
 
@@ -76,8 +56,3 @@ def build_with_views(model: Model) -> tuple[dict[str, dict], dict[str, dict[str,
 def build(model: Model) -> dict[str, dict]:
     """name -> classic dashboard dict, from the model and its `dashboards:` settings."""
     return build_with_views(model)[0]
-
-
-def render(model: Model, boards: dict[str, dict]) -> dict[str, str]:
-    """Every delivery form of the dashboards `build` made."""
-    return delivery.files(model.spec.dashboards, boards, model.config.scrape_interval)

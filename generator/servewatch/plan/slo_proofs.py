@@ -1,0 +1,294 @@
+"""The SLO tests designed from the SLO specs, which render/slo_tests.py writes to promtool/slo.test.yaml.
+
+The scenarios and what the rules answer on them come from servewatch/slo/scenarios.py; this module
+turns them into promtool tests: one test per batch of scenarios with one synthetic model per scenario
+(named after it, its engines in the SLO's scope: slo_engines.py), input series in promtool's notation,
+and at each check time every burn-rate alert that fires, with its labels and annotations (burn rate
+and remaining budget in the text), beside the claim each model proves. A claim the design cannot show
+with the spec's settings is a spec error, raised here before anything is rendered.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from .. import diskcache, templates
+from ..model import AlertRule, Model
+from ..slo.exprs import MODEL, quoted
+from ..slo.kinds import le_value
+from ..slo.plan import INPUTS_ALERT, INPUTS_FOR, BurnAlert, InputsAlert, budget_left_text
+from ..spec.schema import seconds
+from ..slo.scenarios import (
+    IDLE,
+    IDLE_CHECK,
+    OUTSIDE,
+    Batch,
+    Designer,
+    ModelRun,
+    Proof,
+    SloScenario,
+    scenario_model,
+)
+from .scenario_tests import series_with_selectors
+from .slo_engines import SloEngines, slo_engines
+
+
+@dataclass(frozen=True)
+class SloTestPlan:
+    """The SLO tests as designed: promtool tests (plain data, series in their exact notation) and the
+    claims each synthetic model proves, as the file's header lists them."""
+
+    tests: list[dict]
+    claims: list[str]
+
+
+def slo_test_plan(model: Model) -> SloTestPlan:
+    """The SLO tests of `model`, designed once per model, and taken from servewatch's cache when the
+    same specs were designed with the same code before (diskcache.py): designing them simulates weeks
+    of traffic, most of a build's time."""
+    return model.planned("slo_tests", _kept_or_designed)
+
+
+CACHE_KIND = "slo-plans"
+
+
+def made_from(model: Model) -> str:
+    """Everything the SLO tests are made from besides the code: every spec file as read."""
+    docs = {doc.file: doc.data for doc, _ in model.spec.sources.values()}
+    return json.dumps(sorted(docs.items()), sort_keys=True, default=str)
+
+
+def _kept_or_designed(model: Model) -> SloTestPlan:
+    key = diskcache.key(made_from(model))
+    kept = diskcache.get(CACHE_KIND, key)
+    if kept is not None:
+        try:
+            return SloTestPlan(**json.loads(kept))
+        except (ValueError, TypeError):
+            pass  # a damaged entry is made again
+    plan = _design(model)
+    # keys in build order, as the renderer writes them
+    diskcache.put(CACHE_KIND, key, json.dumps({"tests": plan.tests, "claims": plan.claims}))
+    return plan
+
+
+def _design(model: Model) -> SloTestPlan:
+    tests, claims = [], []
+    for name, slo in model.slos.slos.items():
+        where = model.spec.locate("slo", name)
+        engines = slo_engines(model, name, slo)
+        proof = _proof(model, name, slo, where, engines)
+        tests += _tests(model, name, slo, proof, engines)
+        claims += [_heading(name, slo, engines.solo)] + [_claim(sc) for sc in proof.scenarios]
+    return SloTestPlan(tests, claims)
+
+
+# Proofs already made in this process, by everything they are made from (the SLO, the config its
+# series names and rules follow, its location for errors). Making one simulates weeks of traffic, most
+# of a build's time; a process that builds many spec sets sharing an SLO (the tests, the fuzzer) makes
+# it once.
+_PROOFS: dict[str, Proof] = {}
+PROOFS_KEPT = 8
+
+
+def _proof(model: Model, name: str, slo, where, engines: SloEngines) -> Proof:
+    by_part = bool(model.slos.x.records_read(slo))
+    also_read = _bounds_read_by_others(model, name, slo)
+    made_from = [name, slo.model_dump(mode="json"), model.config.model_dump(mode="json"), str(where), by_part]
+    made_from += [also_read] if also_read else []
+    key = json.dumps(made_from, sort_keys=True)
+    if key not in _PROOFS:
+        native = model.builder.histograms.native
+        rate_window = model.config.rate_window
+        series_name = _series_name(model, engines)
+        solo = engines.solo
+        proof = Designer(name, slo, rate_window, series_name, where, by_part, native, also_read, solo).proof()
+        while len(_PROOFS) >= PROOFS_KEPT:
+            del _PROOFS[next(iter(_PROOFS))]
+        _PROOFS[key] = proof
+    return _PROOFS[key]
+
+
+def _heading(name: str, slo, solo: bool) -> str:
+    if slo.scope is None:
+        return f"{name}:"
+    if solo:  # plan/slo_engines.py
+        return (
+            f"{name} (for {slo.scope.text}, one deployment: every engine but {scenario_model(OUTSIDE)}* "
+            "is it, each scenario in its own test):"
+        )
+    return f"{name} (for {slo.scope.text}: every model but {scenario_model(OUTSIDE)}* is moved into it):"
+
+
+def _bounds_read_by_others(model: Model, name: str, slo) -> tuple[float, ...]:
+    """The bucket bounds the other latency SLOs read from this SLO's histogram."""
+    if model.builder.histograms.native or slo.sli.kind != "latency":
+        return ()
+    found = set()
+    for other_name, other in model.slos.slos.items():
+        if other_name != name and other.sli.kind == "latency" and other.sli.histogram == slo.sli.histogram:
+            found |= {other.sli.threshold} | {o.threshold for o in other.per_model.values() if o.threshold}
+    return tuple(sorted(found))
+
+
+def _claim(sc: SloScenario) -> str:
+    models = " and ".join(r.traffic.model for r in sc.runs)
+    times = ", ".join(f"{at}m" for at in sc.checks)
+    return f"  {models}: {sc.claim} ({sc.why}; checked at {times})"
+
+
+def _series_name(model: Model, engines: SloEngines):
+    def name(model_name: str, metric: str, extra: dict[str, str]) -> str:
+        labels = {**engines.labels(model_name), **extra}
+        body = ", ".join(f"{k}={quoted(v)}" for k, v in labels.items())
+        return series_with_selectors(model, f"{metric}{{{body}}}")
+
+    return name
+
+
+def notation(values: list[float]) -> str:
+    """promtool's series notation for the values, exactly: `a+bxn` where adding b n times to a (as
+    promtool does) gives the very same floats, single values elsewhere."""
+    parts, i = [], 0
+    while i < len(values):
+        start, j = values[i], i + 1
+        step = values[j] - start if j < len(values) else 0.0
+        current = start
+        while j < len(values) and current + step == values[j]:
+            current += step
+            j += 1
+        if j - i > 1:
+            sign = "-" if step < 0 else "+"
+            parts.append(f"{templates.go_float(start)}{sign}{templates.go_float(abs(step))}x{j - i - 1}")
+        else:
+            parts.append(templates.go_float(start))
+        i = j
+    return " ".join(parts)
+
+
+def _tests(model: Model, name: str, slo, proof: Proof, engines: SloEngines) -> list[dict]:
+    return [_test(model, name, slo, batch, engines) for batch in proof.batches]
+
+
+def _test(model: Model, name: str, slo, batch: Batch, engines: SloEngines) -> dict:
+    """One batch's test: its models' series up to its last check, and at each check every burn-rate
+    alert of its models that fires."""
+    alert = slo.alerting.alert
+    checks = []
+    for at in batch.checks:
+        expected = [
+            _expected(model, name, slo, engines.labels(run.traffic.model), f) for run, f in batch.firing(at)
+        ]
+        expected.sort(key=lambda e: sorted(e["exp_labels"].items()))
+        checks.append({"eval_time": f"{at}m", "alertname": alert, "exp_alerts": expected})
+        firing = _inputs_firing(model, slo, batch, engines, at)
+        missing = [_inputs_expected(model, rule, engines.labels(run.traffic.model)) for run, rule in firing]
+        if missing or _inputs_rules(model, name):
+            missing.sort(key=lambda e: sorted(e["exp_labels"].items()))
+            checks.append({"eval_time": f"{at}m", "alertname": INPUTS_ALERT, "exp_alerts": missing})
+    end = batch.checks[-1] + 1  # nothing after the last check can change what promtool sees
+    test = {
+        "name": f"{name}: {'; '.join(sc.claim for sc in batch.scenarios)}",
+        "interval": "1m",
+        "input_series": [
+            {"series": x.series, "values": notation(x.values[:end])} for run in batch.runs for x in run.series
+        ],
+        "alert_rule_test": checks,
+    }
+    records = []
+    if any(sc.key == IDLE for sc in batch.scenarios):
+        records += _idle_records(model, name, slo, engines)
+    for sc in batch.scenarios:
+        records += [r for run in sc.runs if run.outside for r in _unrecorded(model, name, run, sc, engines)]
+    if records:
+        test["promql_expr_test"] = records
+    return test
+
+
+def _record_selector(model: Model, name: str, engine: dict[str, str]) -> str:
+    labels = {k: engine[k] for k in model.builder.labels.identity("model")} | {"slo": name}
+    return "{" + ", ".join(f"{k}={quoted(v)}" for k, v in labels.items()) + "}"
+
+
+def _idle_records(model: Model, name: str, slo, engines: SloEngines) -> list[dict]:
+    """slo-test/idle's counters are there and do not move: its valid events are recorded as 0, and no
+    window has an error ratio for it (0/0 is no sample, not NaN)."""
+    selector = _record_selector(model, name, engines.labels(scenario_model(IDLE)))
+    at = f"{IDLE_CHECK}m"
+    valid = model.slos.x.valid_record()
+    out = [
+        {"expr": valid + selector, "eval_time": at, "exp_samples": [{"labels": valid + selector, "value": 0}]}
+    ]
+    for window in model.slos.x.windows(slo):
+        out.append({"expr": model.slos.x.error_record(window) + selector, "eval_time": at, "exp_samples": []})
+    return out
+
+
+def _unrecorded(model: Model, name: str, run: ModelRun, sc: SloScenario, engines: SloEngines) -> list[dict]:
+    """A model outside the scope has no valid or good events recorded at its scenario's checks."""
+    selector = _record_selector(model, name, engines.labels(run.traffic.model))
+    records = (model.slos.x.valid_record(), model.slos.x.good_record())
+    return [
+        {"expr": record + selector, "eval_time": f"{at}m", "exp_samples": []}
+        for at in sc.checks
+        for record in records
+    ]
+
+
+def _rule(model: Model, name: str, row) -> AlertRule:
+    return next(
+        a
+        for a in model.alerts()
+        if isinstance(a.spec, BurnAlert)
+        and a.spec.slo == name
+        and (a.spec.long, a.spec.short) == (row.long, row.short)
+    )
+
+
+def _inputs_rules(model: Model, name: str) -> list[AlertRule]:
+    return [a for a in model.alerts() if isinstance(a.spec, InputsAlert) and a.spec.slo == name]
+
+
+def _inputs_firing(
+    model: Model, slo, batch: Batch, engines: SloEngines, at: int
+) -> list[tuple[ModelRun, AlertRule]]:
+    """(model, rule) of every inputs-missing alert firing at `at` on the batch's engines, of any SLO
+    that reads their histogram: one whose scope holds the engine and whose bucket at its threshold
+    for that model the engine does not export. Its condition holds from the first evaluation, so it
+    fires once `for` has passed."""
+    if slo.sli.kind != "latency" or at * 60 < seconds(INPUTS_FOR):
+        return []
+    out = []
+    for other_name, other in model.slos.slos.items():
+        if other.sli.kind != "latency" or other.sli.histogram != slo.sli.histogram:
+            continue
+        rules = _inputs_rules(model, other_name)
+        for run in batch.runs:
+            labels = engines.labels(run.traffic.model)
+            if other.scope is not None and not other.scope.accepts(labels, MODEL):
+                continue
+            over = other.per_model.get(labels.get(MODEL, ""))
+            threshold = over.threshold if over is not None and over.threshold else other.sli.threshold
+            exported = set(run.decoys) | (set() if run.good_missing else {run.param})
+            if threshold not in exported:
+                out += [(run, r) for r in rules if r.labels.get("le") == le_value(threshold)]
+    return out
+
+
+def _inputs_expected(model: Model, rule: AlertRule, engine: dict[str, str]) -> dict:
+    labels = {k: engine[k] for k in model.builder.labels.identity("model")} | rule.labels
+    annotations = {k: templates.render(v, labels, 1.0) for k, v in rule.annotations.items()}
+    return {"exp_labels": dict(sorted(labels.items())), "exp_annotations": annotations}
+
+
+def _expected(model: Model, name: str, slo, engine: dict[str, str], firing) -> dict:
+    rule = _rule(model, name, firing.row)
+    labels = {k: engine[k] for k in model.builder.labels.identity("model")}
+    labels.update(rule.labels)
+    snippet = model.slos.budget_left(name, slo)
+    annotations = {}
+    for key, text in rule.annotations.items():
+        text = text.replace(snippet, budget_left_text(slo, firing.remaining))
+        annotations[key] = templates.render(text, labels, firing.value)
+    return {"exp_labels": dict(sorted(labels.items())), "exp_annotations": annotations}

@@ -87,12 +87,15 @@ def run(
     return ok
 
 
-def prove(paths: list[Path], cache: bool = True) -> list[PromtoolResult]:
-    """`promtool test rules` on each file in a process of its own, side by side; a file whose
-    promtool and bytes passed before (as a file `servewatch test` runs whole) is not run again."""
+def prove(paths: list[Path], cache: bool = True, whole: bool = False) -> list[PromtoolResult]:
+    """`promtool test rules` on the test files at `paths`, as `servewatch test` runs them: each test
+    against the rules it observes unless `whole`, side by side, a run that passed before on the same
+    promtool and bytes not run again, a failure confirmed on the whole file (its output is promtool's
+    on the files given)."""
     tools.ensure("promtool")
-    jobs = [PromtoolJob(("test", "rules"), (p,), _reads(p, _load(p)), p.name, origin=p) for p in paths]
-    return _run_all(jobs, cache, None)
+    with tempfile.TemporaryDirectory(prefix="servewatch-slices-") as scratch:
+        jobs = _units(list(paths), os.cpu_count() or 1, None if whole else Path(scratch))
+        return [_confirmed(r, cache) for r in _run_all(jobs, cache, None)]
 
 
 def _compact(text: str) -> str:
@@ -297,7 +300,8 @@ def _confirmed(result: PromtoolResult, cache: bool) -> PromtoolResult:
     job = result.job
     if result.passed or not job.names:
         return result
-    runs = tuple(f"--run=^{_go_literal(n)}$" for n in job.names)
+    failed = [n for n in failed_tests(result.output) if n in job.names] or job.names
+    runs = tuple(f"--run=^{_go_literal(n)}$" for n in failed)
     reads = _reads(job.origin, _load(job.origin))
     whole = PromtoolJob(("test", "rules", *runs), (job.origin,), reads, job.label)
     again = _run_one(whole, cache)

@@ -67,9 +67,25 @@ class Absences:
         ]
         pair_by_target = f"({b.agg('group', target, part)} or {b.agg('group', target, rest)})"
         pair_by_gpu = f"({b.agg('group', ident, part)} or {b.agg('group', ident, rest)})"
-        exported = b.only_where(self.context.presence(ident + target), pair_by_target, target)
-        neither = b.agg("group", ident, b.unless(exported, pair_by_gpu, ident))
-        per_gpu = b.any_of(*half, b.with_label(neither, "metric", ",".join(names)))
+        # a GPU with neither of the pair shows only through the other presence fields: reading the
+        # pair there too would only add series that `unless pair_by_gpu` removes again
+        others = self.context.presence(ident + target, besides=(signal.numerator, signal.partner))
+        neither = (
+            []
+            if others is None
+            else [
+                b.with_label(
+                    b.agg(
+                        "group",
+                        ident,
+                        b.unless(b.only_where(others, pair_by_target, target), pair_by_gpu, ident),
+                    ),
+                    "metric",
+                    ",".join(names),
+                )
+            ]
+        )
+        per_gpu = b.any_of(*half, *neither)
         up = f"{b.agg('max', target + list(TARGET_CONTEXT), self.sb.up('dcgm'))} == 1"
         exporter = b.with_label(b.unless(up, pair_by_target, target), "metric", ",".join(names))
         return b.any_of(self.context.gpu(per_gpu), self.context.dcgm_target(exporter))

@@ -96,9 +96,12 @@ class Context:
         stable = [HOST, roles.gpu, roles.mig_profile, roles.model]
         return [label for label in stable if label not in self.gpu_id]
 
-    def presence(self, by: list[str], *matchers: str) -> str:
-        """One series per `by` for every GPU or MIG instance any presence field is exported for."""
-        fields = [f for f in PRESENCE_FIELDS if self.labels.profile.has(f)]
+    def presence(self, by: list[str], *matchers: str, besides: tuple[str, ...] = ()) -> str | None:
+        """One series per `by` for every GPU or MIG instance any presence field is exported for;
+        with `besides`, only through the presence fields not named there (None if none is left)."""
+        fields = [f for f in PRESENCE_FIELDS if self.labels.profile.has(f) and f not in besides]
+        if not fields:
+            return None
         return f"({b.any_of(*(b.agg('group', by, self.sb.select(f, *matchers)) for f in fields))})"
 
     def _host(self, expr: str) -> str:

@@ -57,16 +57,13 @@ class Absences:
         """Per GPU: one of the pair missing, or neither while its other fields and other GPUs' pairs
         are exported (MIG instances without framebuffer fields); per exporter: up without either."""
         ident, target = self.labels.identity(signal.level), self.labels.target()
-        part, rest = self.sb.select(signal.numerator), self.sb.select(signal.partner)
         names = [self.sb.metric_name(signal.numerator), self.sb.metric_name(signal.partner)]
+        pair_by_gpu, pair_by_target = self.context.pair_read(signal)
+        # the pair's record holds 1 where a GPU exports only the numerator, 2 only the partner
         half = [
-            b.with_label(
-                b.unless(b.agg("group", ident, have), b.agg("group", ident, lacks), ident), "metric", name
-            )
-            for have, lacks, name in ((part, rest, names[1]), (rest, part, names[0]))
+            b.with_label(b.agg("group", ident, f"{pair_by_gpu} == {bit}"), "metric", lacks)
+            for bit, lacks in ((1, names[1]), (2, names[0]))
         ]
-        pair_by_target = f"({b.agg('group', target, part)} or {b.agg('group', target, rest)})"
-        pair_by_gpu = f"({b.agg('group', ident, part)} or {b.agg('group', ident, rest)})"
         # a GPU with neither of the pair shows only through the other presence fields: reading the
         # pair there too would only add series that `unless pair_by_gpu` removes again
         others = self.context.presence(ident + target, besides=(signal.numerator, signal.partner))

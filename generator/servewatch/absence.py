@@ -14,7 +14,7 @@
 
 from __future__ import annotations
 
-from .alert_context import TARGET_CONTEXT, Context
+from .alert_context import PART_FIELD, TARGET_CONTEXT, Context
 from .promql import builders as b
 
 
@@ -139,7 +139,7 @@ class Absences:
         must not restart when the target's address changes)."""
         target, keep = self.labels.target(), self.context.part_labels(source)
         ident = self.labels.identity("engine" if source == "vllm" else "gpu")
-        live = self.sb.select(self.sb.liveness) if source == "vllm" else self.context.reporting()
+        live = self.sb.select(self.sb.liveness if source == "vllm" else PART_FIELD)
         if source == "vllm":
             gone = b.unless(self.context.seen_recently(source), b.agg("group", ident, live), ident)
         else:
@@ -165,7 +165,7 @@ class Absences:
         disabling it the reverse (dcgm-exporter's default device selector, dcgm.md §2.3), and the GPU
         reports on under its UUID. So a whole GPU is gone when nothing of its UUID reports, a MIG
         instance when it reports nothing and its GPU does not report as a whole GPU either."""
-        seen, live = self.context.seen_recently, self.context.reporting
+        seen, live = self.context.seen_recently, lambda *m: self.sb.select(PART_FIELD, *m)  # noqa: E731
         mig = self.labels.dcgm.labels.mig_instance
         if mig not in ident:  # no instance in the identity: nothing to tell the levels apart by
             return b.unless(seen("dcgm"), b.agg("group", ident, live()), ident)

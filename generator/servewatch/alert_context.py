@@ -36,7 +36,6 @@ DCGM_TARGET_HOST = "target:dcgm_host:last_seen"
 VLLM_TARGET_MODEL = "target:vllm_model:last_seen"
 ENGINE_SEEN = "engine:vllm_engine:seen_recently"
 GPU_SEEN = "gpu:dcgm_gpu:seen_recently"
-GPU_REPORTING = "gpu:dcgm_gpu:reporting"
 DCGM_TARGETS = "cluster:dcgm_up_targets:count"
 VLLM_TARGETS = "namespace:vllm_up_targets:count"
 
@@ -177,17 +176,6 @@ class Context:
         keys = self.part_labels("dcgm") + self.target
         return Memory(GPU_SEEN, b.agg("group", keys, self._host(seen)), self.config.remember.parts_every)
 
-    def gpus_reporting(self) -> Memory:
-        """Every GPU or MIG instance reporting now, with its exporter target: what the parts alert
-        asks four times at different grains (a GPU's UUID, an instance, a target), recorded once in
-        its group, since a read of these narrow series costs about half one of the raw field's."""
-        keys = self.gpu_id + self.target
-        return Memory(GPU_REPORTING, b.agg("group", keys, self.sb.select(PART_FIELD)))
-
-    def reporting(self, *matchers: str) -> str:
-        """`gpus_reporting` as the parts alert reads it, of the parts `matchers` select."""
-        return self._memory(GPU_REPORTING, "dcgm", self.gpu_id + self.target, *matchers)
-
     def part_labels(self, source: str) -> list[str]:
         """What a part alert carries: the part's identity, and for a GPU its host and description."""
         if source == "vllm":
@@ -279,7 +267,7 @@ class Context:
             out += [self.vllm_target_model() if source == "vllm" else self.dcgm_target_host()]
             out.append(self.targets(source))
         if kind == "part_missing":
-            out += [self.engines_seen()] if source == "vllm" else [self.gpus_seen(), self.gpus_reporting()]
+            out.append(self.engines_seen() if source == "vllm" else self.gpus_seen())
         return [m for m in out if m is not None]
 
     def _gpu(self) -> list[Memory]:

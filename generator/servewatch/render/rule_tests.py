@@ -523,16 +523,6 @@ def _memory_record(model: Model, rule) -> dict | None:
             series = [(series_text(sb.metric_name(ctx.PART_FIELD), part), gone)]
             keys = lb.identity("gpu") + lb.target() + ["gpu", "modelName"]
             expected = [({k: part[k] for k in keys if k in part} | {ctx.HOST: gpu_a[lb.host]}, 1.0)]
-    elif rule.record == ctx.GPU_REPORTING:
-        # a reports through one exporter, b through two; c exports a framebuffer field only
-        temp = sb.metric_name(ctx.PART_FIELD)
-        other = {k: f"{k}-b" for k in lb.target()} | synth.pinned("dcgm")
-        gpu_c = synth.identity("gpu", "c")
-        parts = [(gpu_a, dcgm_target), (gpu_b, dcgm_target), (gpu_b, other)]
-        series = [(series_text(temp, {**g, **t}), flat) for g, t in parts]
-        series.append((series_text(fb, {**gpu_c, **dcgm_target}), flat))
-        keys = lb.identity("gpu") + lb.target()
-        expected = [({k: {**g, **t}[k] for k in keys}, 1.0) for g, t in parts]
     elif rule.record in _pair_records(model):
         series, expected = _pair_case(model, synth, *_pair_records(model)[rule.record])
     elif rule.record in (ctx.DCGM_TARGETS, ctx.VLLM_TARGETS):

@@ -570,8 +570,10 @@ def _pair_case(model: Model, synth: Synth, level: str, signal) -> tuple[list, li
     lb, sb = model.builder.labels, model.builder
     num, partner = sb.metric_name(signal.numerator), sb.metric_name(signal.partner)
     temp = sb.metric_name(ctx.PART_FIELD)
-    target = {v: {k: f"{k}-{v}" for k in lb.target()} | synth.pinned("dcgm") for v in ("a", "b", "c", "d")}
     gpu = {v: synth.identity("gpu", v) for v in ("a", "b", "c", "d")}
+    # a target's labels besides the GPU's own (a configured cluster label is both)
+    own = [k for k in lb.target() if k not in gpu["a"]]
+    target = {v: {k: f"{k}-{v}" for k in own} | synth.pinned("dcgm") for v in ("a", "b", "c", "d")}
     flat = f"1x{synth.steps}"
     inputs = [
         (num, "a", "a"),
@@ -585,7 +587,12 @@ def _pair_case(model: Model, synth: Synth, level: str, signal) -> tuple[list, li
     if level == "gpu":
         expected = [(synth.key("gpu", gpu[g]), float(v)) for g, v in (("a", 1), ("b", 2), ("c", 3))]
     else:
-        expected = [({k: target[t][k] for k in lb.target()}, 1.0) for t in ("a", "b", "c")]
+        keys = {
+            tuple((k, {**gpu[g], **target[t]}[k]) for k in lb.target()): None
+            for m, g, t in inputs
+            if m != temp
+        }
+        expected = [(dict(key), 1.0) for key in keys]
     return series, expected
 
 

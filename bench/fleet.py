@@ -77,9 +77,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="GIT_REF",
         help="also measure the rules/*.rules.yaml of this git ref, on the same data in the same run",
     )
+    p.add_argument(
+        "--aba",
+        action="store_true",
+        help="with --before: measure its rules before this tree's as well as after them (A-B-A), "
+        "since the side measured first pays for pages the backfill left cold",
+    )
+    p.add_argument(
+        "--rules-only",
+        action="store_true",
+        help="measure the rules only: no dashboards, anchors or generation time",
+    )
     args = p.parse_args(argv)
     if args.engines and len(args.engines) != len(args.gpus):
         p.error("--engines needs one value per --gpus value")
+    if args.aba and not args.before:
+        p.error("--aba needs --before")
     return args
 
 
@@ -169,6 +182,7 @@ def block_aligned_start(steps: int, step: float, now: float | None = None) -> fl
 def run_size(
     args: argparse.Namespace, shape: FleetShape, groups: list[dict], before: list[dict] | None = None
 ) -> dict:
+    aba, rules_only = getattr(args, "aba", False), getattr(args, "rules_only", False)
     start = block_aligned_start(shape.steps, shape.step)
     end = start + (shape.steps - 1) * shape.step
     window = Window(end - args.minutes * 60, end, SCRAPE_S, SCRAPE_S)
@@ -193,6 +207,9 @@ def run_size(
             _log(f"backfilled: {result['tsdb']}")
             runner = Runner(prom, args.repeats, args.warmup)
             cpu = _CpuMeter(prom.pid, args.warmup + args.repeats)
+            if before and aba:  # the same rules on both sides of this tree's: the order effect shows
+                result["rules_before_first"] = cpu.add(rule_cost.measure(runner, before, end), to="total")
+                _log(f"rules before, first: {result['rules_before_first']['total']}")
             result["rules"] = cpu.add(rule_cost.measure(runner, groups, end), to="total")
             _log(f"rules: {result['rules']['total']}")
             if before:  # the same data, the same minute: only the rule files differ
@@ -205,6 +222,9 @@ def run_size(
                 result["rules_before"]["floor"] = rule_cost.floor(once, before, end)
             cpu.mark = machine.cpu_seconds(prom.pid)  # not charged to the dashboards
             _log(f"floor: {result['rules']['floor']['samples']} samples per evaluation")
+            if rules_only:
+                result["load_after"] = machine.load()
+                return result
             model, namespace = pick_model(prom, args.model, end)
             result["model"] = {"model_name": model, "namespace": namespace}
             boards = [json.loads(p.read_text()) for p in sorted((REPO / "dashboards").glob("*.json"))]
@@ -283,14 +303,17 @@ def main(argv: list[str] | None = None) -> int:
             "step_s": SCRAPE_S,
             "rate_interval": Window(0, 1, SCRAPE_S, SCRAPE_S).macros()["__rate_interval"],
             "rule_interval_s": 30,
+            **({"aba": True} if args.aba else {}),
+            **({"rules_only": True} if args.rules_only else {}),
             **({"before": {"ref": args.before, "commit": before[0]}} if before else {}),
         },
         "sizes": [],
     }
     for shape in shapes:
         results["sizes"].append(run_size(args, shape, groups, before[1] if before else None))
-    _log("generation time")
-    results["generation"] = generation_cost.run(REPO / "specs", args.deployments, args.repeats)
+    if not args.rules_only:
+        _log("generation time")
+        results["generation"] = generation_cost.run(REPO / "specs", args.deployments, args.repeats)
     results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"{args.label}.json"

@@ -135,6 +135,10 @@ def render(results: dict) -> str:
         ]
         rows.append(["samples (every group once)"] + samples)
         out += _table(["per 30 s"] + head, rows)
+    if all("rules_before_first" in s for s in sizes):
+        out += aba_section(sizes, head)
+    if "dashboards" not in sizes[0]:  # --rules-only
+        return "\n".join(out) + "\n"
 
     out += ["", "## Dashboards: a full refresh (samples touched / summed eval time of its queries)", ""]
     rows = []
@@ -217,6 +221,64 @@ def render(results: dict) -> str:
     out += generation_table(results["generation"])
     out += ["", "## Targets (issue 8)", "", *targets(results)]
     return "\n".join(out) + "\n"
+
+
+ABA = (
+    ("rules_before_first", "A: before, first"),
+    ("rules", "B: this tree"),
+    ("rules_before", "A: before, again"),
+)
+
+
+def aba_section(sizes: list[dict], head: list[str]) -> list[str]:
+    """The before rules measured on both sides of this tree's (--aba): the whole set per 30 s, and
+    rule by rule every group whose rules differ between the sides."""
+    out = ["", "## A-B-A: the before rules measured first and last, this tree's between", ""]
+    rows = []
+    for key, name in ABA:
+        totals = [s[key]["total"] for s in sizes]
+        rows.append(
+            [name]
+            + [
+                f"{_fmt_int(t['samples_per_30s'])} samples, CPU {per_30s(t, 'cpu'):,.0f} ms, "
+                f"eval {per_30s(t, 'eval_ms'):,.0f} ms"
+                for t in totals
+            ]
+        )
+    out += _table(["per 30 s"] + head, rows)
+    for s, h in zip(sizes, head, strict=True):
+        out += ["", f"Rule by rule at {h}, groups that differ (samples / eval time per evaluation):", ""]
+        rows = []
+        for group in differing_groups(s):
+            for name in _rule_names(s, group):
+                cells = []
+                for key, _ in ABA:
+                    rule = _rule(s[key], group, name)
+                    cells.append("-" if rule is None else _cell(rule["samples"], rule["eval_ms"]))
+                rows.append([group, name] + cells)
+        out += _table(["group", "rule"] + [name for _, name in ABA], rows)
+    return out
+
+
+def _rules_of(side: dict) -> dict[str, list[dict]]:
+    return {g["name"]: g["rules"] for g in side["groups"]}
+
+
+def differing_groups(size: dict) -> list[str]:
+    """Groups whose rules (names, or samples read) differ between this tree and the before side."""
+    now, before = _rules_of(size["rules"]), _rules_of(size["rules_before"])
+    shape = lambda rules: [(r["name"], r["samples"]) for r in rules]  # noqa: E731
+    names = list(dict.fromkeys([*now, *before]))
+    return [g for g in names if shape(now.get(g, [])) != shape(before.get(g, []))]
+
+
+def _rule_names(size: dict, group: str) -> list[str]:
+    names = [r["name"] for key in ("rules", "rules_before") for r in _rules_of(size[key]).get(group, [])]
+    return list(dict.fromkeys(names))
+
+
+def _rule(side: dict, group: str, name: str) -> dict | None:
+    return next((r for r in _rules_of(side).get(group, []) if r["name"] == name), None)
 
 
 def per_30s(total: dict, key: str) -> float | None:
@@ -393,14 +455,15 @@ def chart(results: dict, png: Path) -> None:
     ax.set_ylabel("ms")
     # name -> per size: (samples, eval ms, Prometheus CPU ms or None)
     series = {"rule set (one evaluation)": [_costs(s["rules"]["total"], s["rules"]["total"]) for s in sizes]}
-    for uid in sizes[0]["dashboards"]:
+    for uid in sizes[0].get("dashboards", {}):
         name = f"{uid.replace('servewatch-', '')} default view"
         series[name] = [
             _costs(s["dashboards"][uid]["default_view"], s["dashboards"][uid]["all_panels"]) for s in sizes
         ]
-    one = [s["dashboards_one_model"]["servewatch-vllm-serving"] for s in sizes]
-    series["vllm-serving, one model"] = [_costs(d["default_view"], d["all_panels"]) for d in one]
-    for uid in sizes[0]["anchors"]:
+    if "dashboards_one_model" in sizes[0]:
+        one = [s["dashboards_one_model"]["servewatch-vllm-serving"] for s in sizes]
+        series["vllm-serving, one model"] = [_costs(d["default_view"], d["all_panels"]) for d in one]
+    for uid in sizes[0].get("anchors", {}):
         name = uid.replace("anchor-", "anchor: ")
         series[name] = [
             _costs(s["anchors"][uid]["default_view"], s["anchors"][uid]["all_panels"]) for s in sizes

@@ -303,3 +303,29 @@ def test_a_workdir_that_is_not_there_is_a_usage_error(tmp_path, capsys):
     assert stopped.value.code == 2
     assert "is not a folder; create it first" in capsys.readouterr().err
     assert fleet.parse_args(["--workdir", str(tmp_path), "--gpus", "512"]).workdir == tmp_path
+
+
+def test_aba_needs_a_before_side(capsys):
+    with pytest.raises(SystemExit) as stopped:
+        fleet.parse_args(["--aba", "--gpus", "512"])
+    assert stopped.value.code == 2
+    assert "--aba needs --before" in capsys.readouterr().err
+    assert fleet.parse_args(["--aba", "--before", "main", "--rules-only"]).rules_only
+
+
+def test_aba_lists_rule_by_rule_only_the_groups_that_differ():
+    def side(gpu_samples: int, extra: bool = False) -> dict:
+        gpu = [{"name": "a:b:c", "samples": gpu_samples, "eval_ms": 2.0}]
+        gpu += [{"name": "x:y:z", "samples": 5, "eval_ms": 1.0}] if extra else []
+        groups = [
+            {"name": "gpu", "interval_s": 30, "rules": gpu, "samples": 1, "eval_ms": 1.0},
+            {"name": "vllm", "interval_s": 30, "rules": [{"name": "V", "samples": 7, "eval_ms": 1.0}]},
+        ]
+        total = {"samples": 1, "eval_ms": 1.0, "samples_per_30s": 1, "cpu_ms": 1.0}
+        return {"groups": groups, "total": total}
+
+    size = {"rules": side(10, extra=True), "rules_before": side(30), "rules_before_first": side(30)}
+    assert report.differing_groups(size) == ["gpu"]
+    text = "\n".join(report.aba_section([size], ["1,024 GPUs"]))
+    assert "| gpu | x:y:z | - | 5 / 1.0 ms | - |" in text
+    assert "vllm" not in text.split("Rule by rule")[1]

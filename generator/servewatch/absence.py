@@ -57,19 +57,32 @@ class Absences:
         """Per GPU: one of the pair missing, or neither while its other fields and other GPUs' pairs
         are exported (MIG instances without framebuffer fields); per exporter: up without either."""
         ident, target = self.labels.identity(signal.level), self.labels.target()
-        part, rest = self.sb.select(signal.numerator), self.sb.select(signal.partner)
         names = [self.sb.metric_name(signal.numerator), self.sb.metric_name(signal.partner)]
+        pair_by_gpu, pair_by_target = self.context.pair_read(signal)
+        # the pair's record holds 1 where a GPU exports only the numerator, 2 only the partner
         half = [
-            b.with_label(
-                b.unless(b.agg("group", ident, have), b.agg("group", ident, lacks), ident), "metric", name
-            )
-            for have, lacks, name in ((part, rest, names[1]), (rest, part, names[0]))
+            b.with_label(b.agg("group", ident, f"{pair_by_gpu} == {bit}"), "metric", lacks)
+            for bit, lacks in ((1, names[1]), (2, names[0]))
         ]
-        pair_by_target = f"({b.agg('group', target, part)} or {b.agg('group', target, rest)})"
-        pair_by_gpu = f"({b.agg('group', ident, part)} or {b.agg('group', ident, rest)})"
-        exported = b.only_where(self.context.presence(ident + target), pair_by_target, target)
-        neither = b.agg("group", ident, b.unless(exported, pair_by_gpu, ident))
-        per_gpu = b.any_of(*half, b.with_label(neither, "metric", ",".join(names)))
+        # a GPU with neither of the pair shows only through the other presence fields: reading the
+        # pair there too would only add series that `unless pair_by_gpu` removes again
+        others = self.context.presence(ident + target, besides=(signal.numerator, signal.partner))
+        neither = (
+            []
+            if others is None
+            else [
+                b.with_label(
+                    b.agg(
+                        "group",
+                        ident,
+                        b.unless(b.only_where(others, pair_by_target, target), pair_by_gpu, ident),
+                    ),
+                    "metric",
+                    ",".join(names),
+                )
+            ]
+        )
+        per_gpu = b.any_of(*half, *neither)
         up = f"{b.agg('max', target + list(TARGET_CONTEXT), self.sb.up('dcgm'))} == 1"
         exporter = b.with_label(b.unless(up, pair_by_target, target), "metric", ",".join(names))
         return b.any_of(self.context.gpu(per_gpu), self.context.dcgm_target(exporter))

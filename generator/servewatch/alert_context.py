@@ -18,6 +18,7 @@ The alerts read it with one sample per series (`recall`).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .promql import builders as b
@@ -96,9 +97,12 @@ class Context:
         stable = [HOST, roles.gpu, roles.mig_profile, roles.model]
         return [label for label in stable if label not in self.gpu_id]
 
-    def presence(self, by: list[str], *matchers: str) -> str:
-        """One series per `by` for every GPU or MIG instance any presence field is exported for."""
-        fields = [f for f in PRESENCE_FIELDS if self.labels.profile.has(f)]
+    def presence(self, by: list[str], *matchers: str, besides: tuple[str, ...] = ()) -> str | None:
+        """One series per `by` for every GPU or MIG instance any presence field is exported for;
+        with `besides`, only through the presence fields not named there (None if none is left)."""
+        fields = [f for f in PRESENCE_FIELDS if self.labels.profile.has(f) and f not in besides]
+        if not fields:
+            return None
         return f"({b.any_of(*(b.agg('group', by, self.sb.select(f, *matchers)) for f in fields))})"
 
     def _host(self, expr: str) -> str:
@@ -123,6 +127,32 @@ class Context:
     def dcgm_target_host(self) -> Memory:
         seen = self._host(self.presence(self.target + self.labels.host_spellings))
         return self._remember(DCGM_TARGET_HOST, seen, self.target + [HOST], self.config.remember.targets)
+
+    def pair_exported(self, signal) -> tuple[Memory, Memory]:
+        """What the partner_missing alert of a matched ratio asks of its pair of fields, recorded
+        once per evaluation in the alert's group instead of read again per operand: per GPU, which of
+        the pair it exports (1: the numerator, 2: the partner, 3: both), and the exporter targets
+        that export either."""
+        ident, fields = self.gpu_id, (signal.numerator, signal.partner)
+        per_gpu = [
+            b.with_label(b.agg("group", ident, self.sb.select(f)), "field", f)
+            + (f" * {bit}" if bit > 1 else "")
+            for f, bit in zip(fields, (1, 2), strict=True)
+        ]
+        by_target = [b.agg("group", self.target, self.sb.select(f)) for f in fields]
+        name = "_".join(re.sub(r"[^a-z0-9]+", "_", f.lower()).strip("_") for f in fields)
+        return (
+            Memory(f"gpu:dcgm_{name}:exported", b.agg("sum", ident, f"\n  {b.any_of(*per_gpu)}\n")),
+            Memory(f"target:dcgm_{name}:exported", b.any_of(*by_target)),
+        )
+
+    def pair_read(self, signal) -> tuple[str, str]:
+        """The two records of `pair_exported` as the alert reads them."""
+        per_gpu, by_target = self.pair_exported(signal)
+        return (
+            self._memory(per_gpu.record, "dcgm", self.gpu_id),
+            self._memory(by_target.record, "dcgm", self.target),
+        )
 
     def vllm_target_model(self) -> Memory:
         seen = self.sb.select(self.sb.liveness)
@@ -229,7 +259,7 @@ class Context:
         kind, source = alert.absence.kind, alert.absence.source
         out: list[Memory | None] = []
         if kind == "partner_missing":
-            out += [*self._gpu(), self.dcgm_target_host()]
+            out += [*self._gpu(), self.dcgm_target_host(), *self.pair_exported(signals[alert.absence.signal])]
         if kind == "target_down":
             out += [self.dcgm_target_host() if source == "dcgm" else self.vllm_target_model()]
             out.append(self.targets(source))

@@ -519,6 +519,8 @@ def _memory_record(model: Model, rule) -> dict | None:
             series = [(series_text(sb.metric_name(ctx.PART_FIELD), part), gone)]
             keys = lb.identity("gpu") + lb.target() + ["gpu", "modelName"]
             expected = [({k: part[k] for k in keys if k in part} | {ctx.HOST: gpu_a[lb.host]}, 1.0)]
+    elif rule.record in _pair_records(model):
+        series, expected = _pair_case(model, synth, *_pair_records(model)[rule.record])
     elif rule.record in (ctx.DCGM_TARGETS, ctx.VLLM_TARGETS):
         source = "vllm" if rule.record == ctx.VLLM_TARGETS else "dcgm"
         up = _matching_target(model, source)
@@ -543,6 +545,51 @@ def _memory_record(model: Model, rule) -> dict | None:
         interval,
         promql_expr_test=_checks(rule.record, {}, expected, at),
     )
+
+
+def _pair_records(model: Model) -> dict[str, tuple[str, object]]:
+    """The records of each partner_missing alert's pair (alert_context.pair_exported): record name ->
+    ("gpu" or "target", the matched_ratio signal)."""
+    out = {}
+    for a in model.alerts():
+        absence = getattr(a.spec, "absence", None)
+        if absence is not None and absence.kind == "partner_missing":
+            signal = model.signal(absence.signal)
+            per_gpu, by_target = model.context.pair_exported(signal)
+            out[per_gpu.record], out[by_target.record] = ("gpu", signal), ("target", signal)
+    return out
+
+
+def _pair_case(model: Model, synth: Synth, level: str, signal) -> tuple[list, list]:
+    """GPU a exports only the numerator, b only the partner, c both and is scraped twice, d only its
+    temperature: per GPU 1, 2 and 3 (d is not there); per target each that exports either."""
+    lb, sb = model.builder.labels, model.builder
+    num, partner = sb.metric_name(signal.numerator), sb.metric_name(signal.partner)
+    temp = sb.metric_name(ctx.PART_FIELD)
+    gpu = {v: synth.identity("gpu", v) for v in ("a", "b", "c", "d")}
+    # a target's labels besides the GPU's own (a configured cluster label is both)
+    own = [k for k in lb.target() if k not in gpu["a"]]
+    target = {v: {k: f"{k}-{v}" for k in own} | synth.pinned("dcgm") for v in ("a", "b", "c", "d")}
+    flat = f"1x{synth.steps}"
+    inputs = [
+        (num, "a", "a"),
+        (partner, "b", "b"),
+        (num, "c", "a"),
+        (partner, "c", "a"),
+        (partner, "c", "c"),
+        (temp, "d", "d"),
+    ]
+    series = [(series_text(m, {**gpu[g], **target[t]}), flat) for m, g, t in inputs]
+    if level == "gpu":
+        expected = [(synth.key("gpu", gpu[g]), float(v)) for g, v in (("a", 1), ("b", 2), ("c", 3))]
+    else:
+        keys = {
+            tuple((k, {**gpu[g], **target[t]}[k]) for k in lb.target()): None
+            for m, g, t in inputs
+            if m != temp
+        }
+        expected = [(dict(key), 1.0) for key in keys]
+    return series, expected
 
 
 def _matching_target(model: Model, source: str) -> dict[str, str] | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from servewatch import generate
+from servewatch import generate, writer
 from servewatch.errors import SpecErrors
 from servewatch.signals import LabelNames
 from servewatch.spec.deployment import ROLES, RoleConfig
@@ -86,6 +86,22 @@ def test_role_and_track_left_out_build_the_default_output(default_build, specs_w
     what null gives (the committed outputs: `generate --check` holds them)."""
     _, files = generate.build(specs_with({"config.yaml": [(ROLE, ""), (TRACK, "")]}))
     assert files == default_build[1]
+
+
+@pytest.mark.parametrize(
+    "config",
+    [[(ROLE, LLM_D), (TRACK, TRACKED)], [(ROLE, LLM_D)], [(TRACK, TRACKED)]],
+    ids=["role+track", "role", "track"],
+)
+def test_role_and_track_outputs_lint_clean(specs_with, servewatch, tmp_path, config):
+    """Every panel and rule reads labels its series carry: the cost panels count GPUs (which carry
+    only the pod they are mapped to) per deployment, with the track taken from the vLLM pods and
+    both roles added up, and divide by the tokens of the engines that count requests."""
+    specs = specs_with({"config.yaml": config})
+    writer.write(tmp_path, generate.build(specs)[1])
+    run = servewatch("lint", "--specs", specs, "--fail-on", "error", "rules", "dashboards", cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert " 0 errors," in run.stderr
 
 
 def test_a_track_ratio_outside_a_group_that_needs_track_is_refused(specs_with, line_of):

@@ -63,7 +63,7 @@ def context(ask, dcgm_selector: str = "", **dcgm) -> probes.ProbeContext:
 
 def test_the_probe_table():
     topics = [p.topic for p in PROBES]
-    assert len(topics) == len(set(topics)) == 14
+    assert len(topics) == len(set(topics)) == 15
     assert all(p.question for p in PROBES)
     documented = (REPO / "docs" / "detect.md").read_text()
     assert [t for t in topics if f"`{t}`" not in documented] == []

@@ -345,3 +345,91 @@ def test_the_docs_list_every_field_of_every_profile_and_mark_unconfirmed_names(r
     doc = (repo / "docs" / "exporters.md").read_text()
     assert fields_table() in doc
     assert "`DCGM_FI_DEV_FB_USED_BYTES` (bytes) *unconfirmed*" in doc
+
+
+# -- vLLM's names: config.vllm_profile ------------------------------------------------------------------
+# a vLLM name read as a series: not the `metric` label VLLMSignalMetricsMissing gives vLLM's own name
+BARE_VLLM = re.compile(r'(?<!metric", ")(?<!metric\\", \\")\bvllm:[a-z_]+')
+
+
+def kserve_files(specs_with) -> dict[str, str]:
+    return generate_with(specs_with, config={"vllm_profile": "kserve"})
+
+
+def as_kserve(series: list) -> list:
+    """Series as KServe's LLMInferenceService stores them: every vLLM name behind kserve_."""
+    return [
+        synth.Series("kserve_" + s.name, s.labels, s.values, s.kind) if s.name.startswith("vllm:") else s
+        for s in series
+    ]
+
+
+def test_the_kserve_profile_reads_every_vllm_series_by_its_kserve_name(specs_with):
+    files = kserve_files(specs_with)
+    read = {p: BARE_VLLM.findall(t) for p, t in files.items() if p.startswith(("rules/", "dashboards/"))}
+    assert {p: names for p, names in read.items() if names} == {}
+    rules = files["rules/vllm.rules.yaml"]
+    assert "max by (namespace, pod, model_name, engine) (kserve_vllm:num_requests_running)" in rules
+    assert "engine:vllm_num_requests_running:max" in rules  # record names stay
+    # the scenarios name vLLM's own names; their generated tests read KServe's
+    tests = files["promtool/vllm.test.yaml"]
+    assert "kserve_vllm:kv_cache_usage_perc{" in tests and "series: 'vllm:" not in tests
+    assert 'metric", "vllm:kv_cache_usage_perc"' in rules  # the absence label keeps vLLM's name
+
+
+def test_the_default_vllm_profile_adds_no_prefix(default_build):
+    assert "kserve_" not in "".join(default_build[1].values())
+
+
+def test_a_misspelt_vllm_profile_is_a_spec_error_with_a_suggestion(specs_with):
+    with pytest.raises(SpecErrors) as exc:
+        generate_with(specs_with, config={"vllm_profile": "kserv"})
+    [err] = exc.value.errors
+    assert "config.yaml" in str(err.location) and "did you mean 'kserve'?" in err.message
+
+
+@pytest.mark.tools("promtool")
+def test_the_kserve_profile_passes_its_generated_tests_and_lint(specs_with, servewatch, tmp_path):
+    doc = yaml.safe_load((SPECS / "config.yaml").read_text())
+    doc["config"]["vllm_profile"] = "kserve"
+    specs = specs_with({"config.yaml": yaml.safe_dump(doc)})
+    files = generate.build(specs)[1]
+    out = tmp_path / "out"
+    for path, text in files.items():
+        (out / path).parent.mkdir(parents=True, exist_ok=True)
+        (out / path).write_text(text)
+    said: list[str] = []
+    assert verify.run(out, echo=said.append), "\n".join(said)
+    run = servewatch("lint", "--specs", specs, "--fail-on", "warning", "rules", "dashboards", cwd=out)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+@pytest.mark.integration
+@pytest.mark.tools("promtool", "prometheus")
+def test_kserve_named_engines_are_recorded_and_detected(specs_with, tmp_path, capsys):
+    """On a real Prometheus, an engine stored under KServe's names feeds the rules generated with
+    vllm_profile: kserve (and no absence alert fires), and detect suggests the profile."""
+    files = kserve_files(specs_with)
+    (tmp_path / "vllm.rules.yaml").write_text(files["rules/vllm.rules.yaml"])
+    steps, step = 40, 30
+    tgt = synth.vllm_target("llm", "kimi-0")
+    series = [synth.up(tgt, 1, steps=steps)]
+    series += as_kserve(synth.vllm_engine("llm", "kimi-0", "moonshotai/Kimi-K2", 0, steps=steps, target=tgt))
+    start = backfill_start(steps, step)
+    at = start + (steps - 1) * step
+    with LocalPrometheus(
+        synth.to_openmetrics(series, start, step), rule_files=[tmp_path / "vllm.rules.yaml"]
+    ) as prom:
+        rate = prom.query("sum(model:vllm_request_success:rate5m)", at)
+        assert rate and float(rate[0]["value"][1]) == pytest.approx(20 / step)
+        groups = yaml.safe_load(files["rules/vllm.rules.yaml"])["groups"]
+        rules = [rule for group in groups for rule in group["rules"]]
+        for alert in ("VLLMMetricsAbsent", "VLLMSignalMetricsMissing"):
+            [expr] = [rule["expr"] for rule in rules if rule.get("alert") == alert]
+            assert prom.query(expr, at) == [], alert
+        rc = main(["detect", "--prometheus", prom.url, "--at", str(at), "--format", "json"])
+    res = json.loads(capsys.readouterr().out)
+    assert res["config"]["vllm_profile"] == "kserve", res
+    assert {"field": "vllm_profile", "current": "vllm", "suggested": "kserve"} in res["differences"]
+    assert res["counts"]["vllm"]["liveness_kserve_series"] == 1
+    assert rc == 3

@@ -109,14 +109,17 @@ class Absences:
     def inputs_missing(self, source: str, metrics: list[str]) -> str:
         """Targets that export the liveness metric but not one of the inputs (a rename or removal),
         with the target's namespace, pod and model. The liveness metric itself gets no branch: a target
-        is only checked while it exports it, so that branch could never fire."""
+        is only checked while it exports it, so that branch could never fire. The `metric` label
+        names a vLLM metric by vLLM's own name whatever config.vllm_profile calls it, so routes,
+        inhibitions and silences keep matching."""
         target = self.labels.target()
         live = b.agg("group", target + [*TARGET_CONTEXT, "model_name"], self.sb.select(self.sb.liveness))
+        own = self.sb.catalog.vllm_name
         return b.any_of(
             *(
-                b.with_label(b.unless(live, self._exported(m, target), target), "metric", m)
+                b.with_label(b.unless(live, self._exported(m, target), target), "metric", own(m))
                 for m in metrics
-                if m != self.sb.liveness
+                if own(m) != self.sb.liveness
             )
         )
 

@@ -115,6 +115,21 @@ class LabelNames:
         """A client source's series with the model name in model_name, as vLLM's carry it."""
         return expr if self.client_model == MODEL else b.copy_label(expr, self.client_model, MODEL)
 
+    # -- vLLM's names (config.vllm_profile) -----------------------------------------------------
+    @property
+    def vllm_profile(self) -> catalog_mod.VllmProfile:
+        return self.catalog.vllm_profiles[self.config.vllm_profile]
+
+    def vllm_metric(self, name: str) -> str:
+        """A vLLM metric (vllm:..., or one the catalog lists as vLLM's) under the name the configured
+        vLLM profile gives it; any other name, or one already renamed, as it is."""
+        prefix = self.vllm_profile.prefix
+        if not prefix or self.catalog.vllm_name(name) != name:
+            return name
+        entry = self.catalog.lookup(name)
+        mine = name.startswith("vllm:") or (entry is not None and entry.source == "vllm")
+        return prefix + name if mine else name
+
     # -- the exporter ----------------------------------------------------------------------
     @property
     def dcgm(self) -> DcgmFacts:
@@ -320,10 +335,11 @@ class SignalBuilder:
 
     def metric_name(self, name: str) -> str:
         """A DCGM field's metric name in the configured profile, a client-side quantity's in the
-        configured client source; any other name as it is."""
+        configured client source, a vLLM metric's in the configured vLLM profile; any other name as
+        it is."""
         if self.is_dcgm_field(name):
             return self.labels.profile.metric(name)
-        return self.labels.client_metric(name) or name
+        return self.labels.client_metric(name) or self.labels.vllm_metric(name)
 
     def unit(self, name: str) -> str | None:
         """The catalog unit of a field (in the configured profile) or metric."""

@@ -8,6 +8,7 @@ metrics are not listed one by one: they are every name an exporter profile of dc
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -56,6 +57,18 @@ class ClientSource:
 
 
 @dataclass(frozen=True)
+class VllmProfile:
+    """How a Prometheus names vLLM's series (vllm.yaml, `profiles:`): vLLM's name behind a prefix."""
+
+    name: str
+    prefix: str
+    about: str
+
+    def metric(self, name: str) -> str:
+        return self.prefix + name
+
+
+@dataclass(frozen=True)
 class Rename:
     old: str
     replacement: str | None
@@ -75,16 +88,28 @@ class Catalog:
     clients: dict[str, ClientSource] = field(default_factory=dict)  # config.client_side.source
     # the bounds generated tests give a gateway histogram: its own are not documented
     gateway_test_buckets: tuple[float, ...] = ()
+    vllm_profiles: dict[str, VllmProfile] = field(default_factory=dict)  # config.vllm_profile
 
     def lookup(self, name: str) -> Metric | None:
-        """The catalog entry for an exposed series name, histogram suffixes included."""
+        """The catalog entry for an exposed series name, histogram suffixes included; a vLLM metric
+        also under the name a vLLM profile gives it."""
         if name in self.metrics:
             return self.metrics[name]
         for suffix in HISTOGRAM_SUFFIXES:
             base = name.removesuffix(suffix)
             if base != name and base in self.metrics and self.metrics[base].type == "histogram":
                 return self.metrics[base]
-        return None
+        vllm = self.vllm_name(name)
+        return self.lookup(vllm) if vllm != name else None
+
+    def vllm_name(self, name: str) -> str:
+        """vLLM's own name of a series a vLLM profile renamed (kserve_vllm:x -> vllm:x); any other
+        name as it is."""
+        for profile in self.vllm_profiles.values():
+            own = name.removeprefix(profile.prefix) if profile.prefix else name
+            if own != name and (entry := self.lookup(own)) is not None and entry.source == "vllm":
+                return own
+        return name
 
     def test_buckets(self, name: str) -> tuple[float, ...]:
         """The bucket bounds generated tests give histogram `name`: the catalog's, or for a gateway
@@ -197,6 +222,7 @@ def load() -> Catalog:
         raise CatalogError(f"catalog/vllm.yaml: liveness: {liveness!r} is not a vLLM metric of the catalog")
     clients = _clients(raw["gateway"], metrics)
     test_buckets = tuple(float(x) for x in raw["gateway"].get("test_buckets") or ())
+    profiles = _vllm_profiles(raw["vllm"])
     return Catalog(
         dcgm=dcgm,
         vllm_liveness=liveness,
@@ -204,7 +230,22 @@ def load() -> Catalog:
         renamed=renamed,
         clients=clients,
         gateway_test_buckets=test_buckets,
+        vllm_profiles=profiles,
     )
+
+
+def _vllm_profiles(raw: dict) -> dict[str, VllmProfile]:
+    out = {}
+    for name, facts in (raw.get("profiles") or {}).items():
+        prefix = facts.get("prefix") if isinstance(facts, dict) else None
+        if not isinstance(prefix, str) or not re.fullmatch(r"[a-zA-Z_:]?[a-zA-Z0-9_:]*", prefix):
+            raise CatalogError(
+                f"catalog/vllm.yaml: profiles.{name}.prefix: {prefix!r} is no metric name prefix"
+            )
+        out[name] = VllmProfile(name, prefix, " ".join(str(facts.get("about", "")).split()))
+    if not any(p.prefix == "" for p in out.values()):
+        raise CatalogError('catalog/vllm.yaml: profiles: needs one with prefix "", vLLM\'s own names')
+    return out
 
 
 def _clients(raw: dict, metrics: dict[str, Metric]) -> dict[str, ClientSource]:
@@ -227,5 +268,6 @@ __all__ = [
     "FieldName",
     "Metric",
     "Rename",
+    "VllmProfile",
     "load",
 ]

@@ -131,8 +131,34 @@ class ProbeContext:
         names = [n.name for n in self.fb_names]
         return b.selector("", f'__name__=~"{regex(names)}"', self.dsel, *matchers)
 
+    @cached_property
+    def live_name_counts(self) -> dict[str, int]:
+        """vLLM profile -> engines' liveness series under the name it gives them."""
+        names = {p.name: p.metric(self.catalog.vllm_liveness) for p in self.catalog.vllm_profiles.values()}
+        expr = b.agg("count", ["__name__"], b.selector("", f'__name__=~"{regex(names.values())}"', self.vsel))
+        found = {r["metric"].get("__name__", ""): int(float(r["value"][1])) for r in self.ask.rows(expr)}
+        return {profile: found.get(name, 0) for profile, name in names.items()}
+
+    @cached_property
+    def vllm_profile(self) -> str:
+        """The vLLM profile whose names the engines' series go by here: the one most series use,
+        else the configured one."""
+        counts = self.live_name_counts
+        best = max(counts, key=lambda p: (counts[p], p == self.config.vllm_profile))
+        return best if counts[best] else self.config.vllm_profile
+
+    def vllm_name(self, name: str) -> str:
+        """A vLLM metric under the name the vLLM profile in use gives it."""
+        return self.catalog.vllm_profiles[self.vllm_profile].metric(name)
+
+    @property
+    def vllm_config(self):
+        """The config with the vLLM profile in use: what the other vLLM probes read through."""
+        return self.config.model_copy(update={"vllm_profile": self.vllm_profile})
+
     def vllm(self, *matchers: str) -> str:
-        return b.selector(self.catalog.vllm_liveness, self.vsel, *matchers)
+        """The engines' liveness series (under the name the vLLM profile in use gives it)."""
+        return b.selector(self.vllm_name(self.catalog.vllm_liveness), self.vsel, *matchers)
 
     def count(self, expr: str) -> int:
         return self.ask.count(b.agg("count", [], expr))
@@ -372,6 +398,30 @@ def vllm_identity(ctx: ProbeContext) -> ProbeOutcome:
     return out
 
 
+def vllm_profile(ctx: ProbeContext) -> ProbeOutcome:
+    """Which vLLM profile's names the engines' series go by (KServe renames them kserve_vllm:...)."""
+    out = ProbeOutcome("vllm_profile")
+    counts = ctx.live_name_counts
+    out.counts["vllm"] = {f"liveness_{p}_series": c for p, c in counts.items()}
+    present = {p: c for p, c in counts.items() if c}
+    if not present:
+        return out  # identity.vllm warns that no engine is seen
+    pick = ctx.vllm_profile
+    out.suggested["vllm_profile"] = pick
+    named = ", ".join(
+        f"{c} named {ctx.catalog.vllm_profiles[p].metric(ctx.catalog.vllm_liveness)} ({p})"
+        for p, c in present.items()
+    )
+    if len(present) > 1:
+        out.warning(
+            f"engines' series under two profiles' names: {named}; the rules read one name set only, so "
+            f"part of the fleet is covered by VLLMMetricsAbsent only; suggesting the majority, {pick}"
+        )
+    else:
+        out.info(f"engines' liveness series {named}")
+    return out
+
+
 def _version(text: str) -> tuple:
     return tuple(int(x) for x in re.findall(r"\d+", text))
 
@@ -563,7 +613,11 @@ def histogram_form(ctx: ProbeContext) -> ProbeOutcome:
     `config.histograms`. A series named like the histogram itself is a native one: classic
     histograms have only their _bucket, _count and _sum series."""
     out = ProbeOutcome("histograms")
-    names = sorted(n for n, m in ctx.catalog.metrics.items() if m.type == "histogram" and m.source == "vllm")
+    names = sorted(
+        ctx.vllm_name(n)
+        for n, m in ctx.catalog.metrics.items()
+        if m.type == "histogram" and m.source == "vllm"
+    )
     histograms = b.selector("", f'__name__=~"{regex(names)}"', ctx.vsel)
     buckets = b.selector("", f'__name__=~"{regex([f"{n}_bucket" for n in names])}"', ctx.vsel)
     classic, native = ctx.count(buckets), ctx.count(histograms)
@@ -590,7 +644,7 @@ def slo_buckets(ctx: ProbeContext) -> ProbeOutcome:
     """Models serving a latency SLO's histogram (its count is there) without the bucket at the SLO's
     threshold: a relabelling dropped it, and their SLI is absent (slo/kinds.py)."""
     out = ProbeOutcome("slos")
-    sb = SignalBuilder(ctx.config)
+    sb = SignalBuilder(ctx.vllm_config)
     grouping = sb.labels.identity("model")
     x = SloExprs(sb)
     for name, slo in sorted(ctx.slos.items()):
@@ -620,6 +674,7 @@ PROBES: tuple[DetectProbe, ...] = (
     DetectProbe("dcgm.mig", mig, "FB series of MIG instances", True),
     DetectProbe("dcgm.duplicates", duplicates, "GPUs scraped by more than one target", True),
     DetectProbe("targets", targets, "up series per configured target selector"),
+    DetectProbe("vllm_profile", vllm_profile, "vLLM's own series names or KServe's kserve_ ones"),
     DetectProbe("identity.vllm", vllm_identity, "whether vLLM series carry namespace and pod"),
     DetectProbe("vllm.version", vllm_removed_names, "removed vLLM metric names still exposed"),
     DetectProbe("histograms", histogram_form, "vLLM histograms stored classic (_bucket) or native"),

@@ -95,6 +95,7 @@ def current_config(config) -> dict:
             "workload_labels": config.dcgm.workload_labels,
         },
         "histograms": config.histograms,
+        "vllm_profile": config.vllm_profile,
         "identity": {"vllm": list(config.identity.vllm), "model": list(config.identity.model)},
         "role": config.role.model_dump(mode="json") if config.role else None,
         "track": config.track.model_dump(mode="json") if config.track else None,

@@ -18,13 +18,15 @@ def series_with_selectors(model: Model, series: str, conform: Conform | None = N
     """The series with the label values config.selectors needs (plan/conform.py), so default
     scenarios and synthetic series survive `selectors:`; `conform` keeps one test's values apart.
     A vLLM series also gets the role and track of an aggregated stable engine where it names none,
-    so it survives `role:` and `track:`."""
+    so it survives `role:` and `track:`, and the name the configured vLLM profile gives it."""
     source = model.builder.source
     out = (conform or Conform(model)).series(source, series)
     m = SERIES_RE.match(out)
     if not m or source(m.group(1)) != "vllm":
         return out
-    name, body = m.group(1), (m.group(2) or "{}")[1:-1]
+    name, body = model.builder.metric_name(m.group(1)), (m.group(2) or "{}")[1:-1]
+    if name != m.group(1):
+        out = name + (m.group(2) or "")
     present = {label for label, _, _ in b.parse_matchers(body)} if body.strip() else set()
     defaults = model.builder.labels.deployment_defaults()
     extra = [f'{k}="{v}"' for k, v in defaults.items() if k not in present]

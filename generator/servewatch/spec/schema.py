@@ -231,6 +231,9 @@ class Config(Strict):
     client_side: ClientSideConfig | None = None
     remember: Remember = Remember()
     dcgm: DcgmProfile = DcgmProfile()
+    # how the Prometheus names vLLM's series: a profile of catalog/vllm.yaml (vllm: its own names;
+    # kserve: KServe's LLMInferenceService, which renames each to kserve_<name>)
+    vllm_profile: str = "vllm"
     rule_namespace: K8sName = "monitoring"
     rule_labels: K8sLabels = Field(default_factory=lambda: {"role": "alert-rules"})
     # Placeholders: {alert} (required) and {alert_lower}; {uid} (required) and {slug}. No other braces.
@@ -244,6 +247,11 @@ class Config(Strict):
     # How the Prometheus stores vLLM's histograms (docs/histograms.md): classic _bucket/_count/_sum
     # series, native histograms with custom buckets (convert_classic_histograms_to_nhcb), or either.
     histograms: Literal["classic", "native", "both"] = "classic"
+
+    @field_validator("vllm_profile")
+    @classmethod
+    def _vllm_profile(cls, v):
+        return _one_of(v, catalog.load().vllm_profiles, "a vLLM profile of catalog/vllm.yaml")
 
     def selector(self, source: str) -> str:
         """The extra matchers of a source's series: config.selectors, or for a gateway or frontend

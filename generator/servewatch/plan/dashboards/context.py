@@ -125,8 +125,16 @@ class DashboardContext:
 
     # -- identities --------------------------------------------------------------------------------
     def identity(self, level: str) -> list[str]:
-        """The labels of one GPU, engine or model; none for everything the variables select."""
+        """The labels of one GPU, engine, model or deployment; none for everything the variables
+        select."""
+        if level == "deployment":
+            return [label for label in self.identity("model") if label != self.role_label]
         return [] if level == "all" else self.model.builder.labels.identity(level)
+
+    @property
+    def role_label(self) -> str | None:
+        role = self.model.config.role
+        return role.label if role is not None else None
 
     @property
     def cluster_labels(self) -> list[str]:
@@ -152,6 +160,13 @@ class DashboardContext:
         configured)."""
         dims = [var_matcher(label, var) for var, _, label in self.dimensions]
         return self.namespace_filters + [var_matcher(self.roles.model, "model")] + dims
+
+    @property
+    def deployment_filters(self) -> list[str]:
+        """vLLM series of the selected models, every role: a deployment's prefill and decode pools
+        serve the same requests, so what it costs is read over both whatever $role selects."""
+        role = self.role_label
+        return [m for m in self.model_filters if role is None or m != var_matcher(role, "role")]
 
     @property
     def dimensions(self) -> list[tuple[str, str, str]]:
@@ -234,9 +249,10 @@ class DashboardContext:
         return self.model.builder.liveness
 
     # -- legends ------------------------------------------------------------------------------------
-    def model_legend(self, suffix: str = "") -> str:
-        roles = self.roles
-        dims = "".join(f" {{{{{label}}}}}" for _, _, label in self.dimensions)
+    def model_legend(self, suffix: str = "", level: str = "model") -> str:
+        """The legend of a series per model (or per deployment: every role together)."""
+        roles, kept = self.roles, self.identity(level)
+        dims = "".join(f" {{{{{label}}}}}" for _, _, label in self.dimensions if label in kept)
         return f"{{{{{roles.namespace}}}}}/{{{{{roles.model}}}}}{dims}" + (f" {suffix}" if suffix else "")
 
     def engine_legend(self, suffix: str = "") -> str:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from ...model import AlertRule
 from ...promql import builders as promql
 from ...signals import SignalBuilder
+from ...spec.deployment import COUNTING_ROLES
 from .recorded import RateRule
 
 if TYPE_CHECKING:
@@ -240,13 +241,19 @@ class Selection:
         return self.signal(live) if live else promql.dedup(self.select(ctx.liveness), ctx.identity("engine"))
 
     def serving_pods(self) -> str:
-        """(cluster, namespace, pod, model_name) of every pod serving a model."""
-        return promql.agg("group", self.ctx.pod_identity + [self.ctx.roles.model], self.engines_serving())
+        """(cluster, namespace, pod) of every pod serving a model, with what it serves (pod_serves)."""
+        return promql.agg("group", self.ctx.pod_identity + self.pod_serves(), self.engines_serving())
+
+    def pod_serves(self) -> list[str]:
+        """The labels of a deployment's identity a pod adds to its own: model_name, and its track
+        where configured (a GPU is mapped to a pod, and has them through it)."""
+        pod = self.ctx.pod_identity
+        return [label for label in self.ctx.identity("deployment") if label not in pod]
 
     def pods_of_models(self) -> str:
         """Every pod serving a model; with the kube_pod_labels join (a moe-deployment setting), also
         every other pod of the same leader/worker group."""
-        roles, ctx = self.ctx.roles, self.ctx
+        roles, ctx, serves = self.ctx.roles, self.ctx, self.pod_serves()
         direct = self.serving_pods()
         kube = ctx.settings.board("moe-deployment").kube_pod_labels
         if kube is None or not kube.enabled:
@@ -256,13 +263,13 @@ class Selection:
         group_identity = ctx.cluster_labels + [roles.namespace, group]
         groups = promql.agg(
             "group",
-            group_identity + [roles.model],
-            promql.with_context(kube_pod_labels, direct, ctx.pod_identity, [roles.model]),
+            group_identity + serves,
+            promql.with_context(kube_pod_labels, direct, ctx.pod_identity, serves),
         )
         members = promql.agg(
             "group",
-            ctx.pod_identity + [roles.model],
-            promql.with_context(kube_pod_labels, groups, group_identity, [roles.model]),
+            ctx.pod_identity + serves,
+            promql.with_context(kube_pod_labels, groups, group_identity, serves),
         )
         return promql.any_of(direct, members)
 
@@ -281,13 +288,13 @@ class Selection:
         )
 
     def gpu_cost_terms(self) -> tuple[str, str | None]:
-        """(per model, price): the GPUs each model holds and the one price per GPU-hour they all cost;
-        or, with prices per GPU model or MIG profile, what those GPUs cost per hour, each at its own
-        price, and None."""
+        """(per deployment, price): the GPUs each deployment (a model's identity, every role
+        together) holds and the one price per GPU-hour they all cost; or, with prices per GPU model or
+        MIG profile, what those GPUs cost per hour, each at its own price, and None."""
         cost = self.ctx.settings.defaults.cost
         if not cost.by_type:
-            return self.gpus_per_model(), repr(float(cost.price_per_gpu_hour))
-        return self._held_per_model("sum", self._priced_gpus(cost)), None
+            return self.gpus_per_deployment(), repr(float(cost.price_per_gpu_hour))
+        return self._held_per_deployment("sum", self._priced_gpus(cost)), None
 
     def _priced_gpus(self, cost) -> str:
         """Each GPU's framebuffer series with its price as the value: its MIG profile's, else its GPU
@@ -309,27 +316,38 @@ class Selection:
         raw = self.signals.select(self.signals.metric_name("fb_used"), matcher)
         return promql.only_where(self.signal("gpu_fb_used_ratio"), raw, self.ctx.identity("gpu"))
 
-    def gpus_per_model(self) -> str:
-        """GPUs (and MIG instances) each model holds: its engines x the configured GPUs per engine, or,
-        without that setting, the GPUs whose framebuffer ratio dcgm-exporter maps to the model's pods."""
+    def gpus_per_deployment(self) -> str:
+        """GPUs (and MIG instances) each deployment holds, every role's once: its engines x the
+        configured GPUs per engine, or, without that setting, the GPUs whose framebuffer ratio
+        dcgm-exporter maps to the deployment's pods."""
         ctx = self.ctx
         per_engine = ctx.settings.defaults.cost.gpus_per_engine
-        model = ctx.identity("model")
         if per_engine:
-            return f"{promql.agg('count', model, self.engines_serving())} * {per_engine}"
-        return self._held_per_model("count", self.signal("gpu_fb_used_ratio"))
+            return f"{promql.agg('count', ctx.identity('deployment'), self.engines_serving())} * {per_engine}"
+        return self._held_per_deployment("count", self.signal("gpu_fb_used_ratio"))
 
-    def _held_per_model(self, how: str, per_gpu: str) -> str:
-        """`how` (count, sum) of the per-GPU series `per_gpu` over the GPUs each model's pods hold,
-        as dcgm-exporter maps GPUs to pods."""
+    def _held_per_deployment(self, how: str, per_gpu: str) -> str:
+        """`how` (count, sum) of the per-GPU series `per_gpu` over the GPUs each deployment's pods
+        hold, as dcgm-exporter maps GPUs to pods: a GPU carries only its pod, and takes the model
+        and track from the vLLM pod it is mapped to."""
         roles, ctx = self.ctx.roles, self.ctx
         held = promql.copy_label(
             promql.copy_label(per_gpu, roles.wl_namespace, roles.namespace), roles.wl_pod, roles.pod
         )
         return promql.agg(
             how,
-            ctx.identity("model"),
-            promql.with_context(held, self.pods_of_models(), ctx.pod_identity, [roles.model]),
+            ctx.identity("deployment"),
+            promql.with_context(held, self.pods_of_models(), ctx.pod_identity, self.pod_serves()),
+        )
+
+    def counting(self) -> "Selection":
+        """This selection narrowed to the engines each user request is counted once on (decode and
+        aggregated, where config.role is set): what a deployment's requests and tokens are read from."""
+        matcher = self.ctx.model.builder.labels.role_matcher(COUNTING_ROLES)
+        if not matcher:
+            return self
+        return Selection(
+            self.ctx, [*self.vllm_matchers, matcher], self.dcgm_matchers, self.signals.host_spellings
         )
 
 

@@ -37,6 +37,8 @@ class SloBoardBuilder(BoardBuilder):
         super().__init__(ctx)
         self.filters = ctx.model_filters
         self.models = ctx.selection(vllm=ctx.model_filters, dcgm=ctx.workload_filters)
+        # what a deployment costs: both pools of the selected models, whatever $role selects
+        self.deployments = ctx.selection(vllm=ctx.deployment_filters, dcgm=ctx.workload_filters)
         self.x = SloExprs(ctx.model.builder)
 
     def variables(self) -> list[grafana.Variable]:
@@ -63,17 +65,23 @@ class SloBoardBuilder(BoardBuilder):
     def sli(self, name: str, window: str) -> str:
         return f"1 - {self.recorded(self.x.error_record(window), name)}"
 
-    def goodput(self) -> str:
-        return promql.selector(self.x.goodput_record(), *self.filters)
+    def goodput(self, filters=None) -> str:
+        return promql.selector(self.x.goodput_record(), *(self.filters if filters is None else filters))
 
     def cost_per_good_million(self) -> str:
-        """Cost of the GPUs held over the range / good tokens over the range x 1e6. Both are averages
-        over the range times its length, so the length cancels."""
-        held, price = self.models.gpu_cost_terms()
+        """Cost of the GPUs held over the range / good tokens over the range x 1e6, per deployment:
+        every GPU of its prefill and decode pools, the good tokens of every role (only the engines
+        that count requests have any). Both are averages over the range times its length, so the
+        length cancels."""
+        ctx = self.ctx
+        held, price = self.deployments.gpu_cost_terms()
         gpus = f"avg_over_time((\n  {held}\n)[$__range:$__interval])"
         per_hour = f"{gpus}\n* {price}" if price else gpus
-        good = f"avg_over_time({self.goodput()}[$__range])"
-        return promql.guarded_div(f"({per_hour} / 3600 * 1e6)", good, self.ctx.identity("model"))
+        good = f"avg_over_time({self.goodput(ctx.deployment_filters)}[$__range])"
+        deployment = ctx.identity("deployment")
+        if deployment != ctx.identity("model"):  # the roles added up
+            good = promql.agg("sum", deployment, good)
+        return promql.guarded_div(f"({per_hour} / 3600 * 1e6)", good, deployment)
 
     def serving_link(self) -> grafana.Link:
         roles = self.ctx.roles
@@ -176,7 +184,9 @@ class SloBoardBuilder(BoardBuilder):
         self.add(
             bargauge(
                 "Cost per 1M good output tokens (selected range)",
-                grafana.Target(self.cost_per_good_million(), ctx.model_legend(), instant=True),
+                grafana.Target(
+                    self.cost_per_good_million(), ctx.model_legend(level="deployment"), instant=True
+                ),
                 unit=cost.unit,
                 decimals=2,
                 w=8,

@@ -97,6 +97,8 @@ class VllmServing(BoardBuilder):
         # what the alerts see: every engine of the selected models
         self.models = ctx.selection(vllm=ctx.model_filters, dcgm=ctx.workload_filters)
         self.engines = ctx.selection(vllm=ctx.engine_filters)
+        # what a deployment costs: both pools of the selected models, whatever $role selects
+        self.deployments = ctx.selection(vllm=ctx.deployment_filters, dcgm=ctx.workload_filters)
         # a panel repeated per model: one model in each copy, all its engines or the selected ones
         pods_and_engines = ctx.engine_filters[len(ctx.model_filters) :]
         self.one_model = ctx.selection(vllm=ctx.one_model_filters)
@@ -153,13 +155,13 @@ class VllmServing(BoardBuilder):
         return self.models.rate("vllm:generation_tokens_total", "model")
 
     def cost_per_million_tokens(self) -> str:
-        """GPUs held x price per GPU-hour / generated tokens per second x 1e6, per model; no value
-        (not infinity) while a model generates nothing."""
-        gpus, price = self.models.gpu_cost_terms()
+        """GPUs held x price per GPU-hour / generated tokens per second x 1e6, per deployment: every
+        GPU of its prefill and decode pools, each output token once (on decode); no value (not
+        infinity) while a deployment generates nothing."""
+        gpus, price = self.deployments.gpu_cost_terms()
         per_hour = f"{gpus}\n* {price}" if price else gpus
-        return promql.guarded_div(
-            f"({per_hour} / 3600 * 1e6)", self.generated_tokens_per_model(), self.ctx.identity("model")
-        )
+        tokens = self.deployments.counting().rate("vllm:generation_tokens_total", "deployment")
+        return promql.guarded_div(f"({per_hour} / 3600 * 1e6)", tokens, self.ctx.identity("deployment"))
 
     def length_distribution(self, metric: str) -> str:
         """One model's bucket rates: read from a per-model recording rule where one exists (all the
@@ -569,7 +571,7 @@ class VllmServing(BoardBuilder):
         self.add(
             timeseries(
                 "Cost per 1M output tokens (instantaneous)",
-                grafana.Target(self.cost_per_million_tokens(), ctx.model_legend()),
+                grafana.Target(self.cost_per_million_tokens(), ctx.model_legend(level="deployment")),
                 unit=cost.unit,
                 decimals=2,
                 w=8,

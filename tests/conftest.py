@@ -152,9 +152,23 @@ def _vllm_boundaries(folder: Path, rules: str, tests: str) -> subprocess.Complet
     (folder / "rules" / "vllm.rules.yaml").write_text(rules)
     path = folder / "promtool" / "vllm.boundaries.test.yaml"
     path.write_text(tests)
-    results = verify.prove([path])  # as `servewatch test` runs it: each test on the rules it observes
-    failed = [r for r in results if not r.passed]
-    return subprocess.CompletedProcess([path], 1 if failed else 0, "\n".join(r.output for r in failed), "")
+    return _prove(path)
+
+
+def _prove(*paths: Path) -> subprocess.CompletedProcess:
+    """promtool's verdict on the test files `paths` as `servewatch test` reaches it (each test on the
+    rules it observes, a failure confirmed on the whole file), shaped like `promtool test rules`'s."""
+    failed = [r for r in verify.prove(list(paths)) if not r.passed]
+    return subprocess.CompletedProcess(
+        list(paths), 1 if failed else 0, "\n".join(r.output for r in failed), ""
+    )
+
+
+@pytest.fixture
+def prove() -> Callable[..., subprocess.CompletedProcess]:
+    """``prove(*test_files)``: promtool's verdict on generated test files, as `servewatch test` runs
+    them (returncode, stdout)."""
+    return _prove
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ import re
 
 import pytest
 
-from servewatch import tools
 from servewatch.model import Model
 from servewatch.render import churn_tests, rules
 from servewatch.spec.loader import load
@@ -70,7 +69,7 @@ def test_the_alerts_expected_carry_the_values_config_selectors_gave_the_series(s
 
 @pytest.mark.integration
 @pytest.mark.tools("promtool")
-def test_with_role_and_track_the_churn_tests_pass(specs_with, tmp_path):
+def test_with_role_and_track_the_churn_tests_pass(specs_with, tmp_path, prove):
     """series_with_selectors gives a vLLM series the role and track of a stable aggregated engine;
     the alerts the churn tests expect carry them too, as the scenario tests' do."""
     specs = specs_with(
@@ -87,5 +86,5 @@ def test_with_role_and_track_the_churn_tests_pass(specs_with, tmp_path):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text(text)
     assert 'llm_d_ai_role="both"' in files["promtool/vllm.churn.test.yaml"]
-    res = tools.run("promtool", "test", "rules", tmp_path / "promtool/vllm.churn.test.yaml")
+    res = prove(tmp_path / "promtool/vllm.churn.test.yaml")
     assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]

@@ -9,7 +9,7 @@ import re
 import pytest
 import yaml
 
-from servewatch import generate, tools, writer
+from servewatch import generate, writer
 from servewatch.promql import labels
 from servewatch.spec.deployment import COUNTING_ROLES, ROLES
 
@@ -91,7 +91,7 @@ def test_ttft_alerts_say_which_side_measured_them(default_model, configured):
 
 
 @pytest.mark.tools("promtool")
-def test_the_vllm_family_and_slos_pass_promtool_with_role_and_track(configured, tmp_path):
+def test_the_vllm_family_and_slos_pass_promtool_with_role_and_track(configured, tmp_path, prove):
     """Every generated vLLM and SLO test (scenarios, boundaries, records, burn rates) on the
     configured rules: the old scenarios with the default role and track added, and the new alerts'
     own, both sides of threshold, `for` and traffic guard."""
@@ -104,9 +104,9 @@ def test_the_vllm_family_and_slos_pass_promtool_with_role_and_track(configured, 
     for alert in NEW_ALERTS:
         assert proven.get(alert) == {"firing", "silent"}, alert
     writer.write(tmp_path, {k: v for k, v in files.items() if k.startswith(("rules/", "promtool/"))})
-    for name in ("vllm.test.yaml", "vllm.boundaries.test.yaml", "vllm.records.test.yaml", "slo.test.yaml"):
-        res = tools.run("promtool", "test", "rules", tmp_path / "promtool" / name)
-        assert res.returncode == 0, name + res.stdout[-3000:] + res.stderr[-3000:]
+    names = ("vllm.test.yaml", "vllm.boundaries.test.yaml", "vllm.records.test.yaml", "slo.test.yaml")
+    res = prove(*(tmp_path / "promtool" / name for name in names))
+    assert res.returncode == 0, res.stdout[-3000:]
 
 
 def test_notifications_group_by_role_and_track(configured):

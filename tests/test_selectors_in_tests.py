@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from servewatch import tools
 from servewatch.errors import SpecErrors
 from servewatch.model import Model
 from servewatch.plan import rule_tests
@@ -25,7 +24,7 @@ def _with_selector(specs_with, selector: str):
 
 @pytest.mark.integration
 @pytest.mark.tools("promtool")
-def test_a_regex_selector_gets_scenarios_it_matches_and_promtool_passes(specs_with, tmp_path):
+def test_a_regex_selector_gets_scenarios_it_matches_and_promtool_passes(specs_with, tmp_path, prove):
     from servewatch import generate
 
     specs = _with_selector(specs_with, DOCUMENTED)
@@ -41,7 +40,7 @@ def test_a_regex_selector_gets_scenarios_it_matches_and_promtool_passes(specs_wi
     for path, text in files.items():
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text(text)
-    res = tools.run("promtool", "test", "rules", *(tmp_path / p for p in sorted(vllm_tests)))
+    res = prove(*(tmp_path / p for p in sorted(vllm_tests)))
     assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
 
 

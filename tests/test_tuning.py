@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from servewatch import scenarios, tools, verify, writer
+from servewatch import scenarios, verify, writer
 from servewatch.errors import SpecErrors
 from servewatch.model import Model
 from servewatch.plan.scenario_tests import scenario_tests
@@ -52,7 +52,7 @@ def _write_overrides(specs: Path, alerts: dict) -> None:
 @pytest.mark.parametrize(
     "alert, tuning", CASES, ids=[f"{a}-{'-'.join(map(str, t.values()))}" for a, t in CASES]
 )
-def test_every_alert_tuned_keeps_the_default_scenarios_green(specs_copy, tmp_path, alert, tuning):
+def test_every_alert_tuned_keeps_the_default_scenarios_green(specs_copy, tmp_path, alert, tuning, prove):
     _write_overrides(specs_copy, {alert: tuning})
     model = Model(load(specs_copy))
     tests, unadaptable = scenario_tests(model)
@@ -84,7 +84,7 @@ def test_every_alert_tuned_keeps_the_default_scenarios_green(specs_copy, tmp_pat
     files = {rules.plain_path(family): rules.render(model)[rules.plain_path(family)]}
     files[unit_tests.test_path(family)] = yaml.safe_dump(suite, sort_keys=False)
     writer.write(tmp_path / "out", files)
-    res = tools.run("promtool", "test", "rules", tmp_path / "out" / unit_tests.test_path(family))
+    res = prove(tmp_path / "out" / unit_tests.test_path(family))
     assert res.returncode == 0, res.stdout + res.stderr
 
 

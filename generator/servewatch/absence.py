@@ -84,7 +84,12 @@ class Absences:
         )
         per_gpu = b.any_of(*half, *neither)
         up = f"{b.agg('max', target + list(TARGET_CONTEXT), self.sb.up('dcgm'))} == 1"
-        exporter = b.with_label(b.unless(up, pair_by_target, target), "metric", ",".join(names))
+        # an exporter without the pair is read from the raw fields, not the record: were the record
+        # missing (not evaluated yet, a ruler without it), `unless` would name every exporter
+        raw_by_target = b.any_of(
+            *(b.agg("group", target, self.sb.select(f)) for f in (signal.numerator, signal.partner))
+        )
+        exporter = b.with_label(b.unless(up, f"({raw_by_target})", target), "metric", ",".join(names))
         return b.any_of(self.context.gpu(per_gpu), self.context.dcgm_target(exporter))
 
     def target_down(self, source: str, absent_fires: bool = True) -> str:

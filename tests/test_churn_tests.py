@@ -4,6 +4,7 @@ import re
 
 import pytest
 
+from servewatch import writer
 from servewatch.model import Model
 from servewatch.render import churn_tests, rules
 from servewatch.spec.loader import load
@@ -82,9 +83,7 @@ def test_with_role_and_track_the_churn_tests_pass(specs_with, tmp_path, prove):
     )
     model = Model(load(specs))
     files = {**rules.render(model), **churn_tests.render(model)}
-    for path, text in files.items():
-        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / path).write_text(text)
+    writer.write(tmp_path, files)
     assert 'llm_d_ai_role="both"' in files["promtool/vllm.churn.test.yaml"]
     res = prove(tmp_path / "promtool/vllm.churn.test.yaml")
     assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from servewatch import catalog, generate, verify
+from servewatch import catalog, generate, verify, writer
 from servewatch.cli import main
 from servewatch.errors import SpecErrors
 from servewatch_testkit import synth
@@ -176,9 +176,7 @@ def test_a_profile_added_to_the_catalog_drives_rules_dashboards_runbooks_and_tes
     # the spec's scenarios are written with tokens: promtool proves the alerts under the new names too
     assert "DCGM_FI_DEV_MEMORY_FREE_BYTES{" in files["promtool/gpu.test.yaml"]
     out = tmp_path / "out"
-    for path, text in files.items():
-        (out / path).parent.mkdir(parents=True, exist_ok=True)
-        (out / path).write_text(text)
+    writer.write(out, files)
     said: list[str] = []
     assert verify.run(out, echo=said.append), "\n".join(said)
     # and the synthetic data speaks it
@@ -395,9 +393,7 @@ def test_the_kserve_profile_passes_its_generated_tests_and_lint(specs_with, serv
     specs = specs_with({"config.yaml": yaml.safe_dump(doc)})
     files = generate.build(specs)[1]
     out = tmp_path / "out"
-    for path, text in files.items():
-        (out / path).parent.mkdir(parents=True, exist_ok=True)
-        (out / path).write_text(text)
+    writer.write(out, files)
     said: list[str] = []
     assert verify.run(out, echo=said.append), "\n".join(said)
     run = servewatch("lint", "--specs", specs, "--fail-on", "warning", "rules", "dashboards", cwd=out)

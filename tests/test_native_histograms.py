@@ -13,7 +13,7 @@ import promql_parser as pp
 import pytest
 import yaml
 
-from servewatch import catalog, generate, tools, verify
+from servewatch import catalog, generate, tools, verify, writer
 from servewatch.errors import SpecErrors
 from servewatch.promql import builders as b
 from servewatch.promql import tree, variables
@@ -191,9 +191,7 @@ def test_generated_promtool_tests_pass_on_native_inputs(built, tmp_path, form):
     """Every generated promtool test (scenarios, boundaries, records, SLO proofs) with its histogram
     inputs written as native histograms with custom buckets, under real promtool 3.5."""
     specs, _, files = built[form]
-    for path, text in files.items():
-        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / path).write_text(text)
+    writer.write(tmp_path, files)
     assert "{{schema:-53" in (tmp_path / "promtool/slo.test.yaml").read_text()
     lines = []
     assert verify.run(tmp_path, [], echo=lines.append, specs=specs, cache=False, jobs=2), "\n".join(lines)

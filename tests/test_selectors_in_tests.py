@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from servewatch.errors import SpecErrors
+from servewatch import writer
 from servewatch.model import Model
 from servewatch.plan import rule_tests
 from servewatch.plan.scenario_tests import scenario_tests
@@ -37,9 +38,7 @@ def test_a_regex_selector_gets_scenarios_it_matches_and_promtool_passes(specs_wi
     assert engine_series and all(
         'namespace="llm-deepseek"' in s or 'namespace="llm-mixtral"' in s for s in engine_series
     )
-    for path, text in files.items():
-        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / path).write_text(text)
+    writer.write(tmp_path, files)
     res = prove(*(tmp_path / p for p in sorted(vllm_tests)))
     assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
 

@@ -86,9 +86,7 @@ class Absences:
         up = f"{b.agg('max', target + list(TARGET_CONTEXT), self.sb.up('dcgm'))} == 1"
         # an exporter without the pair is read from the raw fields, not the record: were the record
         # missing (not evaluated yet, a ruler without it), `unless` would name every exporter
-        raw_by_target = b.any_of(
-            *(b.agg("group", target, self.sb.select(f)) for f in (signal.numerator, signal.partner))
-        )
+        raw_by_target = self.context.pair_by_target(signal)
         exporter = b.with_label(b.unless(up, f"({raw_by_target})", target), "metric", ",".join(names))
         return b.any_of(self.context.gpu(per_gpu), self.context.dcgm_target(exporter))
 

@@ -139,11 +139,16 @@ class Context:
             + (f" * {bit}" if bit > 1 else "")
             for f, bit in zip(fields, (1, 2), strict=True)
         ]
-        by_target = [b.agg("group", self.target, self.sb.select(f)) for f in fields]
         name = "_".join(re.sub(r"[^a-z0-9]+", "_", f.lower()).strip("_") for f in fields)
         return (
             Memory(f"gpu:dcgm_{name}:exported", b.agg("sum", ident, f"\n  {b.any_of(*per_gpu)}\n")),
-            Memory(f"target:dcgm_{name}:exported", b.any_of(*by_target)),
+            Memory(f"target:dcgm_{name}:exported", self.pair_by_target(signal)),
+        )
+
+    def pair_by_target(self, signal) -> str:
+        """The exporter targets that export either field of a matched ratio's pair, from the raw fields."""
+        return b.any_of(
+            *(b.agg("group", self.target, self.sb.select(f)) for f in (signal.numerator, signal.partner))
         )
 
     def pair_read(self, signal) -> tuple[str, str]:

@@ -204,7 +204,8 @@ def test_a_kept_proof_follows_every_change_and_gives_the_bytes_a_fresh_one_gives
 ):
     """The SLO proofs are kept per process and on disk, designed (plan/slo_proofs.py) and written
     (render/slo_tests.py, diskcache.py): a spec set that changes the SLO or the config gets its own
-    proof, a kept proof gives the bytes a fresh one gives, and a damaged entry on disk is made again."""
+    proof, the same specs in another folder share it, a kept proof gives the bytes a fresh one gives,
+    and a damaged entry on disk is made again."""
     import shutil
 
     from servewatch.plan import slo_proofs
@@ -233,6 +234,9 @@ def test_a_kept_proof_follows_every_change_and_gives_the_bytes_a_fresh_one_gives
         assert slo_test(edits) == fresh[name], f"{name}, from the process"
         slo_proofs._PROOFS.clear()
         assert slo_test(edits) == fresh[name], f"{name}, from the disk"
+    # each call copied the specs to a folder of its own: the same specs elsewhere share one entry
+    assert sorted((cache / slo_tests.CACHE_KIND).iterdir()) == entries
+    assert sorted((cache / slo_proofs.CACHE_KIND).iterdir()) == plans
     for entry in entries:
         entry.write_text("{not json")
     assert slo_test({}) == fresh["default"]

@@ -18,6 +18,7 @@ from ..model import AlertRule, Model
 from ..slo.exprs import MODEL, quoted
 from ..slo.kinds import le_value
 from ..slo.plan import INPUTS_ALERT, INPUTS_FOR, BurnAlert, InputsAlert, budget_left_text
+from ..spec import layers
 from ..spec.schema import seconds
 from ..slo.scenarios import (
     IDLE,
@@ -54,9 +55,20 @@ CACHE_KIND = "slo-plans"
 
 
 def made_from(model: Model) -> str:
-    """Everything the SLO tests are made from besides the code: every spec file as read."""
-    docs = {doc.file: doc.data for doc, _ in model.spec.sources.values()}
+    """Everything the SLO tests are made from besides the code: every spec file as read, named
+    within its specs folder, so two copies of the same specs in other folders share one design."""
+    roots = (model.spec.root, layers.defaults_dir().as_posix())
+    docs = {_within(doc.file, roots): doc.data for doc, _ in model.spec.sources.values()}
     return json.dumps(sorted(docs.items()), sort_keys=True, default=str)
+
+
+def _within(file: str, roots: tuple[str, ...]) -> str:
+    """`file` relative to the first of `roots` (the user's specs, then the defaults they extend)
+    that holds it, tagged with which one."""
+    for tag, root in enumerate(roots):
+        if file.startswith(root.rstrip("/") + "/"):
+            return f"{tag}:{file[len(root.rstrip('/')) + 1 :]}"
+    return file
 
 
 def _kept_or_designed(model: Model) -> SloTestPlan:

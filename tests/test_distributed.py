@@ -29,7 +29,7 @@ import promql_parser as pp
 import pytest
 import yaml
 
-from servewatch import generate, tools
+from servewatch import generate, tools, verify
 from servewatch.spec.schema import seconds
 from servewatch.promql import tree
 from servewatch.promapi import Client
@@ -280,7 +280,7 @@ def test_the_cluster_variable_filters_every_panel(stack):
 
 
 @pytest.mark.tools("vmalert-tool")
-def vmalert_timed(test_file: Path, out_dir: Path) -> Path:
+def vmalert_timed(test_file: Path, out: Path) -> Path:
     """A copy of a generated promtool test file with each expectation of a firing alert, and each
     silent check after one (the alert resolved), one evaluation interval later. vmalert-tool 1.145
     turns an alert firing up to one interval after promtool does (measured on these files: never at
@@ -305,9 +305,17 @@ def vmalert_timed(test_file: Path, out_dir: Path) -> Path:
             at = seconds(check["eval_time"])
             if check.get("exp_alerts") or at > fired.get(check["alertname"], at):
                 check["eval_time"] = f"{at + step:g}s"
-    out = out_dir / test_file.name
     out.write_text(yaml.safe_dump(doc, sort_keys=False))
     return out
+
+
+def sliced(test_file: Path, scratch: Path) -> list[Path]:
+    """`test_file` as the slices `servewatch test` proves (verify.py, rule_slices.py): each slice the
+    tests that observe the same rules, beside rule files that keep only those rules, groups and rule
+    order as they are; the file itself when it runs whole."""
+    doc = yaml.safe_load(test_file.read_text())
+    cut = verify._sliced(test_file, doc, scratch)
+    return [test_file] if cut is None else [t for t, _, _ in cut]
 
 
 def test_vmalert_tool_passes_the_generated_promtool_tests(repo, tmp_path):
@@ -316,25 +324,36 @@ def test_vmalert_tool_passes_the_generated_promtool_tests(repo, tmp_path):
     The boundary files are Prometheus' arithmetic to the last digit (a rate a hair past its
     threshold with PromQL's extrapolation is a hair below it without), so they are promtool's only;
     so are the SLO tests, which check each burn-rate row at the evaluation it starts and stops firing
-    (vmalert's later start moves both edges). docs/scale.md says so."""
+    (vmalert's later start moves both edges). docs/scale.md says so.
+
+    Every test of the other files runs, each beside the rules it observes only (the slices
+    `servewatch test` gives promtool; rule_slices.py says why a test's verdict cannot depend on the
+    rest), as vmalert-tool evaluates every rule it is given at every step of every test."""
     tests = sorted(
         t
         for t in (repo / "promtool").glob("*.test.yaml")
         if ".boundaries." not in t.name and t.name != "slo.test.yaml"
     )
     assert tests and all(yaml.safe_load(t.read_text())["tests"] for t in tests)
-    timed = [vmalert_timed(t, tmp_path) for t in tests]
-    res = subprocess.run(
-        [
-            str(tools.find("vmalert-tool")),
-            "unittest",
-            "--disableAlertgroupLabel",
-            *(f"--files={t}" for t in timed),
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert res.returncode == 0, res.stdout + res.stderr
-    assert res.stdout.count("SUCCESS") == len(tests)
+    parts = [p for t in tests for p in sliced(t, tmp_path / "slices")]
+    assert len(parts) > len(tests)  # the slicing took hold, or this runs the whole rule set per test
+    names = [n for p in parts for n in (x["name"] for x in yaml.safe_load(p.read_text())["tests"])]
+    want = [x["name"] for t in tests for x in yaml.safe_load(t.read_text())["tests"]]
+    assert sorted(names) == sorted(want)  # every test once
+    timed = [vmalert_timed(p, tmp_path / f"{i}.{p.name}") for i, p in enumerate(parts)]
+    tool = str(tools.find("vmalert-tool"))
+    half = [timed[i::2] for i in range(2)]  # two processes, for two cores
+    procs = [
+        subprocess.Popen(
+            [tool, "unittest", "--disableAlertgroupLabel", *(f"--files={t}" for t in files)],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for files in half
+    ]
+    outs = [p.communicate(timeout=600)[0] for p in procs]
+    for proc, out in zip(procs, outs, strict=True):
+        assert proc.returncode == 0, out
+    assert sum(o.count("SUCCESS") for o in outs) == len(timed)

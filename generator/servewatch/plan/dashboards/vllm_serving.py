@@ -152,7 +152,8 @@ class VllmServing(BoardBuilder):
         return promql.agg("sum", [], expr)
 
     def generated_tokens_per_model(self) -> str:
-        return self.models.rate("vllm:generation_tokens_total", "model")
+        """Each output token once: on the counting (decode) engines where config.role is set."""
+        return self.models.counting().rate("vllm:generation_tokens_total", "model")
 
     def cost_per_million_tokens(self) -> str:
         """GPUs held x price per GPU-hour / generated tokens per second x 1e6, per deployment: every
@@ -168,9 +169,10 @@ class VllmServing(BoardBuilder):
         model's engines, added up as the latency alerts add them: one series per bucket, not one
         per engine and bucket), else live from the selected engines' buckets, shown only while
         those share one bucket layout."""
-        if self.one_model.records_bucket_rates(metric, "all"):
-            return self.one_model.bucket_rates(metric, "all")
-        selection = self.one_model_engines
+        one_model = self.one_model.counting()  # each request's length once, where it finishes
+        if one_model.records_bucket_rates(metric, "all"):
+            return one_model.bucket_rates(metric, "all")
+        selection = self.one_model_engines.counting()
         return promql.only_where(selection.bucket_rates(metric, "all"), selection.one_layout(metric), [])
 
     def quantile_lines(self, metric: str) -> list[grafana.Target]:
@@ -313,7 +315,8 @@ class VllmServing(BoardBuilder):
             timeseries(
                 "Token throughput",
                 grafana.Target(
-                    self.models.rate("vllm:prompt_tokens_total", "model"), ctx.model_legend("prompt")
+                    self.models.counting().rate("vllm:prompt_tokens_total", "model"),
+                    ctx.model_legend("prompt"),
                 ),
                 grafana.Target(self.generated_tokens_per_model(), ctx.model_legend("generation")),
                 unit=TOKENS_PER_SECOND,

@@ -13,7 +13,7 @@ from ...promql import builders as promql
 from .board import BoardBuilder
 from .deployment_rows import tracks_side_by_side
 from .context import REQUESTS_PER_SECOND, TOKENS_PER_SECOND, DashboardContext, var_matcher
-from .panels import above, filling, heatmap, stat, timeseries
+from .panels import above, below, filling, heatmap, stat, timeseries
 
 QUANTILES = (0.5, 0.9, 0.95, 0.99)
 LATENCIES = (  # signal, metric, title
@@ -422,6 +422,41 @@ class VllmServing(BoardBuilder):
                     "p95 far above the engines' is time spent in the gateway, routing or the KV transfer.",
                 ),
                 alert_view=ctx.alerts_of(client),
+            )
+        if ctx.model.config.client_pool is not None:
+            self.inference_pools()
+
+    def inference_pools(self) -> None:
+        """The inference pools the gateway routes to (a source that reports them): ready pods, and
+        the pool's own averages of KV cache and queue beside the engines' worst."""
+        ctx = self.ctx
+        pool = "{{name}}" if not ctx.cluster_labels else f"{{{{{ctx.cluster_labels[0]}}}}} {{{{name}}}}"
+        self.add(
+            timeseries(
+                "Ready pods per inference pool",
+                grafana.Target(self.models.pool("pool_ready_pods"), pool),
+                min=0,
+                steps=below(ctx.threshold("pool_ready_pods")),
+                w=8,
+                description=f"{ctx.model.signal('pool_ready_pods').help} Short of the line the gateway has "
+                "no model server to send the pool's requests to: see the runbook.",
+            ),
+            alert_view=ctx.alerts_of("pool_ready_pods"),
+        )
+        for signal, title, unit, what in (
+            ("pool_kv_cache_usage", "KV cache utilization per inference pool (average)", "percentunit", "KV"),
+            ("pool_queue_size", "Queue per inference pool (average)", "short", "queue"),
+        ):
+            self.add(
+                timeseries(
+                    title,
+                    grafana.Target(self.models.pool(signal), pool),
+                    unit=unit,
+                    min=0,
+                    w=8,
+                    description=f"{ctx.model.signal(signal).help} An average hides one full engine: the "
+                    f"per-engine {what} panels and alerts show the worst.",
+                )
             )
 
     def per_engine(self) -> None:

@@ -579,6 +579,8 @@ class SignalBuilder:
         """What a result per `level` of `metric` is keyed by: the level's identity, or for a client
         source's histogram the client identity (a gateway sees no role or track), for a pool gauge the
         pool identity (with `name`, its signal's `by`)."""
+        if not metric:  # a signal over other signals (track_ratio)
+            return self.labels.identity(level)
         name = self.metric_name(metric)
         if self.labels.is_pool_metric(name):
             return self.labels.pool_identity()

@@ -13,6 +13,9 @@ the last step.
 (the time is spent outside them); the EPP reports no Kimi-K2 at all (its engine serves on); and one
 EPP pod still exports the endpoint picker's older name (``llm_d_router_epp_*``) beside the new one.
 The EPP's bucket bounds are not documented: the catalog's test layout is used.
+
+Both EPP pods also report each model's InferencePool (``POOLS``): 2 ready pods, KV cache 0.45 and a
+queue of 1 on average. In ``gateway_incident`` Kimi-K2's pool has no ready pod from step 20 on.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ ITL = "llm_d_epp_request_streaming_itl_seconds"
 ITL_S, TOKENS = 0.04, 50  # every inter-token gap, at the gateway and on the engine; gaps per first token
 OLD_TTFT = "llm_d_router_epp_request_ttft_seconds"
 ENGINE_TTFT_S, CLIENT_TTFT_S, SLOW_TTFT_S = 0.3, 0.6, 3.0
+POOLS = {MODELS[0]: "deepseek-v3-pool", MODELS[1]: "kimi-k2-pool"}  # each model's InferencePool
+POOL_VALUES = {"ready_pods": 2.0, "kv_cache": 0.45, "queue": 1.0}  # a healthy pool's gauges
 
 
 def _engine(model: str, pod: str) -> list[Series]:
@@ -77,6 +82,22 @@ def _itl(model: str, pod: str, flow: str) -> list[Series]:
     return histogram_series(ITL, labels, catalog.load().gateway_test_buckets, per_step)
 
 
+def _pools(incident: bool) -> list[Series]:
+    """Each model's pool gauges, from both EPP pods (the names of llm-d's endpoint picker)."""
+    source = catalog.load().clients["llm-d-epp"]
+    out = []
+    for model, pool in POOLS.items():
+        empty = incident and model == MODELS[1]
+        for quantity, metric in source.pool:
+            value = POOL_VALUES[quantity]
+            values = [
+                0.0 if empty and quantity == "ready_pods" and i >= INCIDENT_STEP else value
+                for i in range(STEPS)
+            ]
+            out += [Series(metric, {"namespace": NS, "pod": pod, "name": pool}, values) for pod in EPP_PODS]
+    return out
+
+
 def _build(name: str, incident: bool) -> Scenario:
     series: list[Series] = []
     for i, model in enumerate(MODELS):
@@ -89,10 +110,13 @@ def _build(name: str, incident: bool) -> Scenario:
                 series += _itl(model, pod, flow)
     if incident:
         series += _epp(OLD_TTFT, MODELS[0], EPP_PODS[0], FLOWS[0], True)
+    series += _pools(incident)
     truth = {
         "client_first_tokens_per_s": len(EPP_PODS) * len(FLOWS) * PER_FLOW / STEP,
         "slow_model": MODELS[0] if incident else None,
         "unrouted_model": MODELS[1] if incident else None,
+        "empty_pool": POOLS[MODELS[1]] if incident else None,
+        "pools": dict(POOL_VALUES),
     }
     return Scenario(
         name,
@@ -113,4 +137,4 @@ def gateway_incident() -> Scenario:
     return _build("gateway-incident", incident=True)
 
 
-__all__ = ["gateway_healthy", "gateway_incident", "MODELS", "TTFT"]
+__all__ = ["gateway_healthy", "gateway_incident", "MODELS", "POOLS", "TTFT"]

@@ -261,6 +261,23 @@ def test_live_slow_first_tokens_at_the_gateway_fire_the_client_alert_only(epp_bu
 
 @pytest.mark.integration
 @pytest.mark.tools("promtool", "prometheus")
+def test_live_detect_counts_the_inference_pools_and_warns_when_none_is_scraped(served, epp_build):
+    model, _ = epp_build
+    s = served["healthy"]
+    found = detect(s.prom.client, model.config, s.t)
+    counts = found.counts["gateway"]
+    assert counts["inference_pool_series"] == len(POOLS) * 2  # each pool from both gateway pods
+    elsewhere = model.config.model_copy(
+        update={
+            "client_side": Config(client_side={"source": "llm-d-epp", "selector": 'job="none"'}).client_side
+        }
+    )
+    warned = [f.message for f in detect(s.prom.client, elsewhere, s.t).findings if f.topic == "client_side"]
+    assert any("VLLMInferencePoolNoReadyPods reads nothing" in m for m in warned), warned
+
+
+@pytest.mark.integration
+@pytest.mark.tools("promtool", "prometheus")
 def test_live_an_inference_pool_without_ready_pods_fires_for_that_pool_only(epp_build, served):
     """Both EPP pods report every pool (deduplicated, not summed); the pool whose pods all went
     unready is named by namespace and pool name, and no model name."""

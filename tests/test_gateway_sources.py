@@ -165,10 +165,13 @@ def test_the_pool_rules_key_by_pool_not_model(epp_build):
     page = files["runbooks/VLLMInferencePoolNoReadyPods.md"]
     assert "--label namespace=<namespace>\n" in page and "--label model_name" not in page  # no model to scope
     scenarios, bounds = files["promtool/vllm.test.yaml"], files["promtool/vllm.boundaries.test.yaml"]
-    assert (
-        "an inference pool without ready pods" in scenarios
-        and "every inference pool has ready pods" in scenarios
-    )
+    for name in (
+        "an inference pool without ready pods",
+        "every inference pool has ready pods",
+        "a gateway pod without inference pool metrics",
+        "every gateway pod reports its inference pools",
+    ):
+        assert name in scenarios
     for side in ("just past", "just short of"):
         assert f"boundary: VLLMInferencePoolNoReadyPods {side} its threshold" in bounds
 
@@ -223,6 +226,7 @@ WATCHED = (
     "VLLMClientLatencyMetricsMissing",
     "VLLMTimeToFirstTokenP95High",
     "VLLMInferencePoolNoReadyPods",
+    "VLLMInferencePoolMetricsMissing",
 )
 
 

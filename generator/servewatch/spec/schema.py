@@ -379,6 +379,7 @@ class Absence(Strict):
         "part_missing",
         "rank_idle",
         "client_missing",
+        "pool_missing",
     ]
     source: Literal["dcgm", "vllm"]
     signal: str | None = None  # partner_missing: the matched_ratio signal

@@ -282,14 +282,20 @@ def test_live_detect_counts_the_inference_pools_and_warns_when_none_is_scraped(s
 
 @pytest.mark.integration
 @pytest.mark.tools("promtool", "prometheus")
-def test_live_an_inference_pool_without_ready_pods_fires_for_that_pool_only(epp_build, served):
+def test_live_an_empty_pool_and_a_gateway_pod_without_pools_fire_for_them_only(epp_build, served):
     """Both EPP pods report every pool (deduplicated, not summed); the pool whose pods all went
-    unready is named by namespace and pool name, and no model name."""
+    unready is named by namespace and pool name, and no model name; the EPP pod that routes
+    requests but reports no pool is named by VLLMInferencePoolMetricsMissing."""
     model, _ = epp_build
     alert = next(a for a in model.alerts() if a.alert == "VLLMInferencePoolNoReadyPods")
     s = served["incident"]
     assert [(m["namespace"], m["name"]) for m in s.fired(alert)] == [("llm", s.scenario.truth["empty_pool"])]
     assert all("model_name" not in m for m in s.ever(alert))
+    missing = next(a for a in model.alerts() if a.alert == "VLLMInferencePoolMetricsMissing")
+    named = [(m["pod"], m["metric"]) for m in s.fired(missing)]
+    assert named == [
+        (s.scenario.truth["poolless_pod"], catalog.load().clients["llm-d-epp"].metric("pool_ready_pods"))
+    ]
     healthy = served["healthy"]
     ready = healthy.prom.query(model.signal(alert.spec.signal).record, healthy.t)
     want = healthy.scenario.truth["pools"]["ready_pods"]

@@ -14,8 +14,9 @@ the last step.
 EPP pod still exports the endpoint picker's older name (``llm_d_router_epp_*``) beside the new one.
 The EPP's bucket bounds are not documented: the catalog's test layout is used.
 
-Both EPP pods also report each model's InferencePool (``POOLS``): 2 ready pods, KV cache 0.45 and a
-queue of 1 on average. In ``gateway_incident`` Kimi-K2's pool has no ready pod from step 20 on.
+Both EPP pods (job ``epp``, an instance each) also report each model's InferencePool (``POOLS``): 2
+ready pods, KV cache 0.45 and a queue of 1 on average. In ``gateway_incident`` Kimi-K2's pool has no
+ready pod from step 20 on, and ``epp-1`` reports no pool at all (its pool gauges dropped).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ def _epp(name: str, model: str, pod: str, flow: str, slow: bool) -> list[Series]
     labels = {
         "namespace": NS,
         "pod": pod,
+        **_target(pod),
         "model_name": model,
         "target_model_name": model,
         "fairness_id": flow,
@@ -76,10 +78,15 @@ def _epp(name: str, model: str, pod: str, flow: str, slow: bool) -> list[Series]
 
 
 def _itl(model: str, pod: str, flow: str) -> list[Series]:
-    labels = {"namespace": NS, "pod": pod, "model_name": model, "target_model_name": model}
+    labels = {"namespace": NS, "pod": pod, **_target(pod), "model_name": model, "target_model_name": model}
     labels |= {"fairness_id": flow, "priority": "0"}
     per_step = [[(ITL_S, PER_FLOW * TOKENS)]] * STEPS
     return histogram_series(ITL, labels, catalog.load().gateway_test_buckets, per_step)
+
+
+def _target(pod: str) -> dict[str, str]:
+    """The scrape labels of an EPP pod's series: the job and one instance per pod."""
+    return {"job": "epp", "instance": f"10.2.0.{EPP_PODS.index(pod) + 1}:9090"}
 
 
 def _pools(incident: bool) -> list[Series]:
@@ -94,7 +101,11 @@ def _pools(incident: bool) -> list[Series]:
                 0.0 if empty and quantity == "ready_pods" and i >= INCIDENT_STEP else value
                 for i in range(STEPS)
             ]
-            out += [Series(metric, {"namespace": NS, "pod": pod, "name": pool}, values) for pod in EPP_PODS]
+            pods = EPP_PODS[:1] if incident else EPP_PODS  # the incident's second pod lost its pool gauges
+            out += [
+                Series(metric, {"namespace": NS, "pod": pod, **_target(pod), "name": pool}, values)
+                for pod in pods
+            ]
     return out
 
 
@@ -116,6 +127,7 @@ def _build(name: str, incident: bool) -> Scenario:
         "slow_model": MODELS[0] if incident else None,
         "unrouted_model": MODELS[1] if incident else None,
         "empty_pool": POOLS[MODELS[1]] if incident else None,
+        "poolless_pod": EPP_PODS[1] if incident else None,
         "pools": dict(POOL_VALUES),
     }
     return Scenario(

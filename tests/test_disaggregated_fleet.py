@@ -18,7 +18,7 @@ from servewatch import generate, writer
 from servewatch.detect.runner import detect
 from servewatch.spec.schema import seconds
 from servewatch_testkit.localprom import LocalPrometheus, backfill_start
-from test_dashboards_integration import grafana_regex, panel_problems
+from test_dashboards_integration import grafana_regex, interpolate, panel_problems
 from servewatch_testkit.synth.disaggregated import ROLE_LABEL, TRACK_LABEL, pd_healthy, pd_slow_canary
 
 pytestmark = [pytest.mark.integration, pytest.mark.tools("promtool", "prometheus")]
@@ -181,3 +181,59 @@ def test_the_default_boards_have_no_role_or_track(default_build):
         dashboard = json.loads(files[f"dashboards/{board}.json"])
         assert not [p for p in dashboard["panels"] if p["title"].startswith(ROWS[board])]
         assert not {"role", "track"} & {v["name"] for v in dashboard["templating"]["list"]}
+
+
+# the panels that count a deployment's requests and tokens: board -> titles (each request once)
+COUNTING_PANELS = {
+    "vllm-serving": ("Generated tokens per second", "Token throughput", "Generation length: $model"),
+    "slo": ("Goodput: good output tokens per second",),
+}
+
+
+def _panel(files, board: str, title: str) -> dict:
+    dashboard = json.loads(files[f"dashboards/{board}.json"])
+    return next(
+        p for row in dashboard["panels"] for p in [row, *row.get("panels", [])] if p["title"] == title
+    )
+
+
+def _board_values(scenario) -> dict[str, str]:
+    truth = scenario.truth
+    return {
+        "datasource": "prometheus",
+        "pod": ".*",
+        "engine": ".*",
+        "role": ".*",
+        "track": ".*",
+        "namespace": grafana_regex(truth["namespace"]),
+        "model": grafana_regex(truth["model_name"]),
+        "model:raw": truth["model_name"],
+    }
+
+
+def test_the_generated_tokens_stat_counts_the_decode_side_only(configured, served):
+    """Every prefill leg generates one token: summed over roles, the stat would count it as output."""
+    _, _, files = configured
+    s = served["healthy"]
+    [target] = _panel(files, "vllm-serving", "Generated tokens per second")["targets"]
+    [result] = s.prom.query(interpolate(target["expr"], _board_values(s.scenario)), s.t)
+    truth = s.scenario.truth
+    assert truth["prefill_tokens_per_s"] > 0, "the fleet's prefill legs generate tokens: the test can fail"
+    assert float(result["value"][1]) == pytest.approx(truth["generated_tokens_per_s"])
+
+
+@pytest.mark.parametrize("board, title", [(b, t) for b, titles in COUNTING_PANELS.items() for t in titles])
+def test_the_per_model_token_panels_read_the_counting_roles_only(configured, served, board, title):
+    model, _, files = configured
+    s = served["healthy"]
+    counting = set(model.config.role.values["decode"]) | set(model.config.role.values["both"])
+    for target in _panel(files, board, title)["targets"]:
+        if target["expr"].startswith("model:vllm_goodput"):
+            continue  # the SLO's own rule: decode only by its signal's roles
+        result = s.prom.query(interpolate(target["expr"], _board_values(s.scenario)), s.t)
+        assert result, (title, target["expr"])
+        roles = {r["metric"].get(ROLE_LABEL) for r in result}
+        assert roles <= counting | {None}, (title, roles)
+        if title.startswith("Generation length"):  # one request per observation: each counted once
+            total = max(float(r["value"][1]) for r in result)  # the +Inf bucket
+            assert total == pytest.approx(s.scenario.truth["requests_per_s"])

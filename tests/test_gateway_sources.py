@@ -13,7 +13,7 @@ from servewatch.detect import probes
 from servewatch.detect.runner import current_config, detect
 from servewatch.errors import SpecErrors
 from servewatch.spec.schema import Config
-from servewatch_testkit.synth.gateway import MODELS, TTFT, gateway_healthy, gateway_incident
+from servewatch_testkit.synth.gateway import MODELS, POOLS, TTFT, gateway_healthy, gateway_incident
 from test_dashboards_integration import grafana_regex, panel_problems
 from test_disaggregated_fleet import Served
 
@@ -133,6 +133,49 @@ def test_the_generated_tests_prove_the_client_side_rules(epp_build):
         assert f"record: {record}" in records
 
 
+def test_the_endpoint_picker_reports_its_inference_pools_gauges():
+    """Each pool quantity is a catalogued gauge labelled by the pool's name; Dynamo's frontend
+    documents no pool."""
+    cat = catalog.load()
+    epp = cat.clients["llm-d-epp"]
+    assert {q for q, _ in epp.pool} == {"ready_pods", "kv_cache", "queue"}
+    for _, metric in epp.pool:
+        assert cat.metrics[metric].type == "gauge" and "name" in cat.metrics[metric].labels
+    assert cat.clients["dynamo-frontend"].pool == ()
+
+
+def test_the_pool_group_needs_a_source_that_reports_pools(epp_build, default_build, specs_with):
+    frontend, _ = generate.build(specs_with({"config.yaml": [(CLIENT, FRONTEND)]}))
+    pool_alert = "VLLMInferencePoolNoReadyPods"
+    assert pool_alert in {a.alert for a in epp_build[0].alerts()}
+    for other in (default_build[0], frontend):
+        assert pool_alert not in {a.alert for a in other.alerts()}
+    assert "VLLMClientTimeToFirstTokenP95High" in {a.alert for a in frontend.alerts()}
+
+
+def test_the_pool_rules_key_by_pool_not_model(epp_build):
+    model, files = epp_build
+    alert = next(a for a in model.alerts() if a.alert == "VLLMInferencePoolNoReadyPods")
+    record = model.signal(alert.spec.signal).record
+    rule = next(r for r in model.records() if r.record == record)
+    assert (
+        rule.expr
+        == f"max by (namespace, name) ({catalog.load().clients['llm-d-epp'].metric('pool_ready_pods')})"
+    )
+    page = files["runbooks/VLLMInferencePoolNoReadyPods.md"]
+    assert "--label namespace=<namespace>\n" in page and "--label model_name" not in page  # no model to scope
+    scenarios, bounds = files["promtool/vllm.test.yaml"], files["promtool/vllm.boundaries.test.yaml"]
+    for name in (
+        "an inference pool without ready pods",
+        "every inference pool has ready pods",
+        "a gateway pod without inference pool metrics",
+        "every gateway pod reports its inference pools",
+    ):
+        assert name in scenarios
+    for side in ("just past", "just short of"):
+        assert f"boundary: VLLMInferencePoolNoReadyPods {side} its threshold" in bounds
+
+
 @pytest.mark.integration
 @pytest.mark.tools("promtool")
 @pytest.mark.parametrize(
@@ -182,6 +225,8 @@ WATCHED = (
     "VLLMClientTimeToFirstTokenP95High",
     "VLLMClientLatencyMetricsMissing",
     "VLLMTimeToFirstTokenP95High",
+    "VLLMInferencePoolNoReadyPods",
+    "VLLMInferencePoolMetricsMissing",
 )
 
 
@@ -216,6 +261,45 @@ def test_live_slow_first_tokens_at_the_gateway_fire_the_client_alert_only(epp_bu
     assert not s.fired(alerts["VLLMTimeToFirstTokenP95High"])
     missing = s.fired(alerts["VLLMClientLatencyMetricsMissing"])
     assert [(m["model_name"], m["metric"]) for m in missing] == [(unrouted, TTFT)]
+
+
+@pytest.mark.integration
+@pytest.mark.tools("promtool", "prometheus")
+def test_live_detect_counts_the_inference_pools_and_warns_when_none_is_scraped(served, epp_build):
+    model, _ = epp_build
+    s = served["healthy"]
+    found = detect(s.prom.client, model.config, s.t)
+    counts = found.counts["gateway"]
+    assert counts["inference_pool_series"] == len(POOLS) * 2  # each pool from both gateway pods
+    elsewhere = model.config.model_copy(
+        update={
+            "client_side": Config(client_side={"source": "llm-d-epp", "selector": 'job="none"'}).client_side
+        }
+    )
+    warned = [f.message for f in detect(s.prom.client, elsewhere, s.t).findings if f.topic == "client_side"]
+    assert any("VLLMInferencePoolNoReadyPods reads nothing" in m for m in warned), warned
+
+
+@pytest.mark.integration
+@pytest.mark.tools("promtool", "prometheus")
+def test_live_an_empty_pool_and_a_gateway_pod_without_pools_fire_for_them_only(epp_build, served):
+    """Both EPP pods report every pool (deduplicated, not summed); the pool whose pods all went
+    unready is named by namespace and pool name, and no model name; the EPP pod that routes
+    requests but reports no pool is named by VLLMInferencePoolMetricsMissing."""
+    model, _ = epp_build
+    alert = next(a for a in model.alerts() if a.alert == "VLLMInferencePoolNoReadyPods")
+    s = served["incident"]
+    assert [(m["namespace"], m["name"]) for m in s.fired(alert)] == [("llm", s.scenario.truth["empty_pool"])]
+    assert all("model_name" not in m for m in s.ever(alert))
+    missing = next(a for a in model.alerts() if a.alert == "VLLMInferencePoolMetricsMissing")
+    named = [(m["pod"], m["metric"]) for m in s.fired(missing)]
+    assert named == [
+        (s.scenario.truth["poolless_pod"], catalog.load().clients["llm-d-epp"].metric("pool_ready_pods"))
+    ]
+    healthy = served["healthy"]
+    ready = healthy.prom.query(model.signal(alert.spec.signal).record, healthy.t)
+    want = healthy.scenario.truth["pools"]["ready_pods"]
+    assert {r["metric"]["name"]: float(r["value"][1]) for r in ready} == {p: want for p in POOLS.values()}
 
 
 @pytest.mark.integration
@@ -281,7 +365,8 @@ def test_live_the_client_side_row_shows_every_panel_with_data(epp_build, served)
     [row] = [
         p for p in dashboard["panels"] if p["type"] == "row" and p["title"].startswith("The client's side")
     ]
-    assert len(row["panels"]) == 2
+    pools = [p for p in row["panels"] if "inference pool" in p["title"]]
+    assert len(row["panels"]) == 2 + len(pools) and len(pools) == 3
     values = {"datasource": "prometheus", "pod": ".*", "engine": ".*", "namespace": "llm"}
     values |= {"model": grafana_regex(MODELS[0])}
     only_row = {"uid": dashboard["uid"], "panels": row["panels"]}

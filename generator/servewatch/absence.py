@@ -10,6 +10,7 @@
   part_missing     an engine (DP rank) or GPU seen recently is gone while its target is up
   rank_idle        an engine computes nothing, with nothing in flight, while a sibling rank of its pod serves
   client_missing   a model's engines have traffic while the client source (config.client_side) reports none
+  pool_missing     a gateway pod reports requests but no inference pool's ready pods (its pool alert is blind)
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ class Absences:
             )
         if kind == "client_missing":
             return self.client_missing([signals[s] for s in absence.progress])
+        if kind == "pool_missing":
+            return self.pool_missing()
         grace = absence.startup_grace if absence is not None else None
         return self.metrics_absent(source, absent_fires, grace)
 
@@ -200,6 +203,17 @@ class Absences:
         ]
         measured = seen[0] if len(seen) == 1 else f"({' or '.join(seen)})"
         return b.with_label(b.unless(serving, measured, model), "metric", ttft)
+
+    def pool_missing(self) -> str:
+        """Per gateway pod (its target, with namespace and pod): it reports first tokens of requests
+        it routed, so it is the endpoint picker, but no ready-pods gauge of any inference pool (an
+        older picker, a rename, the gauges dropped by relabeling): VLLMInferencePoolNoReadyPods
+        cannot fire for its pools."""
+        target = self.labels.target()
+        ttft, ready = self.sb.metric_name("client_ttft"), self.sb.metric_name("client_pool_ready_pods")
+        routing = self._exported(f"{ttft}_count", target + [x for x in TARGET_CONTEXT if x not in target])
+        reporting = b.agg("group", target, self.sb.select(ready))
+        return b.with_label(b.unless(routing, reporting, target), "metric", ready)
 
     # -- shared parts ---------------------------------------------------------------------------
     def _exported(self, metric: str, target: list[str]) -> str:

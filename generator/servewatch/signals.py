@@ -81,12 +81,23 @@ class LabelNames:
         cs = self.config.client_side
         return cs.label if cs is not None else (self.client.model_label or MODEL)
 
+    @property
+    def pool_source(self) -> catalog_mod.ClientSource:
+        """The source of the inference pool's gauges: the configured one where it reports them,
+        else the catalog's first that does, so a group that needs client_pool is still checked
+        against real gauges."""
+        cs = self.config.client_pool
+        return cs.client if cs is not None else next(c for c in self.catalog.clients.values() if c.pool)
+
     def client_metric(self, name: str) -> str | None:
-        """The histogram a client-side quantity (`client_ttft`, `client_itl`) is read from; None
-        for any other name."""
+        """The histogram a client-side quantity (`client_ttft`, `client_itl`) is read from, or the
+        gauge of a pool quantity (`client_pool_ready_pods`); None for any other name."""
         if not name or not name.startswith(CLIENT_PREFIX):  # a signal without a metric passes None
             return None
-        return self.client.metric(name.removeprefix(CLIENT_PREFIX))
+        field = name.removeprefix(CLIENT_PREFIX)
+        if field.startswith(catalog_mod.POOL_PREFIX):
+            return self.pool_source.metric(field)
+        return self.client.metric(field)
 
     def client_keys(self, metric: str) -> list[str]:
         """What one gateway pod's series of `metric` differ by: the engine identity with the model
@@ -110,6 +121,14 @@ class LabelNames:
         """What a client-side view is matched to a model by: the cluster and identity.model (a
         client sees no role or track of the engines behind the gateway)."""
         return self._cluster() + list(self.config.identity.model)
+
+    def pool_identity(self) -> list[str]:
+        """What an inference pool's series are keyed by besides its `name`: the cluster and
+        identity.model without the model (a pool's gauges name no model)."""
+        return [label for label in self.client_identity() if label != MODEL]
+
+    def is_pool_metric(self, metric: str) -> bool:
+        return metric in dict(self.pool_source.pool).values()
 
     def as_model_name(self, expr: str) -> str:
         """A client source's series with the model name in model_name, as vLLM's carry it."""
@@ -223,6 +242,7 @@ class LabelNames:
             "measured_side": self.ttft_side(),
             # scenarios: the configured client source's histograms and model label
             **{f"{CLIENT_PREFIX}{f}": m for f, m in self.client.fields},
+            **{f"{CLIENT_PREFIX}{catalog_mod.POOL_PREFIX}{f}": m for f, m in self.pool_source.pool},
             "client_model": self.client_model,
             "client_source": self.client.name,
             "ttft_side_note": self.ttft_side_note(),
@@ -382,6 +402,7 @@ class SignalBuilder:
         window = window or self.config.rate_window
         ident = self.labels.identity(signal.level)
         if signal.kind == "gauge":
+            ident = self.level_identity(signal.metric, signal.level)  # a gateway's: no role or track
             return b.dedup(self.select(signal.metric, signal.matchers), ident + list(signal.by))
         if signal.kind == "matched_ratio":
             part, rest = self.select(signal.numerator), self.select(signal.partner)
@@ -548,10 +569,22 @@ class SignalBuilder:
         by_le, observed = self.bucket_rates(metric, window, level, by)
         return b.only_where(b.quantile(q, by_le), observed, self.level_identity(metric, level) + list(by))
 
+    def series_of(self, signal: Signal) -> str:
+        """What one series of a signal is, in words: its level, or an inference pool."""
+        return (
+            "inference pool" if self.labels.is_pool_metric(self.metric_name(signal.metric)) else signal.level
+        )
+
     def level_identity(self, metric: str, level: str) -> list[str]:
         """What a result per `level` of `metric` is keyed by: the level's identity, or for a client
-        source's histogram the client identity (a gateway sees no role or track)."""
-        if self.source(self.metric_name(metric)) == "gateway":
+        source's histogram the client identity (a gateway sees no role or track), for a pool gauge the
+        pool identity (with `name`, its signal's `by`)."""
+        if not metric:  # a signal over other signals (track_ratio)
+            return self.labels.identity(level)
+        name = self.metric_name(metric)
+        if self.labels.is_pool_metric(name):
+            return self.labels.pool_identity()
+        if self.source(name) == "gateway":
             return self.labels.client_identity()
         return self.labels.identity(level)
 

@@ -43,6 +43,9 @@ class Metric:
         return dict(self.values).get(label, ())
 
 
+POOL_PREFIX = "pool_"  # a client source's pool gauge by quantity: pool_ready_pods
+
+
 @dataclass(frozen=True)
 class ClientSource:
     """A gateway or frontend that sees each request as its client does (gateway.yaml, `clients:`)."""
@@ -51,9 +54,13 @@ class ClientSource:
     about: str
     model_label: str | None  # the label carrying the model name; None: undocumented, config names it
     fields: tuple[tuple[str, str], ...]  # client-side quantity (ttft, itl) -> its histogram
+    # the inference pool's gauges (ready_pods, kv_cache, queue) -> metric; empty: it reports no pool
+    pool: tuple[tuple[str, str], ...] = ()
 
     def metric(self, field: str) -> str | None:
-        return dict(self.fields).get(field)
+        """A client-side histogram (ttft, itl), or a pool gauge as pool_<quantity>."""
+        pool = {f"{POOL_PREFIX}{f}": m for f, m in self.pool}
+        return dict(self.fields).get(field) or pool.get(field)
 
 
 @dataclass(frozen=True)
@@ -256,13 +263,21 @@ def _clients(raw: dict, metrics: dict[str, Metric]) -> dict[str, ClientSource]:
             if metrics.get(m) is None or metrics[m].type != "histogram":
                 where = f"catalog/gateway.yaml: clients.{name}.fields.{f}"
                 raise CatalogError(f"{where}: {m!r} is not a histogram of the catalog")
-        out[name] = ClientSource(name, " ".join(facts["about"].split()), facts.get("model_label"), fields)
+        pool = tuple((f, m) for f, m in (facts.get("pool") or {}).items())
+        for f, m in pool:
+            if metrics.get(m) is None or metrics[m].type != "gauge":
+                raise CatalogError(
+                    f"catalog/gateway.yaml: clients.{name}.pool.{f}: {m!r} is not a gauge of the catalog"
+                )
+        about = " ".join(facts["about"].split())
+        out[name] = ClientSource(name, about, facts.get("model_label"), fields, pool)
     return out
 
 
 __all__ = [
     "Catalog",
     "CatalogError",
+    "POOL_PREFIX",
     "ClientSource",
     "ExporterProfile",
     "FieldName",

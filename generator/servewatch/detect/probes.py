@@ -583,6 +583,7 @@ def client_side(ctx: ProbeContext) -> ProbeOutcome:
             out.warning(f"no {ttft} series carries client_side.model_label {configured.label!r}")
         else:
             out.info(f"{configured.source}: {len(series)} {ttft} series")
+        _pools(ctx, configured.client, configured.selector, out)
         return out
     for source in ctx.catalog.clients.values():
         ttft = source.metric("ttft")
@@ -605,6 +606,23 @@ def client_side(ctx: ProbeContext) -> ProbeOutcome:
         out.suggested["client_side"] = suggested
         return out
     return out
+
+
+def _pools(ctx: ProbeContext, source, selector: str, out: ProbeOutcome) -> None:
+    """How many inference pools the configured source reports, where it documents pool gauges: with
+    none, VLLMInferencePoolNoReadyPods reads nothing."""
+    ready = source.metric("pool_ready_pods")
+    if ready is None:
+        return
+    pools = ctx.count(b.selector(ready, selector))
+    out.counts["gateway"] = {**out.counts.get("gateway", {}), "inference_pool_series": pools}
+    if not pools:
+        out.warning(
+            f"{source.name} documents {ready} but no series is scraped: VLLMInferencePoolNoReadyPods "
+            "reads nothing (an older endpoint picker, or its metrics port not scraped)"
+        )
+    else:
+        out.info(f"{source.name}: {pools} {ready} series (one per inference pool and gateway pod)")
 
 
 def histogram_form(ctx: ProbeContext) -> ProbeOutcome:

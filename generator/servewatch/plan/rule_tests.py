@@ -229,6 +229,8 @@ def _expected(model: Model, alert, signal, labels: dict, value: float) -> dict:
     """The alert as promtool must see it: the labels its expression keeps, and the annotations."""
     synth = Synth(model, 1, 1)
     lbls = synth.key(signal.level, labels, signal.metric)
+    if signal.level != "gpu":  # a GPU alert is cut to the GPU by its context join; others keep `by`
+        lbls.update(synth.by(signal))
     if signal.level == "gpu":
         lbls.update({ctx.HOST: labels[model.builder.labels.host], "gpu": labels["gpu"]})
     lbls = {**lbls, **alert.result_labels, **alert.labels}
@@ -443,6 +445,8 @@ def _combine(model: Model, synth: Synth, signal, things: list[tuple[dict, float]
             value = bucket_quantile(quantile, cumulative)
         elif signal.kind == "counter_ratio":
             value = sum(values) / len(values)  # equal traffic per engine: the mean share
+        elif signal.kind == "gauge":
+            value = max(values)  # deduplicated by max to the key (a pool's gauges from each gateway pod)
         else:
             value = sum(values) if level == "model" else values[0]
         out.append((dict(key), value))

@@ -95,7 +95,7 @@ class Synth:
                 return None
             out = [
                 (
-                    series_text(name(signal.metric), {**labels, **split[0], **self._by(signal)}),
+                    series_text(name(signal.metric), {**labels, **split[0], **self.by(signal)}),
                     self.flat(value),
                 )
             ]
@@ -111,7 +111,7 @@ class Synth:
         elif signal.kind == "rate":
             if value < 0:  # a counter only grows
                 return None
-            out = [(series_text(name(signal.metric), {**labels, **self._by(signal)}), self.counter(value))]
+            out = [(series_text(name(signal.metric), {**labels, **self.by(signal)}), self.counter(value))]
             if signal.level == "gpu":  # a GPU alert names the GPUs that export a presence field
                 out.append((series_text(name(PART_FIELD), labels), self.flat(50)))
         elif signal.kind == "counter_ratio":
@@ -155,7 +155,8 @@ class Synth:
             return None
         return rates[0] / (rates[0] + rates[1])
 
-    def _by(self, signal) -> dict[str, str]:
+    def by(self, signal) -> dict[str, str]:
+        """The values a signal's `by` labels take in the series made for it."""
         return {label: f"{label}-a" for label in signal.by}
 
     # -- histograms -----------------------------------------------------------------------------

@@ -90,7 +90,9 @@ def _facts(model: Model, page: book.Page) -> list[str]:
         sig = model.signal(spec.signal)
         rows.append(("Fires when", f"`{a.expr}` for {a.for_}"))
         q = f" (quantile {spec.quantile:g})" if spec.quantile is not None else ""
-        rows.append(("Signal", f"`{spec.signal}`{q}, one series per {sig.level}: {sig.help}"))
+        rows.append(
+            ("Signal", f"`{spec.signal}`{q}, one series per {model.builder.series_of(sig)}: {sig.help}")
+        )
     else:
         rows.append(("Fires when", f"the expression below has returned series for {a.for_}"))
     if a.keep_firing_for:

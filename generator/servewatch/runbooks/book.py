@@ -196,7 +196,7 @@ def default_scope(model: Model, alert: AlertRule) -> tuple[str, ...]:
         return tuple(model.builder.labels.identity("model"))
     if a.signal:
         sig = model.signal(a.signal)
-        return tuple(model.builder.labels.identity(sig.level))
+        return tuple(model.builder.level_identity(sig.metric, sig.level))  # a pool's names no model
     if a.absence and a.absence.kind == "partner_missing":
         return tuple(model.builder.labels.identity("gpu")) + tuple(model.builder.labels.target())
     return tuple(model.builder.labels.target()) + ("namespace", "pod")

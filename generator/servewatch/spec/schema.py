@@ -253,6 +253,13 @@ class Config(Strict):
     def _vllm_profile(cls, v):
         return _one_of(v, catalog.load().vllm_profiles, "a vLLM profile of catalog/vllm.yaml")
 
+    @property
+    def client_pool(self) -> ClientSideConfig | None:
+        """config.client_side where its source reports the inference pool it routes to (a group's
+        `needs: [client_pool]`); None otherwise."""
+        cs = self.client_side
+        return cs if cs is not None and cs.client.pool else None
+
     def selector(self, source: str) -> str:
         """The extra matchers of a source's series: config.selectors, or for a gateway or frontend
         source config.client_side's."""
@@ -372,6 +379,7 @@ class Absence(Strict):
         "part_missing",
         "rank_idle",
         "client_missing",
+        "pool_missing",
     ]
     source: Literal["dcgm", "vllm"]
     signal: str | None = None  # partner_missing: the matched_ratio signal
@@ -457,7 +465,7 @@ class Group(Strict):
     enabled: bool = True
     # the deployment dimensions the group is about (config.role, config.track): generated only
     # where each is configured
-    needs: tuple[Literal["role", "track", "client_side"], ...] = ()
+    needs: tuple[Literal["role", "track", "client_side", "client_pool"], ...] = ()
 
     @field_validator("name", "family")
     @classmethod
@@ -567,7 +575,7 @@ class SeriesInput(Strict):
     values: Annotated[str, AfterValidator(lambda v: sample_values(_sketch(v)) and v)]
     # input only where each deployment dimension is configured (config.role, config.track): a series
     # that only the rules of such a dimension read
-    needs: tuple[Literal["role", "track", "client_side"], ...] = ()
+    needs: tuple[Literal["role", "track", "client_side", "client_pool"], ...] = ()
 
 
 class Scenario(Strict):

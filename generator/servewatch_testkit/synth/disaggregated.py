@@ -59,6 +59,12 @@ def _p(profiles, attr: str, bounds, per_token: bool = False) -> float:
     return quantile_of_observations(0.95, [(v, n) for v, n in obs if n], bounds)
 
 
+def _tokens_per_s(profiles) -> float:
+    """Generated tokens per second of one engine serving every track's requests of `profiles`."""
+    counts = [allocate(n, [p.weight for p in profiles]) for n in TRACKS.values()]
+    return sum(p.generation_tokens * c for each in counts for p, c in zip(profiles, each, strict=True)) / STEP
+
+
 def _build(name: str, slow_canary: bool) -> Scenario:
     series: list[Series] = []
     engines = []
@@ -97,6 +103,9 @@ def _build(name: str, slow_canary: bool) -> Scenario:
         "slow_prefill_ttft_p95": _p(SLOW_PREFILL, "ttft_s", TTFT_BUCKETS),
         "slow_itl_p95": _p(SLOW_DECODE, "itl_s", ITL_BUCKETS, per_token=True),
         "requests_per_s": sum(TRACKS.values()) / STEP,  # once per user request
+        # each output token once, on decode; the prefill legs' one token each is not output
+        "generated_tokens_per_s": _tokens_per_s(DECODE_MIX),
+        "prefill_tokens_per_s": _tokens_per_s(PREFILL_MIX),
     }
     return Scenario(
         name, tuple(series), STEPS, STEP, EVAL_STEP, truth, INCIDENT_STEP if slow_canary else None

@@ -13,6 +13,10 @@ the last step.
 (the time is spent outside them); the EPP reports no Kimi-K2 at all (its engine serves on); and one
 EPP pod still exports the endpoint picker's older name (``llm_d_router_epp_*``) beside the new one.
 The EPP's bucket bounds are not documented: the catalog's test layout is used.
+
+Both EPP pods (job ``epp``, an instance each) also report each model's InferencePool (``POOLS``): 2
+ready pods, KV cache 0.45 and a queue of 1 on average. In ``gateway_incident`` Kimi-K2's pool has no
+ready pod from step 20 on, and ``epp-1`` reports no pool at all (its pool gauges dropped).
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ ITL = "llm_d_epp_request_streaming_itl_seconds"
 ITL_S, TOKENS = 0.04, 50  # every inter-token gap, at the gateway and on the engine; gaps per first token
 OLD_TTFT = "llm_d_router_epp_request_ttft_seconds"
 ENGINE_TTFT_S, CLIENT_TTFT_S, SLOW_TTFT_S = 0.3, 0.6, 3.0
+POOLS = {MODELS[0]: "deepseek-v3-pool", MODELS[1]: "kimi-k2-pool"}  # each model's InferencePool
+POOL_VALUES = {"ready_pods": 2.0, "kv_cache": 0.45, "queue": 1.0}  # a healthy pool's gauges
 
 
 def _engine(model: str, pod: str) -> list[Series]:
@@ -58,6 +64,7 @@ def _epp(name: str, model: str, pod: str, flow: str, slow: bool) -> list[Series]
     labels = {
         "namespace": NS,
         "pod": pod,
+        **_target(pod),
         "model_name": model,
         "target_model_name": model,
         "fairness_id": flow,
@@ -71,10 +78,35 @@ def _epp(name: str, model: str, pod: str, flow: str, slow: bool) -> list[Series]
 
 
 def _itl(model: str, pod: str, flow: str) -> list[Series]:
-    labels = {"namespace": NS, "pod": pod, "model_name": model, "target_model_name": model}
+    labels = {"namespace": NS, "pod": pod, **_target(pod), "model_name": model, "target_model_name": model}
     labels |= {"fairness_id": flow, "priority": "0"}
     per_step = [[(ITL_S, PER_FLOW * TOKENS)]] * STEPS
     return histogram_series(ITL, labels, catalog.load().gateway_test_buckets, per_step)
+
+
+def _target(pod: str) -> dict[str, str]:
+    """The scrape labels of an EPP pod's series: the job and one instance per pod."""
+    return {"job": "epp", "instance": f"10.2.0.{EPP_PODS.index(pod) + 1}:9090"}
+
+
+def _pools(incident: bool) -> list[Series]:
+    """Each model's pool gauges, from both EPP pods (the names of llm-d's endpoint picker)."""
+    source = catalog.load().clients["llm-d-epp"]
+    out = []
+    for model, pool in POOLS.items():
+        empty = incident and model == MODELS[1]
+        for quantity, metric in source.pool:
+            value = POOL_VALUES[quantity]
+            values = [
+                0.0 if empty and quantity == "ready_pods" and i >= INCIDENT_STEP else value
+                for i in range(STEPS)
+            ]
+            pods = EPP_PODS[:1] if incident else EPP_PODS  # the incident's second pod lost its pool gauges
+            out += [
+                Series(metric, {"namespace": NS, "pod": pod, **_target(pod), "name": pool}, values)
+                for pod in pods
+            ]
+    return out
 
 
 def _build(name: str, incident: bool) -> Scenario:
@@ -89,10 +121,14 @@ def _build(name: str, incident: bool) -> Scenario:
                 series += _itl(model, pod, flow)
     if incident:
         series += _epp(OLD_TTFT, MODELS[0], EPP_PODS[0], FLOWS[0], True)
+    series += _pools(incident)
     truth = {
         "client_first_tokens_per_s": len(EPP_PODS) * len(FLOWS) * PER_FLOW / STEP,
         "slow_model": MODELS[0] if incident else None,
         "unrouted_model": MODELS[1] if incident else None,
+        "empty_pool": POOLS[MODELS[1]] if incident else None,
+        "poolless_pod": EPP_PODS[1] if incident else None,
+        "pools": dict(POOL_VALUES),
     }
     return Scenario(
         name,
@@ -113,4 +149,4 @@ def gateway_incident() -> Scenario:
     return _build("gateway-incident", incident=True)
 
 
-__all__ = ["gateway_healthy", "gateway_incident", "MODELS", "TTFT"]
+__all__ = ["gateway_healthy", "gateway_incident", "MODELS", "POOLS", "TTFT"]

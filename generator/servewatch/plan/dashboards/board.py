@@ -48,6 +48,10 @@ ABSENCE_LISTS = {
         "Models with traffic and no client-side latency",
         "None: the gateway or frontend reports first tokens of every model with traffic.",
     ),
+    "pool_missing": (
+        "Gateway pods without inference pool metrics",
+        "None: every gateway pod that routes requests reports its inference pools' ready pods.",
+    ),
     "partner_missing": (
         "GPUs or exporters without both {numerator} and {partner}",
         "None: every GPU and exporter exports both {numerator} and {partner}.",

@@ -15,6 +15,13 @@ def above(*thresholds: float | None) -> tuple[grafana.Threshold, ...]:
     return grafana.thresholds((None, GREEN), *((t, RED) for t in drawn))
 
 
+def below(threshold: float | None) -> tuple[grafana.Threshold, ...]:
+    """Red short of the alert's threshold (an alert with op <), green from it on."""
+    if threshold is None:
+        return grafana.thresholds((None, GREEN))
+    return grafana.thresholds((None, RED), (threshold, GREEN))
+
+
 def filling(threshold: float | None) -> tuple[grafana.Threshold, ...]:
     """A saturation: orange from 90% of the alert's threshold, red from the threshold."""
     if threshold is None:

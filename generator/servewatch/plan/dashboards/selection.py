@@ -168,6 +168,14 @@ class Selection:
         ]  # not $role, $track
         return promql.selector(sig.record, f'quantile="{q:g}"', *narrow)
 
+    def pool(self, name: str) -> str:
+        """An inference pool signal's recording rule, narrowed by the variables its series carry
+        (cluster, namespace): a pool names no model, role or track."""
+        sig = self.ctx.model.signal(name)
+        keys = set(self.ctx.model.builder.level_identity(sig.metric, sig.level))
+        narrow = [m for m in self.vllm_matchers if promql.parse_matchers(m)[0][0] in keys]
+        return promql.selector(sig.record, *narrow)
+
     def mean(self, metric: str, level: str) -> str:
         """The mean observation per level: rate(_sum) / rate(_count); none while nothing is observed."""
         return self.share(f"{metric}_sum", f"{metric}_count", level)

@@ -173,7 +173,8 @@ class SloBoardBuilder(BoardBuilder):
                 "Goodput: good output tokens per second",
                 grafana.Target(self.goodput(), ctx.model_legend("good")),
                 grafana.Target(
-                    self.models.rate("vllm:generation_tokens_total", "model"), ctx.model_legend("all")
+                    self.models.counting().rate("vllm:generation_tokens_total", "model"),
+                    ctx.model_legend("all"),
                 ),
                 unit=TOKENS_PER_SECOND,
                 w=16,

@@ -13,7 +13,7 @@ from ...promql import builders as promql
 from .board import BoardBuilder
 from .deployment_rows import tracks_side_by_side
 from .context import REQUESTS_PER_SECOND, TOKENS_PER_SECOND, DashboardContext, var_matcher
-from .panels import above, filling, heatmap, stat, timeseries
+from .panels import above, below, filling, heatmap, stat, timeseries
 
 QUANTILES = (0.5, 0.9, 0.95, 0.99)
 LATENCIES = (  # signal, metric, title
@@ -152,7 +152,8 @@ class VllmServing(BoardBuilder):
         return promql.agg("sum", [], expr)
 
     def generated_tokens_per_model(self) -> str:
-        return self.models.rate("vllm:generation_tokens_total", "model")
+        """Each output token once: on the counting (decode) engines where config.role is set."""
+        return self.models.counting().rate("vllm:generation_tokens_total", "model")
 
     def cost_per_million_tokens(self) -> str:
         """GPUs held x price per GPU-hour / generated tokens per second x 1e6, per deployment: every
@@ -168,9 +169,10 @@ class VllmServing(BoardBuilder):
         model's engines, added up as the latency alerts add them: one series per bucket, not one
         per engine and bucket), else live from the selected engines' buckets, shown only while
         those share one bucket layout."""
-        if self.one_model.records_bucket_rates(metric, "all"):
-            return self.one_model.bucket_rates(metric, "all")
-        selection = self.one_model_engines
+        one_model = self.one_model.counting()  # each request's length once, where it finishes
+        if one_model.records_bucket_rates(metric, "all"):
+            return one_model.bucket_rates(metric, "all")
+        selection = self.one_model_engines.counting()
         return promql.only_where(selection.bucket_rates(metric, "all"), selection.one_layout(metric), [])
 
     def quantile_lines(self, metric: str) -> list[grafana.Target]:
@@ -313,7 +315,8 @@ class VllmServing(BoardBuilder):
             timeseries(
                 "Token throughput",
                 grafana.Target(
-                    self.models.rate("vllm:prompt_tokens_total", "model"), ctx.model_legend("prompt")
+                    self.models.counting().rate("vllm:prompt_tokens_total", "model"),
+                    ctx.model_legend("prompt"),
                 ),
                 grafana.Target(self.generated_tokens_per_model(), ctx.model_legend("generation")),
                 unit=TOKENS_PER_SECOND,
@@ -419,6 +422,41 @@ class VllmServing(BoardBuilder):
                     "p95 far above the engines' is time spent in the gateway, routing or the KV transfer.",
                 ),
                 alert_view=ctx.alerts_of(client),
+            )
+        if ctx.model.config.client_pool is not None:
+            self.inference_pools()
+
+    def inference_pools(self) -> None:
+        """The inference pools the gateway routes to (a source that reports them): ready pods, and
+        the pool's own averages of KV cache and queue beside the engines' worst."""
+        ctx = self.ctx
+        pool = "{{name}}" if not ctx.cluster_labels else f"{{{{{ctx.cluster_labels[0]}}}}} {{{{name}}}}"
+        self.add(
+            timeseries(
+                "Ready pods per inference pool",
+                grafana.Target(self.models.pool("pool_ready_pods"), pool),
+                min=0,
+                steps=below(ctx.threshold("pool_ready_pods")),
+                w=8,
+                description=f"{ctx.model.signal('pool_ready_pods').help} Short of the line the gateway has "
+                "no model server to send the pool's requests to: see the runbook.",
+            ),
+            alert_view=ctx.alerts_of("pool_ready_pods"),
+        )
+        for signal, title, unit, what in (
+            ("pool_kv_cache_usage", "KV cache utilization per inference pool (average)", "percentunit", "KV"),
+            ("pool_queue_size", "Queue per inference pool (average)", "short", "queue"),
+        ):
+            self.add(
+                timeseries(
+                    title,
+                    grafana.Target(self.models.pool(signal), pool),
+                    unit=unit,
+                    min=0,
+                    w=8,
+                    description=f"{ctx.model.signal(signal).help} An average hides one full engine: the "
+                    f"per-engine {what} panels and alerts show the worst.",
+                )
             )
 
     def per_engine(self) -> None:

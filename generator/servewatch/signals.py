@@ -571,9 +571,9 @@ class SignalBuilder:
 
     def series_of(self, signal: Signal) -> str:
         """What one series of a signal is, in words: its level, or an inference pool."""
-        return (
-            "inference pool" if self.labels.is_pool_metric(self.metric_name(signal.metric)) else signal.level
-        )
+        # a signal made from an expression has no one metric, so it is no pool gauge
+        pool = signal.metric is not None and self.labels.is_pool_metric(self.metric_name(signal.metric))
+        return "inference pool" if pool else signal.level
 
     def level_identity(self, metric: str, level: str) -> list[str]:
         """What a result per `level` of `metric` is keyed by: the level's identity, or for a client

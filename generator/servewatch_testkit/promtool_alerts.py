@@ -100,7 +100,7 @@ def firing(
     }
     with tempfile.TemporaryDirectory(prefix="servewatch-alerts-") as tmp:
         path = Path(tmp) / "alerts.test.yaml"
-        path.write_text(yaml.safe_dump(test, sort_keys=False))
+        path.write_text(json.dumps(test))  # JSON is YAML, and written in a fraction of the time
         p = subprocess.run(
             [tools.find("promtool"), "test", "rules", str(path)], capture_output=True, text=True
         )

@@ -29,9 +29,7 @@ from servewatch.plan import dashboards
 from servewatch.promql import labels as promql_labels
 from servewatch.plan.dashboards.context import UNITS
 from servewatch.spec.dashboards import BOARDS
-from servewatch.spec.loader import load
-from servewatch.validation import validate
-from test_dashboards import _boards, selectors, substitute
+from test_dashboards import _boards, planned, selectors, substitute
 
 REPO = Path(__file__).resolve().parents[1]
 NAMES = tuple(BOARDS)
@@ -50,14 +48,6 @@ def built(default_build):
 @pytest.fixture(scope="module")
 def boards(built):
     return _boards(built[1])
-
-
-def planned(specs: Path):
-    """(model, name -> dashboard) as `servewatch generate` plans them from `specs`: loaded, validated
-    (the dashboards' links included), the boards as their renderer writes them to <name>.json. The
-    other outputs are not rendered: no test here reads them."""
-    validated = validate(load(specs))
-    return validated.model, {n: json.loads(json.dumps(b)) for n, b in validated.dashboards.items()}
 
 
 # Settings of the default specs changed at once, each read by its own test below: one validation

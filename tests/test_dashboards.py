@@ -13,6 +13,7 @@ import warnings
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
+import partial_build
 import promql_parser as pp
 import pytest
 import yaml
@@ -716,9 +717,9 @@ def test_identity_the_dashboards_cannot_use_is_reported_at_its_config_line(specs
 
 @pytest.fixture(scope="module")
 def tuned_dashboards(specs_with) -> dict[str, str]:
-    """Every file generated from the default specs with the `dashboards:` settings below changed:
-    one build for the tests that read them (each reads its own settings)."""
-    return generate.build(
+    """The rules, dashboards and runbooks generated from the default specs with the `dashboards:`
+    settings below changed: one build for the tests that read them (each reads its own settings)."""
+    return partial_build.build(
         specs_with(
             {
                 "dashboards.yaml": [

@@ -8,6 +8,7 @@ import re
 import shutil
 from pathlib import Path
 
+import partial_build
 import pytest
 import yaml
 
@@ -44,13 +45,14 @@ def generate_with(
 
 @pytest.fixture(scope="module")
 def profile_build(specs_with):
-    """``profile_build(fb_units)``: build_with(specs_with, fb_units=...), made once per module: several
-    tests read the same profile's output, none changes it."""
+    """``profile_build(fb_units)``: (model, rules, dashboards and runbooks) of the specs with that
+    profile (tests/partial_build.py), made once per module: several tests read the same profile's
+    output, none changes it."""
     made: dict[str, tuple] = {}
 
     def get(profile: str) -> tuple:
         if profile not in made:
-            made[profile] = build_with(specs_with, fb_units=profile)
+            made[profile] = partial_build.build(specs_edited(specs_with, fb_units=profile))
         return made[profile]
 
     return get
@@ -226,7 +228,8 @@ def test_a_configured_name_replaces_the_profile_name_everywhere(specs_with):
     # the GPU operator's job name: config.targets.dcgm (job=~".*dcgm.*") matches its `up` series
     selectors = {"dcgm": 'job="nvidia-dcgm-exporter"', "vllm": ""}
     names = {"fb_used": "DCGM_FI_DEV_FB_USED_B"}
-    files = generate_with(specs_with, config={"selectors": selectors}, fb_units="bytes", metric_names=names)
+    specs = specs_edited(specs_with, config={"selectors": selectors}, fb_units="bytes", metric_names=names)
+    files = partial_build.build(specs, unit_test_files=True)[1]
     rules = files["rules/gpu.rules.yaml"]
     # a configured name is a DCGM series: it carries the dcgm selector like the profile's names
     assert 'DCGM_FI_DEV_FB_USED_B{job="nvidia-dcgm-exporter"}' in rules

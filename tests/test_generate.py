@@ -4,6 +4,7 @@ import itertools
 import re
 import shutil
 
+import partial_build
 import pytest
 import yaml
 from conftest import REPO, run_servewatch
@@ -37,6 +38,16 @@ def test_same_input_same_bytes(repo, default_build):
     _, second = generate.build(repo / "specs")
     assert first == second
     assert all(text.endswith("\n") for text in first.values())
+
+
+def test_partial_builds_write_what_generate_writes(repo, default_build):
+    """tests/partial_build.py, which tests of spec variants read rules, dashboards, runbooks and
+    scenario tests from, renders generate's bytes and leaves none of those files out."""
+    _, part = partial_build.build(repo / "specs", unit_test_files=True)
+    full = default_build[1]
+    assert part == {p: full.get(p) for p in part}
+    assert {p for p in full if p.startswith(("rules/", "dashboards/", "runbooks/"))} <= set(part)
+    assert any(p.startswith("promtool/") for p in part)
 
 
 def test_committed_outputs_are_up_to_date(repo, servewatch):
@@ -112,7 +123,7 @@ overrides:
   groups:
     vllm-latency: {enabled: false}
 """
-    _, files = generate.build(specs_with({"overrides.yaml": overrides}))
+    _, files = partial_build.build(specs_with({"overrides.yaml": overrides}), unit_test_files=True)
     gpu = _rules(files, "gpu")["GPUFramebufferUsageHigh"]
     assert gpu["expr"].startswith("(max by (UUID, GPU_I_ID) (gpu:dcgm_fb_used:ratio))")
     assert gpu["expr"].endswith(" > 0.97")
@@ -133,7 +144,7 @@ def test_identity_labels_come_from_config(specs_with):
         ("cluster_label: null", "cluster_label: k8s_cluster"),
         ("workload_labels: exported", "workload_labels: plain"),
     ]
-    _, files = generate.build(specs_with({"config.yaml": edits}))
+    _, files = partial_build.build(specs_with({"config.yaml": edits}))
     record = _rules(files, "gpu")["gpu:dcgm_fb_used:ratio"]["expr"]
     assert "max by (k8s_cluster, UUID, GPU_I_ID) (DCGM_FI_DEV_FB_USED)" in record
     assert "modelName, namespace, pod, host)" in record and "exported_pod" not in record

@@ -13,6 +13,7 @@ import warnings
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
+import partial_build
 import promql_parser as pp
 import pytest
 import yaml
@@ -27,6 +28,8 @@ from servewatch.spec.dashboards import BOARDS
 from servewatch.lint import engine as lint
 from servewatch.promql.builders import agg
 from servewatch.render import dashboards as dash
+from servewatch.spec.loader import load
+from servewatch.validation import validate
 from servewatch.validation.dashboard_links import check_board_links
 
 REPO = Path(__file__).resolve().parents[1]
@@ -50,6 +53,14 @@ def _boards(files: dict[str, str]) -> dict[str, dict]:
 @pytest.fixture(scope="module")
 def boards(files):
     return _boards(files)
+
+
+def planned(specs: Path) -> tuple:
+    """(model, name -> dashboard) as `servewatch generate` plans them from `specs`: loaded, validated
+    (the dashboards' links included), each board as its renderer writes it to <name>.json. The other
+    outputs are not rendered, for tests that read none of them."""
+    validated = validate(load(specs))
+    return validated.model, {n: json.loads(dash.to_json(b)) for n, b in validated.dashboards.items()}
 
 
 def all_panels(board: dict) -> list[dict]:
@@ -188,9 +199,9 @@ def test_identity_uid_id_and_schema_version(boards, name):
 
 
 def test_outputs_are_deterministic(files):
-    _, again = generate.build(REPO / "specs")
+    # the same bytes from a second build: test_generate.py's test_same_input_same_bytes, every file
     mine = {k: v for k, v in files.items() if k.startswith("dashboards/")}
-    assert mine == {k: v for k, v in again.items() if k.startswith("dashboards/")}
+    assert mine
     assert all(v.endswith("\n") for v in mine.values())
     for path, text in mine.items():  # committed copies are current
         assert (REPO / path).read_text() == text, f"{path} is stale: run servewatch generate"
@@ -417,8 +428,8 @@ def test_alert_dashboard_urls_land_on_existing_variables(default_build, boards):
 
 def test_alert_dashboard_url_with_a_label_the_variable_does_not_list_fails(specs_with):
     """The check above, on specs whose uuid variable would receive the GPU index."""
-    model, files = generate.build(specs_with({"alerts/gpu.yaml": [("uuid: UUID}", "uuid: gpu}")]}))
-    problems, _ = alert_link_problems(model, _boards(files))
+    model, boards = planned(specs_with({"alerts/gpu.yaml": [("uuid: UUID}", "uuid: gpu}")]}))
+    problems, _ = alert_link_problems(model, boards)
     assert problems == ["GPUFramebufferUsageHigh: var-uuid takes ['gpu'], the variable lists ['UUID']"]
 
 
@@ -704,8 +715,11 @@ def test_identity_the_dashboards_cannot_use_is_reported_at_its_config_line(specs
     ), errors
 
 
-def test_titles_price_folder_and_gpus_per_engine_are_tunable(specs_with):
-    files = generate.build(
+@pytest.fixture(scope="module")
+def tuned_dashboards(specs_with) -> dict[str, str]:
+    """The rules, dashboards and runbooks generated from the default specs with the `dashboards:`
+    settings below changed: one build for the tests that read them (each reads its own settings)."""
+    return partial_build.build(
         specs_with(
             {
                 "dashboards.yaml": [
@@ -714,10 +728,22 @@ def test_titles_price_folder_and_gpus_per_engine_are_tunable(specs_with):
                     ("currency: USD", "currency: EUR"),
                     ("gpus_per_engine: null", "gpus_per_engine: 8"),
                     ("folder: Serving", "folder: LLM"),
+                    ("      enabled: false\n", "      enabled: true\n"),  # kube_pod_labels
                 ]
             }
         )
     )[1]
+
+
+@pytest.fixture(scope="module")
+def tuned_config(specs_with) -> dict[str, dict]:
+    """The dashboards of the default specs with a cluster label and exporter 4.9's names (bytes)."""
+    edits = [("cluster_label: null", "cluster_label: cluster"), ("fb_units: mib", "fb_units: bytes")]
+    return planned(specs_with({"config.yaml": edits}))[1]
+
+
+def test_titles_price_folder_and_gpus_per_engine_are_tunable(tuned_dashboards):
+    files = tuned_dashboards
     boards = _boards(files)
     assert boards["gpu-fleet"]["title"] == "Fleet GPUs"
     cost = next(
@@ -733,11 +759,8 @@ def test_titles_price_folder_and_gpus_per_engine_are_tunable(specs_with):
     ] == {"grafana_folder": "LLM"}
 
 
-def test_cluster_label_adds_a_variable_and_filters_every_selector(specs_with):
-    files = generate.build(specs_with({"config.yaml": [("cluster_label: null", "cluster_label: cluster")]}))[
-        1
-    ]
-    for board in _boards(files).values():
+def test_cluster_label_adds_a_variable_and_filters_every_selector(tuned_config):
+    for board in tuned_config.values():
         names = [v["name"] for v in board["templating"]["list"]]
         assert names[:2] == ["datasource", "cluster"], names
         for where, expr in queries(board):
@@ -748,22 +771,17 @@ def test_cluster_label_adds_a_variable_and_filters_every_selector(specs_with):
                 assert "cluster" in labels, f"{where}: {sel.name} is not filtered by cluster"
 
 
-def test_kube_pod_labels_join_is_off_by_default_and_widens_the_deployment(specs_with, boards):
+def test_kube_pod_labels_join_is_off_by_default_and_widens_the_deployment(tuned_dashboards, boards):
     assert "kube_pod_labels" not in json.dumps(boards)
-    files = generate.build(
-        specs_with({"dashboards.yaml": [("      enabled: false\n", "      enabled: true\n")]})
-    )[1]
-    moe = _boards(files)["moe-deployment"]
+    moe = _boards(tuned_dashboards)["moe-deployment"]
     expr = next(p for p in panels(moe) if p["title"] == "Framebuffer used per GPU")["targets"][0]["expr"]
     assert 'kube_pod_labels{label_leaderworkerset_sigs_k8s_io_name!=""' in expr
     assert "on (namespace, label_leaderworkerset_sigs_k8s_io_name)" in expr
     pp.parse(substitute(expr))
 
 
-def test_bytes_exporter_profile_switches_units(specs_with):
-    fleet = _boards(generate.build(specs_with({"config.yaml": [("fb_units: mib", "fb_units: bytes")]}))[1])[
-        "gpu-fleet"
-    ]
+def test_bytes_exporter_profile_switches_units(tuned_config):
+    fleet = tuned_config["gpu-fleet"]
     fb = next(p for p in panels(fleet) if p["title"] == "Framebuffer used")
     assert fb["fieldConfig"]["defaults"]["unit"] == "bytes"
     assert "DCGM_FI_DEV_FB_USED_BYTES" in fb["targets"][0]["expr"]

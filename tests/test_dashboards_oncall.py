@@ -10,6 +10,8 @@ screen loads only the overview, from recording rules.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import re
 from pathlib import Path
@@ -19,13 +21,15 @@ import promql_parser as pp
 import pytest
 import yaml
 
-from servewatch import catalog, generate, templates
+from servewatch import catalog, templates
 from servewatch.lint import runner
 from servewatch.lint.facts import LintContext
+from servewatch.model import Model
+from servewatch.plan import dashboards
 from servewatch.promql import labels as promql_labels
 from servewatch.plan.dashboards.context import UNITS
 from servewatch.spec.dashboards import BOARDS
-from test_dashboards import _boards, selectors, substitute
+from test_dashboards import _boards, planned, selectors, substitute
 
 REPO = Path(__file__).resolve().parents[1]
 NAMES = tuple(BOARDS)
@@ -44,6 +48,43 @@ def built(default_build):
 @pytest.fixture(scope="module")
 def boards(built):
     return _boards(built[1])
+
+
+# Settings of the default specs changed at once, each read by its own test below: one validation
+# instead of one per test. They touch different things (alert thresholds, the cluster label in the
+# links, the datasource variable, the SM clock's unit).
+TUNED = {
+    "VLLMKVCacheUsageHigh": 0.91,
+    "VLLMRequestsWaitingHigh": 33,
+    "VLLMPreemptionsHigh": 2.5,
+    "VLLMTimeToFirstTokenP95High": 3.5,
+    "VLLMInterTokenLatencyP95High": 0.15,
+    "VLLMEndToEndLatencyP95High": 45,
+    "VLLMRequestErrorRateHigh": 0.07,
+    "GPUFramebufferUsageHigh": 0.97,
+}
+DATASOURCE_REGEX = "/^prom-.*/"
+
+
+@pytest.fixture(scope="module")
+def tuned(specs_with):
+    """(model, boards) of the default specs with TUNED's thresholds, a cluster label, a datasource
+    regex and the framebuffer in bytes."""
+    overrides = "overrides:\n  alerts:\n" + "".join(
+        f"    {a}: {{threshold: {v}}}\n" for a, v in TUNED.items()
+    )
+    return planned(
+        specs_with(
+            {
+                "overrides.yaml": overrides,
+                "config.yaml": [
+                    ("cluster_label: null", "cluster_label: cluster"),
+                    ("fb_units: mib", "fb_units: bytes"),
+                ],
+                "dashboards.yaml": [('regex: ""', f"regex: {DATASOURCE_REGEX}")],
+            }
+        )
+    )
 
 
 def sections(board: dict):
@@ -219,8 +260,8 @@ def test_lint_finds_no_heatmap_bucket_mix_without_suppressions():
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_stats_show_one_value_the_worst_or_the_total(boards, name):
-    records = promql_labels.record_labels(generate.build(REPO / "specs")[0].records())
+def test_stats_show_one_value_the_worst_or_the_total(built, boards, name):
+    records = promql_labels.record_labels(built[0].records())
     for _, _, p in sections(boards[name]):
         if p["type"] != "stat":
             continue
@@ -293,23 +334,10 @@ def test_every_panel_of_an_alerted_signal_draws_its_threshold(built, boards):
     assert checked >= 20
 
 
-def test_thresholds_follow_the_overrides(specs_with):
-    tuned = {
-        "VLLMKVCacheUsageHigh": 0.91,
-        "VLLMRequestsWaitingHigh": 33,
-        "VLLMPreemptionsHigh": 2.5,
-        "VLLMTimeToFirstTokenP95High": 3.5,
-        "VLLMInterTokenLatencyP95High": 0.15,
-        "VLLMEndToEndLatencyP95High": 45,
-        "VLLMRequestErrorRateHigh": 0.07,
-        "GPUFramebufferUsageHigh": 0.97,
-    }
-    overrides = "overrides:\n  alerts:\n" + "".join(
-        f"    {a}: {{threshold: {v}}}\n" for a, v in tuned.items()
-    )
-    model, files = generate.build(specs_with({"overrides.yaml": overrides}))
-    assert {a.alert: a.spec.threshold for a in model.alerts() if a.alert in tuned} == tuned
-    problems, checked = threshold_problems(_boards(files), model)
+def test_thresholds_follow_the_overrides(tuned):
+    model, boards = tuned
+    assert {a.alert: a.spec.threshold for a in model.alerts() if a.alert in TUNED} == TUNED
+    problems, checked = threshold_problems(boards, model)
     assert not problems, "\n".join(problems)
     assert checked >= 20
 
@@ -349,12 +377,8 @@ def test_rates_are_shown_per_second(built, boards, name):
     assert checked or name == "gpu-fleet"
 
 
-def test_sm_clock_is_shown_in_the_profile_unit(specs_with, boards):
-    for files, unit in (
-        (None, "MHz"),
-        (generate.build(specs_with({"config.yaml": [("fb_units: mib", "fb_units: bytes")]}))[1], "hertz"),
-    ):
-        fleet = _boards(files)["gpu-fleet"] if files else boards["gpu-fleet"]
+def test_sm_clock_is_shown_in_the_profile_unit(tuned, boards):
+    for fleet, unit in ((boards["gpu-fleet"], "MHz"), (tuned[1]["gpu-fleet"], "hertz")):
         clock = [p for _, _, p in sections(fleet) if p["title"] == "SM clock"]
         assert len(clock) == 1
         assert clock[0]["fieldConfig"]["defaults"]["unit"] == UNITS[unit]
@@ -388,10 +412,8 @@ def board_links(board: dict):
             yield p["title"], link["url"]
 
 
-def test_links_between_dashboards_keep_the_datasource_and_cluster(specs_with, boards):
-    clustered = _boards(
-        generate.build(specs_with({"config.yaml": [("cluster_label: null", "cluster_label: cluster")]}))[1]
-    )
+def test_links_between_dashboards_keep_the_datasource_and_cluster(tuned, boards):
+    clustered = tuned[1]
     for variant, kept in ((boards, ["${datasource:queryparam}"]), (clustered, ["${cluster:queryparam}"])):
         seen = 0
         for name in NAMES:
@@ -439,13 +461,12 @@ def test_the_host_variable_lists_and_filters_both_host_spellings(boards):
     assert filtered >= 10
 
 
-def test_datasource_variable_takes_the_configured_regex(specs_with, boards):
+def test_datasource_variable_takes_the_configured_regex(tuned, boards):
     for board in boards.values():
         assert next(v for v in board["templating"]["list"] if v["name"] == "datasource")["regex"] == ""
-    files = generate.build(specs_with({"dashboards.yaml": [('regex: ""', "regex: /^prom-.*/")]}))[1]
-    for board in _boards(files).values():
+    for board in tuned[1].values():
         ds = next(v for v in board["templating"]["list"] if v["name"] == "datasource")
-        assert ds["regex"] == "/^prom-.*/"
+        assert ds["regex"] == DATASOURCE_REGEX
 
 
 # ---------------------------------------------------------------------------------------------
@@ -484,8 +505,7 @@ def test_an_alert_set_per_deployment_adds_no_panel_and_every_copy_opens_its_pane
     keep their panels, link one runbook per signal, and every copy's link opens the original's panel."""
     from bench.generation_cost import scaled_specs
 
-    model, files = generate.build(scaled_specs(3, REPO / "specs", tmp_path / "specs"))
-    scaled = _boards(files)
+    model, scaled = planned(scaled_specs(3, REPO / "specs", tmp_path / "specs"))
     for name in NAMES:
         before = [(p["title"], p["description"].count("[Runbook:")) for _, _, p in sections(boards[name])]
         assert [
@@ -616,13 +636,45 @@ def test_no_angular_panel_types(boards, name):
 # ---------------------------------------------------------------------------------------------
 # optional panels, declared once
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("board, panel", [(b, k) for b in NAMES for k in type(BOARDS[b].panels).model_fields])
-def test_each_optional_panel_switches_panels_off_and_renumbers_nothing(specs_with, boards, board, panel):
-    specs = specs_with({"dashboards.yaml": [(f"{panel}: true", f"{panel}: false")]})
-    after = {p["title"]: p["id"] for _, _, p in sections(_boards(generate.build(specs)[1])[board])}
-    before = {p["title"]: p["id"] for _, _, p in sections(boards[board])}
+OPTIONAL = [(b, k) for b in NAMES for k in type(BOARDS[b].panels).model_fields]
+
+
+def titled_ids(board: dict) -> dict[str, int]:
+    return {p["title"]: p["id"] for _, _, p in sections(board)}
+
+
+@functools.cache  # each test here reads it, none changes it
+def switched_off(model, board: str, panel: str) -> dict:
+    """`board` planned from the default specs with `panel` switched off (the setting changed on the
+    loaded specs: test_optional_panels_switched_off_in_the_specs_file proves the file's keys)."""
+    settings = model.spec.dashboards
+    field = next(n for n, f in type(settings).model_fields.items() if f.alias == board)
+    old = settings.board(board)
+    new = old.model_copy(update={"panels": old.panels.model_copy(update={panel: False})})
+    spec = dataclasses.replace(model.spec, dashboards=settings.model_copy(update={field: new}))
+    assert not spec.dashboards.shows(board, panel) and model.spec.dashboards.shows(board, panel)
+    return dashboards.build(Model(spec))[board]
+
+
+@pytest.mark.parametrize("board, panel", OPTIONAL)
+def test_each_optional_panel_switches_panels_off_and_renumbers_nothing(built, boards, board, panel):
+    after = titled_ids(switched_off(built[0], board, panel))
+    before = titled_ids(boards[board])
     assert set(after) < set(before), f"switching {panel} off hides nothing"
     assert all(before[t] == i for t, i in after.items())
+
+
+def test_optional_panels_switched_off_in_the_specs_file(specs_with, built, boards):
+    """Every optional panel switched off in specs/dashboards.yaml at once: the specs still validate,
+    and each board shows exactly the panels no single switch hides, under the same ids."""
+    edits = [(f"{panel}: true", f"{panel}: false") for _, panel in OPTIONAL]
+    _, off = planned(specs_with({"dashboards.yaml": edits}))
+    for name in NAMES:
+        before = titled_ids(boards[name])
+        kept = set(before).intersection(
+            *(titled_ids(switched_off(built[0], b, p)) for b, p in OPTIONAL if b == name)
+        )
+        assert titled_ids(off[name]) == {t: before[t] for t in kept}, name
 
 
 # ---------------------------------------------------------------------------------------------
@@ -669,9 +721,8 @@ def with_scale_rules(model, monkeypatch):
 
 
 def test_bucket_rate_and_quantile_rules_are_read_once_they_exist(built, monkeypatch):
-    from servewatch.plan import dashboards
-
-    boards = dashboards.build(with_scale_rules(generate.build(REPO / "specs")[0], monkeypatch))
+    # a model of its own: the session's is shared, and a model keeps what it plans
+    boards = dashboards.build(with_scale_rules(Model(built[0].spec), monkeypatch))
     serving = {p["title"]: p for _, _, p in sections(boards["vllm-serving"])}
     p90 = serving["Time to first token"]["targets"][1]["expr"]
     assert "histogram_quantile(0.9, model:ttft_bucket:rate5m{" in p90 and f"{TTFT}_bucket" not in p90

@@ -8,12 +8,15 @@ import re
 import shutil
 from pathlib import Path
 
+import partial_build
 import pytest
 import yaml
 
 from servewatch import catalog, generate, verify, writer
 from servewatch.cli import main
 from servewatch.errors import SpecErrors
+from servewatch.spec.loader import load
+from servewatch.validation import validate
 from servewatch_testkit import synth
 from servewatch_testkit.localprom import LocalPrometheus, backfill_start
 
@@ -21,18 +24,38 @@ from servewatch_testkit.localprom import LocalPrometheus, backfill_start
 SPECS = Path(__file__).resolve().parents[1] / "specs"
 
 
-def build_with(specs_with, edits: dict | None = None, config: dict | None = None, **dcgm):
-    """Model and generated files from a copy of the default specs with `config.dcgm` changed by `dcgm`,
-    other `config` keys replaced, and other files edited (specs_with's `edits`)."""
+def specs_edited(specs_with, edits: dict | None = None, config: dict | None = None, **dcgm) -> Path:
+    """A copy of the default specs with `config.dcgm` changed by `dcgm`, other `config` keys replaced,
+    and other files edited (specs_with's `edits`)."""
     doc = yaml.safe_load((SPECS / "config.yaml").read_text())
     doc["config"] = {**doc["config"], **(config or {}), "dcgm": {**doc["config"]["dcgm"], **dcgm}}
-    return generate.build(specs_with({"config.yaml": yaml.safe_dump(doc), **(edits or {})}))
+    return specs_with({"config.yaml": yaml.safe_dump(doc), **(edits or {})})
+
+
+def build_with(specs_with, edits: dict | None = None, config: dict | None = None, **dcgm):
+    """Model and generated files from specs_edited(...)."""
+    return generate.build(specs_edited(specs_with, edits, config, **dcgm))
 
 
 def generate_with(
     specs_with, edits: dict | None = None, config: dict | None = None, **dcgm
 ) -> dict[str, str]:
     return build_with(specs_with, edits, config, **dcgm)[1]
+
+
+@pytest.fixture(scope="module")
+def profile_build(specs_with):
+    """``profile_build(fb_units)``: (model, rules, dashboards and runbooks) of the specs with that
+    profile (tests/partial_build.py), made once per module: several tests read the same profile's
+    output, none changes it."""
+    made: dict[str, tuple] = {}
+
+    def get(profile: str) -> tuple:
+        if profile not in made:
+            made[profile] = partial_build.build(specs_edited(specs_with, fb_units=profile))
+        return made[profile]
+
+    return get
 
 
 def panel(files: dict[str, str], board: str, title: str) -> dict:
@@ -42,10 +65,10 @@ def panel(files: dict[str, str], board: str, title: str) -> dict:
 
 
 @pytest.mark.parametrize(("profile", "unit"), [("mib", "MBs"), ("bytes", "Bps")])
-def test_nvlink_throughput_is_read_as_the_rate_it_already_is(specs_with, profile, unit):
+def test_nvlink_throughput_is_read_as_the_rate_it_already_is(profile_build, profile, unit):
     """DCGM's NVLink field is a throughput (MB/s up to exporter 4.8, bytes/s in 4.9), though the
     exporter's CSV types it counter: rate() over it would chart the change of a speed."""
-    files = generate_with(specs_with, fb_units=profile)
+    files = profile_build(profile)[1]
     nvlink = panel(files, "gpu-fleet", "NVLink throughput")
     [target] = nvlink["targets"]
     name = catalog.load().dcgm.profile(profile).metric("nvlink_throughput")
@@ -88,7 +111,7 @@ def stray_names(files: dict[str, str], wrong: dict[str, str], prose: bool = True
     return problems
 
 
-def test_the_4_9_profile_leaves_no_pre_4_9_name_in_rules_dashboards_or_runbooks(specs_with):
+def test_the_4_9_profile_leaves_no_pre_4_9_name_in_rules_dashboards_or_runbooks(profile_build):
     old = only_in("mib", "bytes")
     # the fields the issue names: FB, utilization, power, temperature, XID, NVLink, profiling
     for name in (
@@ -102,7 +125,7 @@ def test_the_4_9_profile_leaves_no_pre_4_9_name_in_rules_dashboards_or_runbooks(
         "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
     ):
         assert name in old
-    files = generate_with(specs_with, fb_units="bytes")
+    files = profile_build("bytes")[1]
     assert stray_names(files, old) == []
     fleet = files["dashboards/gpu-fleet.json"]
     for name in ("DCGM_FI_DEV_GPU_UTIL_RATIO", "DCGM_FI_DEV_BOARD_POWER_WATTS", "DCGM_FI_DEV_XID_ERROR"):
@@ -205,7 +228,8 @@ def test_a_configured_name_replaces_the_profile_name_everywhere(specs_with):
     # the GPU operator's job name: config.targets.dcgm (job=~".*dcgm.*") matches its `up` series
     selectors = {"dcgm": 'job="nvidia-dcgm-exporter"', "vllm": ""}
     names = {"fb_used": "DCGM_FI_DEV_FB_USED_B"}
-    files = generate_with(specs_with, config={"selectors": selectors}, fb_units="bytes", metric_names=names)
+    specs = specs_edited(specs_with, config={"selectors": selectors}, fb_units="bytes", metric_names=names)
+    files = partial_build.build(specs, unit_test_files=True)[1]
     rules = files["rules/gpu.rules.yaml"]
     # a configured name is a DCGM series: it carries the dcgm selector like the profile's names
     assert 'DCGM_FI_DEV_FB_USED_B{job="nvidia-dcgm-exporter"}' in rules
@@ -232,9 +256,14 @@ def test_a_field_the_profile_cannot_name_is_a_spec_error_that_says_how_to_name_i
     assert "signals.yaml:" in str(err.location) and "metric" in str(err.location)
     assert "'bytes' has no name for DCGM field 'mem_clock'" in err.message
     assert "config.dcgm.metric_names" in err.message
-    model, _ = build_with(
-        specs_with, signals, fb_units="bytes", metric_names={"mem_clock": "DCGM_FI_DEV_MEM_CLOCK_HZ"}
-    )
+    # the model is what the fix changes: load and validate, no rendering
+    model = validate(
+        load(
+            specs_edited(
+                specs_with, signals, fb_units="bytes", metric_names={"mem_clock": "DCGM_FI_DEV_MEM_CLOCK_HZ"}
+            )
+        )
+    ).model
     assert model.builder.select("mem_clock") == "DCGM_FI_DEV_MEM_CLOCK_HZ"
 
 
@@ -247,7 +276,7 @@ def test_a_misspelt_field_in_metric_names_is_a_spec_error_with_a_suggestion(spec
 
 # -- live: an exporter 4.9 fleet on a real Prometheus -------------------------------------------------
 @pytest.fixture(scope="module")
-def fleet_4_9(tmp_path_factory, specs_with):
+def fleet_4_9(tmp_path_factory, profile_build):
     """The dashboard-test fleet (and its extras) as exporter 4.9 exposes it, the 4.9 rules loaded."""
     import test_dashboards_integration as live  # the 4.8 version of this test: its fleet and helpers
 
@@ -255,7 +284,7 @@ def fleet_4_9(tmp_path_factory, specs_with):
     extra = live._extra_series(scenario)
     series = synth.as_profile(list(scenario) + extra, "bytes")
     start = backfill_start(scenario.steps, scenario.step)
-    _, files = build_with(specs_with, fb_units="bytes")
+    _, files = profile_build("bytes")
     rules = tmp_path_factory.mktemp("rules")
     for path, text in files.items():
         if re.fullmatch(r"rules/[^/]+\.rules\.yaml", path):
@@ -350,8 +379,13 @@ def test_the_docs_list_every_field_of_every_profile_and_mark_unconfirmed_names(r
 BARE_VLLM = re.compile(r'(?<!metric", ")(?<!metric\\", \\")\bvllm:[a-z_]+')
 
 
-def kserve_files(specs_with) -> dict[str, str]:
-    return generate_with(specs_with, config={"vllm_profile": "kserve"})
+@pytest.fixture(scope="module")
+def kserve(specs_with) -> tuple[Path, dict[str, str]]:
+    """(specs, generated files) with vllm_profile: kserve, made once for the tests that read them."""
+    doc = yaml.safe_load((SPECS / "config.yaml").read_text())
+    doc["config"]["vllm_profile"] = "kserve"
+    specs = specs_with({"config.yaml": yaml.safe_dump(doc)})
+    return specs, generate.build(specs)[1]
 
 
 def as_kserve(series: list) -> list:
@@ -362,8 +396,8 @@ def as_kserve(series: list) -> list:
     ]
 
 
-def test_the_kserve_profile_reads_every_vllm_series_by_its_kserve_name(specs_with):
-    files = kserve_files(specs_with)
+def test_the_kserve_profile_reads_every_vllm_series_by_its_kserve_name(kserve):
+    files = kserve[1]
     read = {p: BARE_VLLM.findall(t) for p, t in files.items() if p.startswith(("rules/", "dashboards/"))}
     assert {p: names for p, names in read.items() if names} == {}
     rules = files["rules/vllm.rules.yaml"]
@@ -387,11 +421,8 @@ def test_a_misspelt_vllm_profile_is_a_spec_error_with_a_suggestion(specs_with):
 
 
 @pytest.mark.tools("promtool")
-def test_the_kserve_profile_passes_its_generated_tests_and_lint(specs_with, servewatch, tmp_path):
-    doc = yaml.safe_load((SPECS / "config.yaml").read_text())
-    doc["config"]["vllm_profile"] = "kserve"
-    specs = specs_with({"config.yaml": yaml.safe_dump(doc)})
-    files = generate.build(specs)[1]
+def test_the_kserve_profile_passes_its_generated_tests_and_lint(kserve, servewatch, tmp_path):
+    specs, files = kserve
     out = tmp_path / "out"
     writer.write(out, files)
     said: list[str] = []
@@ -402,10 +433,10 @@ def test_the_kserve_profile_passes_its_generated_tests_and_lint(specs_with, serv
 
 @pytest.mark.integration
 @pytest.mark.tools("promtool", "prometheus")
-def test_kserve_named_engines_are_recorded_and_detected(specs_with, tmp_path, capsys):
+def test_kserve_named_engines_are_recorded_and_detected(kserve, tmp_path, capsys):
     """On a real Prometheus, an engine stored under KServe's names feeds the rules generated with
     vllm_profile: kserve (and no absence alert fires), and detect suggests the profile."""
-    files = kserve_files(specs_with)
+    files = kserve[1]
     (tmp_path / "vllm.rules.yaml").write_text(files["rules/vllm.rules.yaml"])
     steps, step = 40, 30
     tgt = synth.vllm_target("llm", "kimi-0")

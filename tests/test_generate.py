@@ -2,18 +2,52 @@
 
 import itertools
 import re
+import shutil
 
+import partial_build
 import pytest
 import yaml
+from conftest import REPO, run_servewatch
 
 from servewatch import generate
 
+# libyaml where it is there: the generated promtool files are megabytes, which PyYAML's pure Python
+# loader takes seconds to read
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-def test_same_input_same_bytes(repo):
-    _, first = generate.build(repo / "specs")
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    """An output folder `servewatch generate` wrote from the default specs, made once: tests that
+    change it work on a generated_copy()."""
+    out = tmp_path_factory.mktemp("generated") / "out"
+    res = run_servewatch("generate", "--specs", REPO / "specs", "--out", out)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return out
+
+
+def generated_copy(generated, dst):
+    """What a first `generate --out dst` writes: a copy of `generated` (the specs lie outside both
+    folders, so nothing in them depends on where they are)."""
+    return shutil.copytree(generated, dst)
+
+
+def test_same_input_same_bytes(repo, default_build):
+    """A second build in the same process (its caches warm) writes the session's first build's bytes."""
+    _, first = default_build
     _, second = generate.build(repo / "specs")
     assert first == second
     assert all(text.endswith("\n") for text in first.values())
+
+
+def test_partial_builds_write_what_generate_writes(repo, default_build):
+    """tests/partial_build.py, which tests of spec variants read rules, dashboards, runbooks and
+    scenario tests from, renders generate's bytes and leaves none of those files out."""
+    _, part = partial_build.build(repo / "specs", unit_test_files=True)
+    full = default_build[1]
+    assert part == {p: full.get(p) for p in part}
+    assert {p for p in full if p.startswith(("rules/", "dashboards/", "runbooks/"))} <= set(part)
+    assert any(p.startswith("promtool/") for p in part)
 
 
 def test_committed_outputs_are_up_to_date(repo, servewatch):
@@ -46,9 +80,10 @@ def test_check_reports_a_hand_edit_and_a_stale_file(repo, specs_with, tmp_path, 
     assert servewatch("generate", "--check", "--specs", specs, "--out", out).returncode == 0
 
 
-def test_check_leads_with_its_verdict_and_cuts_a_long_diff_unless_asked(repo, tmp_path, servewatch):
-    out, specs = tmp_path / "out", repo / "specs"
-    assert servewatch("generate", "--specs", specs, "--out", out).returncode == 0
+def test_check_leads_with_its_verdict_and_cuts_a_long_diff_unless_asked(
+    repo, tmp_path, servewatch, generated
+):
+    out, specs = generated_copy(generated, tmp_path / "out"), repo / "specs"
     board = next((out / "dashboards").glob("*.json"))
     board.write_text(board.read_text().replace('"', "'"))  # every line with a quote changes
     short = servewatch("generate", "--check", "--specs", specs, "--out", out)
@@ -64,9 +99,8 @@ def test_check_leads_with_its_verdict_and_cuts_a_long_diff_unless_asked(repo, tm
     assert servewatch("generate", "--diff", "--specs", specs, "--out", out).returncode == 2
 
 
-def test_hand_written_files_beside_generated_ones_are_never_removed(repo, tmp_path, servewatch):
-    out, specs = tmp_path / "out", repo / "specs"
-    assert servewatch("generate", "--specs", specs, "--out", out).returncode == 0
+def test_hand_written_files_beside_generated_ones_are_never_removed(repo, tmp_path, servewatch, generated):
+    out, specs = generated_copy(generated, tmp_path / "out"), repo / "specs"
     mine = out / "rules" / "team.rules.yaml"
     mine.write_text("groups: []\n")
     assert servewatch("generate", "--specs", specs, "--out", out).returncode == 0
@@ -89,7 +123,7 @@ overrides:
   groups:
     vllm-latency: {enabled: false}
 """
-    _, files = generate.build(specs_with({"overrides.yaml": overrides}))
+    _, files = partial_build.build(specs_with({"overrides.yaml": overrides}), unit_test_files=True)
     gpu = _rules(files, "gpu")["GPUFramebufferUsageHigh"]
     assert gpu["expr"].startswith("(max by (UUID, GPU_I_ID) (gpu:dcgm_fb_used:ratio))")
     assert gpu["expr"].endswith(" > 0.97")
@@ -110,7 +144,7 @@ def test_identity_labels_come_from_config(specs_with):
         ("cluster_label: null", "cluster_label: k8s_cluster"),
         ("workload_labels: exported", "workload_labels: plain"),
     ]
-    _, files = generate.build(specs_with({"config.yaml": edits}))
+    _, files = partial_build.build(specs_with({"config.yaml": edits}))
     record = _rules(files, "gpu")["gpu:dcgm_fb_used:ratio"]["expr"]
     assert "max by (k8s_cluster, UUID, GPU_I_ID) (DCGM_FI_DEV_FB_USED)" in record
     assert "modelName, namespace, pod, host)" in record and "exported_pod" not in record
@@ -168,7 +202,7 @@ def test_every_alert_has_firing_and_silent_promtool_cases(default_build):
     cases = {}
     for path, text in files.items():
         if path.startswith("promtool/") and path.endswith(".test.yaml"):
-            for test in yaml.safe_load(text)["tests"]:
+            for test in yaml.load(text, Loader=LOADER)["tests"]:
                 for check in test.get("alert_rule_test", []):
                     cases.setdefault(check["alertname"], set()).add(
                         "firing" if check["exp_alerts"] else "silent"
@@ -228,7 +262,7 @@ def test_rule_outputs_fit_the_rulers(default_build):
     _, files = default_build
     for path, text in files.items():
         if path.startswith("rules/") and not path.endswith("/kustomization.yaml"):
-            data = yaml.safe_load(text)
+            data = yaml.load(text, Loader=LOADER)
             # kube-prometheus-stack values hold one PrometheusRule's groups per key
             for ruler in data.get("additionalPrometheusRulesMap", {path: data}).values():
                 groups = (ruler.get("spec") or ruler)["groups"]
@@ -239,25 +273,27 @@ def test_rule_outputs_fit_the_rulers(default_build):
     assert mimir["namespace"] == "servewatch-gpu" and mimir["groups"] == plain["groups"]
 
 
-def test_same_bytes_across_processes_and_hash_seeds(tmp_path, repo):
-    """Set iteration order differs between processes; the output must not."""
+def test_same_bytes_across_processes_and_hash_seeds(tmp_path, repo, generated):
+    """Set iteration order differs between processes; the output must not. A process of its own with
+    a fixed hash seed writes what this one (another seed) wrote into `generated`."""
     import os
     import subprocess
     import sys
 
-    outs = []
-    for seed in ("1", "4242"):
-        out = tmp_path / f"out-{seed}"
-        env = {**os.environ, "PYTHONHASHSEED": seed}
-        res = subprocess.run(
-            [sys.executable, "-m", "servewatch", "generate", "--out", out],
-            cwd=repo,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert res.returncode == 0, res.stderr
-        outs.append({p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()})
+    seed = "1" if os.environ.get("PYTHONHASHSEED") == "4242" else "4242"  # not this process' seed
+    out = tmp_path / f"out-{seed}"
+    res = subprocess.run(
+        [sys.executable, "-m", "servewatch", "generate", "--out", out],
+        cwd=repo,
+        env={**os.environ, "PYTHONHASHSEED": seed},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 0, res.stderr
+    outs = [
+        {p.relative_to(o).as_posix(): p.read_bytes() for p in o.rglob("*") if p.is_file()}
+        for o in (out, generated)
+    ]
     assert outs[0] == outs[1]
     assert len(outs[0]) > 30

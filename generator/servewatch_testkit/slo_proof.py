@@ -38,7 +38,7 @@ def promtool_sliced(path: Path):
     paths = []
     for i, part in enumerate(rule_slices.slices(doc, rule_docs)):
         folder = path.parent / f"{path.stem}-slice-{i}"
-        folder.mkdir()
+        folder.mkdir(exist_ok=True)  # a second run of the same file (other rules) overwrites
         names = []
         for k, (rule_path, rule_doc) in enumerate(zip(rule_paths, part.rule_docs, strict=True)):
             names.append(f"rules-{k}-{rule_path.name}")

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from servewatch import generate, tools
-from servewatch_testkit.slo_proof import write_rule_files
+from servewatch_testkit.slo_proof import promtool_sliced, write_rule_files
 
 ALERT = "VLLMTTFTErrorBudgetBurn"
 ROW = 1  # its second row (0-based): 6x over 6h and 30m, min_events 100
@@ -81,14 +81,24 @@ def _drop_zero_guard(doc: dict) -> None:
     rule["expr"] = rule["expr"].replace("[6h]) > 0)", "[6h]))")
 
 
-BREAKS = {  # how the first row (or an error ratio it reads) breaks -> the edit
-    "guard moved a quarter up": _break_alert(lambda e: GUARD.sub(r"\1 >= 125", e)),
-    "guard moved a quarter down": _break_alert(lambda e: GUARD.sub(r"\1 >= 75", e)),
-    "guard window doubled": _break_alert(lambda e: e.replace("[6h]) * 21600", "[12h]) * 21600")),
-    "long window's rate lowered": _break_alert(lambda e: e.replace(") > 6\n", ") > 4.5\n", 1)),
-    "short window's rate lowered": _break_alert(lambda e: e[::-1].replace("6 >", "5.4 >", 1)[::-1]),
-    "error ratio's zero guard removed": _drop_zero_guard,
+BREAKS = {  # how the row (or an error ratio it reads) breaks -> (the edit, the edge made to catch it)
+    "guard moved a quarter up": (_break_alert(lambda e: GUARD.sub(r"\1 >= 125", e)), "guard-edge-2-past"),
+    "guard moved a quarter down": (_break_alert(lambda e: GUARD.sub(r"\1 >= 75", e)), "guard-edge-2-short"),
+    "guard window doubled": (
+        _break_alert(lambda e: e.replace("[6h]) * 21600", "[12h]) * 21600")),
+        "guard-edge-2-past",
+    ),
+    "long window's rate lowered": (
+        _break_alert(lambda e: e.replace(") > 6\n", ") > 4.5\n", 1)),
+        "long-edge-2",
+    ),
+    "short window's rate lowered": (
+        _break_alert(lambda e: e[::-1].replace("6 >", "5.4 >", 1)[::-1]),
+        "short-edge-2",
+    ),
+    "error ratio's zero guard removed": (_drop_zero_guard, "idle"),
 }
+assert {edge for _, edge in BREAKS.values()} == set(EDGES), "every edge is there for a break"
 
 
 def _only_edges(tests: list[dict], models: tuple[str, ...] = EDGES, last: int | None = None) -> list[dict]:
@@ -115,18 +125,26 @@ def _cut(test: dict, models: tuple[str, ...], last: int | None) -> dict | None:
     return {**test, "input_series": series, "alert_rule_test": checks, "promql_expr_test": records}
 
 
-def _only_exact(files) -> dict:
+def _claimed(files, models: tuple[str, ...]) -> int:
+    """The last minute at which the proof's header claims something of any of `models`."""
+    claimed = {}
+    for line in files["promtool/slo.test.yaml"].splitlines():
+        if m := re.match(r"#\s+(slo-test/.*?): .*checked at ([^)]*)\)$", line):
+            for model in re.findall(r"slo-test/([a-z0-9-]+)", m[1]):
+                claimed[model] = max(int(at) for at in re.findall(r"(\d+)m", m[2]))
+    assert set(models) <= set(claimed), (models, claimed)
+    return max(claimed[m] for m in models)
+
+
+def _only_exact(files, models: tuple[str, ...] = EXACT) -> list[dict]:
     """The TTFT test cut down to the second row's exact-edge models, up to the last minute they claim."""
-    claimed = re.findall(
-        r"slo-test/(exact-[a-z]+-2): .*?checked at (\d+)m\)", files["promtool/slo.test.yaml"]
-    )
-    assert {m for m, _ in claimed} == set(EXACT), claimed
-    return _only_edges(_ttft_tests(files), EXACT, max(int(at) for _, at in claimed))
+    return _only_edges(_ttft_tests(files), models, _claimed(files, models))
 
 
 def _promtool(tmp_path, rules: dict, tests: list[dict], files=None):
     """promtool on `tests` over the SLO rules `rules`, with the other rule files the generated SLO
-    test loads (the records the SLO groups read) as generated, in its group order."""
+    test loads (the records the SLO groups read) as generated, in its group order; each test beside
+    only the rules it observes, as `servewatch test` runs it."""
     generated, rule_files = write_rule_files(files or _DEFAULT["files"], tmp_path)
     (tmp_path / "rules" / "slo.rules.yaml").write_text(yaml.safe_dump(rules, sort_keys=False, width=1000))
     path = tmp_path / "slo.test.yaml"
@@ -134,7 +152,7 @@ def _promtool(tmp_path, rules: dict, tests: list[dict], files=None):
     if "group_eval_order" in generated:
         body["group_eval_order"] = generated["group_eval_order"]
     path.write_text(yaml.safe_dump(body, sort_keys=False, width=1000))
-    return tools.run("promtool", "test", "rules", path)
+    return promtool_sliced(path)
 
 
 _DEFAULT: dict = {}
@@ -151,12 +169,16 @@ def test_the_cut_down_edges_pass_on_the_rules_as_generated(default_files, tmp_pa
 
 
 @pytest.mark.tools("promtool")
-@pytest.mark.parametrize("how", BREAKS.values(), ids=BREAKS.keys())
-def test_a_broken_row_fails_its_edges(default_files, tmp_path, how):
+@pytest.mark.parametrize("how, edge", BREAKS.values(), ids=BREAKS.keys())
+def test_a_broken_row_fails_its_edges(default_files, tmp_path, how, edge):
+    """Each break fails the edge designed for it, cut down to that edge alone: promtool's cost is per
+    step, and the other edges' tests run longer."""
     rules = yaml.safe_load(default_files["rules/slo.rules.yaml"])
     how(rules)
-    res = _promtool(tmp_path, rules, _only_edges(_ttft_tests(default_files)))
-    assert res.returncode != 0, res.stdout
+    res = _promtool(
+        tmp_path, rules, _only_edges(_ttft_tests(default_files), (edge,), _claimed(default_files, (edge,)))
+    )
+    assert res.returncode != 0 and f"slo-test/{edge}" in res.stdout + res.stderr, res.stdout + res.stderr
 
 
 @pytest.mark.tools("promtool")
@@ -167,20 +189,28 @@ def test_the_exact_edges_pass_on_the_rules_as_generated(default_files, tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
 
 
-EXACT_BREAKS = {  # a comparison of the row that takes its edge the wrong way -> the edit
-    "long window fires at exactly the rate": _break_alert(lambda e: e.replace(") > 6\n", ") >= 6\n", 1)),
-    "short window fires at exactly the rate": _break_alert(lambda e: e[::-1].replace("6 >", "6 =>", 1)[::-1]),
-    "guard wants more than min_events": _break_alert(lambda e: GUARD.sub(r"\1 > 100", e)),
+EXACT_BREAKS = {  # a comparison of the row that takes its edge the wrong way -> (the edit, its edge)
+    "long window fires at exactly the rate": (
+        _break_alert(lambda e: e.replace(") > 6\n", ") >= 6\n", 1)),
+        "exact-long-2",
+    ),
+    "short window fires at exactly the rate": (
+        _break_alert(lambda e: e[::-1].replace("6 >", "6 =>", 1)[::-1]),
+        "exact-short-2",
+    ),
+    "guard wants more than min_events": (_break_alert(lambda e: GUARD.sub(r"\1 > 100", e)), "exact-guard-2"),
 }
+assert {edge for _, edge in EXACT_BREAKS.values()} == set(EXACT), "every exact edge is there for a break"
 
 
 @pytest.mark.tools("promtool")
-@pytest.mark.parametrize("how", EXACT_BREAKS.values(), ids=EXACT_BREAKS.keys())
-def test_a_row_taking_its_edge_the_wrong_way_fails_the_exact_edges(default_files, tmp_path, how):
+@pytest.mark.parametrize("how, edge", EXACT_BREAKS.values(), ids=EXACT_BREAKS.keys())
+def test_a_row_taking_its_edge_the_wrong_way_fails_the_exact_edges(default_files, tmp_path, how, edge):
+    """Each wrong comparison fails the exact edge designed for it, cut down to that edge alone."""
     rules = yaml.safe_load(default_files["rules/slo.rules.yaml"])
     how(rules)
-    res = _promtool(tmp_path, rules, _only_exact(default_files))
-    assert res.returncode != 0, res.stdout
+    res = _promtool(tmp_path, rules, _only_exact(default_files, (edge,)))
+    assert res.returncode != 0 and f"slo-test/{edge}" in res.stdout + res.stderr, res.stdout + res.stderr
 
 
 @pytest.mark.tools("promtool")

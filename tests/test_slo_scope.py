@@ -12,13 +12,13 @@ import re
 import pytest
 import yaml
 
-from servewatch import generate, tools
+from servewatch import generate
 from servewatch.errors import SpecErrors
 from servewatch.slo.plan import INPUTS_ALERT
 from servewatch.slo.scenarios import OUTSIDE, scenario_model
 from servewatch.spec.loader import load
 from servewatch.validation import validate
-from servewatch_testkit.slo_proof import write_rule_files
+from servewatch_testkit.slo_proof import promtool_sliced, write_rule_files
 
 SLOS = "slos.yaml"
 DEEPSEEK = "deepseek-ai/DeepSeek-V3"
@@ -144,7 +144,7 @@ def test_a_scope_of_one_deployment_is_proven_one_engine_per_test(specs_with, tmp
     assert any("guard" in t["name"] and "-past)" in t["name"] for t in mine)  # a two-engine claim, split
     path = tmp_path / "slo.test.yaml"
     path.write_text(yaml.safe_dump({**body, "rule_files": rule_files, "tests": mine}, width=1000))
-    res = tools.run("promtool", "test", "rules", path)
+    res = promtool_sliced(path)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr
 
     rules = tmp_path / "rules" / "slo.rules.yaml"
@@ -153,7 +153,7 @@ def test_a_scope_of_one_deployment_is_proven_one_engine_per_test(specs_with, tmp
     rules.write_text(unscoped)
     outside = [t for t in mine if any(OUTSIDE in x["series"] for x in t["input_series"])]
     path.write_text(yaml.safe_dump({**body, "rule_files": rule_files, "tests": outside}, width=1000))
-    res = tools.run("promtool", "test", "rules", path)
+    res = promtool_sliced(path)
     assert res.returncode != 0 and "out-of-scope" in res.stdout + res.stderr, res.stdout[-3000:]
 
 
@@ -261,7 +261,7 @@ def test_promtool_proves_the_split_and_fails_on_rules_without_the_scope(split, t
     body, rule_files = write_rule_files(files, tmp_path)
     path = tmp_path / "slo.test.yaml"
     path.write_text(yaml.safe_dump({**body, "rule_files": rule_files}, width=1000))
-    res = tools.run("promtool", "test", "rules", path)
+    res = promtool_sliced(path)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr
 
     rules = tmp_path / "rules" / "slo.rules.yaml"
@@ -276,5 +276,5 @@ def test_promtool_proves_the_split_and_fails_on_rules_without_the_scope(split, t
     # only the tests that hold the out-of-scope models: they are what a missing scope breaks
     outside = [t for t in body["tests"] if any(OUTSIDE in s["series"] for s in t["input_series"])]
     path.write_text(yaml.safe_dump({**body, "rule_files": rule_files, "tests": outside}, width=1000))
-    res = tools.run("promtool", "test", "rules", path)
+    res = promtool_sliced(path)
     assert res.returncode != 0 and "out-of-scope" in res.stdout + res.stderr, res.stdout[-3000:]

@@ -314,7 +314,7 @@ def sliced(test_file: Path, scratch: Path) -> list[Path]:
     tests that observe the same rules, beside rule files that keep only those rules, groups and rule
     order as they are; the file itself when it runs whole."""
     doc = yaml.safe_load(test_file.read_text())
-    cut = verify._sliced(test_file, doc, scratch)
+    cut = verify.sliced(test_file, doc, scratch)
     return [test_file] if cut is None else [t for t, _, _ in cut]
 
 

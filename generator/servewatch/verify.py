@@ -220,7 +220,7 @@ def _units(paths: list[Path], cores: int, scratch: Path | None = None) -> list[P
     for path in paths:
         doc = _load(path)  # read once: its rule files and its tests' names
         reads = _reads(path, doc)
-        cut = _sliced(path, doc, scratch) if scratch is not None else None
+        cut = sliced(path, doc, scratch) if scratch is not None else None
         for test_file, rule_files, names in cut or [(path, reads[1:], _names(doc))]:
             planned.append((path, test_file, (test_file, *rule_files), names, len(_names(doc))))
     fair = sum(sum(p.stat().st_size for p in reads) for _, _, reads, _, _ in planned) / cores
@@ -228,7 +228,7 @@ def _units(paths: list[Path], cores: int, scratch: Path | None = None) -> list[P
     for origin, test_file, reads, names, total in planned:
         cost = sum(p.stat().st_size for p in reads)
         shards = min(cores, len(names)) if cost > fair else 1
-        sliced = test_file != origin
+        is_slice = test_file != origin
         for i in range(shards):
             part = names[i::shards]
             runs = tuple(f"--run=^{_go_literal(n)}$" for n in part) if shards > 1 else ()
@@ -242,7 +242,7 @@ def _units(paths: list[Path], cores: int, scratch: Path | None = None) -> list[P
                     len(part),
                     len(part) / len(names) if names else 1.0,
                     origin,
-                    tuple(part) if sliced else (),
+                    tuple(part) if is_slice else (),
                 )
             )
     return out
@@ -252,7 +252,7 @@ def _names(doc: dict) -> list[str]:
     return [t.get("name", "") for t in doc.get("tests") or [] if isinstance(t, dict)]
 
 
-def _sliced(path: Path, doc: dict, scratch: Path) -> list[tuple[Path, tuple[Path, ...], list[str]]] | None:
+def sliced(path: Path, doc: dict, scratch: Path) -> list[tuple[Path, tuple[Path, ...], list[str]]] | None:
     """The test file at `path` as slices written under `scratch`: (test file, its rule files, its
     tests' names) each; None when it runs whole (a name the closure cannot follow, a rule file that
     does not load, or one slice that keeps every rule)."""

@@ -22,13 +22,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
-import promql_parser as pp
 import pytest
 import yaml
 
 from servewatch.backtest import rules as bt_rules
+from servewatch import rule_slices
 from servewatch.backtest import incidents, runner
-from servewatch.promql import tree
 from servewatch_testkit import promtool_alerts
 from servewatch_testkit import spans
 from servewatch_testkit.localprom import LocalPrometheus
@@ -52,15 +51,16 @@ def _scenario(name: str):
 
 def _selected(paths) -> set[str] | None:
     """The metric names the rules select; None when a selector names none (it could match any)."""
-    names: set[str] = set()
-    for path in paths:
-        for group in yaml.safe_load(Path(path).read_text())["groups"]:
-            for rule in group["rules"]:
-                for s in tree.selectors(pp.parse(rule["expr"])):
-                    if not s.name or any(m.name == "__name__" for m in s.matchers.matchers):
-                        return None
-                    names.add(s.name)
-    return names
+    try:
+        return {
+            name
+            for path in paths
+            for group in yaml.safe_load(Path(path).read_text())["groups"]
+            for rule in group["rules"]
+            for name in rule_slices.read_names(rule["expr"])
+        }
+    except rule_slices.Unsliceable:
+        return None
 
 
 def _read_by_rules(sc, names: set[str] | None):

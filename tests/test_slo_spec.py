@@ -204,33 +204,60 @@ def test_a_kept_proof_follows_every_change_and_gives_the_bytes_a_fresh_one_gives
 ):
     """The SLO proofs are kept per process and on disk, designed (plan/slo_proofs.py) and written
     (render/slo_tests.py, diskcache.py): a spec set that changes the SLO or the config gets its own
-    proof, the same specs in another folder share it, a kept proof gives the bytes a fresh one gives,
-    and a damaged entry on disk is made again."""
+    tests, the same specs in another folder share them, a kept proof gives the bytes a fresh one gives,
+    and a damaged entry on disk is made again. Within a process one simulation serves every config
+    that names the series otherwise (selectors, cluster, role and track labels, the vLLM profile):
+    what the simulation reads is the SLO, not how its inputs are named."""
     from servewatch.plan import slo_proofs
     from servewatch.render import slo_tests
 
     cache = tmp_path / "cache"
     assert not cache.exists()
     monkeypatch.setenv("SERVEWATCH_CACHE_HOME", str(cache))
+    config = "config.yaml"
+    named_otherwise = {
+        "cluster": {config: [("cluster_label: null", "cluster_label: cluster")]},
+        "selectors": {config: [("    vllm: ''", "    vllm: 'namespace=~\"llm-deepseek|llm-mixtral\"'")]},
+        "identity": {config: [("  role: null\n", "  role: {label: llm_d_ai_role}\n")]},
+        "track": {config: [("  track: null\n", "  track: {label: track, stable: stable}\n")]},
+        "profile": {config: [("vllm_profile: vllm", "vllm_profile: kserve")]},
+    }
     variants = {
         "default": {},
         "objective": {TTFT: [("objective: 0.99", "objective: 0.995")]},
-        "cluster": {"config.yaml": [("cluster_label: null", "cluster_label: cluster")]},
+        **named_otherwise,
     }
+    designs = []
+    real_proof = slo_proofs.Designer.proof
+    monkeypatch.setattr(slo_proofs.Designer, "proof", lambda d: designs.append(d.name) or real_proof(d))
 
     def slo_test(edits) -> str:
-        return generate.build(specs_with(edits))[1]["promtool/slo.test.yaml"]
+        return slo_tests.render(validate(load(specs_with(edits))).model)["promtool/slo.test.yaml"]
 
-    slo_proofs._PROOFS.clear()
-    fresh = {name: slo_test(edits) for name, edits in variants.items()}
-    assert len(set(fresh.values())) == 3
+    fresh = {}
+    for name, edits in variants.items():
+        slo_proofs._PROOFS.clear()
+        fresh[name] = slo_test(edits)
+    assert len(set(fresh.values())) == len(variants)
     assert 'cluster="cluster-a"' in fresh["cluster"] and 'cluster="cluster-a"' not in fresh["default"]
+    assert 'namespace="llm-deepseek"' in fresh["selectors"] and "kserve_" in fresh["profile"]
     entries = sorted((cache / slo_tests.CACHE_KIND).iterdir())
-    assert len(entries) == 3
+    assert len(entries) == len(variants)
     plans = sorted((cache / slo_proofs.CACHE_KIND).iterdir())
-    assert len(plans) == 3
+    assert len(plans) == len(variants)
+    per_build = len(designs) // len(variants)
+    assert per_build and len(designs) == per_build * len(variants)
+
+    # a new cache folder: every variant is designed again in this process, each SLO simulated once
+    monkeypatch.setenv("SERVEWATCH_CACHE_HOME", str(tmp_path / "other-cache"))
+    slo_proofs._PROOFS.clear()
+    designs.clear()
     for name, edits in variants.items():
         assert slo_test(edits) == fresh[name], f"{name}, from the process"
+    assert len(designs) == per_build + 1, "every SLO once, and the one whose objective changed again"
+    monkeypatch.setenv("SERVEWATCH_CACHE_HOME", str(cache))
+
+    for name, edits in variants.items():
         slo_proofs._PROOFS.clear()
         assert slo_test(edits) == fresh[name], f"{name}, from the disk"
     # each call copied the specs to a folder of its own: the same specs elsewhere share one entry

@@ -96,10 +96,13 @@ def _design(model: Model) -> SloTestPlan:
     return SloTestPlan(tests, claims)
 
 
-# Proofs already made in this process, by everything they are made from (the SLO, the config its
-# series names and rules follow, its location for errors). Making one simulates weeks of traffic, most
-# of a build's time; a process that builds many spec sets sharing an SLO (the tests, the fuzzer) makes
-# it once.
+# Proofs already made in this process, by everything the design reads: the SLO, the rate window, how
+# its rules read the histogram, the bounds other SLOs read and whether its scope is one deployment.
+# Not the config's selectors and labels: the proof names each input series by a token (`_token`),
+# and each test names it after its model's engines when it is written (`_test`). Making one simulates
+# weeks of traffic, most of a build's time; a process that builds many spec sets sharing an SLO (the
+# tests, the fuzzer) makes it once. A design that fails is not kept: its error names the spec it
+# came from.
 _PROOFS: dict[str, Proof] = {}
 PROOFS_KEPT = 8
 
@@ -107,19 +110,24 @@ PROOFS_KEPT = 8
 def _proof(model: Model, name: str, slo, where, engines: SloEngines) -> Proof:
     by_part = bool(model.slos.x.records_read(slo))
     also_read = _bounds_read_by_others(model, name, slo)
-    made_from = [name, slo.model_dump(mode="json"), model.config.model_dump(mode="json"), str(where), by_part]
+    native = model.builder.histograms.native
+    rate_window = model.config.rate_window
+    made_from = [name, slo.model_dump(mode="json"), rate_window, by_part, native, engines.solo]
     made_from += [also_read] if also_read else []
     key = json.dumps(made_from, sort_keys=True)
     if key not in _PROOFS:
-        native = model.builder.histograms.native
-        rate_window = model.config.rate_window
-        series_name = _series_name(model, engines)
-        solo = engines.solo
-        proof = Designer(name, slo, rate_window, series_name, where, by_part, native, also_read, solo).proof()
+        designer = Designer(name, slo, rate_window, _token, where, by_part, native, also_read, engines.solo)
+        proof = designer.proof()
         while len(_PROOFS) >= PROOFS_KEPT:
             del _PROOFS[next(iter(_PROOFS))]
         _PROOFS[key] = proof
     return _PROOFS[key]
+
+
+def _token(model_name: str, metric: str, extra: dict[str, str]) -> str:
+    """An input series as the proof names it: which model, metric and extra labels, nothing of the
+    config; `_series_name` turns it into the selector the test writes."""
+    return json.dumps([model_name, metric, extra], sort_keys=True)
 
 
 def _heading(name: str, slo, solo: bool) -> str:
@@ -150,13 +158,13 @@ def _claim(sc: SloScenario) -> str:
     return f"  {models}: {sc.claim} ({sc.why}; checked at {times})"
 
 
-def _series_name(model: Model, engines: SloEngines):
-    def name(model_name: str, metric: str, extra: dict[str, str]) -> str:
-        labels = {**engines.labels(model_name), **extra}
-        body = ", ".join(f"{k}={quoted(v)}" for k, v in labels.items())
-        return series_with_selectors(model, f"{metric}{{{body}}}")
-
-    return name
+def _series_name(model: Model, engines: SloEngines, token: str) -> str:
+    """The selector of the input series the proof names by `token`: its model's engine labels, the
+    extra labels, and the config's selectors."""
+    model_name, metric, extra = json.loads(token)
+    labels = {**engines.labels(model_name), **extra}
+    body = ", ".join(f"{k}={quoted(v)}" for k, v in labels.items())
+    return series_with_selectors(model, f"{metric}{{{body}}}")
 
 
 def notation(values: list[float]) -> str:
@@ -204,7 +212,9 @@ def _test(model: Model, name: str, slo, batch: Batch, engines: SloEngines) -> di
         "name": f"{name}: {'; '.join(sc.claim for sc in batch.scenarios)}",
         "interval": "1m",
         "input_series": [
-            {"series": x.series, "values": notation(x.values[:end])} for run in batch.runs for x in run.series
+            {"series": _series_name(model, engines, x.series), "values": notation(x.values[:end])}
+            for run in batch.runs
+            for x in run.series
         ],
         "alert_rule_test": checks,
     }

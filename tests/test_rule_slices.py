@@ -94,6 +94,79 @@ def test_a_name_the_closure_cannot_follow_runs_the_file_whole(expr):
         rule_slices.slices(_doc([test]), [RULES])
 
 
+# Two SLOs' groups write the same record names, each with its own `slo` label; an alert's description
+# asks for its own SLO's budget through a printf query, the way the SLO rules do.
+BUDGET_QUERY = (
+    '{{ with printf "budget:left{slo=%q, job=%q}" "SLO" $labels.job | query }}'
+    "{{ . | first | value }}{{ end }} left"
+)
+
+
+def _slo_group(slo: str) -> dict:
+    return {
+        "name": f"slo-{slo}",
+        "rules": [
+            {"record": "slo:error:ratio", "expr": "sum by (job) (raw)", "labels": {"slo": slo}},
+            {"record": "budget:left", "expr": f'1 - slo:error:ratio{{slo="{slo}"}}', "labels": {"slo": slo}},
+            {
+                "alert": f"Burn{slo}",
+                "expr": f'slo:error:ratio{{slo="{slo}"}} > 0.1',
+                "labels": {"slo": slo, "owner": "{{ $labels.job }}"},
+                "annotations": {"description": BUDGET_QUERY.replace("SLO", slo)},
+            },
+        ],
+    }
+
+
+SLO_RULES = {"groups": [_slo_group("a"), _slo_group("b")]}
+
+
+def test_a_rule_whose_labels_contradict_what_is_read_stays_out_of_the_closure():
+    tests = [_alert_test("a burns", "Burna", 'raw{job="x"}', True), _alert_test("b", "Burnb", "raw", False)]
+    a, b = rule_slices.slices(_doc(tests), [SLO_RULES])
+    # slo:error:ratio{slo="a"} and the printf query's budget:left{slo="a"} are written by group a only
+    assert _kept(a) == {"slo-a": ["slo:error:ratio", "budget:left", "Burna"]}
+    assert _kept(b) == {"slo-b": ["slo:error:ratio", "budget:left", "Burnb"]}
+
+
+def test_an_expression_reading_an_alert_follows_only_that_alert():
+    test = {"name": "expr", "promql_expr_test": [{"expr": 'ALERTS{alertname="Burnb"}', "eval_time": "1m"}]}
+    [cut] = rule_slices.slices(_doc([test]), [SLO_RULES])
+    assert _kept(cut) == {"slo-b": ["slo:error:ratio", "budget:left", "Burnb"]}
+
+
+@pytest.mark.parametrize(
+    "label, value",
+    [("slo", "{{ $labels.slo }}"), ("slo", "a")],
+    ids=["a templated label says nothing", "a label the reader does not require"],
+)
+def test_a_rule_is_followed_unless_its_label_contradicts_the_read(label, value):
+    rules = {"groups": [{"name": "g", "rules": [{"record": "r", "expr": "raw", "labels": {label: value}}]}]}
+    test = {"name": "expr", "promql_expr_test": [{"expr": 'r{slo=~"b", job="x"}', "eval_time": "1m"}]}
+    [cut] = rule_slices.slices(_doc([test]), [rules])
+    assert _kept(cut) == {"g": ["r"]}
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        '{{ with printf "budget:left{slo=%s}" "b" | query }}{{ end }}',  # a verb it does not follow
+        '{{ with printf "budget:left{slo=\\"%q\\"}" "b" | query }}{{ end }}',  # an escape
+        '{{ with query "budget:left" }}{{ end }}',  # no printf
+    ],
+)
+def test_a_template_query_it_cannot_read_keeps_every_writer_of_its_names(template):
+    group = _slo_group("a")
+    group["rules"][2]["annotations"] = {"description": template}
+    [cut] = rule_slices.slices(
+        _doc([_alert_test("a", "Burna", "raw", False)]), [SLO_RULES | {"groups": [group, _slo_group("b")]}]
+    )
+    assert _kept(cut) == {
+        "slo-a": ["slo:error:ratio", "budget:left", "Burna"],
+        "slo-b": ["slo:error:ratio", "budget:left"],
+    }
+
+
 # -- under promtool ----------------------------------------------------------------------------
 @pytest.fixture
 def tree(tmp_path, monkeypatch):

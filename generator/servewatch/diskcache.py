@@ -4,8 +4,12 @@ unreadable or foreign entry is made again, and an entry never changes what is ma
 
     $SERVEWATCH_CACHE_HOME, else $XDG_CACHE_HOME/servewatch, else ~/.cache/servewatch
       verdicts/<key>      promtool runs that passed (verdicts.py)
+      slo-designs/<key>   what each SLO's proof shows, per SLO design (plan/slo_proofs.py)
       slo-plans/<key>     the SLO tests as designed (plan/slo_proofs.py)
       slo-proofs/<key>    the SLO test files as written (render/slo_tests.py)
+
+Each kind keeps at most KIND_BYTES: past it, the entries read or written longest ago go first, so a
+CI cache or a fuzz run that makes thousands of spec sets does not grow without end.
 """
 
 from __future__ import annotations
@@ -27,11 +31,20 @@ def folder(kind: str) -> Path:
     return base / kind
 
 
+KIND_BYTES = 256 * 2**20
+
+
 def get(kind: str, key: str) -> str | None:
+    path = folder(kind) / key
     try:
-        return (folder(kind) / key).read_text()
+        text = path.read_text()
     except (OSError, UnicodeDecodeError):
         return None
+    try:
+        os.utime(path)  # read now: the last to be evicted
+    except OSError:
+        pass
+    return text
 
 
 def put(kind: str, key: str, text: str) -> None:
@@ -42,8 +55,29 @@ def put(kind: str, key: str, text: str) -> None:
         tmp = path.with_name(f".{key}.{os.getpid()}")
         tmp.write_text(text)
         tmp.replace(path)
+        _evict(path.parent, KIND_BYTES)
     except OSError:
         pass
+
+
+def _evict(kind_folder: Path, budget: int) -> None:
+    """Delete the entries used longest ago until the folder holds at most `budget` bytes."""
+    entries = []
+    for entry in os.scandir(kind_folder):
+        try:
+            stat = entry.stat()
+        except OSError:
+            continue  # another process evicted it
+        entries.append((stat.st_mtime_ns, stat.st_size, entry.path))
+    total = sum(size for _, size, _ in entries)
+    for _, size, path in sorted(entries):
+        if total <= budget:
+            break
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        total -= size
 
 
 @functools.cache

@@ -1,0 +1,43 @@
+"""servewatch's disk cache (diskcache.py) stays within its budget per kind: past it, the entries used
+longest ago go, an entry read recently stays, and a cache that cannot be written only costs time."""
+
+from __future__ import annotations
+
+import os
+
+from servewatch import diskcache
+
+
+def _age(path, seconds_ago: int) -> None:
+    then = path.stat().st_mtime - seconds_ago
+    os.utime(path, (then, then))
+
+
+def test_past_the_budget_the_entries_used_longest_ago_go(tmp_path, monkeypatch):
+    monkeypatch.setenv("SERVEWATCH_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(diskcache, "KIND_BYTES", 250)
+    kind = diskcache.folder("demo")
+    for i, name in enumerate(["old", "older-but-read", "recent"]):
+        diskcache.put("demo", name, "x" * 100)
+        _age(kind / name, 100 - 10 * i)
+    _age(kind / "older-but-read", 200)
+    assert diskcache.get("demo", "older-but-read") == "x" * 100  # read now: used last
+    diskcache.put("demo", "new", "y" * 100)
+    assert sorted(p.name for p in kind.iterdir()) == ["new", "older-but-read"]
+    assert diskcache.get("demo", "old") is None
+
+
+def test_each_kind_has_its_own_budget(tmp_path, monkeypatch):
+    monkeypatch.setenv("SERVEWATCH_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(diskcache, "KIND_BYTES", 150)
+    diskcache.put("one", "a", "x" * 100)
+    diskcache.put("two", "b", "x" * 100)
+    assert diskcache.get("one", "a") and diskcache.get("two", "b")
+
+
+def test_a_cache_that_cannot_be_written_only_costs_time(tmp_path, monkeypatch):
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    monkeypatch.setenv("SERVEWATCH_CACHE_HOME", str(blocked))
+    diskcache.put("demo", "k", "v")
+    assert diskcache.get("demo", "k") is None

@@ -205,15 +205,12 @@ def test_a_kept_proof_follows_every_change_and_gives_the_bytes_a_fresh_one_gives
     """The SLO proofs are kept per process and on disk, designed (plan/slo_proofs.py) and written
     (render/slo_tests.py, diskcache.py): a spec set that changes the SLO or the config gets its own
     tests, the same specs in another folder share them, a kept proof gives the bytes a fresh one gives,
-    and a damaged entry on disk is made again. Within a process one simulation serves every config
-    that names the series otherwise (selectors, cluster, role and track labels, the vLLM profile):
-    what the simulation reads is the SLO, not how its inputs are named."""
+    and a damaged entry on disk is made again. One simulation serves every config that names the
+    series otherwise (selectors, cluster, role and track labels, the vLLM profile), in the process
+    and on disk: what the simulation reads is the SLO, not how its inputs are named."""
     from servewatch.plan import slo_proofs
     from servewatch.render import slo_tests
 
-    cache = tmp_path / "cache"
-    assert not cache.exists()
-    monkeypatch.setenv("SERVEWATCH_CACHE_HOME", str(cache))
     config = "config.yaml"
     named_otherwise = {
         "cluster": {config: [("cluster_label: null", "cluster_label: cluster")]},
@@ -234,40 +231,51 @@ def test_a_kept_proof_follows_every_change_and_gives_the_bytes_a_fresh_one_gives
     def slo_test(edits) -> str:
         return slo_tests.render(validate(load(specs_with(edits))).model)["promtool/slo.test.yaml"]
 
+    def cached(kind: str) -> list:
+        return sorted((cache / kind).iterdir())
+
     fresh = {}
-    for name, edits in variants.items():
+    for name, edits in variants.items():  # each in an empty cache, as on a new machine
+        monkeypatch.setenv("SERVEWATCH_CACHE_HOME", str(tmp_path / f"fresh-{name}"))
         slo_proofs._PROOFS.clear()
         fresh[name] = slo_test(edits)
     assert len(set(fresh.values())) == len(variants)
     assert 'cluster="cluster-a"' in fresh["cluster"] and 'cluster="cluster-a"' not in fresh["default"]
     assert 'namespace="llm-deepseek"' in fresh["selectors"] and "kserve_" in fresh["profile"]
-    entries = sorted((cache / slo_tests.CACHE_KIND).iterdir())
-    assert len(entries) == len(variants)
-    plans = sorted((cache / slo_proofs.CACHE_KIND).iterdir())
-    assert len(plans) == len(variants)
     per_build = len(designs) // len(variants)
     assert per_build and len(designs) == per_build * len(variants)
 
-    # a new cache folder: every variant is designed again in this process, each SLO simulated once
-    monkeypatch.setenv("SERVEWATCH_CACHE_HOME", str(tmp_path / "other-cache"))
+    # one process, one cache: each SLO simulated once, and the one whose objective changed again
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("SERVEWATCH_CACHE_HOME", str(cache))
     slo_proofs._PROOFS.clear()
     designs.clear()
     for name, edits in variants.items():
         assert slo_test(edits) == fresh[name], f"{name}, from the process"
-    assert len(designs) == per_build + 1, "every SLO once, and the one whose objective changed again"
-    monkeypatch.setenv("SERVEWATCH_CACHE_HOME", str(cache))
+    assert len(designs) == per_build + 1
+    assert len(cached(slo_proofs.DESIGN_CACHE_KIND)) == per_build + 1
+    entries, plans = cached(slo_tests.CACHE_KIND), cached(slo_proofs.CACHE_KIND)
+    assert len(entries) == len(plans) == len(variants)
 
     for name, edits in variants.items():
         slo_proofs._PROOFS.clear()
         assert slo_test(edits) == fresh[name], f"{name}, from the disk"
     # each call copied the specs to a folder of its own: the same specs elsewhere share one entry
-    assert sorted((cache / slo_tests.CACHE_KIND).iterdir()) == entries
-    assert sorted((cache / slo_proofs.CACHE_KIND).iterdir()) == plans
+    assert cached(slo_tests.CACHE_KIND) == entries and cached(slo_proofs.CACHE_KIND) == plans
+    for entry in [*entries, *plans]:  # tuned specs: only the designs still hold
+        entry.unlink()
+    for name, edits in variants.items():
+        slo_proofs._PROOFS.clear()
+        assert slo_test(edits) == fresh[name], f"{name}, from the kept designs"
+    assert len(designs) == per_build + 1, "nothing simulated again"
+
+    entries, plans = cached(slo_tests.CACHE_KIND), cached(slo_proofs.CACHE_KIND)
     for entry in entries:
         entry.write_text("{not json")
     assert slo_test({}) == fresh["default"]
-    for entry in [*entries, *plans]:
+    for entry in [*entries, *plans, *cached(slo_proofs.DESIGN_CACHE_KIND)]:
         entry.write_text("{not json")
     slo_proofs._PROOFS.clear()
     assert slo_test({}) == fresh["default"]
+    assert len(designs) == 2 * per_build + 1, "the damaged designs made again"
     # (a deleted cache folder is where fresh["default"] was made: SERVEWATCH_CACHE_HOME did not exist)

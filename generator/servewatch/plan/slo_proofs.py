@@ -24,14 +24,11 @@ from ..slo.scenarios import (
     IDLE,
     IDLE_CHECK,
     OUTSIDE,
-    Batch,
     Designer,
-    ModelRun,
-    Proof,
-    SloScenario,
     scenario_model,
 )
 from .scenario_tests import series_with_selectors
+from .slo_shown import BatchShown, FiringShown, ProofShown, RunShown, ScenarioShown, shown
 from .slo_engines import SloEngines, slo_engines
 
 
@@ -91,23 +88,24 @@ def _design(model: Model) -> SloTestPlan:
         where = model.spec.locate("slo", name)
         engines = slo_engines(model, name, slo)
         proof = _proof(model, name, slo, where, engines)
-        tests += _tests(model, name, slo, proof, engines)
-        claims += [_heading(name, slo, engines.solo)] + [_claim(sc) for sc in proof.scenarios]
+        tests += [_test(model, name, slo, batch, engines) for batch in proof.batches]
+        claims += [_heading(name, slo, engines.solo)] + [_claim(b, sc) for b, sc in proof.scenarios]
     return SloTestPlan(tests, claims)
 
 
-# Proofs already made in this process, by everything the design reads: the SLO, the rate window, how
-# its rules read the histogram, the bounds other SLOs read and whether its scope is one deployment.
-# Not the config's selectors and labels: the proof names each input series by a token (`_token`),
-# and each test names it after its model's engines when it is written (`_test`). Making one simulates
-# weeks of traffic, most of a build's time; a process that builds many spec sets sharing an SLO (the
-# tests, the fuzzer) makes it once. A design that fails is not kept: its error names the spec it
-# came from.
-_PROOFS: dict[str, Proof] = {}
+# What proofs showed (slo_shown.py), kept in this process and on disk by everything the design reads:
+# the SLO, the rate window, how its rules read the histogram, the bounds other SLOs read and whether
+# its scope is one deployment. Not the config's selectors and labels, nor the other specs (tuned
+# alerts, dashboards): the proof names each input series by a token (`_token`), and each test names
+# it after its model's engines when it is written (`_test`). Making one simulates weeks of traffic,
+# most of a build's time; spec sets that share an SLO (a tuned override, the tests, the fuzzer) make
+# it once. A design that fails is not kept: its error names the spec it came from.
+_PROOFS: dict[str, ProofShown] = {}
 PROOFS_KEPT = 8
+DESIGN_CACHE_KIND = "slo-designs"
 
 
-def _proof(model: Model, name: str, slo, where, engines: SloEngines) -> Proof:
+def _proof(model: Model, name: str, slo, where, engines: SloEngines) -> ProofShown:
     by_part = bool(model.slos.x.records_read(slo))
     also_read = _bounds_read_by_others(model, name, slo)
     native = model.builder.histograms.native
@@ -116,12 +114,28 @@ def _proof(model: Model, name: str, slo, where, engines: SloEngines) -> Proof:
     made_from += [also_read] if also_read else []
     key = json.dumps(made_from, sort_keys=True)
     if key not in _PROOFS:
-        designer = Designer(name, slo, rate_window, _token, where, by_part, native, also_read, engines.solo)
-        proof = designer.proof()
+        disk_key = diskcache.key(key)
+        proof = _kept_design(disk_key)
+        if proof is None:
+            designer = Designer(
+                name, slo, rate_window, _token, where, by_part, native, also_read, engines.solo
+            )
+            proof = shown(designer.proof())
+            diskcache.put(DESIGN_CACHE_KIND, disk_key, proof.to_json())
         while len(_PROOFS) >= PROOFS_KEPT:
             del _PROOFS[next(iter(_PROOFS))]
         _PROOFS[key] = proof
     return _PROOFS[key]
+
+
+def _kept_design(disk_key: str) -> ProofShown | None:
+    text = diskcache.get(DESIGN_CACHE_KIND, disk_key)
+    if text is None:
+        return None
+    try:
+        return ProofShown.from_json(text)
+    except (ValueError, TypeError, KeyError):
+        return None  # a damaged entry is made again
 
 
 def _token(model_name: str, metric: str, extra: dict[str, str]) -> str:
@@ -152,8 +166,8 @@ def _bounds_read_by_others(model: Model, name: str, slo) -> tuple[float, ...]:
     return tuple(sorted(found))
 
 
-def _claim(sc: SloScenario) -> str:
-    models = " and ".join(r.traffic.model for r in sc.runs)
+def _claim(batch: BatchShown, sc: ScenarioShown) -> str:
+    models = " and ".join(batch.runs[i].model for i in sc.runs)
     times = ", ".join(f"{at}m" for at in sc.checks)
     return f"  {models}: {sc.claim} ({sc.why}; checked at {times})"
 
@@ -187,23 +201,19 @@ def notation(values: list[float]) -> str:
     return " ".join(parts)
 
 
-def _tests(model: Model, name: str, slo, proof: Proof, engines: SloEngines) -> list[dict]:
-    return [_test(model, name, slo, batch, engines) for batch in proof.batches]
-
-
-def _test(model: Model, name: str, slo, batch: Batch, engines: SloEngines) -> dict:
+def _test(model: Model, name: str, slo, batch: BatchShown, engines: SloEngines) -> dict:
     """One batch's test: its models' series up to its last check, and at each check every burn-rate
     alert of its models that fires."""
     alert = slo.alerting.alert
     checks = []
-    for at in batch.checks:
+    for at, firing_now in zip(batch.checks, batch.firing, strict=True):
         expected = [
-            _expected(model, name, slo, engines.labels(run.traffic.model), f) for run, f in batch.firing(at)
+            _expected(model, name, slo, engines.labels(batch.runs[f.run].model), f) for f in firing_now
         ]
         expected.sort(key=lambda e: sorted(e["exp_labels"].items()))
         checks.append({"eval_time": f"{at}m", "alertname": alert, "exp_alerts": expected})
         firing = _inputs_firing(model, slo, batch, engines, at)
-        missing = [_inputs_expected(model, rule, engines.labels(run.traffic.model)) for run, rule in firing]
+        missing = [_inputs_expected(model, rule, engines.labels(run.model)) for run, rule in firing]
         if missing or _inputs_rules(model, name):
             missing.sort(key=lambda e: sorted(e["exp_labels"].items()))
             checks.append({"eval_time": f"{at}m", "alertname": INPUTS_ALERT, "exp_alerts": missing})
@@ -212,9 +222,9 @@ def _test(model: Model, name: str, slo, batch: Batch, engines: SloEngines) -> di
         "name": f"{name}: {'; '.join(sc.claim for sc in batch.scenarios)}",
         "interval": "1m",
         "input_series": [
-            {"series": _series_name(model, engines, x.series), "values": notation(x.values[:end])}
+            {"series": _series_name(model, engines, token), "values": notation(list(values[:end]))}
             for run in batch.runs
-            for x in run.series
+            for token, values in run.series
         ],
         "alert_rule_test": checks,
     }
@@ -222,7 +232,8 @@ def _test(model: Model, name: str, slo, batch: Batch, engines: SloEngines) -> di
     if any(sc.key == IDLE for sc in batch.scenarios):
         records += _idle_records(model, name, slo, engines)
     for sc in batch.scenarios:
-        records += [r for run in sc.runs if run.outside for r in _unrecorded(model, name, run, sc, engines)]
+        outside = [batch.runs[i] for i in sc.runs if batch.runs[i].outside]
+        records += [r for run in outside for r in _unrecorded(model, name, run, sc, engines)]
     if records:
         test["promql_expr_test"] = records
     return test
@@ -247,9 +258,9 @@ def _idle_records(model: Model, name: str, slo, engines: SloEngines) -> list[dic
     return out
 
 
-def _unrecorded(model: Model, name: str, run: ModelRun, sc: SloScenario, engines: SloEngines) -> list[dict]:
+def _unrecorded(model: Model, name: str, run: RunShown, sc: ScenarioShown, engines: SloEngines) -> list[dict]:
     """A model outside the scope has no valid or good events recorded at its scenario's checks."""
-    selector = _record_selector(model, name, engines.labels(run.traffic.model))
+    selector = _record_selector(model, name, engines.labels(run.model))
     records = (model.slos.x.valid_record(), model.slos.x.good_record())
     return [
         {"expr": record + selector, "eval_time": f"{at}m", "exp_samples": []}
@@ -258,13 +269,13 @@ def _unrecorded(model: Model, name: str, run: ModelRun, sc: SloScenario, engines
     ]
 
 
-def _rule(model: Model, name: str, row) -> AlertRule:
+def _rule(model: Model, name: str, firing: FiringShown) -> AlertRule:
     return next(
         a
         for a in model.alerts()
         if isinstance(a.spec, BurnAlert)
         and a.spec.slo == name
-        and (a.spec.long, a.spec.short) == (row.long, row.short)
+        and (a.spec.long, a.spec.short) == (firing.long, firing.short)
     )
 
 
@@ -273,8 +284,8 @@ def _inputs_rules(model: Model, name: str) -> list[AlertRule]:
 
 
 def _inputs_firing(
-    model: Model, slo, batch: Batch, engines: SloEngines, at: int
-) -> list[tuple[ModelRun, AlertRule]]:
+    model: Model, slo, batch: BatchShown, engines: SloEngines, at: int
+) -> list[tuple[RunShown, AlertRule]]:
     """(model, rule) of every inputs-missing alert firing at `at` on the batch's engines, of any SLO
     that reads their histogram: one whose scope holds the engine and whose bucket at its threshold
     for that model the engine does not export. Its condition holds from the first evaluation, so it
@@ -287,7 +298,7 @@ def _inputs_firing(
             continue
         rules = _inputs_rules(model, other_name)
         for run in batch.runs:
-            labels = engines.labels(run.traffic.model)
+            labels = engines.labels(run.model)
             if other.scope is not None and not other.scope.accepts(labels, MODEL):
                 continue
             over = other.per_model.get(labels.get(MODEL, ""))
@@ -304,8 +315,8 @@ def _inputs_expected(model: Model, rule: AlertRule, engine: dict[str, str]) -> d
     return {"exp_labels": dict(sorted(labels.items())), "exp_annotations": annotations}
 
 
-def _expected(model: Model, name: str, slo, engine: dict[str, str], firing) -> dict:
-    rule = _rule(model, name, firing.row)
+def _expected(model: Model, name: str, slo, engine: dict[str, str], firing: FiringShown) -> dict:
+    rule = _rule(model, name, firing)
     labels = {k: engine[k] for k in model.builder.labels.identity("model")}
     labels.update(rule.labels)
     snippet = model.slos.budget_left(name, slo)

@@ -22,7 +22,7 @@ def build(specs: Path, unit_test_files: bool = False) -> tuple[Model, dict[str, 
     over them), and promtool/'s scenario tests when `unit_test_files`."""
     validated = validate(load(specs))
     model = validated.model
-    files = {**rules.render(model), **dashboards.render(model, validated.dashboards)}
+    files = {**rules.render(model), **dashboards.render(model)}
     files |= ecosystem.render(files)
     files |= runbooks.render(model)
     if unit_test_files:

@@ -238,3 +238,21 @@ def test_a_class_name_defined_twice_is_found(tmp_path):
     (tmp_path / "detect" / "probes.py").write_text("def probe():\n    class Finding:\n        pass\n")
     (tmp_path / "model.py").write_text("class Model:\n    pass\n")
     assert _defined_twice(tmp_path) == {"Finding": ["detect/probes.py:2", "lint/findings.py:4"]}
+
+
+def test_every_renderer_of_the_model_is_in_renderers():
+    """A render/ module whose `render` takes the model is one of generate.RENDERERS, so the main job,
+    the writer's manifest and the drift check see its files; the others take what those write
+    (render/ecosystem/) or the specs (render/spec_schema.py)."""
+    import importlib
+    import inspect
+
+    from servewatch import generate
+
+    of_the_model = set()
+    for path in sorted((PACKAGE / "render").glob("*.py")):
+        module = importlib.import_module(f"servewatch.render.{path.stem}")
+        render = getattr(module, "render", None)
+        if callable(render) and list(inspect.signature(render).parameters)[:1] == ["model"]:
+            of_the_model.add(render)
+    assert of_the_model and of_the_model == set(generate.RENDERERS)

@@ -23,7 +23,8 @@ from .validation import Validated, validate
 
 # The renderers of the model: each a pure function model -> {relative path: text}. A new output format
 # is one more module under render/ listed here (docs/architecture.md); the writer and the manifest
-# take its files as they take every other.
+# take its files as they take every other. Two outputs are not the model's: render/ecosystem/ views
+# the files these write (kustomize, Helm, jsonnet-bundler), and render/spec_schema.py the specs' schema.
 RENDERERS = (
     rules.render,
     unit_tests.render,
@@ -32,6 +33,7 @@ RENDERERS = (
     slo_tests.render,
     runbook_pages.render,
     alertmanager.render,
+    dashboards.render,
 )
 
 
@@ -56,10 +58,9 @@ def plan(validated: Validated) -> None:
 def render(validated: Validated) -> dict[str, str]:
     """Every output; each renderer formats its part of what the validation stage built."""
     model = validated.model
-    # the dashboards were built by the validation stage; their renderer only delivers them
-    files = _merge(
-        [*(renderer(model) for renderer in RENDERERS), dashboards.render(model, validated.dashboards)]
-    )
+    # the dashboards were built by the validation stage, which keeps them on the model: their
+    # renderer only delivers them
+    files = _merge([renderer(model) for renderer in RENDERERS])
     # the deployment tools' views of the files above (kustomize, Helm, jsonnet-bundler)
     return _merge([files, ecosystem.render(files)])
 

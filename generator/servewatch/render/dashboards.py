@@ -17,6 +17,7 @@ import re
 from .. import grafana
 from ..errors import ServewatchError
 from ..model import Model
+from ..plan import dashboards as dashboard_plan
 from ..spec.dashboards import Settings
 from .yamlout import dump
 
@@ -153,6 +154,7 @@ def files(settings: Settings, boards: dict[str, dict], scrape_interval: str) -> 
     return out
 
 
-def render(model: Model, boards: dict[str, dict]) -> dict[str, str]:
-    """Every delivery form of the boards plan/dashboards/ built (name -> classic dashboard JSON data)."""
-    return files(model.spec.dashboards, boards, model.config.scrape_interval)
+def render(model: Model) -> dict[str, str]:
+    """Every delivery form of the boards plan/dashboards/ built for `model` (as the validation stage
+    checked them)."""
+    return files(model.spec.dashboards, dashboard_plan.planned(model), model.config.scrape_interval)

@@ -57,6 +57,7 @@ def validate(spec: Spec) -> Validated:
     boards, views = dashboards.build_with_views(model)
     # alerts link to the panel that shows them, which only the dashboards as built can tell
     final = model.with_dashboard_panels(views)
+    final.planned(dashboards.PLAN, lambda _: boards)  # the boards as checked are the ones rendered
     # the selector check builds the generated tests: on the final model, whose renderers reuse them
     problems = selector_problems(final)
     links = 0

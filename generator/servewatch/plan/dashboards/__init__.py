@@ -36,9 +36,13 @@ __all__ = [
     "Roles",
     "SloBoardBuilder",
     "VllmServing",
+    "PLAN",
     "build",
     "build_with_views",
+    "planned",
 ]
+
+PLAN = "dashboards"  # the model's plan (Model.planned) that holds its boards
 
 
 def build_with_views(model: Model) -> tuple[dict[str, dict], dict[str, dict[str, int]]]:
@@ -56,3 +60,9 @@ def build_with_views(model: Model) -> tuple[dict[str, dict], dict[str, dict[str,
 def build(model: Model) -> dict[str, dict]:
     """name -> classic dashboard dict, from the model and its `dashboards:` settings."""
     return build_with_views(model)[0]
+
+
+def planned(model: Model) -> dict[str, dict]:
+    """The boards of `model`: as the validation stage built them (it keeps them on the model it
+    hands on), else built now."""
+    return model.planned(PLAN, build)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 
@@ -104,6 +105,61 @@ def test_a_test_near_the_threshold_kills_the_threshold_mutants(tiny):
     assert got["threshold-up"].status == "killed"
     assert got["threshold-down"].status == "killed"
     assert got["comparison-inclusive"].status == "survived"  # only a value of exactly 10 tells > from >=
+
+
+# A second alert in a group of its own, with a test of its own: the file runs as two slices.
+EMPTY_RULES = """\
+- name: tiny-empty
+  rules:
+  - alert: QueueEmpty
+    expr: queue_length == 0
+    labels: {severity: info}
+"""
+EMPTY_TEST = """\
+- name: an empty queue fires
+  interval: 1m
+  input_series:
+  - {series: 'queue_length{q="c"}', values: '0x10'}
+  alert_rule_test:
+  - eval_time: 5m
+    alertname: QueueEmpty
+    exp_alerts: [{exp_labels: {severity: info, q: c}}]
+"""
+
+
+def test_a_mutant_reruns_only_the_tests_that_observe_its_rule(tiny, tmp_path, monkeypatch):
+    """Each test runs against the rules it observes, and a slice that passed on the same bytes is not
+    run again: a mutant of QueueLong runs only QueueLong's tests, against QueueLong alone, and is
+    judged as a run of the whole file judges it."""
+    monkeypatch.setenv("SERVEWATCH_CACHE_HOME", str(tmp_path / "cache"))
+    (tiny / "rules" / "tiny.rules.yaml").write_text(RULES + EMPTY_RULES)
+    (tiny / "promtool" / "tiny.test.yaml").write_text(TESTS + EMPTY_TEST)
+    ms, _ = mutants.generate(tiny / "rules")
+    flipped = next(m for m in ms if m.operator == "comparison-flipped" and "QueueLong" in m.id)
+    opts = runner.Options(tiny, timeout_s=120)
+    assert runner.baseline(opts, load(tiny / "rules")).status == "survived"  # every slice passed once
+
+    loaded = []  # the rule files of each promtool test run
+    real_run = runner._run
+
+    def watched(cmd, cwd, deadline, env=None):
+        if cmd[1:3] == ["test", "rules"]:
+            loaded.append("".join(p.read_text() for p in sorted(Path(cwd).glob("*rules*.yaml"))))
+        return real_run(cmd, cwd, deadline, env)
+
+    monkeypatch.setattr(runner, "_run", watched)
+    sliced = runner.run(opts, [flipped], progress=lambda _: None)[flipped.id]
+    assert len(loaded) == 1 and "QueueLong" in loaded[0] and "QueueEmpty" not in loaded[0]
+    whole = runner.run(replace(opts, whole=True), [flipped], progress=lambda _: None)[flipped.id]
+    assert sliced.status == whole.status == "killed"
+    assert (
+        set(sliced.killed_by)
+        == set(whole.killed_by)
+        == {
+            "promtool/tiny.test.yaml: a long queue fires",
+            "promtool/tiny.test.yaml: a short queue stays silent",
+        }
+    )
 
 
 def test_a_rule_promtool_rejects_is_invalid_and_the_baseline_passes(tiny):

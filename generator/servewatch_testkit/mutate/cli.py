@@ -5,6 +5,7 @@
     --with-incidents       also run the real-Prometheus incident tests on mutants promtool did not kill
     --jobs N --timeout S   parallel mutants (default 2) and the deadline of each (default 300 s)
     --first-kill           stop each mutant at the first test file that fails
+    --whole                run every test file whole, not each test against the rules it observes
     --combine DIR          run nothing: one report from the report.json of runs of parts (repeatable)
 
 A full run writes REPORT.md and report.json to --out (default bench/mutation); a run with --only
@@ -44,6 +45,12 @@ def parser() -> argparse.ArgumentParser:
         "--first-kill",
         action="store_true",
         help="stop each mutant at the first test file that fails (faster; killed_by names only that file)",
+    )
+    p.add_argument(
+        "--whole",
+        action="store_true",
+        help="run every test file whole (by default each test runs against the rules it observes, "
+        "and a slice that passed before on the same bytes is not run again)",
     )
     p.add_argument(
         "--combine",
@@ -117,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mutate: {e}", file=sys.stderr)
         return 2
 
-    opts = runner.Options(root, args.with_incidents, args.jobs, args.timeout, args.first_kill)
+    opts = runner.Options(root, args.with_incidents, args.jobs, args.timeout, args.first_kill, args.whole)
     started = time.monotonic()
     base = runner.baseline(opts, rules.load(root / "rules"))
     if base.status != "survived":
@@ -137,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         + (" + incident tests on real Prometheus" if args.with_incidents else ""),
         "jobs": args.jobs,
         "first_kill": args.first_kill,
+        "whole": args.whole,
         "wall_s": round(time.monotonic() - started),
         "machine": _machine(),
         "selection": _selection(args.only, args.operator, len(chosen), len(all_mutants)),

@@ -4,7 +4,11 @@ Per mutant, in a throwaway copy of the rules and tests (workspace.py):
   1. `promtool check rules` on the changed file: a mutant it rejects is invalid, not run;
   2. `promtool test rules` on every test file that loads the changed file (the generated tests in
      promtool/ and the hand-written ones in tests/promtool/), with a JUnit report naming what failed
-     (with --first-kill one file at a time, smallest first, stopping at the first that fails);
+     (with --first-kill one file at a time, smallest first, stopping at the first that fails). As
+     `servewatch test` does, each file runs as slices, each test against the rules it observes
+     (servewatch/rule_slices.py), and a slice that passed before on the same bytes is not run again
+     (servewatch/verdicts.py): a mutant runs only the tests whose rules it changed. `--whole` runs
+     every file whole, as the mutation runs before 2026-12-05 did;
   3. with incidents, for a mutant the promtool tests did not kill: the real-Prometheus incident
      tests (tests/test_alerts_on_incidents.py), pointed at the copy by SERVEWATCH_RULES_DIR.
 Mutants run in parallel (a thread per job, each waiting on its own child processes), every child with
@@ -20,6 +24,7 @@ import signal
 import subprocess
 import sys
 import threading
+import tempfile
 import time
 import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
@@ -27,7 +32,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from servewatch import tools
+import yaml
+
+from servewatch import tools, verdicts, verify
 
 from . import tree, workspace
 from .mutants import Mutant
@@ -45,6 +52,7 @@ class Options:
     jobs: int = 2
     timeout_s: float = 300.0
     first_kill: bool = False  # stop at the first test file that fails: faster, killed_by names only it
+    whole: bool = False  # run test files whole, not each test against the rules it observes
 
 
 @dataclass(frozen=True)
@@ -147,6 +155,48 @@ class _Checker:
         return None
 
     def _promtool_tests(self, work: Path, tests: list[Path], deadline: _Deadline) -> Result | None:
+        if self.opts.whole:
+            return self._whole_files(work, tests, deadline)
+        kills = []
+        with tempfile.TemporaryDirectory(prefix="slices-", dir=work) as scratch:
+            for test in tests:
+                result = self._slices(work, test, Path(scratch), deadline)
+                if result is not None and result.status != "killed":
+                    return result  # a timeout decides the mutant
+                kills += [result] if result is not None else []
+        if not kills:
+            return None
+        failed = tuple(name for k in kills for name in k.killed_by)
+        return Result("killed", failed, "" if failed else kills[0].detail, stage="promtool")
+
+    def _slices(self, work: Path, test: Path, scratch: Path, deadline: _Deadline) -> Result | None:
+        """`test`'s slices that did not pass before on the same bytes, each run as promtool reads it
+        from its own folder; the failures are named after the test file the user has."""
+        path = work / test
+        doc = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
+        cut = verify.sliced(path, doc, scratch)
+        if cut is None:
+            return self._whole_files(work, [test], deadline)
+        failed, detail = [], ""
+        for test_file, rule_files, _ in cut:
+            run_key = verdicts.key(["test", "rules", test_file.name], [test_file, *rule_files])
+            if verdicts.passed(run_key):
+                continue
+            junit = test_file.parent / "junit.xml"
+            cmd = [self.promtool, "test", "rules", f"--junit={junit}", test_file.name]
+            step = _run(cmd, test_file.parent, deadline)
+            if step.timed_out:
+                return Result("timeout", detail="promtool test rules")
+            if step.returncode == 0:
+                verdicts.remember(run_key)
+                continue
+            failed += [f"{test}: {line.split(': ', 1)[-1]}" for line in junit_failures(junit)]
+            detail = detail or _first_line(step.output)
+        if failed or detail:
+            return Result("killed", tuple(failed), "" if failed else detail, stage="promtool")
+        return None
+
+    def _whole_files(self, work: Path, tests: list[Path], deadline: _Deadline) -> Result | None:
         junit = work / "junit.xml"
         step = _run([self.promtool, "test", "rules", f"--junit={junit}", *map(str, tests)], work, deadline)
         if step.timed_out:

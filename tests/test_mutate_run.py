@@ -171,8 +171,13 @@ def test_a_rule_promtool_rejects_is_invalid_and_the_baseline_passes(tiny):
 
 
 def test_the_workspace_keeps_the_layout_the_tests_point_at(tiny):
+    """The copy holds the changed rules, the tests, and the rule files beside the tests that they load
+    too (as promtool/slo.test.yaml loads slo.inputs.rules.yaml), and runs only the tests."""
     (rule,) = load(tiny / "rules")
+    beside = "groups: []\n"
+    (tiny / "promtool" / "beside.rules.yaml").write_text(beside)
     work = workspace.create(tiny, [Edit(rule, expr="queue_length > 99", for_="0s")], parent=tiny)
+    assert (work / "promtool" / "beside.rules.yaml").read_text() == beside
     text = (work / "rules" / "tiny.rules.yaml").read_text()
     assert "queue_length > 99" in text and "for:" not in text
     assert workspace.test_files(work) == [Path("promtool/tiny.test.yaml")]

@@ -75,7 +75,9 @@ def create(root: Path, edits: list[Edit], parent: Path | None = None) -> Path:
     """A new folder holding root's rules with the edits applied and root's promtool tests unchanged."""
     work = Path(tempfile.mkdtemp(prefix="servewatch-mutant-", dir=parent))
     _write_rules(root / RULES, work / RULES, edits)
-    for test in test_files(root):
-        (work / test).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(root / test, work / test)
+    # the tests and the files beside them they load (promtool/slo.inputs.rules.yaml)
+    for folder in TEST_DIRS:
+        for path in sorted((root / folder).glob("*.yaml")):
+            (work / folder).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, work / folder / path.name)
     return work

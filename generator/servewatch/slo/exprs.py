@@ -61,7 +61,7 @@ class SloExprs:
         client = self.sb.config.client_side
         if slo.side == "client":
             return (
-                f"Measured at the client: each request once, as the {client.source} in front of the "
+                f"Measured at the client: each request once, as the {self.sb.labels.client.name} in front of the "
                 "engines saw it (config.client_side), gateway and transfer time included. "
             )
         role = self.sb.config.role

@@ -69,10 +69,11 @@ class LatencyKind:
     counts_aborts: ClassVar[bool] = False
 
     def events(self, sb: SignalBuilder, sli: s.LatencySLI, threshold: float, *matchers: str) -> Events:
-        if sli.side == "client":  # validation/slo_checks.py: a client-side SLI reads its record only
-            raise ValueError("a client-side latency SLI reads the client-side bucket-rate record")
-        good = sb.select(f"{sli.histogram}_bucket", le_matcher(threshold), *matchers)
-        return Events(good=good, valid=sb.select(f"{sli.histogram}_count", *matchers))
+        # a client-side SLI reads its record; validation (slo_checks.py) refuses a spec without it,
+        # whose model is still built first: the gateway's raw series, unread
+        h = sb.metric_name(sli.reads)
+        good = sb.select(f"{h}_bucket", le_matcher(threshold), *matchers)
+        return Events(good=good, valid=sb.select(f"{h}_count", *matchers))
 
     def recording(self, sb: SignalBuilder, sli: s.LatencySLI, window: str) -> str | None:
         """The rule set's record of the histogram's bucket rates per model, if there is one. With

@@ -60,9 +60,10 @@ class SloExprs:
         neither a role nor a client source configured, where there is no other side to name)."""
         client = self.sb.config.client_side
         if slo.side == "client":
+            source = self.sb.labels.client.name
             return (
-                f"Measured at the client: each request once, as the {self.sb.labels.client.name} in front of the "
-                "engines saw it (config.client_side), gateway and transfer time included. "
+                f"Measured at the client: each request once, as the {source} in front of the engines "
+                "saw it (config.client_side), gateway and transfer time included. "
             )
         role = self.sb.config.role
         if role is None:

@@ -425,7 +425,7 @@ def _group(rules: str, slo: str) -> str:
     return rules.split(f"- name: servewatch-slo-{slo}\n")[1].split("\n- name: ")[0]
 
 
-def test_a_client_side_ttft_slo_reads_the_gateway_and_says_so(client_slo_build, epp_build):
+def test_a_client_side_ttft_slo_reads_the_gateway_and_says_so(client_slo_build):
     model, files = client_slo_build
     group = _group(files["rules/slo.rules.yaml"], "vllm-ttft")
     record = model.signal("client_ttft_buckets").record
@@ -434,14 +434,28 @@ def test_a_client_side_ttft_slo_reads_the_gateway_and_says_so(client_slo_build, 
     bucket = catalog.load().clients["llm-d-epp"].metric("ttft") + "_bucket"
     assert f"metric: {bucket}" in group  # SLOInputsMissing names the gateway's bucket
     assert "Measured at the client" in group and "llm-d-epp" in group
-    # the engine-side SLO beside a client source says it measures the engines
-    assert "Measured on the engines (the instance side)" in _group(
-        epp_build[1]["rules/slo.rules.yaml"], "vllm-ttft"
-    )
+    assert "Measured on the engines" not in group
     summary = "over 28d, measured at the client"
     assert summary in files["runbooks/VLLMTTFTErrorBudgetBurn.md"]
     assert summary in files["dashboards/slo.json"]
     assert "# vllm-ttft, measured at the client:" in files["promtool/slo.test.yaml"]
+
+
+def test_a_latency_sli_without_a_side_is_measured_at_the_client_when_a_source_measures_it(
+    client_slo_build, epp_build, default_build, specs_with
+):
+    """Left out, `side` is the client's where config.client_side measures the quantity (the same
+    output as `side: client`), else the engines' (the default output); `side: instance` keeps an
+    SLO on the engines beside a gateway, and its alerts say so."""
+    assert epp_build[1] == client_slo_build[1]
+    assert "Measured at the client" not in default_build[1]["rules/slo.rules.yaml"]
+    pinned = TTFT_SLI + "      side: instance\n"
+    _, files = generate.build(specs_with({"config.yaml": [(CLIENT, EPP)], "slos.yaml": [(TTFT_SLI, pinned)]}))
+    group = _group(files["rules/slo.rules.yaml"], "vllm-ttft")
+    assert "model:vllm_time_to_first_token_seconds_bucket:rate5m{" in group
+    assert "Measured on the engines (the instance side), not at the llm-d-epp" in group
+    # availability has no client-side twin: it stays on the engines, and says so beside a gateway
+    assert "Measured on the engines" in _group(files["rules/slo.rules.yaml"], "vllm-availability")
 
 
 def _claims(tests: str, slo: str) -> list[str]:

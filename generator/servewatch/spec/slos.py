@@ -45,13 +45,15 @@ class LatencySLI(Strict):
     kind: Literal["latency"]
     histogram: str  # e.g. vllm:time_to_first_token_seconds (without _bucket)
     threshold: Number  # seconds; must be one of the histogram's bucket bounds
-    side: Side = "instance"  # instance: the engines' histogram; client: the gateway's twin of it
+    # instance: the engines' histogram; client: the gateway's twin of it; left out: the client where
+    # config.client_side measures the quantity, else the engines (resolved by the loader: with_side)
+    side: Side | None = None
 
     @property
     def reads(self) -> str:
         """The histogram the SLI reads, as signals name it: the engines' own, or at the client the
         configured source's of the same quantity (client_ttft), which the signal builder resolves."""
-        if self.side == "instance":
+        if self.side != "client":
             return self.histogram
         return CLIENT_PREFIX + (catalog.load().client_quantity(self.histogram) or self.histogram)
 
@@ -245,7 +247,7 @@ class SLO(Strict):
     @property
     def side(self) -> str:
         """Where the SLI is measured: on the engines (instance) or at the gateway (client)."""
-        return getattr(self.sli, "side", "instance")
+        return getattr(self.sli, "side", None) or "instance"
 
     def objective_of(self, model_name: str | None) -> float:
         over = self.per_model.get(model_name or "")
@@ -260,6 +262,19 @@ class SLO(Strict):
     def covers_model(self, model_name: str) -> bool:
         """Whether the scope lets `model_name` in by name (its matchers need the other labels)."""
         return self.scope is None or not self.scope.models or model_name in self.scope.models
+
+
+def with_side(slo: SLO, client_side) -> SLO:
+    """`slo` with its latency SLI's side decided where the spec leaves it out: the client's wait is
+    what a latency objective promises, so where config.client_side names a source that measures the
+    quantity the SLI reads it there; else, and where the spec says `side: instance`, the engines'."""
+    sli = slo.sli
+    if not isinstance(sli, LatencySLI) or sli.side is not None:
+        return slo
+    quantity = catalog.load().client_quantity(sli.histogram)
+    measured = client_side is not None and quantity is not None and client_side.metric(quantity)
+    side = "client" if measured else "instance"
+    return slo.model_copy(update={"sli": sli.model_copy(update={"side": side})})
 
 
 def _slo_name(name: str) -> str:

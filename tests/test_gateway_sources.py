@@ -439,6 +439,10 @@ def test_a_client_side_ttft_slo_reads_the_gateway_and_says_so(client_slo_build):
     assert summary in files["runbooks/VLLMTTFTErrorBudgetBurn.md"]
     assert summary in files["dashboards/slo.json"]
     assert "# vllm-ttft, measured at the client:" in files["promtool/slo.test.yaml"]
+    # the engines' TTFT going missing no longer mutes an SLO that never read it
+    routes = files["alertmanager/alertmanager.yaml"].split("- source_matchers:")
+    [muted] = [r for r in routes if 'metric="vllm:time_to_first_token_seconds_count"' in r]
+    assert "VLLMTimeToFirstTokenP95High" in muted and "VLLMTTFTErrorBudgetBurn" not in muted
 
 
 def test_a_latency_sli_without_a_side_is_measured_at_the_client_when_a_source_measures_it(

@@ -554,3 +554,20 @@ def test_live_the_ttft_slo_at_the_client_burns_where_only_the_gateway_is_slow(cl
     assert all(set(m) == {"namespace", "model_name"} for a in burn for m in incident.fired(a))
     error = incident.prom.query('slo:sli_error:ratio_rate5m{slo="vllm-ttft"}', incident.t)
     assert [(r["metric"]["model_name"], float(r["value"][1])) for r in error] == [(slow, pytest.approx(0.5))]
+
+
+def test_detect_names_the_gateways_bucket_a_client_side_slo_misses(client_slo_build):
+    """A client-side SLO's threshold the gateway has no bucket at is reported with the gateway's
+    histogram, the model label read as model_name (Dynamo's frontend names it `model`)."""
+    model, _ = client_slo_build
+    frontend = Config(client_side={"source": "dynamo-frontend", "model_label": "model"})
+    slo = model.spec.slos["vllm-ttft"]
+    hist = frontend.client_side.metric("ttft")
+    rows = [{"metric": {"namespace": "llm", "model_name": "m1"}, "value": [0, "1"]}]
+    ctx = probes.ProbeContext(_Canned({hist: rows}), frontend, catalog.load(), {}, {"vllm-ttft": slo})
+    [message] = [f.message for f in probes.slo_buckets(ctx).findings]
+    assert f'{hist}_bucket{{le="2.5"}}' in message and "llm/m1" in message, message
+    asked = []
+    ctx.ask = type("Ask", (), {"rows": lambda self, e: asked.append(e) or []})()
+    probes.slo_buckets(ctx)
+    assert "label_replace(" in asked[0] and '"model_name", "$1", "model"' in asked[0], asked[0]

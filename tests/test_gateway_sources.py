@@ -571,3 +571,28 @@ def test_detect_names_the_gateways_bucket_a_client_side_slo_misses(client_slo_bu
     ctx.ask = type("Ask", (), {"rows": lambda self, e: asked.append(e) or []})()
     probes.slo_buckets(ctx)
     assert "label_replace(" in asked[0] and '"model_name", "$1", "model"' in asked[0], asked[0]
+
+
+def test_a_client_side_slo_scoped_by_role_is_an_error_at_its_line(specs_with, line_of):
+    """A gateway sees no role or track: a client-side SLO's records carry neither, so a scope on one
+    could select nothing there."""
+    role = ("  role: null\n", "  role: {label: llm_d_ai_role}\n")
+    specs = specs_with(
+        {
+            "config.yaml": [(CLIENT, EPP), role],
+            "slos.yaml": [
+                (TTFT_SLI, AT_CLIENT),
+                (
+                    "    objective: 0.99\n",
+                    "    objective: 0.99\n    scope: {matchers: 'llm_d_ai_role=\"decode\"'}\n",
+                ),
+            ],
+        }
+    )
+    with pytest.raises(SpecErrors) as err:
+        generate.build(specs)
+    line = line_of(specs / "slos.yaml", "    scope:")
+    assert (
+        f"slos.yaml:{line}: slos.vllm-ttft.scope.matchers: 'llm_d_ai_role' is not an identity label"
+        in str(err.value)
+    ), str(err.value)

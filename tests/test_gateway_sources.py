@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
 from servewatch import catalog, generate, verify, writer
 from servewatch.detect import probes
@@ -371,3 +372,227 @@ def test_live_the_client_side_row_shows_every_panel_with_data(epp_build, served)
     values |= {"model": grafana_regex(MODELS[0])}
     only_row = {"uid": dashboard["uid"], "panels": row["panels"]}
     assert panel_problems(lambda e: s.prom.query(e, s.t), only_row, values, set()) == []
+
+
+# -- SLOs measured at the client (sli.side: client, docs/slo.md) -------------------------------------
+TTFT_SLI = '      histogram: "vllm:time_to_first_token_seconds"\n'
+AT_CLIENT = TTFT_SLI + "      side: client\n"
+
+
+@pytest.mark.parametrize(
+    "config, sli, field, message",
+    [
+        ([], AT_CLIENT, "sli.side", "needs a gateway or frontend source in config.client_side"),
+        (
+            [(CLIENT, EPP)],
+            '      histogram: "vllm:e2e_request_latency_seconds"\n      side: client\n',
+            "sli.histogram",
+            "measures no client-side twin of 'vllm:e2e_request_latency_seconds'",
+        ),
+        ([(CLIENT, EPP)], TTFT_SLI + "      side: gateway\n", "sli.side", "'instance' or 'client'"),
+    ],
+    ids=["no-client-source", "no-twin", "unknown-side"],
+)
+def test_a_client_side_sli_the_config_cannot_measure_is_an_error_at_its_line(
+    specs_with, line_of, config, sli, field, message
+):
+    specs = specs_with({"config.yaml": config, "slos.yaml": [(TTFT_SLI, sli)]})
+    with pytest.raises(SpecErrors) as err:
+        generate.build(specs)
+    line = line_of(specs / "slos.yaml", f"      {field.rsplit('.', 1)[1]}:")
+    assert f"slos.yaml:{line}: slos.vllm-ttft.{field}" in str(err.value), str(err.value)
+    assert message in str(err.value)
+
+
+def test_a_client_side_sli_needs_the_gateways_recorded_bucket_rates(specs_with):
+    """Its events are read from the client-side group's record (deduplicated per gateway pod, the
+    model label read as model_name): switched off, the SLI could not be measured."""
+    off = "overrides:\n  groups:\n    vllm-client-side: {enabled: false}\n"
+    specs = specs_with(
+        {"config.yaml": [(CLIENT, EPP)], "slos.yaml": [(TTFT_SLI, AT_CLIENT)], "overrides.yaml": off}
+    )
+    with pytest.raises(SpecErrors) as err:
+        generate.build(specs)
+    assert "slos.vllm-ttft.sli.side: a client-side SLI reads the recorded bucket rates" in str(err.value)
+
+
+@pytest.fixture(scope="module")
+def client_slo_build(specs_with):
+    return generate.build(specs_with({"config.yaml": [(CLIENT, EPP)], "slos.yaml": [(TTFT_SLI, AT_CLIENT)]}))
+
+
+def _group(rules: str, slo: str) -> str:
+    return rules.split(f"- name: servewatch-slo-{slo}\n")[1].split("\n- name: ")[0]
+
+
+def test_a_client_side_ttft_slo_reads_the_gateway_and_says_so(client_slo_build):
+    model, files = client_slo_build
+    group = _group(files["rules/slo.rules.yaml"], "vllm-ttft")
+    record = model.signal("client_ttft_buckets").record
+    assert f'sum by (namespace, model_name) ({record}{{le="2.5"}})' in group
+    assert "vllm:time_to_first_token_seconds" not in group
+    bucket = catalog.load().clients["llm-d-epp"].metric("ttft") + "_bucket"
+    assert f"metric: {bucket}" in group  # SLOInputsMissing names the gateway's bucket
+    assert "Measured at the client" in group and "llm-d-epp" in group
+    assert "Measured on the engines" not in group
+    summary = "over 28d, measured at the client"
+    assert summary in files["runbooks/VLLMTTFTErrorBudgetBurn.md"]
+    assert summary in files["dashboards/slo.json"]
+    assert "# vllm-ttft, measured at the client:" in files["promtool/slo.test.yaml"]
+    # the engines' TTFT going missing no longer mutes an SLO that never read it
+    routes = files["alertmanager/alertmanager.yaml"].split("- source_matchers:")
+    [muted] = [r for r in routes if 'metric="vllm:time_to_first_token_seconds_count"' in r]
+    assert "VLLMTimeToFirstTokenP95High" in muted and "VLLMTTFTErrorBudgetBurn" not in muted
+
+
+def test_a_latency_sli_without_a_side_is_measured_at_the_client_when_a_source_measures_it(
+    client_slo_build, epp_build, default_build, specs_with
+):
+    """Left out, `side` is the client's where config.client_side measures the quantity (the same
+    output as `side: client`), else the engines' (the default output); `side: instance` keeps an
+    SLO on the engines beside a gateway, and its alerts say so."""
+    assert epp_build[1] == client_slo_build[1]
+    assert "Measured at the client" not in default_build[1]["rules/slo.rules.yaml"]
+    pinned = TTFT_SLI + "      side: instance\n"
+    _, files = generate.build(specs_with({"config.yaml": [(CLIENT, EPP)], "slos.yaml": [(TTFT_SLI, pinned)]}))
+    group = _group(files["rules/slo.rules.yaml"], "vllm-ttft")
+    assert "model:vllm_time_to_first_token_seconds_bucket:rate5m{" in group
+    assert "Measured on the engines (the instance side), not at the llm-d-epp" in group
+    # availability has no client-side twin: it stays on the engines, and says so beside a gateway
+    assert "Measured on the engines" in _group(files["rules/slo.rules.yaml"], "vllm-availability")
+
+
+def _claims(tests: str, slo: str) -> list[str]:
+    """The claims the proof header lists for one SLO (its scenario models and what each shows)."""
+    lines = tests.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"# {slo}"))
+    out = []
+    for line in lines[start + 1 :]:
+        if not line.startswith("#   "):
+            break
+        out.append(line.split(":")[0])
+    return out
+
+
+def test_a_client_side_slo_is_proven_on_every_claim_an_engine_side_one_is(client_slo_build, default_build):
+    """The same scenarios (steady burn, slow burn, burst, idle, counter reset, the missing bucket,
+    the guard, every row's edges and exact edges), on the gateway's series instead of the engines'."""
+    client = client_slo_build[1]["promtool/slo.test.yaml"]
+    engine = default_build[1]["promtool/slo.test.yaml"]
+    assert _claims(client, "vllm-ttft") == _claims(engine, "vllm-ttft")
+    bucket = catalog.load().clients["llm-d-epp"].metric("ttft") + "_bucket"
+    assert (
+        f"series: {bucket}{{" in client and "series: vllm:time_to_first_token_seconds_bucket{" not in client
+    )
+
+
+@pytest.mark.integration
+@pytest.mark.tools("promtool")
+@pytest.mark.parametrize(
+    "edits",
+    [
+        [(CLIENT, FRONTEND)],
+        [
+            (CLIENT, EPP),
+            ("  role: null\n", "  role: {label: llm_d_ai_role}\n"),
+            ("  track: null\n", "  track: {label: track}\n"),
+        ],
+    ],
+    ids=["dynamo-frontend", "llm-d-epp-with-role-and-track"],
+)
+def test_the_generated_slo_tests_of_a_client_side_sli_pass_under_promtool(specs_with, tmp_path, edits):
+    """The SLO proof at the client under a source that names the model otherwise (Dynamo's, picked
+    by a selector) and beside a role and a track, which a gateway's series never carry (the
+    engine-side availability SLO keeps them); llm-d's alone runs in the test below, live."""
+    specs = specs_with({"config.yaml": edits, "slos.yaml": [(TTFT_SLI, AT_CLIENT)]})
+    _, files = generate.build(specs)
+    wanted = {k: v for k, v in files.items() if k == "rules/slo.rules.yaml" or k.startswith("promtool/slo.")}
+    writer.write(tmp_path, wanted)
+    said: list[str] = []
+    assert verify.run(tmp_path, echo=said.append, specs=specs, jobs=2), "\n".join(said)
+
+
+# -- on a real Prometheus 3.5: the TTFT SLO at the client, in front of fast engines -------------------
+@pytest.fixture(scope="module")
+def slo_served(client_slo_build, tmp_path_factory):
+    """The gateway fleet with the vLLM rules and the SLO rules (the client-side TTFT SLO and the
+    engine-side availability SLO) in one file: the SLO records read the client-side group's."""
+    _, files = client_slo_build
+    groups = [g for f in ("vllm", "slo") for g in yaml.safe_load(files[f"rules/{f}.rules.yaml"])["groups"]]
+    rules = tmp_path_factory.mktemp("gateway-slo-rules") / "rules.yaml"
+    rules.write_text(yaml.safe_dump({"groups": groups}, sort_keys=False))
+    made = {
+        name: Served(build(), rules)
+        for name, build in (("healthy", gateway_healthy), ("incident", gateway_incident))
+    }
+    yield made
+    for s in made.values():
+        s.prom.close()
+
+
+@pytest.mark.integration
+@pytest.mark.tools("promtool", "prometheus")
+def test_live_the_ttft_slo_at_the_client_burns_where_only_the_gateway_is_slow(client_slo_build, slo_served):
+    """Healthy: every first token reaches the client in 0.6 s, no SLO alert fires and the SLI
+    counts every flow of both gateway pods. Incident: half of DeepSeek-V3's first tokens take 3 s
+    at the gateway while its engines answer in 0.3 s: the client-side TTFT SLO pages for it, by
+    model and with no engine label; Kimi-K2, which the gateway stopped reporting, is not judged."""
+    model, _ = client_slo_build
+    burn = [a for a in model.alerts() if a.alert == "VLLMTTFTErrorBudgetBurn"]
+    healthy, incident = slo_served["healthy"], slo_served["incident"]
+    for alert in model.alerts():
+        if alert.family == "slo":
+            assert not healthy.fired(alert), (alert.alert, alert.labels)
+    valid = healthy.prom.query('slo:valid_events:rate5m{slo="vllm-ttft"}', healthy.t)
+    want = healthy.scenario.truth["client_first_tokens_per_s"]
+    assert {r["metric"]["model_name"]: float(r["value"][1]) for r in valid} == {
+        m: pytest.approx(want) for m in MODELS
+    }
+    paged = {(m["namespace"], m["model_name"], a.labels["long"]) for a in burn for m in incident.fired(a)}
+    slow = incident.scenario.truth["slow_model"]
+    assert ("llm", slow, "1h") in paged and {m for _, m, _ in paged} == {slow}
+    assert all(set(m) == {"namespace", "model_name"} for a in burn for m in incident.fired(a))
+    error = incident.prom.query('slo:sli_error:ratio_rate5m{slo="vllm-ttft"}', incident.t)
+    assert [(r["metric"]["model_name"], float(r["value"][1])) for r in error] == [(slow, pytest.approx(0.5))]
+
+
+def test_detect_names_the_gateways_bucket_a_client_side_slo_misses(client_slo_build):
+    """A client-side SLO's threshold the gateway has no bucket at is reported with the gateway's
+    histogram, the model label read as model_name (Dynamo's frontend names it `model`)."""
+    model, _ = client_slo_build
+    frontend = Config(client_side={"source": "dynamo-frontend", "model_label": "model"})
+    slo = model.spec.slos["vllm-ttft"]
+    hist = frontend.client_side.metric("ttft")
+    rows = [{"metric": {"namespace": "llm", "model_name": "m1"}, "value": [0, "1"]}]
+    ctx = probes.ProbeContext(_Canned({hist: rows}), frontend, catalog.load(), {}, {"vllm-ttft": slo})
+    [message] = [f.message for f in probes.slo_buckets(ctx).findings]
+    assert f'{hist}_bucket{{le="2.5"}}' in message and "llm/m1" in message, message
+    asked = []
+    ctx.ask = type("Ask", (), {"rows": lambda self, e: asked.append(e) or []})()
+    probes.slo_buckets(ctx)
+    assert "label_replace(" in asked[0] and '"model_name", "$1", "model"' in asked[0], asked[0]
+
+
+def test_a_client_side_slo_scoped_by_role_is_an_error_at_its_line(specs_with, line_of):
+    """A gateway sees no role or track: a client-side SLO's records carry neither, so a scope on one
+    could select nothing there."""
+    role = ("  role: null\n", "  role: {label: llm_d_ai_role}\n")
+    specs = specs_with(
+        {
+            "config.yaml": [(CLIENT, EPP), role],
+            "slos.yaml": [
+                (TTFT_SLI, AT_CLIENT),
+                (
+                    "    objective: 0.99\n",
+                    "    objective: 0.99\n    scope: {matchers: 'llm_d_ai_role=\"decode\"'}\n",
+                ),
+            ],
+        }
+    )
+    with pytest.raises(SpecErrors) as err:
+        generate.build(specs)
+    line = line_of(specs / "slos.yaml", "    scope:")
+    assert (
+        f"slos.yaml:{line}: slos.vllm-ttft.scope.matchers: 'llm_d_ai_role' is not an identity label"
+        in str(err.value)
+    ), str(err.value)

@@ -74,7 +74,7 @@ def test_an_unknown_field_lists_the_allowed_ones(specs_with, line_of):
     [msg] = _errors(specs)
     assert msg.endswith(
         f"slos.yaml:{line}: slos.vllm-ttft.sli.matchers: unknown field 'matchers' "
-        "(allowed: kind, histogram, threshold)"
+        "(allowed: kind, histogram, threshold, side)"
     ), msg
 
 

@@ -96,6 +96,12 @@ class Catalog:
     # the bounds generated tests give a gateway histogram: its own are not documented
     gateway_test_buckets: tuple[float, ...] = ()
     vllm_profiles: dict[str, VllmProfile] = field(default_factory=dict)  # config.vllm_profile
+    # a client-side quantity (ttft, itl) -> the vLLM histogram of the same quantity at the engines
+    engine_twins: dict[str, str] = field(default_factory=dict)
+
+    def client_quantity(self, histogram: str) -> str | None:
+        """The client-side quantity a vLLM histogram has a gateway twin of (ttft), or None."""
+        return next((q for q, h in self.engine_twins.items() if h == histogram), None)
 
     def lookup(self, name: str) -> Metric | None:
         """The catalog entry for an exposed series name, histogram suffixes included; a vLLM metric
@@ -230,6 +236,11 @@ def load() -> Catalog:
     clients = _clients(raw["gateway"], metrics)
     test_buckets = tuple(float(x) for x in raw["gateway"].get("test_buckets") or ())
     profiles = _vllm_profiles(raw["vllm"])
+    twins = dict(raw["gateway"].get("engine_twins") or {})
+    for quantity, histogram in twins.items():
+        if metrics.get(histogram) is None or metrics[histogram].type != "histogram":
+            where = f"catalog/gateway.yaml: engine_twins.{quantity}"
+            raise CatalogError(f"{where}: {histogram!r} is not a histogram of the catalog")
     return Catalog(
         dcgm=dcgm,
         vllm_liveness=liveness,
@@ -238,6 +249,7 @@ def load() -> Catalog:
         clients=clients,
         gateway_test_buckets=test_buckets,
         vllm_profiles=profiles,
+        engine_twins=twins,
     )
 
 

@@ -669,16 +669,20 @@ def slo_buckets(ctx: ProbeContext) -> ProbeOutcome:
         kind = kind_of(slo.sli)
         if kind.absent_good_is_zero:
             continue
+        # at the client, the gateway's histogram with its model label read as model_name
+        histogram = sb.metric_name(slo.sli.reads)
+        named = sb.labels.as_model_name if slo.side == "client" else (lambda expr: expr)
         for matcher, threshold in x.branches(slo, kind.param):
             events = kind.events(sb, slo.sli, threshold, matcher)
-            served, good = b.agg("group", grouping, events.valid), b.agg("group", grouping, events.good)
+            served = b.agg("group", grouping, named(events.valid))
+            good = b.agg("group", grouping, named(events.good))
             rows = ctx.ask.rows(b.unless(served, good, grouping))
             if not rows:
                 continue
             models = ", ".join(sorted("/".join(r["metric"].get(k, "") for k in grouping) for r in rows))
             out.warning(
-                f"SLO {name}: {len(rows)} model(s) export {slo.sli.histogram}_count but not "
-                f'{slo.sli.histogram}_bucket{{le="{le_value(threshold)}"}}, which the SLO counts good '
+                f"SLO {name}: {len(rows)} model(s) export {histogram}_count but not "
+                f'{histogram}_bucket{{le="{le_value(threshold)}"}}, which the SLO counts good '
                 f"events from (a relabelling dropped it?): their SLI is absent: {models}",
                 "slos",
             )

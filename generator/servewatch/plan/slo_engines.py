@@ -40,7 +40,10 @@ class SloEngines:
         """`base(model_name)`: an engine's labels without a scope (engine_labels)."""
         self.slo, self.base = slo, base
         self.scope = slo.scope
-        self.identity = model.builder.labels.identity("model")
+        self.lb = model.builder.labels
+        self.metric_name = model.builder.metric_name
+        # a client-side SLI is recorded per model as the gateway sees it: no role or track
+        self.identity = self.lb.client_identity() if slo.side == "client" else self.lb.identity("model")
         self.where = model.spec.locate("slo", name, "scope")
         selectors = model.config.selectors.get("vllm", "")
         self.selectors = m.parse(selectors) if selectors else []
@@ -53,6 +56,17 @@ class SloEngines:
         if key not in self.labels_of:
             self.labels_of[key] = self._outside(key) if is_outside(key) else self._inside(key)
         return self.labels_of[key]
+
+    def input_series(self, metric: str, labels: dict[str, str]) -> tuple[str, dict[str, str]]:
+        """One input series of the SLI (its name as the SLI's kind gives it, its engine's labels):
+        at the client, the configured gateway's histogram with the model name in the source's
+        label and without vLLM's own labels (the rank), which a gateway never carries."""
+        if self.slo.side != "client":
+            return metric, labels
+        base, suffix = metric.rsplit("_", 1)  # client_ttft_bucket: the histogram, then _bucket/_count
+        drop = set(self.lb.vllm_only())
+        out = {(self.lb.client_model if k == MODEL else k): v for k, v in labels.items() if k not in drop}
+        return f"{self.metric_name(base)}_{suffix}", out
 
     @cached_property
     def solo(self) -> bool:
@@ -187,8 +201,14 @@ def engine_labels(model: Model, model_name: str) -> dict[str, str]:
 
 
 def slo_engines(model: Model, name: str, slo) -> SloEngines:
-    """The synthetic engines of one SLO's tests, moved into its scope."""
-    return SloEngines(model, name, slo, lambda model_name: engine_labels(model, model_name))
+    """The synthetic engines of one SLO's tests, moved into its scope. A client-side SLI's are
+    gateway pods: no role or track (a client sees neither)."""
+    if slo.side == "client":
+        deployment = set(model.builder.labels.deployment())
+        base = lambda m: {k: v for k, v in engine_labels(model, m).items() if k not in deployment}  # noqa: E731
+    else:
+        base = lambda m: engine_labels(model, m)  # noqa: E731
+    return SloEngines(model, name, slo, base)
 
 
 def slug(key: str) -> str:

@@ -145,6 +145,7 @@ def _token(model_name: str, metric: str, extra: dict[str, str]) -> str:
 
 
 def _heading(name: str, slo, solo: bool) -> str:
+    name = f"{name}, measured at the client" if slo.side == "client" else name
     if slo.scope is None:
         return f"{name}:"
     if solo:  # plan/slo_engines.py
@@ -161,7 +162,7 @@ def _bounds_read_by_others(model: Model, name: str, slo) -> tuple[float, ...]:
         return ()
     found = set()
     for other_name, other in model.slos.slos.items():
-        if other_name != name and other.sli.kind == "latency" and other.sli.histogram == slo.sli.histogram:
+        if other_name != name and other.sli.kind == "latency" and other.sli.reads == slo.sli.reads:
             found |= {other.sli.threshold} | {o.threshold for o in other.per_model.values() if o.threshold}
     return tuple(sorted(found))
 
@@ -174,9 +175,10 @@ def _claim(batch: BatchShown, sc: ScenarioShown) -> str:
 
 def _series_name(model: Model, engines: SloEngines, token: str) -> str:
     """The selector of the input series the proof names by `token`: its model's engine labels, the
-    extra labels, and the config's selectors."""
+    extra labels, the source that measures it (the engines or a client-side one) and the config's
+    selectors."""
     model_name, metric, extra = json.loads(token)
-    labels = {**engines.labels(model_name), **extra}
+    metric, labels = engines.input_series(metric, {**engines.labels(model_name), **extra})
     body = ", ".join(f"{k}={quoted(v)}" for k, v in labels.items())
     return series_with_selectors(model, f"{metric}{{{body}}}")
 
@@ -240,7 +242,7 @@ def _test(model: Model, name: str, slo, batch: BatchShown, engines: SloEngines) 
 
 
 def _record_selector(model: Model, name: str, engine: dict[str, str]) -> str:
-    labels = {k: engine[k] for k in model.builder.labels.identity("model")} | {"slo": name}
+    labels = {k: engine[k] for k in model.builder.labels.identity("model") if k in engine} | {"slo": name}
     return "{" + ", ".join(f"{k}={quoted(v)}" for k, v in labels.items()) + "}"
 
 
@@ -294,7 +296,7 @@ def _inputs_firing(
         return []
     out = []
     for other_name, other in model.slos.slos.items():
-        if other.sli.kind != "latency" or other.sli.histogram != slo.sli.histogram:
+        if other.sli.kind != "latency" or other.sli.reads != slo.sli.reads:
             continue
         rules = _inputs_rules(model, other_name)
         for run in batch.runs:
@@ -310,14 +312,14 @@ def _inputs_firing(
 
 
 def _inputs_expected(model: Model, rule: AlertRule, engine: dict[str, str]) -> dict:
-    labels = {k: engine[k] for k in model.builder.labels.identity("model")} | rule.labels
+    labels = {k: engine[k] for k in model.builder.labels.identity("model") if k in engine} | rule.labels
     annotations = {k: templates.render(v, labels, 1.0) for k, v in rule.annotations.items()}
     return {"exp_labels": dict(sorted(labels.items())), "exp_annotations": annotations}
 
 
 def _expected(model: Model, name: str, slo, engine: dict[str, str], firing: FiringShown) -> dict:
     rule = _rule(model, name, firing)
-    labels = {k: engine[k] for k in model.builder.labels.identity("model")}
+    labels = {k: engine[k] for k in model.builder.labels.identity("model") if k in engine}
     labels.update(rule.labels)
     snippet = model.slos.budget_left(name, slo)
     annotations = {}

@@ -240,8 +240,11 @@ def _readers(model: Model, source: str) -> dict[str, list[AlertRule]]:
             for m in b.input_metrics(source, [model.signal(a.spec.signal)]):
                 out.setdefault(m, []).append(a)
         elif a.family == SLO_FAMILY:
-            sli = model.slos.slos[a.spec.slo].sli
+            slo = model.slos.slos[a.spec.slo]
+            sli = slo.sli
             metric = f"{sli.histogram}_count" if kind_of(sli).param else sli.metric
+            if slo.side == "client":  # the gateway's histogram, not the engines' it is a twin of
+                metric = f"{b.metric_name(sli.reads)}_count"
             if b.source(metric) == source:
                 out.setdefault(metric, []).append(a)
     return out

@@ -55,11 +55,21 @@ class SloExprs:
         self.window = sb.config.rate_window
         self.grouping = sb.labels.identity("model")
 
-    def counted_where(self) -> str:
-        """Which side counts the events, said in burn alert descriptions (empty: one role)."""
+    def counted_where(self, slo: s.SLO) -> str:
+        """Which side counts the events, said in burn alert descriptions (empty: the engines, with
+        neither a role nor a client source configured, where there is no other side to name)."""
+        client = self.sb.config.client_side
+        if slo.side == "client":
+            source = self.sb.labels.client.name
+            return (
+                f"Measured at the client: each request once, as the {source} in front of the engines "
+                "saw it (config.client_side), gateway and transfer time included. "
+            )
         role = self.sb.config.role
         if role is None:
-            return ""
+            if client is None:
+                return ""
+            return f"Measured on the engines (the instance side), not at the {client.source}. "
         return (
             f"Each request is counted once, on the {'/'.join(COUNTING_ROLES)} engines ({role.label}), "
             "as those engines measure it, not at the client. "
@@ -245,6 +255,9 @@ class SloExprs:
         shares = []
         for name in sorted(slos):
             share = f"1 - {self.recorded(self.error_record(self.window), name)}"
+            if slos[name].side == "client" and self.sb.labels.deployment():
+                # recorded per model as the client sees it: the same share for each role and track
+                share = b.join(f"0 * {tokens} + 1", f"({share})", self.sb.labels.client_identity(), ())
             scope = self.scope(slos[name])
             if scope:
                 outside = b.unless(tokens, self.tokens(*scope), self.grouping)

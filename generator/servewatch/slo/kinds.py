@@ -69,8 +69,11 @@ class LatencyKind:
     counts_aborts: ClassVar[bool] = False
 
     def events(self, sb: SignalBuilder, sli: s.LatencySLI, threshold: float, *matchers: str) -> Events:
-        good = sb.select(f"{sli.histogram}_bucket", le_matcher(threshold), *matchers)
-        return Events(good=good, valid=sb.select(f"{sli.histogram}_count", *matchers))
+        # a client-side SLI reads its record; validation (slo_checks.py) refuses a spec without it,
+        # whose model is still built first: the gateway's raw series, unread
+        h = sb.metric_name(sli.reads)
+        good = sb.select(f"{h}_bucket", le_matcher(threshold), *matchers)
+        return Events(good=good, valid=sb.select(f"{h}_count", *matchers))
 
     def recording(self, sb: SignalBuilder, sli: s.LatencySLI, window: str) -> str | None:
         """The rule set's record of the histogram's bucket rates per model, if there is one. With
@@ -78,7 +81,7 @@ class LatencyKind:
         the SLO then reads the raw histogram, in its native form (promql/histograms.py)."""
         if sb.histograms.native:
             return None
-        rec = sb.recorded_source("bucket_rate", sli.histogram, "model", (), window)
+        rec = sb.recorded_source("bucket_rate", sli.reads, "model", (), window)
         return rec.record if rec is not None else None
 
     def recorded_events(self, record: str, sli: s.LatencySLI, threshold: float, *matchers: str) -> Events:
@@ -96,6 +99,10 @@ class LatencyKind:
         histograms: one series holds every bucket, so none can be lost on its own."""
         if sb.histograms.native:
             return None
+        if sli.side == "client":  # a gateway's model seen at all: its record's +Inf bucket
+            labels = {"metric": sb.metric_name(sli.reads) + "_bucket", "le": le_value(threshold)}
+            record = self.recording(sb, sli, sb.config.rate_window)
+            return b.selector(record, 'le="+Inf"', *matchers), labels
         labels = {"metric": sb.metric_name(f"{sli.histogram}_bucket"), "le": le_value(threshold)}
         return sb.select(f"{sli.histogram}_count", *matchers), labels
 
@@ -111,7 +118,7 @@ class LatencyKind:
     ) -> Synthetic:
         """The bucket at `threshold` counts the good events; a decoy bound below it counts none and
         one above it counts all, so reading the wrong bucket gives a different answer."""
-        h, le = sli.histogram, le_value(threshold)
+        h, le = sli.reads, le_value(threshold)
         out = []
         if good is not None:  # None: the bucket is not scraped (a relabelling dropped it)
             out.append(SyntheticSeries(series(f"{h}_bucket", {"le": le}), good, good=True, part=le))

@@ -178,7 +178,7 @@ class SloPlan:
             f"its {slo.window} objective allows over the last {row.long}, and more than {row.burn_rate:g}x "
             f"over the last {row.short} too (good: {slo.description}){own}. "
         )
-        return text + self.x.counted_where() + self.budget_left(name, slo)
+        return text + self.x.counted_where(slo) + self.budget_left(name, slo)
 
     def budget_left(self, name: str, slo: s.SLO) -> str:
         """The remaining SLO-window budget, read at notification time with the `query` template

@@ -18,7 +18,7 @@ from .dashboards import Settings
 from .document import SpecDoc
 from .runbooks import Runbook
 from .schema import Config, Group, Overrides, Scenario, Signal
-from .slos import SLO
+from .slos import SLO, with_side
 from .source import SourceDoc, read_jsonnet, read_yaml
 from .translate import schema_errors
 
@@ -213,7 +213,7 @@ def _merge(parsed: list[tuple[SourceDoc, SpecDoc]], files: list[Path], root: Pat
         scenarios=tuple(scenarios),
         dashboards=Settings(**dashboards),
         runbooks=runbooks,
-        slos=slos,
+        slos={name: with_side(slo, (config or Config()).client_side) for name, slo in slos.items()},
         alertmanager=alertmanager or Alertmanager(),
         files=tuple(f.as_posix() for f in files),
         sources=sources,

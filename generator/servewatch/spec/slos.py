@@ -14,6 +14,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import AfterValidator, ConfigDict, Field, field_validator, model_validator
 
+from .. import catalog
 from . import matchers as matcher_syntax
 from .fields import AlertLabels, LabelName, Matchers, Number, label_value
 from .schema import Strict, _alert_name, _duration, seconds
@@ -32,12 +33,29 @@ def _objective(v: float | None) -> float | None:
 # -- SLI kinds ------------------------------------------------------------------------------------
 
 
+Side = Literal["instance", "client"]
+CLIENT_PREFIX = "client_"  # a client-side quantity's histogram, as signals name it (client_ttft)
+
+
 class LatencySLI(Strict):
-    """Requests observed by a catalog histogram at or below `threshold` seconds, over all of them."""
+    """Requests observed by a catalog histogram at or below `threshold` seconds, over all of them.
+    `side: client` measures the same quantity where the client sees it: the histogram of the
+    gateway or frontend of config.client_side (validation/slo_checks.py)."""
 
     kind: Literal["latency"]
     histogram: str  # e.g. vllm:time_to_first_token_seconds (without _bucket)
     threshold: Number  # seconds; must be one of the histogram's bucket bounds
+    # instance: the engines' histogram; client: the gateway's twin of it; left out: the client where
+    # config.client_side measures the quantity, else the engines (resolved by the loader: with_side)
+    side: Side | None = None
+
+    @property
+    def reads(self) -> str:
+        """The histogram the SLI reads, as signals name it: the engines' own, or at the client the
+        configured source's of the same quantity (client_ttft), which the signal builder resolves."""
+        if self.side != "client":
+            return self.histogram
+        return CLIENT_PREFIX + (catalog.load().client_quantity(self.histogram) or self.histogram)
 
 
 class AvailabilitySLI(Strict):
@@ -221,9 +239,15 @@ class SLO(Strict):
 
     @property
     def summary(self) -> str:
-        """e.g. "99% of requests: first token within 2.5 s, over 28d"."""
+        """e.g. "99% of requests: first token within 2.5 s, over 28d"; a client-side SLI says so."""
         text = f"{self.objective * 100:.10g}% of requests: {self.description}, over {self.window}"
+        text += ", measured at the client" if self.side == "client" else ""
         return text + (f", for {self.scope.text}" if self.scope else "")
+
+    @property
+    def side(self) -> str:
+        """Where the SLI is measured: on the engines (instance) or at the gateway (client)."""
+        return getattr(self.sli, "side", None) or "instance"
 
     def objective_of(self, model_name: str | None) -> float:
         over = self.per_model.get(model_name or "")
@@ -238,6 +262,19 @@ class SLO(Strict):
     def covers_model(self, model_name: str) -> bool:
         """Whether the scope lets `model_name` in by name (its matchers need the other labels)."""
         return self.scope is None or not self.scope.models or model_name in self.scope.models
+
+
+def with_side(slo: SLO, client_side) -> SLO:
+    """`slo` with its latency SLI's side decided where the spec leaves it out: the client's wait is
+    what a latency objective promises, so where config.client_side names a source that measures the
+    quantity the SLI reads it there; else, and where the spec says `side: instance`, the engines'."""
+    sli = slo.sli
+    if not isinstance(sli, LatencySLI) or sli.side is not None:
+        return slo
+    quantity = catalog.load().client_quantity(sli.histogram)
+    measured = client_side is not None and quantity is not None and client_side.metric(quantity)
+    side = "client" if measured else "instance"
+    return slo.model_copy(update={"sli": sli.model_copy(update={"side": side})})
 
 
 def _slo_name(name: str) -> str:

@@ -11,6 +11,7 @@ from .. import catalog as catalog_mod
 from ..errors import SpecError
 from ..signals import SignalBuilder
 from ..slo.exprs import MODEL
+from ..slo.kinds import kind_of
 from ..slo.plan import group_rule_count
 from ..slo.scenarios import SCENARIO_PREFIX
 from ..spec import slos as s
@@ -33,7 +34,9 @@ def slo_problems(spec) -> list[SpecError]:
             errors.append(SpecError(msg, spec.locate("slo", name, *field)))
 
         sli = slo.sli
-        if isinstance(sli, s.LatencySLI):
+        if isinstance(sli, s.LatencySLI) and sli.side == "client":
+            _client_latency(spec, cat, slo, err)
+        elif isinstance(sli, s.LatencySLI):
             _latency(cat, slo, err)
         else:
             _availability(cat, sli, err)
@@ -48,8 +51,9 @@ def slo_problems(spec) -> list[SpecError]:
                 err(f"a {sli.kind} SLI has no threshold to override", "per_model", model, "threshold")
         if slo.per_model and MODEL not in spec.config.identity.model:
             err(f"per_model needs {MODEL} in config identity.model (SLOs are grouped by it)", "per_model")
-        if slo.scope is not None:
-            _scope(slo, identity, err)
+        if slo.scope is not None:  # a client-side SLI's records carry no role or track
+            client = SignalBuilder(spec.config, cat).labels.client_identity()
+            _scope(slo, client if slo.side == "client" else identity, err)
         alert = slo.alerting.alert
         if alert in alerts or alert in owners:
             other = f"SLO {owners[alert]!r}" if alert in owners else "an alert under groups:"
@@ -129,6 +133,50 @@ def _latency(cat, slo: s.SLO, err) -> None:
         problem = bound_problem(entry, over.threshold) if over.threshold is not None else None
         if problem:
             err(problem, "per_model", model, "threshold")
+
+
+def _client_latency(spec, cat, slo: s.SLO, err) -> None:
+    """A client-side SLI reads the configured gateway's twin of its histogram, from the record of
+    its bucket rates (the raw series need the gateway's deduplication and model label, which that
+    record does once). The gateway's bucket bounds are not documented, so the threshold is not
+    checked here: a bound the gateway lacks fires SLOInputsMissing with the `le` it misses."""
+    sli = slo.sli
+    client = spec.config.client_side
+    if client is None:
+        sources = ", ".join(sorted(cat.clients))
+        err(
+            "side: client needs a gateway or frontend source in config.client_side (one of "
+            f"{sources}); without one, only the engines measure {sli.histogram}",
+            "sli",
+            "side",
+        )
+        return
+    quantity = cat.client_quantity(sli.histogram)
+    if quantity is None or client.metric(quantity) is None:
+        twins = ", ".join(h for h in cat.engine_twins.values() if client.metric(cat.client_quantity(h)))
+        err(
+            f"{client.source} measures no client-side twin of {sli.histogram!r}; at the client an SLO "
+            f"can read {twins}",
+            "sli",
+            "histogram",
+        )
+        return
+    builder = SignalBuilder(spec.config, cat, _recorded_signals(spec))
+    if builder.histograms.native:
+        err("a client-side SLI reads classic buckets; config.histograms reads native ones", "sli", "side")
+    elif kind_of(sli).recording(builder, sli, spec.config.rate_window) is None:
+        err(
+            f"a client-side SLI reads the recorded bucket rates of {client.metric(quantity)} (signal "
+            "a bucket_rate signal), and no enabled rule group records them (its group switched off?)",
+            "sli",
+            "side",
+        )
+
+
+def _recorded_signals(spec) -> list:
+    """The signals an enabled rule group records (model.py reads the SLOs' rates from them too)."""
+    signals = spec.signals
+    return [signals[n] for g in spec.groups if spec.group_enabled(g) for n in g.records if n in signals]
 
 
 def bound_problem(entry, threshold: float) -> str | None:

@@ -10,6 +10,10 @@ import pytest
 
 from servewatch import catalog, generate, verify, writer
 from servewatch.alert_context import POOL_SEEN
+from servewatch.investigate import runner as investigate
+from servewatch.investigate.client import Auth
+from servewatch.investigate.client import Client as InvestigateClient
+from servewatch.runbooks import book
 from servewatch.detect import probes
 from servewatch.detect.runner import current_config, detect
 from servewatch.errors import SpecErrors
@@ -354,6 +358,11 @@ def test_live_a_pool_no_gateway_pod_reports_any_more_fires_for_that_pool_only(ep
     expr = interpolate(target["expr"], {"datasource": "prometheus", "namespace": "llm", "pod": ".*"})
     assert [r["metric"]["name"] for r in s.prom.query(expr, s.t)] == [s.scenario.truth["lost_pool"]]
     assert served["healthy"].prom.query(expr, served["healthy"].t) == []
+    # `servewatch investigate` finds the pool from the alert's own condition and scopes to it
+    page = {p.name: p for p in book.pages(model)}["VLLMInferencePoolMissing"]
+    found = investigate.run(model, page, InvestigateClient(s.prom.url, Auth()), at=s.t)
+    assert found.alert_labels == {"namespace": "llm", "name": s.scenario.truth["lost_pool"]}
+    assert found.results[0].verdict == "unhealthy" and found.results[0].error is None
 
 
 @pytest.mark.integration

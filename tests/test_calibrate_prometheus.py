@@ -6,6 +6,8 @@ must pass `servewatch check` and `servewatch test`."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 
@@ -15,6 +17,7 @@ from servewatch.validation import validate
 from servewatch_testkit.localprom import LocalPrometheus, backfill_start
 from servewatch_testkit.synth import to_openmetrics
 from servewatch_testkit.loadtest import BURST_KV, BURST_S, FB_USED, KNEE, RATES, LoadTest, at
+from servewatch_testkit.synth.disaggregated import ROLE_LABEL
 
 from test_calibrate import (
     ARGS,
@@ -30,6 +33,7 @@ from test_calibrate import (
 pytestmark = [pytest.mark.integration, pytest.mark.tools("promtool", "prometheus")]
 
 NEXT = RATES[RATES.index(KNEE) + 1]  # the first rate that breaks a target
+ROLE_CONFIG = [("  role: null\n", f"  role: {{label: {ROLE_LABEL}}}\n")]
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +48,16 @@ def run(tmp_path_factory):
             "bench": lt.write_bench(tmp_path_factory.mktemp("bench")),
             "url": prom.url,
         }
+
+
+@pytest.fixture(scope="module")
+def pd_run():
+    """The same run with prefill and decode apart: each request also finishes its prefill leg."""
+    lt = LoadTest(role_label=ROLE_LABEL)
+    start = backfill_start(lt.samples, 30.0)
+    with LocalPrometheus(lt.openmetrics(start)) as prom:
+        a, z = lt.run_range(start)
+        yield ["--prometheus", prom.url, "--range", f"{a:.0f}..{z:.0f}", "--step-every", lt.step_every]
 
 
 @pytest.fixture(scope="module")
@@ -231,3 +245,32 @@ def test_a_range_with_two_models_needs_model(run, prom_only, specs_with, capsys)
     # --model narrows every vLLM series; the other model's GPUs hold the same FB share, so the GPU
     # alert (not narrowed) reads the same too
     assert alerts == prom_only[1]
+
+
+def _json_report(specs, capsys, *args) -> dict:
+    code = main(
+        ["calibrate", "--specs", str(specs), *map(str, args), *ARGS, "--gpus", "2", "--format", "json"]
+    )
+    assert code == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _server_steps(report: dict) -> list[dict]:
+    return next(sw["steps"] for sw in report["sources"] if sw["source"] == "prometheus")
+
+
+def test_a_prefill_decode_run_counts_each_request_once(run, pd_run, specs_with, capsys):
+    # every request finishes twice, its prefill leg with `length` on the prefill pod: with config.role
+    # the load, the requests, the error share and the good tokens (the cost) read the decode side
+    # only, so they are the aggregated run's, and the client's request rate still pairs with them
+    aggregated = _server_steps(_json_report(specs_with(), capsys, *run["prom"]))
+    report = _json_report(specs_with({"config.yaml": ROLE_CONFIG}), capsys, "--bench", *run["bench"], *pd_run)
+    pd = _server_steps(report)
+    assert not [n for n in report["notes"] if "same run" in n]
+    cost = next(k for k in pd[0] if k.startswith("cost_per_1m_good_tokens"))
+    for rate, agg, one in zip(RATES, aggregated, pd, strict=True):
+        assert one["load"] == pytest.approx(rate, rel=0.01)
+        assert (one["load"], one["requests"]) == (agg["load"], agg["requests"])
+        assert one["measures"]["errors"] == agg["measures"]["errors"]
+        assert one[cost] == (agg[cost] and pytest.approx(agg[cost], rel=1e-9))  # None: no good token
+    assert [s["sustainable"] for s in pd] == [s["sustainable"] for s in aggregated]

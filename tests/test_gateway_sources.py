@@ -10,12 +10,18 @@ import pytest
 import yaml
 
 from servewatch import catalog, generate, verify, writer
+from servewatch.alert_context import POOL_SEEN
+from servewatch.investigate import runner as investigate
+from servewatch.investigate.client import Auth
+from servewatch.investigate.client import Client as InvestigateClient
+from servewatch.runbooks import book
 from servewatch.detect import probes
 from servewatch.detect.runner import current_config, detect
 from servewatch.errors import SpecErrors
 from servewatch.spec.schema import Config
 from servewatch_testkit.synth.gateway import MODELS, POOLS, TTFT, gateway_healthy, gateway_incident
-from test_dashboards_integration import grafana_regex, panel_problems
+from servewatch.plan.dashboards.board import ABSENCE_LISTS
+from test_dashboards_integration import all_panels, grafana_regex, interpolate, panel_problems
 from test_disaggregated_fleet import Served
 
 
@@ -177,6 +183,33 @@ def test_the_pool_rules_key_by_pool_not_model(epp_build):
         assert f"boundary: VLLMInferencePoolNoReadyPods {side} its threshold" in bounds
 
 
+def test_a_pool_gone_is_remembered_in_the_slow_parts_group_and_proven(epp_build):
+    """VLLMInferencePoolMissing reads the pools' memory, recorded like the engines' and GPUs' in a
+    group of its own every remember.parts_every, keyed by the pool and its gateway's job (not the
+    instance a restart changes); its scenarios, its record test and its runbook page are generated."""
+    model, files = epp_build
+    config = model.config
+    [group] = [g for g in model.groups if any(r.record == POOL_SEEN for r in g.records)]
+    assert group.interval == config.remember.parts_every and len(group.records) == 1
+    ready = catalog.load().clients["llm-d-epp"].metric("pool_ready_pods")
+    assert group.records[0].expr == (
+        f"group by (namespace, name, job) (last_over_time({ready}[{config.remember.parts}]))"
+    )
+    alert = next(a for a in model.alerts() if a.alert == "VLLMInferencePoolMissing")
+    assert POOL_SEEN in alert.expr and "instance" not in alert.expr
+    scenarios = files["promtool/vllm.test.yaml"]
+    for name in (
+        "an inference pool the gateway stops reporting",
+        "a restarted endpoint picker that never reports its pool again",
+        "a gateway removed with its pools",
+        "a pool that moves to another gateway pod",
+    ):
+        assert name in scenarios
+    assert f"record: {POOL_SEEN}" in files["promtool/vllm.records.test.yaml"]
+    page = files["runbooks/VLLMInferencePoolMissing.md"]
+    assert POOL_SEEN in page and config.remember.parts in page
+
+
 @pytest.mark.integration
 @pytest.mark.tools("promtool")
 @pytest.mark.parametrize(
@@ -228,6 +261,7 @@ WATCHED = (
     "VLLMTimeToFirstTokenP95High",
     "VLLMInferencePoolNoReadyPods",
     "VLLMInferencePoolMetricsMissing",
+    "VLLMInferencePoolMissing",
 )
 
 
@@ -301,6 +335,35 @@ def test_live_an_empty_pool_and_a_gateway_pod_without_pools_fire_for_them_only(e
     ready = healthy.prom.query(model.signal(alert.spec.signal).record, healthy.t)
     want = healthy.scenario.truth["pools"]["ready_pods"]
     assert {r["metric"]["name"]: float(r["value"][1]) for r in ready} == {p: want for p in POOLS.values()}
+
+
+@pytest.mark.integration
+@pytest.mark.tools("promtool", "prometheus")
+def test_live_a_pool_no_gateway_pod_reports_any_more_fires_for_that_pool_only(epp_build, served):
+    """The pool epp-0 stopped reporting while both EPP targets stay up is named by namespace and pool
+    name, from the pools' memory (backfilled as its slow group records it); the pools still reported,
+    the empty one included, and the pool epp-1 never reported are not."""
+    model, _ = epp_build
+    alert = next(a for a in model.alerts() if a.alert == "VLLMInferencePoolMissing")
+    s = served["incident"]
+    assert [(m["namespace"], m["name"]) for m in s.fired(alert)] == [("llm", s.scenario.truth["lost_pool"])]
+    assert all(set(m) == {"namespace", "name"} for m in s.ever(alert))
+    # it went missing at the incident: before it, nothing (the memory holds what was reported)
+    before = s.scenario.time_at(s.start, s.scenario.incident_step - 1)
+    assert not s.prom.query(alert.expr, before)
+    # the serving board's problem list of the condition names it too, and is empty when healthy
+    _, files = epp_build
+    board = json.loads(files["dashboards/vllm-serving.json"])
+    [panel] = [p for p in all_panels(board) if p["title"] == ABSENCE_LISTS["pool_gone"][0]]
+    [target] = panel["targets"]
+    expr = interpolate(target["expr"], {"datasource": "prometheus", "namespace": "llm", "pod": ".*"})
+    assert [r["metric"]["name"] for r in s.prom.query(expr, s.t)] == [s.scenario.truth["lost_pool"]]
+    assert served["healthy"].prom.query(expr, served["healthy"].t) == []
+    # `servewatch investigate` finds the pool from the alert's own condition and scopes to it
+    page = {p.name: p for p in book.pages(model)}["VLLMInferencePoolMissing"]
+    found = investigate.run(model, page, InvestigateClient(s.prom.url, Auth()), at=s.t)
+    assert found.alert_labels == {"namespace": "llm", "name": s.scenario.truth["lost_pool"]}
+    assert found.results[0].verdict == "unhealthy" and found.results[0].error is None
 
 
 @pytest.mark.integration

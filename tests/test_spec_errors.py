@@ -34,8 +34,8 @@ def test_default_specs_load(repo):
     spec = load(repo / "specs")
     assert len([a for g in spec.groups if spec.group_enabled(g) for a in g.alerts]) == 22
     assert (
-        len([a for g in spec.groups for a in g.alerts]) == 29
-    )  # 3 need config.role or track, 2 config.client_side, 2 a client source with pools
+        len([a for g in spec.groups for a in g.alerts]) == 30
+    )  # 3 need config.role or track, 2 config.client_side, 3 a client source with pools
 
 
 def test_renamed_metric_names_the_replacement(specs_with, line_of):
@@ -268,7 +268,7 @@ TARGETS_DOWN_STEP = "`config.targets.dcgm` at all.\n        query: {kind: absenc
             "absence: {kind: target_dwn, source: dcgm}",
             "groups[2].alerts[0].absence.kind",
             "Input should be 'partner_missing', 'target_down', 'metrics_absent', 'inputs_missing', "
-            "'no_progress', 'part_missing', 'rank_idle', 'client_missing' or 'pool_missing'; "
+            "'no_progress', 'part_missing', 'rank_idle', 'client_missing', 'pool_missing' or 'pool_gone'; "
             "did you mean 'target_down'?",
         ),
         (

@@ -11,11 +11,12 @@
   rank_idle        an engine computes nothing, with nothing in flight, while a sibling rank of its pod serves
   client_missing   a model's engines have traffic while the client source (config.client_side) reports none
   pool_missing     a gateway pod reports requests but no inference pool's ready pods (its pool alert is blind)
+  pool_gone        an inference pool seen recently is reported by no gateway pod while its gateway is up
 """
 
 from __future__ import annotations
 
-from .alert_context import PART_FIELD, TARGET_CONTEXT, Context
+from .alert_context import PART_FIELD, POOL_READY, TARGET_CONTEXT, Context
 from .promql import builders as b
 
 
@@ -52,6 +53,8 @@ class Absences:
             return self.client_missing([signals[s] for s in absence.progress])
         if kind == "pool_missing":
             return self.pool_missing()
+        if kind == "pool_gone":
+            return self.pool_gone()
         grace = absence.startup_grace if absence is not None else None
         return self.metrics_absent(source, absent_fires, grace)
 
@@ -210,10 +213,22 @@ class Absences:
         older picker, a rename, the gauges dropped by relabeling): VLLMInferencePoolNoReadyPods
         cannot fire for its pools."""
         target = self.labels.target()
-        ttft, ready = self.sb.metric_name("client_ttft"), self.sb.metric_name("client_pool_ready_pods")
+        ttft, ready = self.sb.metric_name("client_ttft"), self.sb.metric_name(POOL_READY)
         routing = self._exported(f"{ttft}_count", target + [x for x in TARGET_CONTEXT if x not in target])
         reporting = b.agg("group", target, self.sb.select(ready))
         return b.with_label(b.unless(routing, reporting, target), "metric", ready)
+
+    def pool_gone(self) -> str:
+        """Inference pools seen within `config.remember.parts` (the slow memory record) that no gateway
+        pod reports now, while a target of the gateway that reported them (its job in the pool's
+        namespace) is up: VLLMInferencePoolNoReadyPods is blind for them. A pool another gateway pod
+        still reports is watched, and a gateway that goes with its pools (every target gone or down)
+        is a deliberate removal, not this alert's. Keyed by the pool alone."""
+        pool, gateway = self.context.pool_keys(), self.context.gateway()
+        reported = b.agg("group", pool, self.sb.select(POOL_READY))
+        gone = b.unless(self.context.pools_seen_recently(), reported, pool)
+        up = self.context.gateway_up()
+        return b.agg("group", pool, b.only_where(gone, f"{b.agg('max', gateway, up)} == 1", gateway))
 
     # -- shared parts ---------------------------------------------------------------------------
     def _exported(self, metric: str, target: list[str]) -> str:

@@ -36,6 +36,7 @@ DCGM_TARGET_HOST = "target:dcgm_host:last_seen"
 VLLM_TARGET_MODEL = "target:vllm_model:last_seen"
 ENGINE_SEEN = "engine:vllm_engine:seen_recently"
 GPU_SEEN = "gpu:dcgm_gpu:seen_recently"
+POOL_SEEN = "pool:inference_pool:seen_recently"
 DCGM_TARGETS = "cluster:dcgm_up_targets:count"
 VLLM_TARGETS = "namespace:vllm_up_targets:count"
 
@@ -46,6 +47,8 @@ PRESENCE_FIELDS = ("fb_used", "fb_free", "gpu_temp")
 # The one field the parts' memory reads to say a GPU or MIG instance is there: a memory reads hours of
 # samples, so it reads one field, the one every GPU and MIG instance carries.
 PART_FIELD = "gpu_temp"
+POOL_READY = "client_pool_ready_pods"  # the gauge that says an inference pool is reported
+INSTANCE = "instance"  # the part of a target's labels that changes when its pod restarts
 
 
 @dataclass(frozen=True)
@@ -181,6 +184,46 @@ class Context:
         keys = self.part_labels("dcgm") + self.target
         return Memory(GPU_SEEN, b.agg("group", keys, self._host(seen)), self.config.remember.parts_every)
 
+    def pool_keys(self) -> list[str]:
+        """What an inference pool is: the pool identity (cluster, namespace) and the labels of its
+        ready-pods gauge (its `name`)."""
+        ready = self.sb.metric_name(POOL_READY)
+        return list(dict.fromkeys(self.labels.pool_identity() + list(self.sb.catalog.lookup(ready).labels)))
+
+    def gateway(self) -> list[str]:
+        """The gateway that reports a pool: its job in the pool's namespace (and cluster). Not its
+        target: a restarted endpoint picker is a new instance, which may never report the pool again."""
+        job = [label for label in self.target if label != INSTANCE]
+        return list(dict.fromkeys(self.labels.pool_identity() + job))
+
+    def pool_memory_keys(self) -> list[str]:
+        """What the pools' memory keeps of each pool: the pool and its gateway."""
+        return list(dict.fromkeys(self.pool_keys() + self.gateway()))
+
+    def pools_seen(self) -> Memory:
+        """Every inference pool (with the gateway that reported it) seen within `config.remember.parts`,
+        in a slow group like the engines' and GPUs' memory: the pools are few, but a memory that reads
+        hours is read rarely."""
+        keys = self.pool_memory_keys()
+        seen = f"last_over_time({self.sb.select(POOL_READY)}[{self.config.remember.parts}])"
+        return Memory(POOL_SEEN, b.agg("group", keys, seen), self.config.remember.parts_every)
+
+    def pools_seen_recently(self) -> str:
+        """The pools' memory as the alert reads it: the last record within two of its intervals,
+        narrowed like the gauge it remembers (config.client_side.selector)."""
+        read = self._read(POOL_SEEN, self.config.selector("gateway"), self.pool_memory_keys())
+        return f"last_over_time({read}[{self._parts_window()}])"
+
+    def gateway_up(self) -> str:
+        """`up` of the gateway's targets, narrowed by the matchers of config.client_side.selector that
+        a target carries (a job, a namespace)."""
+        return self._read("up", self.config.selector("gateway"), self.gateway() + [INSTANCE])
+
+    def _parts_window(self) -> str:
+        """Two intervals of the parts' memory group: the last record is always within it."""
+        twice = 2 * int(seconds(self.config.remember.parts_every))
+        return f"{twice // 60}m" if twice % 60 == 0 else f"{twice}s"
+
     def part_labels(self, source: str) -> list[str]:
         """What a part alert carries: the part's identity, and for a GPU its host and description."""
         if source == "vllm":
@@ -194,9 +237,9 @@ class Context:
         the parts `matchers` select (e.g. only MIG instances)."""
         memory = self.engines_seen() if source == "vllm" else self.gpus_seen()
         keys = self.part_labels(source) + self.target
-        twice = 2 * int(seconds(self.config.remember.parts_every))
-        window = f"{twice // 60}m" if twice % 60 == 0 else f"{twice}s"
-        return f"last_over_time({self._memory(memory.record, source, keys, *matchers)}[{window}])"
+        return (
+            f"last_over_time({self._memory(memory.record, source, keys, *matchers)}[{self._parts_window()}])"
+        )
 
     def targets(self, source: str) -> Memory | None:
         """How many targets a source has per cluster (vLLM: per namespace); None when there is nothing
@@ -273,6 +316,8 @@ class Context:
             out.append(self.targets(source))
         if kind == "part_missing":
             out.append(self.engines_seen() if source == "vllm" else self.gpus_seen())
+        if kind == "pool_gone":
+            out.append(self.pools_seen())
         return [m for m in out if m is not None]
 
     def _gpu(self) -> list[Memory]:

@@ -16,7 +16,7 @@ from .catalog.exporter import DcgmFacts, ExporterProfile, WorkloadLabels
 from .absence import Absences
 from .alert_context import HOST, fold_host, gpu_workload_lookup
 from .promql import builders as b
-from .spec.deployment import ROLES
+from .spec.deployment import COUNTING_ROLES, ROLES
 from .promql.histograms import Histograms
 from .spec.schema import Config, Signal
 
@@ -339,6 +339,11 @@ class SignalBuilder:
         out = copy.copy(self)  # a subclass keeps what it adds (runbooks' ScopedBuilder: its filters)
         out.roles = tuple(roles)
         return out
+
+    def counting(self) -> "SignalBuilder":
+        """This builder, reading only the engines each user request is counted once on where
+        config.role is set (COUNTING_ROLES): what a deployment's requests and tokens are read from."""
+        return self.of_roles(COUNTING_ROLES)
 
     @property
     def role_matcher(self) -> str:

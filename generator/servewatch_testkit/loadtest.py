@@ -18,7 +18,7 @@ Everything is derived from `at(rate)`, so tests read the truth from here rather 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -101,6 +101,9 @@ class LoadTest:
     bench_s: float = BENCH_S
     model: str = MODEL
     pod: str = "chat-0"
+    # prefill and decode apart (llm-d): the pod's two engines decode, and a prefill pod finishes
+    # every request's prefill leg too (one token, `length`); the role in this label on both
+    role_label: str | None = None
 
     # -- the Prometheus history ------------------------------------------------------------------
     @property
@@ -124,7 +127,7 @@ class LoadTest:
         n = self.samples
         states = [self._state_at_sample(i) for i in range(n)]
         burst = self._burst_samples()
-        out = []
+        out = self._prefill(states) if self.role_label else []
         for engine, share in ((0, 1.0), (1, 0.95)):
             out += vllm_engine(
                 "serving",
@@ -133,6 +136,7 @@ class LoadTest:
                 engine,
                 steps=n,
                 step=SCRAPE_S,
+                extra_labels={self.role_label: "decode"} if self.role_label else None,
                 requests=[s.rate * SCRAPE_S / 2 for s in states],
                 profiles=lambda i: states[i].profiles(),
                 kv_usage=[
@@ -157,6 +161,25 @@ class LoadTest:
                 namespace="serving",
             )
         return out
+
+    def _prefill(self, states: list[State]) -> list:
+        """The prefill pod: every request's prefill leg, at the whole rate, with max_tokens=1."""
+        return vllm_engine(
+            "serving",
+            f"{self.pod}-prefill",
+            self.model,
+            0,
+            steps=len(states),
+            step=SCRAPE_S,
+            requests=[s.rate * SCRAPE_S for s in states],
+            profiles=lambda i: tuple(
+                replace(p, generation_tokens=1, finished_reason="length") for p in states[i].profiles()
+            ),
+            kv_usage=0.1,
+            waiting=[s.waiting for s in states],
+            prior_steps=10,
+            extra_labels={self.role_label: "prefill"},
+        )
 
     def _burst_samples(self) -> set[int]:
         k = self.rates.index(KNEE)

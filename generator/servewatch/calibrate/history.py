@@ -2,7 +2,9 @@
 
 Each step is a time range. Its measures are the whole step seen by the server: a latency percentile
 is the histogram's quantile over the step (`rate(..._bucket[<step>])`), the error share counts the
-finished requests that ended in abort or error, as a client sees them fail. Each alert's signal is
+finished requests that ended in abort or error, as a client sees them fail. The load, the requests,
+the error share and the good tokens count each user request once: with prefill and decode apart
+(config.role) on the engines the SLOs count on (spec.deployment.COUNTING_ROLES). Each alert's signal is
 built by the same SignalBuilder as its rule, read from the raw series (the records may not be in the
 history) and evaluated at the alert group's interval over the step: the worst series at each
 evaluation, which is the fullest engine (DP rank) or GPU for a saturation signal.
@@ -75,6 +77,9 @@ class CalibrateHistory:
         self.model = model
         self.served = served  # --model: its per-model SLO thresholds count its good tokens
         self.sb = model.builder
+        # the finished requests and generated tokens of the engines each user request is counted
+        # once on: with prefill and decode apart (config.role) a request finishes on both
+        self.counted = model.builder.counting()
         self.shown = shown
         self.ident = self.sb.labels.identity("model")
 
@@ -94,7 +99,7 @@ class CalibrateHistory:
                 unmeasured[m.key] = f"no {m.histogram or FINISHED} from {_utc(r.start)} to {_utc(r.end)}"
             else:
                 measures[m.key] = v
-        finished = self.sb.model_rate(self.sb.select(FINISHED), win, ("finished_reason",))
+        finished = self.counted.model_rate(self.counted.select(FINISHED), win, ("finished_reason",))
         models = sorted(
             row["metric"].get(MODEL, "")
             for row in self.client.query(f"group by ({MODEL}) ({finished})", r.end)
@@ -127,10 +132,11 @@ class CalibrateHistory:
     def _measure(self, m: Measure, win: str, at: float) -> float | None:
         if m.metric == ERRORS:
             keep = ("finished_reason",)
-            every = self.sb.model_rate(self.sb.select(FINISHED), win, keep)
+            sb = self.counted
+            every = sb.model_rate(sb.select(FINISHED), win, keep)
             if _value(self.client.query(every, at))[0] is None:
                 return None
-            bad = self.sb.model_rate(self.sb.select(FINISHED, FAILED), win, keep)
+            bad = sb.model_rate(sb.select(FINISHED, FAILED), win, keep)
             return _value(self.client.query(b.guarded_div(bad, every, self.ident), at))[0] or 0.0
         expr = self.sb.histogram_quantile(m.histogram, m.quantile, win, "model")
         return _value(self.client.query(expr, at))[0]
@@ -160,13 +166,14 @@ class CalibrateHistory:
 
     def _good_tokens(self, win: str, at: float, seconds_: float, goodput: list) -> float | None:
         """Generated tokens x the share good under each goodput SLO, as the goodput record counts them."""
-        tokens = self.sb.model_rate(self.sb.select(GENERATED_TOKENS), win)
+        sb = self.counted
+        tokens = sb.model_rate(sb.select(GENERATED_TOKENS), win)
         shares = []
         for slo in goodput:
             kind = kind_of(slo.sli)
-            events = kind.events(self.sb, slo.sli, slo.threshold_of(self.served) if kind.param else None)
-            good = self.sb.model_rate(events.good, win, events.keep)
-            valid = self.sb.model_rate(events.valid, win, events.keep)
+            events = kind.events(sb, slo.sli, slo.threshold_of(self.served) if kind.param else None)
+            good = sb.model_rate(events.good, win, events.keep)
+            valid = sb.model_rate(events.valid, win, events.keep)
             shares.append(b.guarded_div(good, valid, self.ident))
         rate, _ = _value(self.client.query(f"sum({b.product([tokens, *shares], self.ident)})", at))
         return None if rate is None else rate * seconds_

@@ -523,6 +523,24 @@ def _memory_record(model: Model, rule) -> dict | None:
             series = [(series_text(sb.metric_name(ctx.PART_FIELD), part), gone)]
             keys = lb.identity("gpu") + lb.target() + ["gpu", "modelName"]
             expected = [({k: part[k] for k in keys if k in part} | {ctx.HOST: gpu_a[lb.host]}, 1.0)]
+    elif rule.record == ctx.POOL_SEEN:
+        # pool a from two pods of one gateway (one series: the gateway, not its pod), pool b from
+        # another gateway for its first two samples only: still remembered at `at`, though an
+        # instant query has lost it (5 minutes of lookback)
+        at = max(at, 2 * interval + 300)
+        keys = model.context.pool_memory_keys()
+
+        def reported(variant: str, instance: str) -> dict[str, str]:
+            return {k: f"{k}-{variant}" for k in keys + lb.target()} | {"instance": instance}
+
+        ready = sb.metric_name(ctx.POOL_READY)
+        a1, a2, b_ = reported("a", "a-1"), reported("a", "a-2"), reported("b", "b-1")
+        series = [
+            (series_text(ready, a1), flat),
+            (series_text(ready, a2), flat),
+            (series_text(ready, b_), f"1 1 _x{synth.steps}"),
+        ]
+        expected = [({k: p[k] for k in keys}, 1.0) for p in (a1, b_)]
     elif rule.record in _pair_records(model):
         series, expected = _pair_case(model, synth, *_pair_records(model)[rule.record])
     elif rule.record in (ctx.DCGM_TARGETS, ctx.VLLM_TARGETS):

@@ -51,7 +51,7 @@ class SloExprs:
     """The expressions of one spec's SLOs, per grouping (config identity.model, cluster included)."""
 
     def __init__(self, sb: SignalBuilder):
-        self.sb = sb.of_roles(COUNTING_ROLES)  # each user request once (config.role)
+        self.sb = sb.counting()  # each user request once (config.role)
         self.window = sb.config.rate_window
         self.grouping = sb.labels.identity("model")
 

@@ -380,6 +380,7 @@ class Absence(Strict):
         "rank_idle",
         "client_missing",
         "pool_missing",
+        "pool_gone",
     ]
     source: Literal["dcgm", "vllm"]
     signal: str | None = None  # partner_missing: the matched_ratio signal

@@ -16,7 +16,9 @@ The EPP's bucket bounds are not documented: the catalog's test layout is used.
 
 Both EPP pods (job ``epp``, an instance each) also report each model's InferencePool (``POOLS``): 2
 ready pods, KV cache 0.45 and a queue of 1 on average. In ``gateway_incident`` Kimi-K2's pool has no
-ready pod from step 20 on, and ``epp-1`` reports no pool at all (its pool gauges dropped).
+ready pod from step 20 on, ``epp-1`` reports no pool at all (its pool gauges dropped), and a third pool
+(``LOST_POOL``) that ``epp-0`` reported until step 20 is reported by no EPP pod from then on, while both
+EPP targets stay up (``up{job="epp"}``: the endpoint picker lost its InferencePool).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ OLD_TTFT = "llm_d_router_epp_request_ttft_seconds"
 ENGINE_TTFT_S, CLIENT_TTFT_S, SLOW_TTFT_S = 0.3, 0.6, 3.0
 POOLS = {MODELS[0]: "deepseek-v3-pool", MODELS[1]: "kimi-k2-pool"}  # each model's InferencePool
 POOL_VALUES = {"ready_pods": 2.0, "kv_cache": 0.45, "queue": 1.0}  # a healthy pool's gauges
+LOST_POOL = "glm-5-pool"  # gateway_incident: reported by epp-0 until INCIDENT_STEP, then by no EPP pod
 
 
 def _engine(model: str, pod: str) -> list[Series]:
@@ -106,7 +109,19 @@ def _pools(incident: bool) -> list[Series]:
                 Series(metric, {"namespace": NS, "pod": pod, **_target(pod), "name": pool}, values)
                 for pod in pods
             ]
+    if incident:
+        pod = EPP_PODS[0]
+        for quantity, metric in source.pool:
+            until = [POOL_VALUES[quantity] if i < INCIDENT_STEP else None for i in range(STEPS)]
+            out.append(
+                Series(metric, {"namespace": NS, "pod": pod, **_target(pod), "name": LOST_POOL}, until)
+            )
     return out
+
+
+def _up() -> list[Series]:
+    """Both EPP targets, up throughout."""
+    return [Series("up", {"namespace": NS, "pod": pod, **_target(pod)}, [1.0] * STEPS) for pod in EPP_PODS]
 
 
 def _build(name: str, incident: bool) -> Scenario:
@@ -121,13 +136,14 @@ def _build(name: str, incident: bool) -> Scenario:
                 series += _itl(model, pod, flow)
     if incident:
         series += _epp(OLD_TTFT, MODELS[0], EPP_PODS[0], FLOWS[0], True)
-    series += _pools(incident)
+    series += _pools(incident) + _up()
     truth = {
         "client_first_tokens_per_s": len(EPP_PODS) * len(FLOWS) * PER_FLOW / STEP,
         "slow_model": MODELS[0] if incident else None,
         "unrouted_model": MODELS[1] if incident else None,
         "empty_pool": POOLS[MODELS[1]] if incident else None,
         "poolless_pod": EPP_PODS[1] if incident else None,
+        "lost_pool": LOST_POOL if incident else None,
         "pools": dict(POOL_VALUES),
     }
     return Scenario(

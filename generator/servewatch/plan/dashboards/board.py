@@ -52,6 +52,10 @@ ABSENCE_LISTS = {
         "Gateway pods without inference pool metrics",
         "None: every gateway pod that routes requests reports its inference pools' ready pods.",
     ),
+    "pool_gone": (
+        "Inference pools seen recently, reported by no gateway pod now",
+        "None: every inference pool seen within the memory's horizon is reported, or went with its gateway.",
+    ),
     "partner_missing": (
         "GPUs or exporters without both {numerator} and {partner}",
         "None: every GPU and exporter exports both {numerator} and {partner}.",

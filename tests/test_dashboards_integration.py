@@ -460,6 +460,8 @@ def test_fleet_counts_each_gpu_once_and_sums_power_per_physical_gpu(env):
     assert math.isclose(
         value(by_title(env, "gpu-fleet", "Power draw", ALL)), sum(power.values()), rel_tol=1e-9
     )
+    # the idle GPU's XID gauge still says XID_CODE, but no XID is in the exporter's window: not recent
+    assert value(by_title(env, "gpu-fleet", "GPUs with new XIDs", ALL)) == 0
     xid = by_title(env, "gpu-fleet", "Last XID per GPU", ALL)
     assert [(r["metric"]["Hostname"], r["metric"]["err_code"], float(r["value"][1])) for r in xid] == [
         (IDLE_HOST, str(XID_CODE), XID_CODE)

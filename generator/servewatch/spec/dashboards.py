@@ -207,7 +207,7 @@ OPTIONAL_PANELS: dict[str, dict[str, str]] = {
         "sm_active": "SM active (a profiling field the counters CSV may leave out)",
         "nvlink": "NVLink throughput",
         "pcie": "PCIe throughput",
-        "xid": "GPUs with an XID error (stat and table)",
+        "xid": "GPUs with new or recent XIDs and the last XID per GPU (stat and tables)",
     },
     "moe-deployment": {
         "alerts": "alerts firing for the deployment (stat and table)",

@@ -118,16 +118,27 @@ class GpuFleet(BoardBuilder):
                 instant=True,
             )
         )
-        self.add(
-            stat(
-                "GPUs with an XID error",
-                grafana.Target(f"count({self.xid_errors()}) or vector(0)", instant=True),
-                steps=problems(),
-                description="GPUs whose last reported XID is not 0 (cleared by a driver reload). Not 0: "
-                "open Errors and interconnect for the code and its meaning.",
-            ),
-            optional="xid",
-        )
+        xid_alerts = ctx.alerts_of("gpu_xid_errors_window_count")
+        if xid_alerts:
+            # What the XID alert reads, not the last-value gauge: that keeps an XID of days ago forever
+            alert = xid_alerts[0]
+            gpus = ", ".join(ctx.identity("gpu"))
+            self.add(
+                stat(
+                    "GPUs with new XIDs",
+                    grafana.Target(
+                        f"count(count by ({gpus}) {self.gpus.past_threshold_recorded(alert)}) or vector(0)",
+                        instant=True,
+                    ),
+                    steps=problems(),
+                    description=f"GPUs and MIG instances with an XID in the exporter's XID window (5 min by "
+                    f"default), what {alert.alert} fires on; 0 once the last XID ages out. Always 0 where "
+                    "the exporter's XID count is not enabled. Narrowed by the uuid variable only (its "
+                    "recording rule keeps no host or namespace). Not 0: open Errors and interconnect "
+                    "for the codes.",
+                ),
+                optional="xid",
+            )
         for title, aggregate, field, description in (
             (
                 "Power draw",

@@ -80,6 +80,19 @@ class Selection:
             )
         return promql.compare(self.signal(spec.signal, spec.quantile), spec.op, spec.threshold)
 
+    def past_threshold_recorded(self, alert: AlertRule) -> str:
+        """past_threshold read from the recording rule alone, narrowed only by the labels it keeps:
+        no join to the raw series for host or namespace, so a first-screen stat stays a rule read."""
+        spec = alert.spec
+        if not self._in_context(spec.signal):
+            return self.past_threshold(alert)
+        sig = self.ctx.model.signal(spec.signal)
+        known = self.ctx.record_labels[sig.record].known
+        kept = [m for m in self.dcgm_matchers if {label for label, _, _ in promql.parse_matchers(m)} <= known]
+        return (
+            f"({promql.compare(self.signals.narrow(sig.record, kept, dcgm=False), spec.op, spec.threshold)})"
+        )
+
     def _in_context(self, name: str) -> bool:
         """Whether a GPU signal's recording rule lacks labels the selection narrows by."""
         sig = self.ctx.model.signal(name)

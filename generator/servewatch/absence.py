@@ -172,20 +172,14 @@ class Absences:
         return b.only_where(idle, f"{b.agg('max', pod, made)} >= {busy:g}", pod)
 
     def _gpus_gone(self, ident: list[str]) -> str:
-        """GPUs and MIG instances of the parts' memory that report nothing now, except a GPU whose MIG
-        mode changed: enabling MIG replaces the whole GPU's series (no GPU_I_ID) by its instances',
-        disabling it the reverse (dcgm-exporter's default device selector, dcgm.md §2.3), and the GPU
-        reports on under its UUID. So a whole GPU is gone when nothing of its UUID reports, a MIG
-        instance when it reports nothing and its GPU does not report as a whole GPU either."""
+        """GPUs and MIG instances of the parts' memory whose UUID reports nothing now. Keyed by the
+        UUID, not the instance: a MIG re-partition retires instance ids while the GPU reports on as
+        others, and a MIG mode change swaps the whole GPU's series for its instances' or back
+        (dcgm.md §2.3); a GPU off the bus (XID 79) silences every series of its UUID."""
         seen, live = self.context.seen_recently, lambda *m: self.sb.select(PART_FIELD, *m)  # noqa: E731
         mig = self.labels.dcgm.labels.mig_instance
-        if mig not in ident:  # no instance in the identity: nothing to tell the levels apart by
-            return b.unless(seen("dcgm"), b.agg("group", ident, live()), ident)
         gpu = [label for label in ident if label != mig]
-        whole = b.unless(seen("dcgm", f'{mig}=""'), b.agg("group", gpu, live()), gpu)
-        instance = b.unless(seen("dcgm", f'{mig}!=""'), b.agg("group", ident, live()), ident)
-        instance = b.unless(instance, b.agg("group", gpu, live(f'{mig}=""')), gpu)
-        return f"({b.any_of(whole, instance)})"
+        return b.unless(seen("dcgm"), b.agg("group", gpu, live()), gpu)
 
     def client_missing(self, traffic: list) -> str:
         """Per model (cluster + identity.model: the client sees no role or track), traffic on its

@@ -8,7 +8,8 @@ whose series are per GPU or per engine, so on(...) must name that identity (fact
 
 A set operation (and/or/unless) one of whose sides reads only whole GPUs (`GPU_I_ID=""`) may match
 on the GPU without GPU_I_ID: `UUID` names one whole GPU, and the other side's series, several per
-key, are matched with the GPU they belong to (a whole GPU that reports as MIG instances now).
+key, are matched with the GPU they belong to (a whole GPU that reports as MIG instances now). So may
+`x unless on (UUID) group by (UUID) (...)`: it drops every part whose physical GPU still reports.
 """
 
 from __future__ import annotations
@@ -40,6 +41,16 @@ def _label_lists(node, labels):
                 yield f"{tree.op(operand)} by ({', '.join(grouping[1])})", grouping[1], operand
 
 
+def _unless_gpu_reports(node, labels) -> bool:
+    """`x unless on (UUID) group by (UUID) (...)`: drop every part whose physical GPU still reports
+    (GPUMissing: a MIG re-partition keeps its UUID). One right series per key, by construction."""
+    right = _operand(node.rhs)
+    if tree.op(node) != "unless" or not isinstance(right, pp.AggregateExpr):
+        return False
+    grouping = tree.agg_labels(right)
+    return bool(grouping) and grouping[0] == "by" and set(grouping[1]) == labels
+
+
 def _sides_needing_unique(node):
     card = tree.cardinality(node)
     if card == "many-to-one":
@@ -56,6 +67,7 @@ def _problems(node, ctx):
     labels = set(matched[1])
     flagged = set()  # sources whose label list is already reported
     whole = tree.op(node) in tree.SET_OPS and any(whole_gpus_only(side) for side in (node.lhs, node.rhs))
+    whole = whole or _unless_gpu_reports(node, labels)
     for what, key, expr in _label_lists(node, matched[1]):
         for source in sorted(identity_sources(expr, ctx)):
             if gaps := partial_key_gaps(set(key), source, whole):

@@ -239,13 +239,8 @@ def test_the_generated_vllm_tests_pass_under_promtool(specs_with, tmp_path, edit
     assert verify.run(tmp_path, echo=said.append, specs=specs, jobs=2), "\n".join(said)
 
 
-# -- on a real Prometheus 3.5: llm-d's endpoint picker in front of two models ------------------------
-@pytest.fixture(scope="module")
-def served(epp_build, tmp_path_factory):
-    _, files = epp_build
-    out = tmp_path_factory.mktemp("gateway-rules")
-    writer.write(out, {"rules/vllm.rules.yaml": files["rules/vllm.rules.yaml"]})
-    rules = out / "rules" / "vllm.rules.yaml"
+def _both_served(rules):
+    """The healthy and the incident gateway fleet, each on its own Prometheus with `rules`."""
     made = {
         name: Served(build(), rules)
         for name, build in (("healthy", gateway_healthy), ("incident", gateway_incident))
@@ -253,6 +248,16 @@ def served(epp_build, tmp_path_factory):
     yield made
     for s in made.values():
         s.prom.close()
+
+
+# -- on a real Prometheus 3.5: llm-d's endpoint picker in front of two models ------------------------
+@pytest.fixture(scope="module")
+def served(epp_build, tmp_path_factory):
+    _, files = epp_build
+    out = tmp_path_factory.mktemp("gateway-rules")
+    writer.write(out, {"rules/vllm.rules.yaml": files["rules/vllm.rules.yaml"]})
+    rules = out / "rules" / "vllm.rules.yaml"
+    yield from _both_served(rules)
 
 
 WATCHED = (
@@ -584,13 +589,7 @@ def slo_served(client_slo_build, tmp_path_factory):
     groups = [g for f in ("vllm", "slo") for g in yaml.safe_load(files[f"rules/{f}.rules.yaml"])["groups"]]
     rules = tmp_path_factory.mktemp("gateway-slo-rules") / "rules.yaml"
     rules.write_text(yaml.safe_dump({"groups": groups}, sort_keys=False))
-    made = {
-        name: Served(build(), rules)
-        for name, build in (("healthy", gateway_healthy), ("incident", gateway_incident))
-    }
-    yield made
-    for s in made.values():
-        s.prom.close()
+    yield from _both_served(rules)
 
 
 @pytest.mark.integration

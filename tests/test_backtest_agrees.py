@@ -23,12 +23,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-import yaml
-
 from servewatch.backtest import rules as bt_rules
-from servewatch import rule_slices
 from servewatch.backtest import incidents, runner
-from servewatch_testkit import promtool_alerts
+from servewatch_testkit import promtool_alerts, rule_reads
 from servewatch_testkit import spans
 from servewatch_testkit.localprom import LocalPrometheus
 from servewatch_testkit.synth import INCIDENTS, incident
@@ -47,26 +44,6 @@ SCENARIOS = sorted(INCIDENTS) + sorted(EXTRA)
 def _scenario(name: str):
     sc = EXTRA[name]() if name in EXTRA else incident(name)
     return recovered(sc, incident("healthy"), RECOVERY_STEPS)
-
-
-def _selected(paths) -> set[str] | None:
-    """The metric names the rules select; None when a selector names none (it could match any)."""
-    try:
-        return {
-            name
-            for path in paths
-            for group in yaml.safe_load(Path(path).read_text())["groups"]
-            for rule in group["rules"]
-            for name in rule_slices.read_names(rule["expr"])
-        }
-    except rule_slices.Unsliceable:
-        return None
-
-
-def _read_by_rules(sc, names: set[str] | None):
-    """The scenario without the series no rule selects: neither side can see them (both evaluate
-    only the rules' expressions), and they were more than half the data to load and backfill."""
-    return sc if names is None else replace(sc, series=tuple(s for s in sc.series if s.name in names))
 
 
 @pytest.fixture(scope="module")
@@ -134,8 +111,9 @@ def _run(prom, rule_set, sc, start, **kw):
 @pytest.fixture(scope="module")
 def laid_out(rule_set):
     """scenario -> (its series, its span's start), every scenario on its own span of one time axis."""
-    names = _selected(rule_set[1])
-    scenarios = {name: _read_by_rules(_scenario(name), names) for name in SCENARIOS}
+    # neither side can see a series no rule selects (both evaluate only the rules' expressions)
+    names = rule_reads.selected_names(rule_set[1])
+    scenarios = {name: rule_reads.read_by_rules(_scenario(name), names) for name in SCENARIOS}
     gap = spans.horizon(p.read_text() for p in rule_set[1])
     starts = spans.starts([(sc.steps - 1) * STEP for sc in scenarios.values()], gap)
     return {name: (sc, start) for (name, sc), start in zip(scenarios.items(), starts, strict=True)}

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import os
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
@@ -27,7 +26,8 @@ import yaml
 from servewatch.model import Model
 from servewatch.spec.loader import load
 from servewatch.spec.schema import seconds
-from servewatch_testkit import rule_reads
+from servewatch_testkit import ahead, rule_reads
+from servewatch_testkit.ahead import Ahead
 from servewatch_testkit.localprom import LocalPrometheus, backfill_start
 from servewatch_testkit.synth import INCIDENTS, incident
 from servewatch_testkit.synth.scenario import Scenario
@@ -335,34 +335,18 @@ class Served:
         return self.scenario.time_at(self.start, step)
 
 
-# servers prepared at once: a backfill mostly waits on promtool's queries and the disk, not the CPU
+# servers prepared at once (servewatch_testkit.ahead): a backfill mostly waits, it computes little
 PREPARING = len(os.sched_getaffinity(0)) + 1
 
 
 @pytest.fixture(scope="module")
 def served(request):
-    """name -> Served; one Prometheus per scenario the selected tests read, prepared in the background
-    in the order the tests first ask for them, all stopped when the module ends (or -x stops it)."""
-    names = dict.fromkeys(
-        item.callspec.params["name"]
-        for item in request.session.items
-        if item.module is request.module and "served" in item.fixturenames
-    )
+    """name -> Served; one Prometheus per scenario, those the selected tests read prepared in the
+    background in the order they ask for them, all stopped when the module ends (or -x stops it)."""
     read = rule_reads.selected_names(RULE_FILES)
-    pool = ThreadPoolExecutor(max_workers=PREPARING)
-    ready = {name: pool.submit(Served, name, read) for name in names}
-    yield lambda name: ready[name].result()
-    for future in ready.values():
-        future.cancel()  # those not started yet: -x stopped the module early
-    for future in ready.values():  # stopping a server takes a while too: all at once
-        if not future.cancelled():
-            pool.submit(_close, future)
-    pool.shutdown()
-
-
-def _close(future) -> None:
-    if future.exception() is None:  # one that failed to start has stopped itself
-        future.result().prom.close()
+    servers = Ahead(lambda name: Served(name, read), ahead.asked(request), PREPARING)
+    yield servers
+    servers.close(lambda s: s.prom.close())
 
 
 def _project(labels: dict, keys) -> tuple:
@@ -407,9 +391,8 @@ def test_alert_on_incident(served, name, alert):
         assert set(window) <= set(times), (r["metric"], f"not active for the whole for: {rule['for']}s")
 
 
-@pytest.mark.parametrize("name", ["ep_rank_gpu_full"])
-def test_full_gpu_is_named_and_its_siblings_are_not(served, name):
-    s = served(name)
+def test_full_gpu_is_named_and_its_siblings_are_not(served):
+    s = served("ep_rank_gpu_full")
     bad = s.scenario.truth["bad"][0]
     firing = s.prom.query(ALERTS["GPUFramebufferUsageHigh"]["expr"], s.t)
     siblings = [

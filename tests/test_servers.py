@@ -3,13 +3,16 @@ VictoriaMetrics (the Prometheus one is test_localprom.py)."""
 
 import json
 import os
+import sys
 import urllib.request
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from servewatch.promapi import Client
 from servewatch_testkit.alertmanager import LocalAlertmanager
-from servewatch_testkit.servers import ServerError
+from servewatch_testkit import servers
+from servewatch_testkit.servers import HttpStub, LocalServer, ServerError, free_port, listens
 from servewatch_testkit.victoriametrics import LocalVictoriaMetrics
 
 pytestmark = pytest.mark.integration
@@ -58,3 +61,55 @@ def test_a_server_that_cannot_start_says_why():
     with pytest.raises(ServerError, match="(?s)alertmanager exited with code 1 during start-up; log tail.*"):
         am.start()
     assert not am.running and not am.workdir.exists()
+
+
+class PythonHttp(LocalServer):
+    """Python's own file server: a real process serving its work dir, with no tool to install."""
+
+    tool = "python-http"
+    ready_path = "/"
+
+    def binary(self) -> str:
+        return sys.executable
+
+    def args(self, port: int) -> list[str]:
+        return ["-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(self.workdir)]
+
+    def prepare(self) -> None:
+        (self.workdir / "whoami").write_text("the server this test started")
+
+
+class SomebodyElse(BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"somebody else")
+
+    def log_message(self, *args):
+        pass
+
+
+def _port(url: str) -> int:
+    return int(url.rsplit(":", 1)[1])
+
+
+def test_a_port_taken_between_probe_and_bind_is_not_mistaken_for_the_server(monkeypatch):
+    """Another server grabs the probed port and answers the readiness check while ours fails to bind
+    (servers started side by side): the start must go on to a port of its own, never hand the other
+    server to the test, which would then read the other server's data."""
+    other = HttpStub(SomebodyElse)
+    probes = iter([_port(other.url)])
+    monkeypatch.setattr(servers, "free_port", lambda: next(probes, None) or free_port())
+    try:
+        with PythonHttp(ready_timeout=30) as server:
+            assert server.url != other.url
+            assert get(server.url + "/whoami") == (200, "the server this test started")
+    finally:
+        other.close()
+
+
+def test_listens_tells_the_listening_process_from_another_port():
+    with PythonHttp(ready_timeout=30) as server:
+        port = _port(server.url)
+        assert listens(server.pid, port) is True
+        assert listens(server.pid, free_port()) is False

@@ -14,6 +14,7 @@ dir removed; ``keep=True`` leaves the work dir and its log behind for debugging.
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -38,6 +39,33 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def listens(pid: int, port: int) -> bool | None:
+    """Whether process ``pid`` holds the listening TCP socket on ``port`` (Linux's /proc); None where
+    that cannot be read. A probed free port can be taken by another server before ours binds it; the
+    other server then answers our readiness check while ours exits, and a test would read its data."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return None
+    sockets = set()
+    for fd in fds:
+        try:
+            sockets.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:  # closed meanwhile
+            pass
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()  # sl local_address rem_address st ... inode
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                if f"socket:[{fields[9]}]" in sockets:
+                    return True
+    return False
 
 
 class HttpStub:
@@ -105,6 +133,16 @@ class LocalServer:
     def prepare(self) -> None:
         """Fill the work dir before the server first starts (config, data)."""
 
+    def binary(self) -> str:
+        """The executable to start: the servewatch.tools binary, never installed here."""
+        from servewatch import tools  # lazy: only needed when a server is really started
+
+        found = tools.locate(self.tool)
+        if found.data_dir and not (self.workdir / found.data_dir.name).exists():
+            # a relocated cache copy reads its files from its working directory (servewatch/tools/relocate.py)
+            (self.workdir / found.data_dir.name).symlink_to(found.data_dir)
+        return str(found.path)
+
     def is_ready(self) -> bool:
         with urllib.request.urlopen(self.url + self.ready_path, timeout=2) as r:
             return r.status == 200
@@ -159,13 +197,7 @@ class LocalServer:
 
     def serve(self) -> None:
         """Start the process on a free port and wait until it is ready (again after a halt())."""
-        from servewatch import tools  # lazy: only needed when a server is really started
-
-        found = tools.locate(self.tool)
-        binary = str(found.path)
-        if found.data_dir and not (self.workdir / found.data_dir.name).exists():
-            # a relocated cache copy reads its files from its working directory (servewatch/tools/relocate.py)
-            (self.workdir / found.data_dir.name).symlink_to(found.data_dir)
+        binary = self.binary()
         last_error = ""
         for _attempt in range(3):  # the free port can be taken between probing and binding
             port = free_port()
@@ -181,12 +213,12 @@ class LocalServer:
             )
             self.url = f"http://127.0.0.1:{port}"
             try:
-                self._wait_ready()
+                self._wait_ready(port)
                 return
             except ServerError as e:
                 last_error = str(e)
                 self.halt()
-                if "address already in use" not in last_error:
+                if "address already in use" not in last_error.lower():
                     break
         raise ServerError(last_error)
 
@@ -199,7 +231,7 @@ class LocalServer:
             log.close()
         self.url = ""
 
-    def _wait_ready(self) -> None:
+    def _wait_ready(self, port: int) -> None:
         deadline = time.monotonic() + self.ready_timeout
         proc = self._state["proc"]
         while True:
@@ -209,10 +241,13 @@ class LocalServer:
                     f"log tail ({self.log_path}):\n{log_tail(self.log_path)}"
                 )
             try:
-                if self.is_ready():
-                    return
+                ready = self.is_ready()
             except (urllib.error.URLError, OSError):
-                pass
+                ready = False
+            if ready:
+                if listens(proc.pid, port) is not False:
+                    return
+                raise ServerError(f"address already in use: another process answers on port {port}")
             if time.monotonic() > deadline:
                 raise ServerError(
                     f"{self.tool} not ready after {self.ready_timeout}s; log tail ({self.log_path}):\n"

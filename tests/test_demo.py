@@ -4,6 +4,7 @@ cluster; the healthy copy fires nothing."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import signal
@@ -53,27 +54,32 @@ def _stderr(work: Path) -> Path:
     return work.parent / "stderr.txt"
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    work = tmp_path_factory.mktemp("demo") / "work"
+@contextlib.contextmanager
+def _started(work: Path, *args: str):
+    """`servewatch demo ARGS --workdir WORK`, up: (the process, what it printed until then)."""
     # stderr to a file, not a pipe: a pipe nobody reads while the demo runs fills up and blocks it
-    errors = open(_stderr(work), "w")  # noqa: SIM115 (closed with the fixture)
+    errors = open(_stderr(work), "w")  # noqa: SIM115 (closed on exit)
     proc = subprocess.Popen(
-        [sys.executable, "-c", AS_A_TERMINAL_STARTS_IT, "demo", "--incident", "kv_saturation"]
-        + ["--incident", "healthy", "--workdir", str(work)],
+        [sys.executable, "-c", AS_A_TERMINAL_STARTS_IT, "demo", *args, "--workdir", str(work)],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=errors,
         text=True,
     )
     try:
-        printed = _read_until(proc, "Ctrl-C stops it.", _stderr(work))
-        yield proc, printed, work
+        yield proc, _read_until(proc, "Ctrl-C stops it.", _stderr(work))
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
         errors.close()
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    work = tmp_path_factory.mktemp("demo") / "work"
+    with _started(work, "--incident", "kv_saturation", "--incident", "healthy") as (proc, printed):
+        yield proc, printed, work
 
 
 def _url(printed: str, what: str) -> str:
@@ -156,3 +162,24 @@ def test_a_workdir_with_files_in_it_is_refused(tmp_path, servewatch):
     res = servewatch("demo", "--workdir", tmp_path)
     assert res.returncode == 2 and "is not empty" in res.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["mine.txt"]
+
+
+def test_killed_hard_it_leaves_no_server_running(tmp_path):
+    """SIGKILL (a CI job's timeout, the OOM killer) runs none of the demo's clean-up; its servers
+    must not live on, holding ports and memory."""
+    with _started(tmp_path / "work", "--incident", "healthy") as (proc, printed):
+        servers = [_url(printed, "Prometheus 3.5"), _url(printed, "Alertmanager")]
+        proc.kill()
+        proc.wait()
+        deadline = time.monotonic() + 30
+        while any(_answers(url) for url in servers):
+            assert time.monotonic() < deadline, f"still serving 30 s after the demo was killed: {servers}"
+            time.sleep(0.2)
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/-/ready", timeout=5):
+            return True
+    except (urllib.error.URLError, ConnectionError):
+        return False

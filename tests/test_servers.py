@@ -3,8 +3,12 @@ VictoriaMetrics (the Prometheus one is test_localprom.py)."""
 
 import json
 import os
+import signal
+import subprocess
 import sys
+import time
 import urllib.request
+from pathlib import Path
 from http.server import BaseHTTPRequestHandler
 
 import pytest
@@ -113,3 +117,48 @@ def test_listens_tells_the_listening_process_from_another_port():
         port = _port(server.url)
         assert listens(server.pid, port) is True
         assert listens(server.pid, free_port()) is False
+
+
+# a program that starts a PythonHttp server, says its pid and waits to be killed
+STARTS_ONE = """
+import sys, time
+sys.path.insert(0, {tests!r})
+from servewatch_testkit.servers import die_with_this_thread
+from test_servers import PythonHttp
+tied = {tied}
+with die_with_this_thread() if tied else __import__("contextlib").nullcontext():
+    server = PythonHttp(ready_timeout=30).start()
+print(server.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def _gone_within(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_a_program_killed_hard_takes_its_tied_servers_with_it(tied):
+    """SIGKILL runs no finalizer: only the kernel's tie (die_with_this_thread) stops the server.
+    Untied (every test here), the server outlives the program, which shows the tie is what stops it."""
+    program = subprocess.Popen(
+        [sys.executable, "-c", STARTS_ONE.format(tests=str(Path(__file__).parent), tied=tied)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    server = int(program.stdout.readline())
+    program.kill()
+    program.wait()
+    try:
+        # tied, it is gone in milliseconds; untied, a second shows it stays (10 s: a loaded machine)
+        assert _gone_within(server, 10 if tied else 1) is tied
+    finally:
+        if not tied:
+            os.kill(server, signal.SIGTERM)

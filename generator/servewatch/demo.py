@@ -7,7 +7,8 @@ the incident, which then holds. Time runs `speed` times faster than the clock (3
 one a second by default), so the rules are generated from your specs with every scrape interval,
 rate window, `for` and group interval divided by the same factor (servewatch_testkit.fastforward):
 alerts fire within a minute, at the values a real fleet would show. SLOs run over days and are
-left out. Everything lives in a work folder that is removed on exit unless you name one.
+left out. Everything lives in a work folder that is removed on exit unless you name one. Killed
+hard (SIGKILL), it leaves no server running (Linux), only its work folder.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ def running(specs: Path, workdir: Path, incidents: tuple[str, ...], speed: float
     from servewatch_testkit.fastforward import compressed_specs, duration
     from servewatch_testkit.localprom import LocalPrometheus
     from servewatch_testkit.scrape_server import ScrapeServer
+    from servewatch_testkit.servers import die_with_this_thread
     from servewatch_testkit.synth import incident
     from servewatch_testkit.synth.incidents import INCIDENT_STEP, STEP
 
@@ -62,6 +64,7 @@ def running(specs: Path, workdir: Path, incidents: tuple[str, ...], speed: float
     interval = load(fast).config.scrape_interval
     fleets = {cluster_of(name): incident(name) for name in incidents}
     with contextlib.ExitStack() as stack:
+        stack.enter_context(die_with_this_thread())  # a demo killed hard leaves no server behind
         srv = stack.enter_context(
             ScrapeServer(fleets, first_step=INCIDENT_STEP - LEAD_STEPS, seconds_per_step=STEP / speed)
         )

@@ -14,8 +14,11 @@ dir removed; ``keep=True`` leaves the work dir and its log behind for debugging.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -28,7 +31,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-__all__ = ["HttpStub", "LocalServer", "ServerError", "free_port"]
+__all__ = ["HttpStub", "LocalServer", "ServerError", "die_with_this_thread", "free_port", "listens"]
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+_tied = threading.local()
 
 
 class ServerError(RuntimeError):
@@ -80,6 +86,38 @@ class HttpStub:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+@contextlib.contextmanager
+def die_with_this_thread():
+    """Servers this thread starts inside the block get SIGTERM from the kernel when the thread ends,
+    also when its process is killed hard (SIGKILL, the OOM killer) and no finalizer runs. For a
+    program's main thread (`servewatch demo`): the kernel acts when the *thread* that started a server
+    ends, so servers started from a pool's worker threads must not ask for it. Linux only; elsewhere
+    nothing changes."""
+    before = getattr(_tied, "on", False)
+    _tied.on = True
+    try:
+        yield
+    finally:
+        _tied.on = before
+
+
+def _tie_to_this_thread() -> Callable[[], None] | None:
+    """A preexec_fn that asks for SIGTERM when the starting thread ends; None where prctl is missing.
+    prctl is looked up before the fork: the child only calls it."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (AttributeError, OSError):
+        return None
+    parent = os.getpid()
+
+    def tie() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # the parent died before the tie was made
+            os._exit(1)
+
+    return tie
 
 
 def log_tail(path: Path, lines: int = 30) -> str:
@@ -210,6 +248,7 @@ class LocalServer:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 cwd=self.workdir,
+                preexec_fn=_tie_to_this_thread() if getattr(_tied, "on", False) else None,
             )
             self.url = f"http://127.0.0.1:{port}"
             try:

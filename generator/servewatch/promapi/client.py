@@ -14,10 +14,6 @@ from datetime import datetime, timezone
 from typing import Any, Iterator, Sequence
 from urllib.parse import urlsplit
 
-import requests
-from prometheus_api_client import PrometheusConnect
-from urllib3.util.retry import Retry
-
 from .auth import Auth
 from .errors import HttpFailure, PromApiError, http_error, raise_for_failure, transport_error
 
@@ -60,6 +56,11 @@ class Client:
         self.shown = redact(self.url)
         self.timeout = timeout
         self.auth = auth or Auth()
+        # imported here: every command imports this module, only those that ask a server need HTTP
+        import requests
+        from prometheus_api_client import PrometheusConnect
+        from urllib3.util.retry import Retry
+
         self._session = requests.Session()
         if ca_file:
             if not os.path.isfile(ca_file):
@@ -108,6 +109,8 @@ class Client:
     @contextmanager
     def _asking(self, what: str) -> Iterator[None]:
         """Turn whatever asking for `what` raises into a PromApiError sentence."""
+        import requests  # loaded by __init__ already
+
         try:
             yield
         except HttpFailure as exc:

@@ -11,11 +11,12 @@ import errno
 import http.client
 import socket
 from dataclasses import dataclass
-
-import requests
-import urllib3
+from typing import TYPE_CHECKING
 
 from ..errors import ServewatchError
+
+if TYPE_CHECKING:  # imported where a request failed: most commands never ask a server
+    import requests
 
 
 class PromApiError(ServewatchError):
@@ -114,6 +115,8 @@ def _causes(exc: BaseException):
 
 def _reason(exc: BaseException) -> str:
     """Why a connection failed: the OS-level error at the root of requests' wrapping, else urllib3's."""
+    import urllib3
+
     causes = list(_causes(exc))
     for e in causes:
         if isinstance(e, socket.gaierror):
@@ -140,6 +143,8 @@ def _reason(exc: BaseException) -> str:
 
 
 def transport_error(exc: requests.RequestException, shown: str, timeout: float) -> PromApiError:
+    import requests
+
     if isinstance(exc, requests.exceptions.SSLError):
         return PromApiError(
             f"TLS verification failed for {shown}; pass --ca-file with the server's CA, "

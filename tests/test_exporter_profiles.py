@@ -241,6 +241,17 @@ def test_a_configured_name_replaces_the_profile_name_everywhere(specs_with):
     assert "DCGM_FI_DEV_FB_USED_B" in files["promtool/gpu.test.yaml"]
 
 
+def test_a_renamed_profile_finds_each_field_by_its_new_name():
+    """A profile keeps its answers (signals ask one for every selector): the renamed copy must not
+    inherit them."""
+    profile = catalog.load().dcgm.profile("bytes")
+    assert profile.field_of("DCGM_FI_DEV_FB_USED_B") is None
+    renamed = profile.with_names({"fb_used": "DCGM_FI_DEV_FB_USED_B"})
+    assert renamed.field_of("DCGM_FI_DEV_FB_USED_B") == "fb_used"
+    assert renamed.field_of(profile.metric("fb_used")) is None
+    assert profile.field_of("DCGM_FI_DEV_FB_USED_B") is None
+
+
 def test_a_field_the_profile_cannot_name_is_a_spec_error_that_says_how_to_name_it(specs_with):
     doc = yaml.safe_load((SPECS / "signals.yaml").read_text())
     doc["signals"]["gpu_mem_clock"] = {

@@ -9,6 +9,7 @@ code base spells a DCGM metric or label name.
 from __future__ import annotations
 
 import re
+from functools import cached_property
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
@@ -110,7 +111,15 @@ class ExporterProfile(_Fact):
 
     def field_of(self, metric: str) -> str | None:
         """The field a metric name of this profile stands for."""
-        return next((f for f, n in self.metrics.items() if n.name == metric), None)
+        return self.field_by_metric.get(metric)
+
+    @cached_property
+    def field_by_metric(self) -> dict[str, str]:
+        """Metric name -> field (the first field of a name): signals ask it of every selector."""
+        out: dict[str, str] = {}
+        for field, n in self.metrics.items():
+            out.setdefault(n.name, field)
+        return out
 
     def with_names(self, names: dict[str, str]) -> "ExporterProfile":
         """This profile with some fields renamed (config.dcgm.metric_names); units stay the profile's."""
@@ -120,7 +129,9 @@ class ExporterProfile(_Fact):
         for field, name in names.items():
             unit = metrics[field].unit if field in metrics else None
             metrics[field] = FieldName(name=name, unit=unit, configured=True)
-        return self.model_copy(update={"metrics": metrics})
+        # a new profile, not model_copy: a copy would keep this one's field_by_metric
+        # a new profile, not model_copy: a copy would keep this one's field_by_metric
+        return type(self)(**{**{k: getattr(self, k) for k in type(self).model_fields}, "metrics": metrics})
 
 
 def _extended(name: str, profile, profiles: dict) -> dict:

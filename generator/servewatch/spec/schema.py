@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Annotated, ClassVar, Literal
 
@@ -51,6 +52,7 @@ SEVERITIES = ("critical", "warning", "info")
 MAX_EVAL_MS = 7 * 86_400_000  # promtool evaluates every rule up to `at`: a scenario is minutes, not years
 
 
+@functools.lru_cache(maxsize=1024)  # the same few durations, asked thousands of times per build
 def seconds(value: str) -> float:
     return duration_ms(value) / 1000
 

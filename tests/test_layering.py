@@ -24,7 +24,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "generator" / "servewatch"
 # Bottom to top. A unit is a subpackage or a top-level module of servewatch.
 LAYERS: list[tuple[str, set[str]]] = [
     # facts and PromQL: no spec, no model; diskcache is a stdlib-only cache folder
-    ("core", {"catalog", "errors", "promql", "templates", "diskcache"}),
+    ("core", {"catalog", "errors", "promql", "templates", "diskcache", "yamlio"}),
     # the spec and what is built from it
     (
         "model",

@@ -322,9 +322,10 @@ def _tests_text(n: int) -> str:
 def _load(path: Path) -> dict:
     import yaml
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    from . import yamlio
+
     try:
-        doc = yaml.load(path.read_text(), Loader=loader)
+        doc = yamlio.load(path.read_text())
     except (OSError, yaml.YAMLError):
         return {}  # promtool says what is wrong with it
     return doc if isinstance(doc, dict) else {}

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 
-import yaml
 from pydantic import ValidationError
 
+from .. import yamlio
 from ..errors import ServewatchError
 from .exporter import DcgmFacts, ExporterProfile, FieldName
 
@@ -153,7 +153,7 @@ class Catalog:
 
 
 def _read(source: str) -> dict:
-    return yaml.safe_load(DIRECTORY.joinpath(f"{source}.yaml").read_text())
+    return yamlio.load(DIRECTORY.joinpath(f"{source}.yaml").read_text())
 
 
 def _load_source(raw: dict, source: str) -> tuple[dict[str, Metric], dict[str, Rename]]:

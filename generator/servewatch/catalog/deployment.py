@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-import yaml
+from .. import yamlio
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class DeploymentLabels:
 
 @cache
 def load() -> DeploymentLabels:
-    raw = yaml.safe_load(resources.files(__package__).joinpath("deployment.yaml").read_text())
+    raw = yamlio.load(resources.files(__package__).joinpath("deployment.yaml").read_text())
 
     def sources(key: str) -> tuple[LabelSource, ...]:
         return tuple(

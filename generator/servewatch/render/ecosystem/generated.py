@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
-import yaml
 
+from ... import yamlio
 from ..rules import GENERATED
 
 __all__ = ["GENERATED", "Generated", "relative"]
@@ -48,8 +48,7 @@ class Generated:
     def data(self, path: str):
         """A generated YAML file read back (once), to take what another tool needs from it."""
         if path not in self._parsed:
-            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-            self._parsed[path] = yaml.load(self.files[path], Loader=loader)
+            self._parsed[path] = yamlio.load(self.files[path])
         return self._parsed[path]
 
 

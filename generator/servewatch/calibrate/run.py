@@ -22,7 +22,7 @@ from .targets import CalibrateError, from_slos, parse
 def _measures(model, targets, served: str | None) -> list[Measure]:
     """What each step must report: the targets, the SLOs' percentiles and what each alert watches."""
     wanted = {t.measure.key: t.measure for t in targets}
-    for t in from_slos(model.slos.slos, "specs", served)[0]:
+    for t in from_slos(model.slos.slos, "specs", served, model.config.client_side)[0]:
         wanted.setdefault(t.measure.key, t.measure)
     for a in signal_alerts(model):
         signal = model.signal(a.spec.signal)
@@ -96,7 +96,8 @@ def calibrate(args) -> int:
     targets = [parse(t) for t in args.target]
     notes = []
     if not targets:
-        targets, skipped = from_slos(spec.slos, f"{args.specs}/slos.yaml", args.model)
+        where = f"{args.specs}/slos.yaml"
+        targets, skipped = from_slos(spec.slos, where, args.model, spec.config.client_side)
         notes += skipped
         if not targets:
             raise CalibrateError("no targets: give --target MEASURE=LIMIT or SLOs in specs/slos.yaml")

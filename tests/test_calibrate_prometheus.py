@@ -372,3 +372,17 @@ def test_an_slo_on_the_instance_side_is_measured_on_the_engines(pd_gateway, spec
         f"ttft_p99@instance {show(decode, 's')}"
         in _proposal(report, "SLO vllm-ttft", "objective")["evidence"]
     )
+
+
+def test_model_narrows_the_gateways_series_too(specs_with, capsys):
+    # another model behind the same gateway, at twice the load: --model keeps its first tokens out
+    ours = LoadTest(**PD_GATEWAY)
+    other = LoadTest(**PD_GATEWAY, rates=tuple(2 * r for r in RATES), model="acme/other-1b", pod="other-0")
+    start = backfill_start(ours.samples, 30.0)
+    with LocalPrometheus(to_openmetrics(ours.series() + other.series(), start, 30.0)) as prom:
+        a, z = ours.run_range(start)
+        args = ["--prometheus", prom.url, "--range", f"{a:.0f}..{z:.0f}", "--step-every", ours.step_every]
+        specs = specs_with({"config.yaml": ROLE_CONFIG + CLIENT_CONFIG})
+        steps = _server_steps(_json_report(specs, capsys, *args, "--model", ours.model))
+    assert _measured(steps, "ttft_p95") == _truth(ours, "client", "ttft_p95")
+    assert _truth(ours, "client", "ttft_p95") != _truth(other, "client", "ttft_p95")

@@ -50,14 +50,16 @@ def _conditions(goodput, served: str | None) -> list[bench.Condition] | None:
 
 
 def _one_model(model, name: str):
-    """The model with every vLLM selector narrowed to one served model (GPU series are not: DCGM
-    knows the pod a GPU serves, not the model)."""
+    """The model with every vLLM selector narrowed to one served model, and the gateway's by its
+    model label (GPU series are not: DCGM knows the pod a GPU serves, not the model)."""
     config = model.config
     vllm = ", ".join(m for m in (config.selectors["vllm"], f"{MODEL}={quoted(name)}") if m)
-    spec = replace(
-        model.spec, config=config.model_copy(update={"selectors": {**config.selectors, "vllm": vllm}})
-    )
-    return Model(spec)
+    update: dict = {"selectors": {**config.selectors, "vllm": vllm}}
+    client = config.client_side
+    if client is not None:
+        narrowed = ", ".join(m for m in (client.selector, f"{client.label}={quoted(name)}") if m)
+        update["client_side"] = client.model_copy(update={"selector": narrowed})
+    return Model(replace(model.spec, config=config.model_copy(update=update)))
 
 
 def _range(args) -> tuple[float, float, float | None, list[float]]:

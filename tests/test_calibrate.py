@@ -503,6 +503,31 @@ def test_an_slo_not_met_at_the_sustainable_step_says_so(bench_files, specs_with,
     assert (specs / "slos.yaml").read_text() == before
 
 
+def test_a_client_side_slo_gets_no_threshold_from_bench_files_alone(specs_with, tmp_path, capsys):
+    # with a gateway configured the TTFT SLO counts the gateway's histogram, whose bucket bounds are
+    # not documented: a bench file (the client's view) still checks the objective, but only the
+    # history can show which bound a threshold may be; the engines' side is not a bench file's
+    specs = specs_with({"config.yaml": [("  client_side: null\n", "  client_side: {source: llm-d-epp}\n")]})
+    files = LoadTest(bench_s=600).write_bench(tmp_path / "long", detailed=False)  # enough for a p99
+    code, _ = calibrate(specs, "--bench", *files, *ARGS, "--target", P99_TARGET, write=False)
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "(at the client) are not documented" in proposal(out, "SLO vllm-ttft", "threshold")
+    assert "kept: it holds at sustainable load" in proposal(out, "SLO vllm-ttft", "objective")
+    code = main(
+        [
+            "calibrate",
+            "--specs",
+            str(specs),
+            "--bench",
+            *map(str, files),
+            "--target=ttft_p95@instance=1s",
+        ]
+    )
+    assert code == 2
+    assert "does not measure ttft_p95@instance" in capsys.readouterr().err
+
+
 def test_slos_defined_in_the_overrides_file_get_both_edits(specs_with, tmp_path, capsys):
     files = LoadTest(bench_s=600).write_bench(tmp_path / "long", detailed=False)
     specs = specs_with()

@@ -11,12 +11,14 @@ import json
 import pytest
 import yaml
 
+from servewatch import catalog
+from servewatch.calibrate.targets import show
 from servewatch.cli import main
 from servewatch.spec.loader import load
 from servewatch.validation import validate
 from servewatch_testkit.localprom import LocalPrometheus, backfill_start
 from servewatch_testkit.synth import to_openmetrics
-from servewatch_testkit.loadtest import BURST_KV, BURST_S, FB_USED, KNEE, RATES, LoadTest, at
+from servewatch_testkit.loadtest import BURST_KV, BURST_S, FB_USED, GATEWAY, KNEE, RATES, LoadTest, at
 from servewatch_testkit.synth.disaggregated import ROLE_LABEL
 
 from test_calibrate import (
@@ -34,6 +36,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.tools("promtool", "prometheus
 
 NEXT = RATES[RATES.index(KNEE) + 1]  # the first rate that breaks a target
 ROLE_CONFIG = [("  role: null\n", f"  role: {{label: {ROLE_LABEL}}}\n")]
+CLIENT_CONFIG = [("  client_side: null\n", f"  client_side: {{source: {GATEWAY}}}\n")]
+# prefill and decode apart behind the gateway; short outputs, so prefill's e2e passes decode's
+PD_GATEWAY = dict(role_label=ROLE_LABEL, kv_transfer_s=0.05, output_tokens=16, gateway=True)
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +63,18 @@ def pd_run():
     with LocalPrometheus(lt.openmetrics(start)) as prom:
         a, z = lt.run_range(start)
         yield ["--prometheus", prom.url, "--range", f"{a:.0f}..{z:.0f}", "--step-every", lt.step_every]
+
+
+@pytest.fixture(scope="module")
+def pd_gateway():
+    """Prefill and decode apart behind llm-d's endpoint picker: a decode engine's first token is only
+    the KV transfer's wait, the client's is queue, prefill and transfer; outputs are short, so past
+    the knee the prefill pod's end-to-end time passes the decode engines'."""
+    lt = LoadTest(**PD_GATEWAY)
+    start = backfill_start(lt.samples, 30.0)
+    with LocalPrometheus(lt.openmetrics(start)) as prom:
+        a, z = lt.run_range(start)
+        yield lt, ["--prometheus", prom.url, "--range", f"{a:.0f}..{z:.0f}", "--step-every", lt.step_every]
 
 
 @pytest.fixture(scope="module")
@@ -274,3 +291,98 @@ def test_a_prefill_decode_run_counts_each_request_once(run, pd_run, specs_with, 
         assert one["measures"]["errors"] == agg["measures"]["errors"]
         assert one[cost] == (agg[cost] and pytest.approx(agg[cost], rel=1e-9))  # None: no good token
     assert [s["sustainable"] for s in pd] == [s["sustainable"] for s in aggregated]
+
+
+def _truth(lt: LoadTest, side: str, key: str) -> list[float]:
+    """`key` (ttft_p95) of `side`'s histogram at each rate, as a step of the history shows it."""
+    metric, p = key.split("_p")
+    return [pytest.approx(lt.quantile(rate, side, metric, float(p) / 100), rel=1e-9) for rate in lt.rates]
+
+
+def _measured(steps: list[dict], key: str) -> list[float]:
+    return [s["measures"][key] for s in steps]
+
+
+def test_without_a_gateway_latency_is_read_on_the_decode_engines(pd_gateway, specs_with, capsys):
+    # the TTFT SLO and the counting read the decode engines: so do the steps' TTFT and e2e, not the
+    # worse of prefill and decode (a prefill pod's queue and prefill are not a decode engine's)
+    lt, prom = pd_gateway
+    steps = _server_steps(_json_report(specs_with({"config.yaml": ROLE_CONFIG}), capsys, *prom))
+    for key in ("ttft_p95", "ttft_p99", "e2el_p95"):
+        assert _measured(steps, key) == _truth(lt, "decode", key), key
+    # the prefill side is worse: always for TTFT, past the knee for e2e
+    assert all(
+        lt.quantile(r, "prefill", "ttft", 0.95) > lt.quantile(r, "decode", "ttft", 0.95) for r in RATES
+    )
+    assert lt.quantile(NEXT, "prefill", "e2el", 0.95) > lt.quantile(NEXT, "decode", "e2el", 0.95)
+
+
+def _proposal(report: dict, subject: str, field: str) -> dict:
+    return next(p for p in report["proposals"] if p["subject"] == subject and p["field"] == field)
+
+
+def test_with_a_gateway_ttft_and_its_alert_are_the_clients(pd_gateway, specs_with, capsys):
+    # with config.client_side the TTFT (and ITL) the targets and the client-side alert read is the
+    # gateway's: queue, prefill and transfer together, more than either role's own
+    lt, prom = pd_gateway
+    specs = specs_with({"config.yaml": ROLE_CONFIG + CLIENT_CONFIG})
+    report = _json_report(specs, capsys, *prom)
+    steps = _server_steps(report)
+    for key in ("ttft_p95", "ttft_p99", "itl_p95"):
+        assert _measured(steps, key) == _truth(lt, "client", key), key
+    assert _measured(steps, "e2el_p95") == _truth(lt, "decode", "e2el_p95")  # no client e2e
+    knee = lt.quantile(KNEE, "client", "ttft", 0.95)
+    assert knee > max(lt.quantile(KNEE, side, "ttft", 0.95) for side in ("prefill", "decode"))
+    assert [s["sustainable"] for s in steps].index(True) == RATES.index(KNEE)
+    client = _proposal(report, "VLLMClientTimeToFirstTokenP95High", "threshold")
+    assert client["rule"] == "halfway between the sustainable step's value and the target"
+    assert knee < client["value"] < TTFT_TARGET
+    # the engines' per-role alert keeps its own signal, and its evidence says it is not the step's
+    engine = _proposal(report, "VLLMTimeToFirstTokenP95High", "threshold")["evidence"]
+    assert f"(its own signal; the step's ttft_p95 {show(knee, 's')})" in engine
+
+
+def test_a_client_side_slo_is_measured_at_the_gateway(pd_gateway, specs_with, capsys):
+    # vllm-ttft leaves sli.side out, so with a gateway it counts the gateway's histogram: its
+    # evidence is the client's p99 and its threshold a bound that histogram has in the history
+    lt, prom = pd_gateway
+    specs = specs_with({"config.yaml": ROLE_CONFIG + CLIENT_CONFIG})
+    report = _json_report(specs, capsys, *prom, f"--target={P99_TARGET}")
+    p99 = lt.quantile(KNEE, "client", "ttft", 0.99)
+    assert p99 != lt.quantile(KNEE, "prefill", "ttft", 0.99)
+    objective = _proposal(report, "SLO vllm-ttft", "objective")
+    assert f"ttft_p99 {show(p99, 's')} vs" in objective["evidence"]
+    threshold = _proposal(report, "SLO vllm-ttft", "threshold")
+    assert threshold["value"] in catalog.load().gateway_test_buckets, threshold
+    assert f"ttft_p99 {show(p99, 's')} (p99" in threshold["evidence"]
+
+
+def test_an_slo_on_the_instance_side_is_measured_on_the_engines(pd_gateway, specs_with, capsys):
+    # sli.side: instance beside a gateway: the SLO's percentile is the decode engines', under a key
+    # that says so, while the targets and alerts read the client
+    lt, prom = pd_gateway
+    side = [("      threshold: 2.5 ", "      side: instance\n      threshold: 2.5 ")]
+    specs = specs_with({"config.yaml": ROLE_CONFIG + CLIENT_CONFIG, "slos.yaml": side})
+    report = _json_report(specs, capsys, *prom)
+    steps = _server_steps(report)
+    assert _measured(steps, "ttft_p99@instance") == _truth(lt, "decode", "ttft_p99")
+    assert _measured(steps, "ttft_p95") == _truth(lt, "client", "ttft_p95")
+    decode = lt.quantile(KNEE, "decode", "ttft", 0.99)
+    assert (
+        f"ttft_p99@instance {show(decode, 's')}"
+        in _proposal(report, "SLO vllm-ttft", "objective")["evidence"]
+    )
+
+
+def test_model_narrows_the_gateways_series_too(specs_with, capsys):
+    # another model behind the same gateway, at twice the load: --model keeps its first tokens out
+    ours = LoadTest(**PD_GATEWAY)
+    other = LoadTest(**PD_GATEWAY, rates=tuple(2 * r for r in RATES), model="acme/other-1b", pod="other-0")
+    start = backfill_start(ours.samples, 30.0)
+    with LocalPrometheus(to_openmetrics(ours.series() + other.series(), start, 30.0)) as prom:
+        a, z = ours.run_range(start)
+        args = ["--prometheus", prom.url, "--range", f"{a:.0f}..{z:.0f}", "--step-every", ours.step_every]
+        specs = specs_with({"config.yaml": ROLE_CONFIG + CLIENT_CONFIG})
+        steps = _server_steps(_json_report(specs, capsys, *args, "--model", ours.model))
+    assert _measured(steps, "ttft_p95") == _truth(ours, "client", "ttft_p95")
+    assert _truth(ours, "client", "ttft_p95") != _truth(other, "client", "ttft_p95")

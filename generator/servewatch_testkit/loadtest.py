@@ -7,6 +7,12 @@ first token jumps, the KV cache fills, requests wait and are preempted, and at t
 end in an engine error.
 At the step at KNEE a KV cache burst of BURST_S seconds above the broken step's usage tests `for`.
 
+With prefill and decode apart (`role_label`) a prefill pod also finishes every request's prefill leg;
+with `kv_transfer_s` the pod's engines are decode engines whose first token is only that wait for the
+KV cache (the queue and the prefill are the prefill pod's), and with `gateway` llm-d's endpoint picker
+sees each request as its client does (first token after queue, prefill and transfer). `legs(rate)`
+gives each side's requests and `quantile(...)` the histogram quantile a step of one side shows.
+
     lt = LoadTest()
     files = lt.write_bench(tmp_path)            # one JSON per rate (detailed=True: per-request lists)
     with LocalPrometheus(lt.openmetrics(start)) as prom:
@@ -22,10 +28,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from servewatch import catalog
 from servewatch.calibrate.measures import HISTOGRAMS, percentile
 
 from .synth import RequestProfile, dcgm_gpu, stable_uuid, to_openmetrics, vllm_engine
-from .synth.histogram import allocate
+from .synth.histogram import allocate, histogram_series, quantile_of_observations
 
 RATES = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0)  # req/s, one step each
 KNEE = 4.0  # the highest rate that meets TARGETS
@@ -42,6 +49,7 @@ BURST_KV, BURST_FROM, BURST_S = 0.85, 12, 420.0
 # vLLM takes gpu_memory_utilization of each GPU's framebuffer at start, whatever the load: the FB
 # ratio does not tell the steps apart
 FB_MIB, FB_USED = 81559.0, 0.92
+GATEWAY = "llm-d-epp"  # the client source `gateway` adds (catalog/gateway.yaml)
 
 
 @dataclass(frozen=True)
@@ -57,13 +65,13 @@ class State:
     waiting: float
     preemptions_per_s: float
 
-    def profiles(self) -> tuple[RequestProfile, ...]:
+    def profiles(self, output_tokens: int = OUTPUT_TOKENS) -> tuple[RequestProfile, ...]:
         short, long_ = WEIGHTS
         ok = 1 - self.error_share
         out = [
-            RequestProfile(short * ok, 1000, OUTPUT_TOKENS, self.queue_s, self.prefill_s, self.itl_s),
+            RequestProfile(short * ok, 1000, output_tokens, self.queue_s, self.prefill_s, self.itl_s),
             RequestProfile(
-                long_ * ok, 4000, OUTPUT_TOKENS, self.queue_s, 2.5 * self.prefill_s, self.itl_s * 1.1
+                long_ * ok, 4000, output_tokens, self.queue_s, 2.5 * self.prefill_s, self.itl_s * 1.1
             ),
         ]
         if self.error_share:
@@ -104,6 +112,11 @@ class LoadTest:
     # prefill and decode apart (llm-d): the pod's two engines decode, and a prefill pod finishes
     # every request's prefill leg too (one token, `length`); the role in this label on both
     role_label: str | None = None
+    # with role_label: the decode engines' first token is this wait for the KV transfer (None: the
+    # decode engines see whole requests, queue and prefill included)
+    kv_transfer_s: float | None = None
+    output_tokens: int = OUTPUT_TOKENS  # per successful request (short outputs: prefill dominates)
+    gateway: bool = False  # llm-d's endpoint picker in front: the client's view of each request
 
     # -- the Prometheus history ------------------------------------------------------------------
     @property
@@ -128,6 +141,7 @@ class LoadTest:
         states = [self._state_at_sample(i) for i in range(n)]
         burst = self._burst_samples()
         out = self._prefill(states) if self.role_label else []
+        out += self._gateway(states) if self.gateway else []
         for engine, share in ((0, 1.0), (1, 0.95)):
             out += vllm_engine(
                 "serving",
@@ -138,7 +152,7 @@ class LoadTest:
                 step=SCRAPE_S,
                 extra_labels={self.role_label: "decode"} if self.role_label else None,
                 requests=[s.rate * SCRAPE_S / 2 for s in states],
-                profiles=lambda i: states[i].profiles(),
+                profiles=lambda i: self.legs(states[i].rate)["decode"],
                 kv_usage=[
                     BURST_KV * share if i in burst else round(s.kv_usage * share, 4)
                     for i, s in enumerate(states)
@@ -172,14 +186,62 @@ class LoadTest:
             steps=len(states),
             step=SCRAPE_S,
             requests=[s.rate * SCRAPE_S for s in states],
-            profiles=lambda i: tuple(
-                replace(p, generation_tokens=1, finished_reason="length") for p in states[i].profiles()
-            ),
+            profiles=lambda i: self.legs(states[i].rate)["prefill"],
             kv_usage=0.1,
             waiting=[s.waiting for s in states],
             prior_steps=10,
             extra_labels={self.role_label: "prefill"},
         )
+
+    def legs(self, rate: float) -> dict[str, tuple[RequestProfile, ...]]:
+        """Each side's requests at `rate`: the pod's engines ("decode": whole requests, or with
+        kv_transfer_s the decode legs), the prefill pod's legs (one token, `length`) and the client's."""
+        mix = at(rate).profiles(self.output_tokens)
+        wait = self.kv_transfer_s or 0.0
+        decode = (
+            mix if self.kv_transfer_s is None else tuple(replace(p, queue_s=0.0, prefill_s=wait) for p in mix)
+        )
+        return {
+            "decode": decode,
+            "prefill": tuple(replace(p, generation_tokens=1, finished_reason="length") for p in mix),
+            "client": tuple(replace(p, prefill_s=round(p.prefill_s + wait, 6)) for p in mix),
+        }
+
+    def _requests(self, side: str) -> float:
+        """Requests per scrape interval at one rate unit on one of `side`'s histograms: the pod's
+        engines split the load, the prefill pod and the gateway see all of it."""
+        return SCRAPE_S / 2 if side == "decode" else SCRAPE_S
+
+    def _observations(self, rate: float, side: str, metric: str) -> list[tuple[float, int]]:
+        """One scrape interval's observations of `side`'s histogram of `metric` (ttft, itl, e2el)."""
+        mix = self.legs(rate)[side]
+        counts = allocate(int(round(rate * self._requests(side))), [p.weight for p in mix])
+        value = {"ttft": "ttft_s", "itl": "itl_s", "e2el": "e2e_s"}[metric]
+        return [
+            (getattr(p, value), c * (p.generation_tokens - 1 if metric == "itl" else 1))
+            for p, c in zip(mix, counts, strict=True)
+            if c
+        ]
+
+    def quantile(self, rate: float, side: str, metric: str, q: float) -> float:
+        """The histogram quantile a load step at `rate` shows of `side`'s `metric`: every scrape of a
+        step observes the same, so one scrape's observations give it."""
+        cat = catalog.load()
+        bounds = cat.gateway_test_buckets if side == "client" else cat.lookup(HISTOGRAMS[metric]).buckets
+        return quantile_of_observations(q, self._observations(rate, side, metric), bounds)
+
+    def _gateway(self, states: list[State]) -> list:
+        """The endpoint picker's TTFT and ITL histograms of the model: one pod, one flow."""
+        cat = catalog.load()
+        source = cat.clients[GATEWAY]
+        labels = {"namespace": "serving", "pod": "epp-0", source.model_label: self.model}
+        labels |= {"target_model_name": self.model, "fairness_id": "default", "priority": "0"}
+        out = []
+        for metric, extra in (("ttft", {"streaming": "true"}), ("itl", {})):
+            per_step = [self._observations(s.rate, "client", metric) for s in states]
+            name = source.metric(metric)
+            out += histogram_series(name, {**labels, **extra}, cat.gateway_test_buckets, per_step, prior=10)
+        return out
 
     def _burst_samples(self) -> set[int]:
         k = self.rates.index(KNEE)

@@ -171,6 +171,9 @@ def _step(
         if m.metric == ERRORS:
             measures[m.key] = failed / n if n else math.nan
             continue
+        if m.side == "instance":  # a bench file is the client's view
+            unmeasured[m.key] = f"{path.name} is the client's view, not the engines': add --prometheus"
+            continue
         key = f"p{percentile_word(m.percentile)}_{m.metric}_ms"
         if reqs is not None:
             measures[m.key] = percentile(_per_request(reqs, m.metric), m.percentile)

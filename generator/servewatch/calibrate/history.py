@@ -4,7 +4,10 @@ Each step is a time range. Its measures are the whole step seen by the server: a
 is the histogram's quantile over the step (`rate(..._bucket[<step>])`), the error share counts the
 finished requests that ended in abort or error, as a client sees them fail. The load, the requests,
 the error share and the good tokens count each user request once: with prefill and decode apart
-(config.role) on the engines the SLOs count on (spec.deployment.COUNTING_ROLES). Each alert's signal is
+(config.role) on the engines the SLOs count on (spec.deployment.COUNTING_ROLES). A latency is read
+where the alerts and SLOs on it read it (measures.side_of): the gateway's histogram where
+config.client_side measures it, else those same counting engines, never the worse of prefill and
+decode (neither is the client's wait). Each alert's signal is
 built by the same SignalBuilder as its rule, read from the raw series (the records may not be in the
 history) and evaluated at the alert group's interval over the step: the worst series at each
 evaluation, which is the fullest engine (DP rank) or GPU for a saturation signal.
@@ -20,9 +23,9 @@ from ..model import Model
 from ..promql import builders as b
 from ..slo.exprs import GENERATED_TOKENS
 from ..slo.kinds import kind_of
-from ..spec.slos import AvailabilitySLI
+from ..spec.slos import AvailabilitySLI, client_read
 from ..spec.schema import seconds
-from .measures import ERRORS, FINISHED, Measure, signal_alerts
+from .measures import ERRORS, FINISHED, Measure, side_of, signal_alerts
 from .targets import CalibrateError
 from .steps import LoadStep, Trace
 
@@ -92,13 +95,16 @@ class CalibrateHistory:
 
     def step(self, k: int, r: Range, needed: list[Measure], goodput: list) -> LoadStep:
         win = _window(r)
-        measures, unmeasured = {}, {}
+        measures, unmeasured, bounds = {}, {}, {}
         for m in needed:
             v = self._measure(m, win, r.end)
             if v is None:
-                unmeasured[m.key] = f"no {m.histogram or FINISHED} from {_utc(r.start)} to {_utc(r.end)}"
+                read = self.sb.metric_name(self._reads(m)[1]) if m.histogram else FINISHED
+                unmeasured[m.key] = f"no {read} from {_utc(r.start)} to {_utc(r.end)}"
             else:
                 measures[m.key] = v
+            if m.histogram and side_of(m, self.sb.config.client_side) == "client":
+                bounds[m.key] = self._bounds(m, win, r.end)
         finished = self.counted.model_rate(self.counted.select(FINISHED), win, ("finished_reason",))
         models = sorted(
             row["metric"].get(MODEL, "")
@@ -127,6 +133,7 @@ class CalibrateHistory:
             observed={k: v for k, v in observed.items() if v is not None},
             traces=traces,
             unmeasured=unmeasured,
+            bounds=bounds,
         )
 
     def _measure(self, m: Measure, win: str, at: float) -> float | None:
@@ -138,8 +145,22 @@ class CalibrateHistory:
                 return None
             bad = sb.model_rate(sb.select(FINISHED, FAILED), win, keep)
             return _value(self.client.query(b.guarded_div(bad, every, self.ident), at))[0] or 0.0
-        expr = self.sb.histogram_quantile(m.histogram, m.quantile, win, "model")
-        return _value(self.client.query(expr, at))[0]
+        sb, histogram = self._reads(m)
+        return _value(self.client.query(sb.histogram_quantile(histogram, m.quantile, win, "model"), at))[0]
+
+    def _reads(self, m: Measure):
+        """(the builder, the histogram as signals name it) a latency measure is read with: the
+        client-side quantity at the client, else the engine histogram on the counting engines."""
+        if side_of(m, self.sb.config.client_side) == "client":
+            return self.sb, client_read(m.histogram, self.sb.config.client_side)
+        return self.counted, m.histogram
+
+    def _bounds(self, m: Measure, win: str, at: float) -> tuple[float, ...]:
+        """The bucket bounds the client's histogram has in the step (a gateway's are not documented:
+        an SLO threshold at the client must be one it exports)."""
+        bucket = self.sb.select(f"{self.sb.metric_name(self._reads(m)[1])}_bucket")
+        rows = self.client.query(f"group by (le) (last_over_time({bucket}[{win}]))", at)
+        return tuple(sorted(float(row["metric"]["le"]) for row in rows if row["metric"].get("le") != "+Inf"))
 
     def _expr(self, alert, window: str | None = None) -> str:
         signal = self.model.signal(alert.spec.signal)

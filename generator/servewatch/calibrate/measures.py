@@ -4,13 +4,21 @@ A measure key is what `--target` names and what both sources report per step: a 
 percentile `<metric>_p<P>` (seconds) or `errors` (failed share of finished requests). The latency
 metrics are vLLM bench's names (`ttft`, `tpot`, `itl`, `e2el`), each the client-side view of one
 vLLM histogram: the alert on that histogram's quantile is the one a latency target tunes.
+
+From Prometheus a latency is read on the side the alerts and SLOs on it read (`side_of`): at the
+client where config.client_side measures the quantity (its gateway's twin of the histogram), else on
+the engines each request is counted once on (the decode engines where config.role is set). An SLO
+that says otherwise (`sli.side`) reads its own side, under a key that names it (`ttft_p99@instance`).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from .. import catalog
+from ..spec.slos import CLIENT_PREFIX, client_read
 
 # vLLM bench's metric name -> the server histogram that measures the same latency
 HISTOGRAMS = {
@@ -22,17 +30,20 @@ HISTOGRAMS = {
 ALIASES = {"e2e": "e2el"}
 FINISHED = "vllm:request_success_total"  # finished requests by finished_reason: the error share's counter
 ERRORS = "errors"
-KEY_RE = re.compile(r"(?P<metric>[a-z0-9]+)_p(?P<p>[0-9]+(?:\.[0-9]+)?)")
+KEY_RE = re.compile(r"(?P<metric>[a-z0-9]+)_p(?P<p>[0-9]+(?:\.[0-9]+)?)(?:@(?P<side>client|instance))?")
 
 
 @dataclass(frozen=True)
 class Measure:
     metric: str  # a HISTOGRAMS key, or ERRORS
     percentile: float | None = None  # 95, 99.9; None for errors
+    side: str | None = None  # None: where the alerts read it (side_of); else an SLO's own side
 
     @property
     def key(self) -> str:
-        return ERRORS if self.percentile is None else f"{self.metric}_p{percentile_word(self.percentile)}"
+        if self.percentile is None:
+            return ERRORS
+        return f"{self.metric}_p{percentile_word(self.percentile)}" + (f"@{self.side}" if self.side else "")
 
     @property
     def quantile(self) -> float | None:
@@ -61,15 +72,36 @@ def parse_key(text: str) -> Measure:
     if not m or metric not in HISTOGRAMS or not 0 < float(m["p"]) < 100:
         known = ", ".join(f"{k}_p<P>" for k in HISTOGRAMS)
         raise ValueError(f"{text!r} is not a measure: use {known} (P between 0 and 100) or {ERRORS}")
-    return Measure(metric, float(m["p"]))
+    return Measure(metric, float(m["p"]), m["side"])
 
 
 def for_histogram(histogram: str, quantile: float) -> Measure | None:
-    """The measure an alert on `histogram`'s `quantile` watches, if a load test measures it."""
+    """The measure an alert on `histogram`'s `quantile` watches, if a load test measures it; a
+    client-side quantity (`client_ttft`) is its engine histogram's twin, measured where the client is."""
+    if histogram.startswith(CLIENT_PREFIX):
+        histogram = catalog.load().engine_twins.get(histogram.removeprefix(CLIENT_PREFIX), histogram)
     for metric, name in HISTOGRAMS.items():
         if name == histogram:
             return Measure(metric, round(quantile * 100, 6))
     return None
+
+
+def side_of(measure: Measure, client_side) -> str:
+    """Where a step's latency `measure` is read from Prometheus: its own side, else at the client
+    where config.client_side measures the quantity (the client-side alert and the SLOs read it
+    there), else on the engines."""
+    if measure.side:
+        return measure.side
+    return "client" if client_read(measure.histogram, client_side) else "instance"
+
+
+def for_slo(sli, objective: float, client_side) -> Measure | None:
+    """The measure a latency SLO's objective is a percentile of, on the SLI's side: the plain key
+    where that is where the alerts read it too, else a key naming the side."""
+    measure = for_histogram(sli.histogram, objective)
+    if measure is None or side_of(measure, client_side) == sli.side:
+        return measure
+    return replace(measure, side=sli.side)
 
 
 def percentile(values: list[float], p: float) -> float:

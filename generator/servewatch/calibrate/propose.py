@@ -208,13 +208,21 @@ class Proposer:
             )
         proposed = sig(value + (target.limit - value) / 2)
         unit = measure.unit
+        # the alert's own signal may read another side than the step's measure (per role, say)
+        step_value = step.measures.get(measure.key, value)
+        seen = f"{measure.key} {show(value, unit)}"
+        if not math.isclose(step_value, value, rel_tol=1e-6):
+            seen = (
+                f"{alert.spec.signal} {show(value, unit)} (its own signal; the step's {measure.key} "
+                f"{show(step_value, unit)})"
+            )
         return Proposal(
             alert.alert,
             "threshold",
             current,
             f"{proposed:g}",
-            evidence=f"{step.source}, sustainable step {step.label}: {measure.key} "
-            f"{show(value, unit)}, target {show(target.limit, unit)} ({target.origin}); "
+            evidence=f"{step.source}, sustainable step {step.label}: {seen}, "
+            f"target {show(target.limit, unit)} ({target.origin}); "
             f"margin {show(proposed - value, unit)} above sustainable load",
             rule="halfway between the sustainable step's value and the target",
             value=proposed,

@@ -22,7 +22,7 @@ from .targets import CalibrateError, from_slos, parse
 def _measures(model, targets, served: str | None) -> list[Measure]:
     """What each step must report: the targets, the SLOs' percentiles and what each alert watches."""
     wanted = {t.measure.key: t.measure for t in targets}
-    for t in from_slos(model.slos.slos, "specs", served)[0]:
+    for t in from_slos(model.slos.slos, "specs", served, model.config.client_side)[0]:
         wanted.setdefault(t.measure.key, t.measure)
     for a in signal_alerts(model):
         signal = model.signal(a.spec.signal)
@@ -50,14 +50,16 @@ def _conditions(goodput, served: str | None) -> list[bench.Condition] | None:
 
 
 def _one_model(model, name: str):
-    """The model with every vLLM selector narrowed to one served model (GPU series are not: DCGM
-    knows the pod a GPU serves, not the model)."""
+    """The model with every vLLM selector narrowed to one served model, and the gateway's by its
+    model label (GPU series are not: DCGM knows the pod a GPU serves, not the model)."""
     config = model.config
     vllm = ", ".join(m for m in (config.selectors["vllm"], f"{MODEL}={quoted(name)}") if m)
-    spec = replace(
-        model.spec, config=config.model_copy(update={"selectors": {**config.selectors, "vllm": vllm}})
-    )
-    return Model(spec)
+    update: dict = {"selectors": {**config.selectors, "vllm": vllm}}
+    client = config.client_side
+    if client is not None:
+        narrowed = ", ".join(m for m in (client.selector, f"{client.label}={quoted(name)}") if m)
+        update["client_side"] = client.model_copy(update={"selector": narrowed})
+    return Model(replace(model.spec, config=config.model_copy(update=update)))
 
 
 def _range(args) -> tuple[float, float, float | None, list[float]]:
@@ -96,7 +98,8 @@ def calibrate(args) -> int:
     targets = [parse(t) for t in args.target]
     notes = []
     if not targets:
-        targets, skipped = from_slos(spec.slos, f"{args.specs}/slos.yaml", args.model)
+        where = f"{args.specs}/slos.yaml"
+        targets, skipped = from_slos(spec.slos, where, args.model, spec.config.client_side)
         notes += skipped
         if not targets:
             raise CalibrateError("no targets: give --target MEASURE=LIMIT or SLOs in specs/slos.yaml")

@@ -19,7 +19,7 @@ import math
 
 from ..slo.exprs import MODEL
 from ..spec.slos import AvailabilitySLI, LatencySLI
-from .measures import ERRORS, Measure, for_histogram, percentile_word
+from .measures import ERRORS, Measure, for_slo, percentile_word
 from .proposal import MIN_TAIL, Proposal, sig
 from .targets import Goal, show
 
@@ -135,7 +135,7 @@ class SloProposer:
         current = f"{threshold:g}"
         promised = slo.objective_of(self.served)
         objective = f"{promised:g}"
-        measure = for_histogram(slo.sli.histogram, promised)
+        measure = for_slo(slo.sli, promised, self.model.config.client_side)
         if measure is None:
             why = f"{slo.sli.histogram} is not measured by a load test"
             return [
@@ -180,19 +180,25 @@ class SloProposer:
             slo=name,
             model=entry,
         )
-        return [self._threshold(name, slo, measure, value, seen), verdict]
+        return [self._threshold(name, slo, measure, value, seen, step), verdict]
 
     def subject(self, name: str, entry: str) -> str:
         return f"SLO {name}" + (f" [{entry}]" if entry else "")
 
-    def _threshold(self, name: str, slo, measure: Measure, value: float, seen: str) -> Proposal:
+    def _threshold(self, name: str, slo, measure: Measure, value: float, seen: str, step) -> Proposal:
         entry, threshold = self.entry(slo), float(slo.threshold_of(self.served))
         subject, current = self.subject(name, entry), f"{threshold:g}"
         where = f"{self.where}: {name}" + (f" per_model {entry!r}" if entry in slo.per_model else "")
         own = Goal(measure, threshold, where)
         target = self.targets.get(measure.key) or own  # a --target is the team's newer word
         unit, limit = measure.unit, target.limit
-        bounds = sorted(self.model.builder.catalog.lookup(slo.sli.histogram).buckets)
+        bounds, histogram = self._bounds(slo, measure, step), self.model.builder.metric_name(slo.sli.reads)
+        if not bounds:
+            why = (
+                f"the bucket bounds of {histogram} (at the client) are not documented and the "
+                "sustainable step's history does not show them: add --prometheus with the run's range"
+            )
+            return Proposal(subject, "threshold", current, None, reason=why, slo=name, model=entry)
         room = [b for b in bounds if value < b <= limit]
         if not room:
             met = next((b for b in bounds if b > value), None)
@@ -202,7 +208,7 @@ class SloProposer:
                 "threshold",
                 current,
                 None,
-                reason=f"no bucket bound of {slo.sli.histogram} lies above the sustainable step's "
+                reason=f"no bucket bound of {histogram} lies above the sustainable step's "
                 f"{measure.key} ({show(value, unit)}) and within the target {show(limit, unit)} "
                 f"({target.origin}){hint}: a looser SLO is the team's call, not the load test's",
                 slo=name,
@@ -233,6 +239,13 @@ class SloProposer:
             slo=name,
             model=entry,
         )
+
+    def _bounds(self, slo, measure: Measure, step) -> list[float]:
+        """The bucket bounds the SLI counts `le` of: the catalog's for the engines' histogram, the
+        ones the history shows for a gateway's (undocumented)."""
+        if slo.side == "client":
+            return sorted(step.bounds.get(measure.key, ()))
+        return sorted(self.model.builder.catalog.lookup(slo.sli.histogram).buckets)
 
     # -- availability ----------------------------------------------------------------------------
     def availability(self, name: str, slo) -> Proposal:

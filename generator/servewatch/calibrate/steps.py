@@ -43,3 +43,5 @@ class LoadStep:
     observed: dict[str, float] = field(default_factory=dict)  # alert name -> its signal over the step
     traces: dict[str, Trace] = field(default_factory=dict)  # alert name -> its signal over time
     unmeasured: dict[str, str] = field(default_factory=dict)  # measure key -> why it is not there
+    # measure key -> the bucket bounds its histogram has (Prometheus, at the client: undocumented)
+    bounds: dict[str, tuple[float, ...]] = field(default_factory=dict)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ..errors import ServewatchError
 from ..spec.slos import AvailabilitySLI, LatencySLI
-from .measures import ERRORS, Measure, for_histogram, parse_key
+from .measures import ERRORS, Measure, for_slo, parse_key
 
 VALUE_RE = re.compile(r"(?P<n>[0-9]+(?:\.[0-9]+)?(?:e-?[0-9]+)?)(?P<unit>ms|s|%)?")
 
@@ -56,11 +56,14 @@ def parse(text: str) -> Goal:
     return Goal(measure, value, f"--target {text}")
 
 
-def from_slos(slos: dict, where: str, served: str | None = None) -> tuple[list[Goal], list[str]]:
+def from_slos(
+    slos: dict, where: str, served: str | None = None, client_side=None
+) -> tuple[list[Goal], list[str]]:
     """Targets the SLOs state: a latency SLO's objective is a percentile under its threshold
     (99% within 2.5 s = ttft_p99 <= 2.5s); an availability SLO's budget is the error share.
     With `served` (--model), what the SLO promises that model: its per-model objective and threshold,
-    and none of an SLO whose scope leaves the model out. Also the SLOs a load test cannot check."""
+    and none of an SLO whose scope leaves the model out. A latency target is on the SLI's side
+    (config.client_side: where a gateway measures it). Also the SLOs a load test cannot check."""
     out, skipped = [], []
     for name, slo in sorted(slos.items()):
         if served and not slo.covers_model(served):
@@ -69,7 +72,7 @@ def from_slos(slos: dict, where: str, served: str | None = None) -> tuple[list[G
         origin = f"{where}: {name}" + (f" (per_model {served!r})" if served in slo.per_model else "")
         objective = slo.objective_of(served)
         if isinstance(slo.sli, LatencySLI):
-            measure = for_histogram(slo.sli.histogram, objective)
+            measure = for_slo(slo.sli, objective, client_side)
             if measure is None:
                 skipped.append(f"SLO {name}: {slo.sli.histogram} is not measured by a load test")
                 continue

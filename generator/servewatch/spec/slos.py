@@ -271,10 +271,17 @@ def with_side(slo: SLO, client_side) -> SLO:
     sli = slo.sli
     if not isinstance(sli, LatencySLI) or sli.side is not None:
         return slo
-    quantity = catalog.load().client_quantity(sli.histogram)
-    measured = client_side is not None and quantity is not None and client_side.metric(quantity)
-    side = "client" if measured else "instance"
+    side = "client" if client_read(sli.histogram, client_side) else "instance"
     return slo.model_copy(update={"sli": sli.model_copy(update={"side": side})})
+
+
+def client_read(histogram: str, client_side) -> str | None:
+    """The client-side quantity (`client_ttft`, as signals name it) that config.client_side measures
+    of the engines' `histogram`; None without a source, or where it has no twin of it."""
+    quantity = catalog.load().client_quantity(histogram)
+    if client_side is None or quantity is None or not client_side.metric(quantity):
+        return None
+    return CLIENT_PREFIX + quantity
 
 
 def _slo_name(name: str) -> str:

@@ -125,6 +125,8 @@ def wait_compacted(prom: LocalPrometheus, timeout_s: float = 1800) -> float:
     """
     t0 = time.monotonic()
     while overlapping(prom.blocks()):
+        if not prom.running:  # killed from outside: it will never compact, so do not wait it out
+            raise SystemExit(f"Prometheus exited before it compacted the backfilled blocks: {prom.log_path}")
         if time.monotonic() - t0 > timeout_s:
             raise SystemExit(f"Prometheus did not compact the backfilled blocks within {timeout_s:.0f} s")
         time.sleep(2)

@@ -544,6 +544,11 @@ def chart(results: dict, png: Path) -> None:
 
 def write(results: dict, md: Path, png: Path) -> None:
     md.write_text(render(results))
+    try:
+        import matplotlib  # noqa: F401  (the `bench` extra)
+    except ModuleNotFoundError:  # the tables are the results; the chart only draws them
+        print(f"bench: no matplotlib, {png.name} not drawn (pip install -e '.[bench]')", file=sys.stderr)
+        return
     chart(results, png)
 
 

@@ -138,6 +138,8 @@ def render(results: dict) -> str:
         out += _table(["per 30 s"] + head, rows)
     if all("rules_before_first" in s for s in sizes):
         out += aba_section(sizes, head)
+    if any("interleaved" in s for s in sizes):
+        out += interleaved_section(sizes)
     if "dashboards" not in sizes[0]:  # --rules-only
         return "\n".join(out) + "\n"
 
@@ -258,6 +260,37 @@ def aba_section(sizes: list[dict], head: list[str]) -> list[str]:
                     cells.append("-" if rule is None else _cell(rule["samples"], rule["eval_ms"]))
                 rows.append([group, name] + cells)
         out += _table(["group", "rule"] + [name for _, name in ABA], rows)
+    return out
+
+
+def interleaved_section(sizes: list[dict]) -> list[str]:
+    """The differing rules run before and after in alternation (--interleave)."""
+    out = []
+    for s in sizes:
+        rows = s.get("interleaved")
+        if not rows:
+            continue
+        out += [
+            "",
+            f"Interleaved at {s['shape']['gpus']:,} GPUs: each differing rule before and after in "
+            f"alternation, {rows[0]['rounds']} rounds (eval time: median; CPU: mean per run):",
+            "",
+        ]
+        out += _table(
+            ["group", "rule", "eval before", "eval after", "CPU before", "CPU after", "after faster"],
+            [
+                [
+                    r["group"],
+                    r["rule"],
+                    f"{r['eval_ms_before']:.1f} ms",
+                    f"{r['eval_ms_now']:.1f} ms",
+                    f"{r['cpu_ms_before']:.1f} ms",
+                    f"{r['cpu_ms_now']:.1f} ms",
+                    f"{r['now_faster']} of {r['rounds']}",
+                ]
+                for r in rows
+            ],
+        )
     return out
 
 

@@ -351,3 +351,18 @@ def test_the_costliest_rules_are_ranked_per_30_s():
     }
     text = "\n".join(report.costliest_section([size], "rules", n=1))
     assert "| 1 | B #2 | slow (every 60 s) | 1 | 10.0 ms | 5.0 ms | 41.7% |" in text
+
+
+def test_interleave_pairs_only_the_rules_whose_expression_differs():
+    from bench import interleave
+
+    def groups(expr_b: str) -> list[dict]:
+        rules = [{"name": "A", "expr": "x"}, {"name": "B", "expr": "y"}, {"name": "B", "expr": expr_b}]
+        return [{"name": "g", "rules": rules}]
+
+    assert interleave.differing(groups("z"), groups("z")) == []
+    assert interleave.differing(groups("z"), groups("w")) == [
+        {"group": "g", "rule": "B #2", "before": "z", "now": "w"}
+    ]
+    with pytest.raises(SystemExit):
+        fleet.parse_args(["--interleave", "3", "--gpus", "512"])

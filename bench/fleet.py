@@ -31,7 +31,7 @@ from servewatch import tools  # noqa: E402
 from servewatch_testkit.localprom import LocalPrometheus  # noqa: E402
 from servewatch_testkit.synth.scaled_fleet import FleetShape, write_fleet  # noqa: E402
 
-from . import anchors, dashboard_cost, generation_cost, machine, report, rule_cost  # noqa: E402
+from . import anchors, dashboard_cost, generation_cost, interleave, machine, report, rule_cost  # noqa: E402
 from .dashboard_cost import Window  # noqa: E402
 from .promstats import Runner  # noqa: E402
 
@@ -84,6 +84,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "since the side measured first pays for pages the backfill left cold",
     )
     p.add_argument(
+        "--interleave",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="with --before: also run each rule whose expression differs, before and after, in "
+        "alternation for ROUNDS rounds (both sides under the same load)",
+    )
+    p.add_argument(
         "--rules-only",
         action="store_true",
         help="measure the rules only: no dashboards, anchors or generation time",
@@ -93,6 +101,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error("--engines needs one value per --gpus value")
     if args.aba and not args.before:
         p.error("--aba needs --before")
+    if args.interleave and not args.before:
+        p.error("--interleave needs --before")
     return args
 
 
@@ -125,6 +135,8 @@ def wait_compacted(prom: LocalPrometheus, timeout_s: float = 1800) -> float:
     """
     t0 = time.monotonic()
     while overlapping(prom.blocks()):
+        if not prom.running:  # killed from outside: it will never compact, so do not wait it out
+            raise SystemExit(f"Prometheus exited before it compacted the backfilled blocks: {prom.log_path}")
         if time.monotonic() - t0 > timeout_s:
             raise SystemExit(f"Prometheus did not compact the backfilled blocks within {timeout_s:.0f} s")
         time.sleep(2)
@@ -215,6 +227,10 @@ def run_size(
             if before:  # the same data, the same minute: only the rule files differ
                 result["rules_before"] = cpu.add(rule_cost.measure(runner, before, end), to="total")
                 _log(f"rules before: {result['rules_before']['total']}")
+            if before and getattr(args, "interleave", 0):
+                pairs = interleave.differing(before, groups)
+                result["interleaved"] = interleave.measure(prom, prom.pid, pairs, end, args.interleave)
+                _log(f"interleaved: {len(pairs)} rules, {args.interleave} rounds")
             # the least one evaluation must read; samples do not change between runs: measured once
             once = Runner(prom, 1, 0)
             result["rules"]["floor"] = rule_cost.floor(once, groups, end)
@@ -304,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
             "rate_interval": Window(0, 1, SCRAPE_S, SCRAPE_S).macros()["__rate_interval"],
             "rule_interval_s": 30,
             **({"aba": True} if args.aba else {}),
+            **({"interleave": args.interleave} if args.interleave else {}),
             **({"rules_only": True} if args.rules_only else {}),
             **({"before": {"ref": args.before, "commit": before[0]}} if before else {}),
         },
@@ -319,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     path = args.out / f"{args.label}.json"
     path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
     report.write(results, args.out / f"{args.label}.md", args.out / f"{args.label}.png")
-    _log(f"wrote {path} and its .md and .png")
+    _log(f"wrote {path} and its report")
     return 0
 
 

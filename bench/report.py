@@ -116,6 +116,7 @@ def render(results: dict) -> str:
     )
 
     out += rules_section(sizes, "rules", head, "## Rule groups: one evaluation at the last sample")
+    out += costliest_section(sizes, "rules")
     if all("rules_before" in s for s in sizes):
         ref = st.get("before", {})
         title = (
@@ -137,6 +138,8 @@ def render(results: dict) -> str:
         out += _table(["per 30 s"] + head, rows)
     if all("rules_before_first" in s for s in sizes):
         out += aba_section(sizes, head)
+    if any("interleaved" in s for s in sizes):
+        out += interleaved_section(sizes)
     if "dashboards" not in sizes[0]:  # --rules-only
         return "\n".join(out) + "\n"
 
@@ -260,6 +263,37 @@ def aba_section(sizes: list[dict], head: list[str]) -> list[str]:
     return out
 
 
+def interleaved_section(sizes: list[dict]) -> list[str]:
+    """The differing rules run before and after in alternation (--interleave)."""
+    out = []
+    for s in sizes:
+        rows = s.get("interleaved")
+        if not rows:
+            continue
+        out += [
+            "",
+            f"Interleaved at {s['shape']['gpus']:,} GPUs: each differing rule before and after in "
+            f"alternation, {rows[0]['rounds']} rounds (eval time: median; CPU: mean per run):",
+            "",
+        ]
+        out += _table(
+            ["group", "rule", "eval before", "eval after", "CPU before", "CPU after", "after faster"],
+            [
+                [
+                    r["group"],
+                    r["rule"],
+                    f"{r['eval_ms_before']:.1f} ms",
+                    f"{r['eval_ms_now']:.1f} ms",
+                    f"{r['cpu_ms_before']:.1f} ms",
+                    f"{r['cpu_ms_now']:.1f} ms",
+                    f"{r['now_faster']} of {r['rounds']}",
+                ]
+                for r in rows
+            ],
+        )
+    return out
+
+
 def _rules_of(side: dict) -> dict[str, list[dict]]:
     return {g["name"]: g["rules"] for g in side["groups"]}
 
@@ -350,6 +384,54 @@ def rules_section(sizes: list[dict], key: str, head: list[str], title: str) -> l
         if all("cpu_ms" in t for t in totals):
             law += f", Prometheus CPU b = {growth_exponent(gpus, [t['cpu_ms'] for t in totals]):.2f}"
         out += ["", f"Growth law (least squares, cost = a * GPUs^b): {law}."]
+    return out
+
+
+def costliest(side: dict, n: int = 10) -> list[dict]:
+    """The `n` rules that cost most per 30 s: each rule's eval time weighted by 30 s / its group's
+    interval, as the rule set's total is (a rule evaluated every minute counts half)."""
+    rows = []
+    for g in side["groups"]:
+        weight = RULE_INTERVAL_MS / 1000 / g.get("interval_s", 30)
+        seen: dict[str, int] = {}
+        for r in g["rules"]:
+            seen[r["name"]] = seen.get(r["name"], 0) + 1
+            name = r["name"] if seen[r["name"]] == 1 else f"{r['name']} #{seen[r['name']]}"
+            rows.append(
+                {
+                    "group": g["name"],
+                    "interval_s": g.get("interval_s", 30),
+                    "rule": name,
+                    "samples": r["samples"],
+                    "eval_ms": r["eval_ms"],
+                    "eval_ms_per_30s": r["eval_ms"] * weight,
+                }
+            )
+    return sorted(rows, key=lambda r: -r["eval_ms_per_30s"])[:n]
+
+
+def costliest_section(sizes: list[dict], key: str, n: int = 10) -> list[str]:
+    """Per size, the costliest rules per 30 s with their share of the rule set's eval time."""
+    out = []
+    for s in sizes:
+        total = per_30s(s[key]["total"], "eval_ms") or 0.0
+        out += ["", f"The {n} costliest rules per 30 s at {s['shape']['gpus']:,} GPUs:", ""]
+        rows = [
+            [
+                str(i),
+                r["rule"],
+                r["group"] + ("" if r["interval_s"] == 30 else f" (every {r['interval_s']:g} s)"),
+                _fmt_int(r["samples"]),
+                f"{r['eval_ms']:.1f} ms",
+                f"{r['eval_ms_per_30s']:.1f} ms",
+                f"{r['eval_ms_per_30s'] / total:.1%}" if total else "-",
+            ]
+            for i, r in enumerate(costliest(s[key], n), start=1)
+        ]
+        out += _table(
+            ["#", "rule", "group", "samples", "eval per evaluation", "eval per 30 s", "share of the set"],
+            rows,
+        )
     return out
 
 
@@ -495,6 +577,11 @@ def chart(results: dict, png: Path) -> None:
 
 def write(results: dict, md: Path, png: Path) -> None:
     md.write_text(render(results))
+    try:
+        import matplotlib  # noqa: F401  (the `bench` extra)
+    except ModuleNotFoundError:  # the tables are the results; the chart only draws them
+        print(f"bench: no matplotlib, {png.name} not drawn (pip install -e '.[bench]')", file=sys.stderr)
+        return
     chart(results, png)
 
 

@@ -329,3 +329,40 @@ def test_aba_lists_rule_by_rule_only_the_groups_that_differ():
     text = "\n".join(report.aba_section([size], ["1,024 GPUs"]))
     assert "| gpu | x:y:z | - | 5 / 1.0 ms | - |" in text
     assert "vllm" not in text.split("Rule by rule")[1]
+
+
+def test_the_costliest_rules_are_ranked_per_30_s():
+    groups = [
+        {"name": "fast", "interval_s": 30, "rules": [{"name": "A", "samples": 3, "eval_ms": 4.0}]},
+        {
+            "name": "slow",
+            "interval_s": 60,
+            "rules": [
+                {"name": "B", "samples": 9, "eval_ms": 6.0},
+                {"name": "B", "samples": 1, "eval_ms": 10.0},
+            ],
+        },
+    ]
+    ranked = report.costliest({"groups": groups}, n=2)
+    assert [(r["rule"], r["eval_ms_per_30s"]) for r in ranked] == [("B #2", 5.0), ("A", 4.0)]
+    size = {
+        "shape": {"gpus": 1024},
+        "rules": {"groups": groups, "total": {"eval_ms": 20.0, "eval_ms_per_30s": 12.0}},
+    }
+    text = "\n".join(report.costliest_section([size], "rules", n=1))
+    assert "| 1 | B #2 | slow (every 60 s) | 1 | 10.0 ms | 5.0 ms | 41.7% |" in text
+
+
+def test_interleave_pairs_only_the_rules_whose_expression_differs():
+    from bench import interleave
+
+    def groups(expr_b: str) -> list[dict]:
+        rules = [{"name": "A", "expr": "x"}, {"name": "B", "expr": "y"}, {"name": "B", "expr": expr_b}]
+        return [{"name": "g", "rules": rules}]
+
+    assert interleave.differing(groups("z"), groups("z")) == []
+    assert interleave.differing(groups("z"), groups("w")) == [
+        {"group": "g", "rule": "B #2", "before": "z", "now": "w"}
+    ]
+    with pytest.raises(SystemExit):
+        fleet.parse_args(["--interleave", "3", "--gpus", "512"])

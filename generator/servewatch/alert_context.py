@@ -277,14 +277,21 @@ class Context:
         return b.join(expr, info, self.gpu_id, self.gpu_labels())
 
     def dcgm_target(self, expr: str) -> str:
-        """A per-exporter-target result with the host it serves (also after it went down)."""
+        """A per-exporter-target result with the host it serves (also after it went down). `expr` is
+        read from the exporters' `up`: its targets are among `up`'s."""
         seen = self._memory(DCGM_TARGET_HOST, "dcgm", self.target + [HOST])
-        return b.left_join(expr, b.recall(seen, self.target), self.target, [HOST])
+        return b.left_join(expr, b.recall(seen, self.target), self.target, [HOST], self._up_targets("dcgm"))
 
     def vllm_target(self, expr: str) -> str:
-        """A per-vLLM-target result with the model it serves (also after it went down)."""
+        """A per-vLLM-target result with the model it serves (also after it went down). `expr` is read
+        from the vLLM targets' `up`: its targets are among `up`'s."""
         seen = self._memory(VLLM_TARGET_MODEL, "vllm", self.target + [MODEL])
-        return b.left_join(expr, b.recall(seen, self.target), self.target, [MODEL])
+        return b.left_join(expr, b.recall(seen, self.target), self.target, [MODEL], self._up_targets("vllm"))
+
+    def _up_targets(self, source: str) -> str:
+        """One series per target of `source`, value 1: the join's fallback where nothing is remembered,
+        so the joined result is written once (see `left_join`)."""
+        return b.agg("group", self.target, self.sb.up(source))
 
     def was_engine(self) -> str:
         """The vLLM targets that exported engine metrics within `config.remember.targets`."""

@@ -63,7 +63,23 @@ def _always(node, records: dict[str, Labels]) -> frozenset[str]:
         return _always(node.expr, records)
     if isinstance(node, pp.BinaryExpr) and str(node.op) == "or":
         return _always(node.lhs, records) & _always(node.rhs, records)
+    joined = _joined(node)
+    if joined is not None:  # group_left/right copies an included label only where the one side has it
+        many, one, include = joined
+        return _always(many, records) | (include & _always(one, records))
     return _labels(node, records).known
+
+
+def _joined(node) -> tuple[object, object, frozenset[str]] | None:
+    """(many side, one side, included labels) of a `group_left/right (...)` join between two vectors."""
+    if not isinstance(node, pp.BinaryExpr) or node.modifier is None or _scalar(node.lhs) or _scalar(node.rhs):
+        return None
+    include = frozenset(node.modifier.group_labels or ())
+    if node.modifier.card == pp.VectorMatchCardinality.ManyToOne:
+        return node.lhs, node.rhs, include
+    if node.modifier.card == pp.VectorMatchCardinality.OneToMany:
+        return node.rhs, node.lhs, include
+    return None
 
 
 def record_labels(rules) -> dict[str, Labels]:

@@ -46,9 +46,10 @@ test: lint tools
 	$(BIN)/servewatch test
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --install-tools --durations=25
 
-# No servers, no download: a test that needs a binary missing here is skipped, and says which and why.
+# In-process only, for a quick answer while editing: no servers, no downloads, no real binaries
+# (promtool, prometheus), none of the minutes-long SLO designs and fuzzing. `make test` runs them all.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not integration" --durations=15
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not integration and not tools and not slow" --durations=15
 
 # Generation time of all artefacts, default specs and 100 deployments' worth (bench/README.md).
 bench: $(STAMP)

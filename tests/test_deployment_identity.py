@@ -88,6 +88,7 @@ def test_role_and_track_left_out_build_the_default_output(default_build, specs_w
     assert files == default_build[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "config",
     [[(ROLE, LLM_D), (TRACK, TRACKED)], [(ROLE, LLM_D)], [(TRACK, TRACKED)]],

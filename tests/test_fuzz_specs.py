@@ -28,6 +28,7 @@ from collections import Counter
 from pathlib import Path
 
 import promql_parser as pp
+import pytest
 import yaml
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
@@ -460,6 +461,7 @@ class FuzzRun:
         return "\n".join(lines)
 
 
+@pytest.mark.slow
 def test_mutated_specs_generate_valid_rules_or_fail_cleanly(tmp_path):
     run = FuzzRun(tmp_path)
 

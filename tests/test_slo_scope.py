@@ -123,6 +123,7 @@ def test_a_per_model_override_outside_the_scope_is_refused(specs_with, line_of):
     assert "is not in scope.models" in msg
 
 
+@pytest.mark.slow
 def test_a_scope_of_one_deployment_is_proven_one_engine_per_test(specs_with, tmp_path):
     """ "DeepSeek-V3 in llm-prod" fixes every identity label, so the scenarios' engines cannot be kept
     apart: each runs in a test of its own, as the deployment itself, and promtool proves them all;

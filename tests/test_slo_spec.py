@@ -199,6 +199,7 @@ def test_every_rule_of_a_row_carries_slo_tier_severity_and_windows(default_model
         )
 
 
+@pytest.mark.slow
 def test_a_kept_proof_follows_every_change_and_gives_the_bytes_a_fresh_one_gives(
     specs_with, tmp_path, monkeypatch
 ):

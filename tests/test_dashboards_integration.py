@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib
 import json
 import math
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +33,8 @@ import yaml
 from servewatch import generate, templates
 from servewatch.model import Model
 from servewatch.plan import dashboards
-from servewatch_testkit import synth
+from servewatch_testkit import ahead, synth
+from servewatch_testkit.ahead import Ahead
 from servewatch_testkit.localprom import LocalPrometheus, backfill_start
 from servewatch_testkit.synth import INCIDENTS, incident, truth
 from test_dashboards_oncall import SCALE_RULES, with_scale_rules
@@ -192,32 +194,59 @@ def _rule_files(files: dict[str, str], folder: Path) -> list[Path]:
     return out
 
 
-def _serve(scenario, extra: list, default_build, folder: Path, more_rules: dict[str, str] | None = None):
-    model, files = default_build
+def _start(scenario, extra: list, model: Model, boards: dict, rule_files: list[Path]) -> Env:
     start = backfill_start(scenario.steps, scenario.step)
     openmetrics = synth.to_openmetrics(list(scenario) + extra, start, scenario.step)
+    prom = LocalPrometheus(openmetrics, rule_files=rule_files).start()
+    return Env(prom, scenario.time_at(start, scenario.eval_step), scenario, extra, boards, model)
+
+
+# servers prepared at once (servewatch_testkit.ahead): a backfill mostly waits, it computes little
+PREPARING = len(os.sched_getaffinity(0)) + 1
+FLEETS = ("busy", "env")  # the fleet as it is, and with troubles on top; the rest are incidents
+
+
+@pytest.fixture(scope="module")
+def servers(request, tmp_path_factory, default_build):
+    """name -> Env: "busy" (the fleet as it is: busy, nothing wrong, and the recording rules issue 8
+    asks for, loaded), "env" (the fleet with troubles on top, see _extra_series) and one per incident;
+    each its own Prometheus, prepared in the background in the order the selected tests ask for them,
+    all stopped when the module ends."""
+    model, files = default_build
     # every board an alert links to: the three, and the SLO board the burn-rate alerts open
     boards = {n: json.loads(files[f"dashboards/{n}.json"]) for n in (*NAMES, "slo")}
-    rule_files = _rule_files(files, folder)
-    if more_rules:
-        rule_files.append(folder / "more.rules.yaml")
-        group = {"name": "more", "rules": [{"record": r, "expr": e} for r, e in more_rules.items()]}
-        rule_files[-1].write_text(yaml.safe_dump({"groups": [group]}))
-    with LocalPrometheus(openmetrics, rule_files=rule_files) as prom:
-        yield Env(prom, scenario.time_at(start, scenario.eval_step), scenario, extra, boards, model)
+    rule_files = _rule_files(files, tmp_path_factory.mktemp("rules"))
+    more = tmp_path_factory.mktemp("more") / "more.rules.yaml"
+    group = {"name": "more", "rules": [{"record": r, "expr": e} for r, e in SCALE_RULES.items()]}
+    more.write_text(yaml.safe_dump({"groups": [group]}))
+
+    def make(name: str) -> Env:
+        if name == "busy":
+            return _start(synth.fleet(), [], model, boards, [*rule_files, more])
+        if name == "env":
+            scenario = synth.fleet()
+            return _start(scenario, _extra_series(scenario), model, boards, rule_files)
+        return _start(incident(name), [], model, boards, rule_files)
+
+    fixtures = [f for f in FLEETS if any(f in item.fixturenames for item in _module_items(request))]
+    incidents = [n for n in ahead.asked(request) if n in INCIDENTS]  # not the boards of the fleet tests
+    prepared = Ahead(make, [*fixtures, *incidents], PREPARING)
+    yield prepared
+    prepared.close(lambda e: e.prom.close())
+
+
+def _module_items(request) -> list:
+    return [item for item in request.session.items if item.module is request.module]
 
 
 @pytest.fixture(scope="module")
-def busy(tmp_path_factory, default_build):
-    """The fleet as it is: busy, nothing wrong (and the recording rules issue 8 asks for, loaded)."""
-    yield from _serve(synth.fleet(), [], default_build, tmp_path_factory.mktemp("rules"), SCALE_RULES)
+def busy(servers):
+    return servers("busy")
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory, default_build):
-    """The fleet with troubles on top (see _extra_series)."""
-    scenario = synth.fleet()
-    yield from _serve(scenario, _extra_series(scenario), default_build, tmp_path_factory.mktemp("rules"))
+def env(servers):
+    return servers("env")
 
 
 ALL = {
@@ -552,19 +581,9 @@ def test_moe_alerts_are_the_deployments_own(env):
 # incidents: the panel an alert's dashboard_url opens shows the culprit
 # ---------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def served(tmp_path_factory, default_build):
-    """incident name -> Env; one Prometheus per incident, started on first use."""
-    started: dict[str, tuple] = {}
-
-    def get(name: str) -> Env:
-        if name not in started:
-            gen = _serve(incident(name), [], default_build, tmp_path_factory.mktemp(name))
-            started[name] = (gen, next(gen))
-        return started[name][1]
-
-    yield get
-    for gen, _ in started.values():
-        gen.close()
+def served(servers):
+    """incident name -> Env; one Prometheus per incident (see servers)."""
+    return servers
 
 
 def opened(env: Env, url: str) -> tuple[dict, dict, dict[str, str]]:

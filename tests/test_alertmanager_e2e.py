@@ -9,7 +9,7 @@ The incident, in the minutes before now (Prometheus evaluates rules at now, so t
   llm-b  Qwen: 2% of requests fail (4x the 0.5% budget): the two availability ticket rows arrive.
   llm-c  Mixtral is as slow as DeepSeek, but the namespace's other vLLM pod, which served Mixtral
          until 8 minutes ago, is up without any vllm: metric since (VLLMMetricsAbsent, its `for`
-         set to 0s here, the SLO rows' to 20s): it arrives, and silences the TTFT alerts of
+         set to 0s here, the SLO rows' to SLO_FOR): it arrives, and silences the TTFT alerts of
          Mixtral in its namespace.
 """
 
@@ -43,7 +43,10 @@ DEEPSEEK, QWEN, MIXTRAL = (
     "mistralai/Mixtral-8x7B-Instruct-v0.1",
 )
 PAGE, TICKET = "llm-serving-page", "llm-serving-ticket"
-SETTLE_S = 20  # after the expected notifications: longer than any group_wait, so a muted one would be here
+# seconds, not minutes: what orders the alerts is kept (a cause fires an SLO_FOR before its symptoms, a
+# page waits less than a ticket), each step with a few evaluations (2 s) to spare
+SLO_FOR, PAGE_WAIT, TICKET_WAIT = "10s", "2s", "6s"
+SETTLE_S = 8  # after the expected notifications: longer than any group_wait, so a muted one would be here
 
 
 def incident() -> list[Series]:
@@ -85,16 +88,16 @@ class Webhook:
 
 
 def webhook_config(generated: str, hook: Webhook) -> str:
-    """The generated configuration with webhook receivers and timings in seconds: pages wait 5 s,
-    tickets 15 s, as in production a page waits less than a ticket (the page that mutes a ticket
-    reaches Alertmanager before the ticket's group is first sent)."""
+    """The generated configuration with webhook receivers and timings in seconds: pages wait
+    PAGE_WAIT, tickets TICKET_WAIT, as in production a page waits less than a ticket (the page that
+    mutes a ticket reaches Alertmanager before the ticket's group is first sent)."""
     conf = yaml.safe_load(generated)
     for r in conf["receivers"]:
         r["webhook_configs"] = [{"url": f"{hook.url}/{r['name']}", "send_resolved": False}]
 
     def fast(route):
         if "group_wait" in route:
-            route["group_wait"] = "5s" if route.get("receiver") == PAGE else "15s"
+            route["group_wait"] = PAGE_WAIT if route.get("receiver") == PAGE else TICKET_WAIT
             route["group_interval"] = "1s"
         for child in route.get("routes", []):
             fast(child)
@@ -121,12 +124,12 @@ class AlertingPrometheus(LocalPrometheus):
 @pytest.fixture(scope="module")
 def oncall(tmp_path_factory, specs_with):
     # Causes fire before their symptoms, as they would in production: VLLMMetricsAbsent at once, the
-    # SLO rows 20 s later. Inhibition mutes what reaches Alertmanager after its cause, not before.
+    # SLO rows SLO_FOR later. Inhibition mutes what reaches Alertmanager after its cause, not before.
     specs = specs_with(
         {
             "overrides.yaml": [("overrides: {}", "overrides: {alerts: {VLLMMetricsAbsent: {for: 0s}}}")],
             "slos.yaml": [
-                (f"alert: {name}\n", f"alert: {name}\n      for: 20s\n")
+                (f"alert: {name}\n", f"alert: {name}\n      for: {SLO_FOR}\n")
                 for name in ("VLLMTTFTErrorBudgetBurn", "VLLMAvailabilityErrorBudgetBurn")
             ],
         }

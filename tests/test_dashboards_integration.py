@@ -30,7 +30,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import pytest
 import yaml
 
-from servewatch import generate, templates
+from servewatch import generate, rule_slices, templates
 from servewatch.model import Model
 from servewatch.plan import dashboards
 from servewatch_testkit import ahead, synth
@@ -201,6 +201,42 @@ def _start(scenario, extra: list, model: Model, boards: dict, rule_files: list[P
     return Env(prom, scenario.time_at(start, scenario.eval_step), scenario, extra, boards, model)
 
 
+def _board_queries(board: dict) -> list[str]:
+    """Every PromQL query a board makes (panels, annotations, variables), with its variables at All."""
+    values = {**ALL, "model:raw": ".*"}
+    exprs = [t["expr"] for p in all_panels(board) for t in p.get("targets", [])]
+    exprs += [a["expr"] for a in board["annotations"]["list"] if a.get("expr")]
+    for v in board["templating"]["list"]:
+        if v["type"] == "query":
+            m = LABEL_VALUES_RE.match(v["query"]) or QUERY_RESULT_RE.match(v["query"])
+            exprs.append(m.group(1) if m else v["query"])
+    return [interpolate(e, values) for e in exprs]
+
+
+def _rule_files_read(rule_files: list[Path], boards: list[dict]) -> list[Path]:
+    """The rule files that record something `boards` read, directly or through other records: a fleet
+    server backfills only those (each file more is a backfill stage more, rule_stages.py); all of
+    them when a query or a rule selects a series it does not name."""
+    try:
+        wanted = {n for board in boards for e in _board_queries(board) for n in rule_slices.read_names(e)}
+        defined = {
+            rule["record"]: (path, rule_slices.read_names(rule["expr"]))
+            for path in rule_files
+            for group in yaml.safe_load(path.read_text())["groups"]
+            for rule in group["rules"]
+            if "record" in rule
+        }
+    except rule_slices.Unsliceable:
+        return rule_files
+    todo, seen = list(wanted & set(defined)), set()
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += [n for n in defined[name][1] if n in defined]
+    return [path for path in rule_files if any(defined[r][0] == path for r in seen)]
+
+
 # servers prepared at once (servewatch_testkit.ahead): a backfill mostly waits, it computes little
 PREPARING = len(os.sched_getaffinity(0)) + 1
 FLEETS = ("busy", "env")  # the fleet as it is, and with troubles on top; the rest are incidents
@@ -220,12 +256,15 @@ def servers(request, tmp_path_factory, default_build):
     group = {"name": "more", "rules": [{"record": r, "expr": e} for r, e in SCALE_RULES.items()]}
     more.write_text(yaml.safe_dump({"groups": [group]}))
 
+    # the fleet tests read the three boards only: not the SLO records, say, three backfill stages
+    fleet_rules = _rule_files_read(rule_files, [boards[n] for n in NAMES])
+
     def make(name: str) -> Env:
         if name == "busy":
-            return _start(synth.fleet(), [], model, boards, [*rule_files, more])
+            return _start(synth.fleet(), [], model, boards, [*fleet_rules, more])
         if name == "env":
             scenario = synth.fleet()
-            return _start(scenario, _extra_series(scenario), model, boards, rule_files)
+            return _start(scenario, _extra_series(scenario), model, boards, fleet_rules)
         return _start(incident(name), [], model, boards, rule_files)
 
     fixtures = [f for f in FLEETS if any(f in item.fixturenames for item in _module_items(request))]

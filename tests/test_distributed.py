@@ -280,7 +280,7 @@ def test_the_cluster_variable_filters_every_panel(stack):
 
 
 @pytest.mark.tools("vmalert-tool")
-def vmalert_timed(test_file: Path, out: Path) -> Path:
+def vmalert_timed(test_file: Path, out: Path, doc: dict | None = None) -> Path:
     """A copy of a generated promtool test file with each expectation of a firing alert, and each
     silent check after one (the alert resolved), one evaluation interval later. vmalert-tool 1.145
     turns an alert firing up to one interval after promtool does (measured on these files: never at
@@ -288,8 +288,8 @@ def vmalert_timed(test_file: Path, out: Path) -> Path:
     series of its own group as the previous evaluation left them (GPUXidErrors still fires at the
     evaluation its window-count record drops to 0). So the copy keeps every label, annotation and silent
     check before an alert fires and gives up only that interval at each edge.
-    Expression tests are `metricsql_expr_test` there."""
-    doc = yaml.safe_load(test_file.read_text())
+    Expression tests are `metricsql_expr_test` there. `doc`: the file's text, parsed, when at hand."""
+    doc = _load(test_file) if doc is None else doc
     doc["rule_files"] = [str(test_file.parent / f) for f in doc["rule_files"]]
     for test in doc["tests"]:
         step = seconds(test.get("interval", "1m"))
@@ -305,15 +305,24 @@ def vmalert_timed(test_file: Path, out: Path) -> Path:
             at = seconds(check["eval_time"])
             if check.get("exp_alerts") or at > fired.get(check["alertname"], at):
                 check["eval_time"] = f"{at + step:g}s"
-    out.write_text(yaml.safe_dump(doc, sort_keys=False))
+    out.write_text(yaml.dump(doc, Dumper=DUMPER, sort_keys=False))
     return out
 
 
-def sliced(test_file: Path, scratch: Path) -> list[Path]:
+# the test files are megabytes of YAML: libyaml's loader and dumper read and write them 10x faster
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+def _load(path: Path) -> dict:
+    return yaml.load(path.read_text(), Loader=LOADER)
+
+
+def sliced(test_file: Path, scratch: Path, doc: dict | None = None) -> list[Path]:
     """`test_file` as the slices `servewatch test` proves (verify.py, rule_slices.py): each slice the
     tests that observe the same rules, beside rule files that keep only those rules, groups and rule
-    order as they are; the file itself when it runs whole."""
-    doc = yaml.safe_load(test_file.read_text())
+    order as they are; the file itself when it runs whole. `doc`: the file's text, parsed."""
+    doc = _load(test_file) if doc is None else doc
     cut = verify.sliced(test_file, doc, scratch)
     return [test_file] if cut is None else [t for t, _, _ in cut]
 
@@ -334,13 +343,14 @@ def test_vmalert_tool_passes_the_generated_promtool_tests(repo, tmp_path):
         for t in (repo / "promtool").glob("*.test.yaml")
         if ".boundaries." not in t.name and t.name != "slo.test.yaml"
     )
-    assert tests and all(yaml.safe_load(t.read_text())["tests"] for t in tests)
-    parts = [p for t in tests for p in sliced(t, tmp_path / "slices")]
+    docs = {t: _load(t) for t in tests}
+    assert tests and all(doc["tests"] for doc in docs.values())
+    parts = {p: _load(p) for t in tests for p in sliced(t, tmp_path / "slices", docs[t])}
     assert len(parts) > len(tests)  # the slicing took hold, or this runs the whole rule set per test
-    names = [n for p in parts for n in (x["name"] for x in yaml.safe_load(p.read_text())["tests"])]
-    want = [x["name"] for t in tests for x in yaml.safe_load(t.read_text())["tests"]]
+    names = [x["name"] for doc in parts.values() for x in doc["tests"]]
+    want = [x["name"] for doc in docs.values() for x in doc["tests"]]
     assert sorted(names) == sorted(want)  # every test once
-    timed = [vmalert_timed(p, tmp_path / f"{i}.{p.name}") for i, p in enumerate(parts)]
+    timed = [vmalert_timed(p, tmp_path / f"{i}.{p.name}", doc) for i, (p, doc) in enumerate(parts.items())]
     tool = str(tools.find("vmalert-tool"))
     half = [timed[i::2] for i in range(2)]  # two processes, for two cores
     procs = [

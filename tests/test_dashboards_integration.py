@@ -33,7 +33,7 @@ import yaml
 from servewatch import generate, rule_slices, templates
 from servewatch.model import Model
 from servewatch.plan import dashboards
-from servewatch_testkit import ahead, synth
+from servewatch_testkit import ahead, rule_reads, synth
 from servewatch_testkit.ahead import Ahead
 from servewatch_testkit.localprom import LocalPrometheus, backfill_start
 from servewatch_testkit.synth import INCIDENTS, incident, truth
@@ -237,6 +237,35 @@ def _rule_files_read(rule_files: list[Path], boards: list[dict]) -> list[Path]:
     return [path for path in rule_files if any(defined[r][0] == path for r in seen)]
 
 
+QUEUE_PANEL = ("vllm-serving", "Queue, prefill and decode p95")  # test_queue_and_prefill_... reads it
+
+
+def _incident_reads(model: Model, boards: dict, rule_files: list[Path]) -> set[str] | None:
+    """The metric names the incident tests can see: what the rules read (the alerts' expressions
+    too), and what the panels read that an alert's dashboard_url opens (and QUEUE_PANEL); None
+    (everything) when one of them selects a series it does not name. An incident server holds only
+    those series (servewatch_testkit.rule_reads): about half of them, and no answer changes."""
+    names = rule_reads.selected_names(rule_files)
+    by_uid = {b["uid"]: b for b in boards.values()}
+    opened = [panel for panel in all_panels(boards[QUEUE_PANEL[0]]) if panel["title"] == QUEUE_PANEL[1]]
+    for alert in model.alerts():
+        url = urlsplit(alert.annotations.get("dashboard_url") or "")
+        if url.path:
+            view = dict(parse_qsl(url.query))["viewPanel"]
+            opened += [p for p in all_panels(by_uid[url.path.split("/")[2]]) if str(p["id"]) == view]
+    values = {**ALL, "model:raw": ".*"}
+    try:
+        shown = {
+            n
+            for p in opened
+            for t in p["targets"]
+            for n in rule_slices.read_names(interpolate(t["expr"], values))
+        }
+    except rule_slices.Unsliceable:
+        return None
+    return None if names is None else names | shown
+
+
 # servers prepared at once (servewatch_testkit.ahead): a backfill mostly waits, it computes little
 PREPARING = len(os.sched_getaffinity(0)) + 1
 FLEETS = ("busy", "env")  # the fleet as it is, and with troubles on top; the rest are incidents
@@ -259,13 +288,15 @@ def servers(request, tmp_path_factory, default_build):
     # the fleet tests read the three boards only: not the SLO records, say, three backfill stages
     fleet_rules = _rule_files_read(rule_files, [boards[n] for n in NAMES])
 
+    read = _incident_reads(model, boards, rule_files)
+
     def make(name: str) -> Env:
         if name == "busy":
             return _start(synth.fleet(), [], model, boards, [*fleet_rules, more])
         if name == "env":
             scenario = synth.fleet()
             return _start(scenario, _extra_series(scenario), model, boards, fleet_rules)
-        return _start(incident(name), [], model, boards, rule_files)
+        return _start(rule_reads.read_by_rules(incident(name), read), [], model, boards, rule_files)
 
     fixtures = [f for f in FLEETS if any(f in item.fixturenames for item in _module_items(request))]
     incidents = [n for n in ahead.asked(request) if n in INCIDENTS]  # not the boards of the fleet tests
@@ -686,7 +717,7 @@ def test_queue_and_prefill_p95_tell_queueing_from_long_prompts(served):
     queueing, prompts = served("ttft_queueing"), served("ttft_long_prompts")
     split = {
         n: {
-            phase: value(by_title(e, "vllm-serving", "Queue, prefill and decode p95", values, ref=i))
+            phase: value(by_title(e, *QUEUE_PANEL, values, ref=i))
             for i, phase in enumerate(("queue", "prefill"))
         }
         for n, e in (("queueing", queueing), ("prompts", prompts))

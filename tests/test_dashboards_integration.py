@@ -30,7 +30,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import pytest
 import yaml
 
-from servewatch import generate, rule_slices, templates
+from servewatch import rule_slices, templates
 from servewatch.model import Model
 from servewatch.plan import dashboards
 from servewatch_testkit import ahead, rule_reads, synth
@@ -732,7 +732,8 @@ def test_queue_and_prefill_p95_tell_queueing_from_long_prompts(served):
 def test_recording_rules_that_land_later_give_the_same_values(busy, monkeypatch):
     """Bucket-rate and per-engine quantile rules (test_dashboards_oncall.SCALE_RULES) change what a
     panel reads, not what it shows."""
-    recorded = dashboards.build(with_scale_rules(generate.build(REPO / "specs")[0], monkeypatch))
+    # a model of its own (the session's is shared, and a model keeps what it plans), of the same spec
+    recorded = dashboards.build(with_scale_rules(Model(busy.model.spec), monkeypatch))
     checked = 0
     for title, ref in (("Time to first token", 1), ("Time to first token p95 per engine", 0)):
         results = []

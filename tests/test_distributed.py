@@ -32,7 +32,7 @@ import promql_parser as pp
 import pytest
 import yaml
 
-from servewatch import generate, tools, verify
+from servewatch import generate, tools, verify, yamlio
 from servewatch.spec.schema import seconds
 from servewatch.promql import tree
 from servewatch.promapi import Client
@@ -311,13 +311,12 @@ def vmalert_timed(test_file: Path, out: Path, doc: dict | None = None) -> Path:
     return out
 
 
-# the test files are megabytes of YAML: libyaml's loader and dumper read and write them 10x faster
-LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# the test files are megabytes of YAML: libyaml reads and writes them 10x faster (yamlio.py)
 DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 def _load(path: Path) -> dict:
-    return yaml.load(path.read_text(), Loader=LOADER)
+    return yamlio.load(path.read_text())
 
 
 def sliced(test_file: Path, scratch: Path, doc: dict | None = None) -> list[Path]:

@@ -777,3 +777,40 @@ def test_the_generated_slo_tests_of_a_client_side_availability_sli_pass_and_catc
         tmp_path, echo=said.append, specs=specs_with({"config.yaml": [(CLIENT, EPP)]}), jobs=2
     )
     assert passed == (mutation is None), "\n".join(said)
+
+
+@pytest.mark.integration
+@pytest.mark.tools("promtool", "prometheus")
+def test_live_the_availability_slo_at_the_client_burns_where_only_the_gateway_fails(
+    client_slo_build, slo_served
+):
+    """Healthy: the gateway has no error series at all, and the availability SLO (at the client,
+    `side` left out beside llm-d's endpoint picker) counts every flow of both pods with no error.
+    Incident: the gateway fails half of DeepSeek-V3's requests (one flow) while its engine finishes
+    every request it sees: the SLO pages for DeepSeek-V3 only, at the gateway's error ratio."""
+    model, _ = client_slo_build
+    slo = model.slos.slos["vllm-availability"]
+    assert slo.side == "client"
+    burn = [a for a in model.alerts() if a.alert == slo.alerting.alert]
+    healthy, incident = slo_served["healthy"], slo_served["incident"]
+    valid = healthy.prom.query('slo:valid_events:rate5m{slo="vllm-availability"}', healthy.t)
+    want = healthy.scenario.truth["client_first_tokens_per_s"]
+    assert {r["metric"]["model_name"]: float(r["value"][1]) for r in valid} == {
+        m: pytest.approx(want) for m in MODELS
+    }
+    error = healthy.prom.query('slo:sli_error:ratio_rate5m{slo="vllm-availability"}', healthy.t)
+    assert sorted((r["metric"]["model_name"], float(r["value"][1])) for r in error) == [
+        (m, 0.0) for m in MODELS
+    ]
+    assert not any(healthy.fired(a) for a in burn)
+    paged = {(m["namespace"], m["model_name"]) for a in burn for m in incident.fired(a)}
+    slow = incident.scenario.truth["slow_model"]
+    assert paged == {("llm", slow)}
+    error = incident.prom.query('slo:sli_error:ratio_rate5m{slo="vllm-availability"}', incident.t)
+    ratio = incident.scenario.truth["gateway_error_ratio"]
+    assert [(r["metric"]["model_name"], float(r["value"][1])) for r in error] == [
+        (slow, pytest.approx(ratio))
+    ]
+    # the engines saw no error: an engine-side availability SLO would not have burned
+    failed = incident.prom.query('vllm:request_success_total{finished_reason="error"}', incident.t)
+    assert failed == []

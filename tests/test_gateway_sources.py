@@ -18,6 +18,7 @@ from servewatch.runbooks import book
 from servewatch.detect import probes
 from servewatch.detect.runner import current_config, detect
 from servewatch.errors import SpecErrors
+from servewatch.slo.kinds import ERROR_CODES
 from servewatch.spec.schema import Config
 from servewatch_testkit.synth.gateway import MODELS, POOLS, TTFT, gateway_healthy, gateway_incident
 from servewatch.plan.dashboards.board import ABSENCE_LISTS
@@ -766,7 +767,7 @@ def test_the_generated_slo_tests_of_a_client_side_availability_sli_pass_and_catc
         errors = model.signal("client_errors_rate").record
         wrong = {
             "requests": model.signal("client_requests_rate").record,
-            "errors_503": errors + '{error_code="503"}',
+            "errors_503": errors + f'{{error_code="{ERROR_CODES[0]}"}}',
         }[mutation[1]]
         rules = wanted["rules/slo.rules.yaml"]
         assert rules.count(f"({errors})") == 1

@@ -18,6 +18,7 @@ from servewatch.runbooks import book
 from servewatch.detect import probes
 from servewatch.detect.runner import current_config, detect
 from servewatch.errors import SpecErrors
+from servewatch.slo.kinds import ERROR_CODES
 from servewatch.spec.schema import Config
 from servewatch_testkit.synth.gateway import MODELS, POOLS, TTFT, gateway_healthy, gateway_incident
 from servewatch.plan.dashboards.board import ABSENCE_LISTS
@@ -526,8 +527,8 @@ def test_a_latency_sli_without_a_side_is_measured_at_the_client_when_a_source_me
     group = _group(files["rules/slo.rules.yaml"], "vllm-ttft")
     assert "model:vllm_time_to_first_token_seconds_bucket:rate5m{" in group
     assert "Measured on the engines (the instance side), not at the llm-d-epp" in group
-    # availability has no client-side twin: it stays on the engines, and says so beside a gateway
-    assert "Measured on the engines" in _group(files["rules/slo.rules.yaml"], "vllm-availability")
+    # availability left out goes to the client too: the endpoint picker counts requests and errors
+    assert "Measured at the client" in _group(files["rules/slo.rules.yaml"], "vllm-availability")
 
 
 def _claims(tests: str, slo: str) -> list[str]:
@@ -658,3 +659,172 @@ def test_a_client_side_slo_scoped_by_role_is_an_error_at_its_line(specs_with, li
         f"slos.yaml:{line}: slos.vllm-ttft.scope.matchers: 'llm_d_ai_role' is not an identity label"
         in str(err.value)
     ), str(err.value)
+
+
+# -- availability measured at the client (sli.side: client, docs/slo.md) ------------------------------
+AVAILABILITY_SLI = "      kind: availability\n"
+AVAILABILITY_AT = AVAILABILITY_SLI + "      side: {}\n"
+
+
+def test_the_endpoint_picker_counts_requests_and_errors_and_the_frontend_none():
+    cat = catalog.load()
+    epp = cat.clients["llm-d-epp"]
+    assert epp.measures_errors and not cat.clients["dynamo-frontend"].measures_errors
+    for counter in ("requests", "errors"):
+        entry = cat.lookup(epp.metric(counter))
+        assert entry.type == "counter" and entry.source == "gateway"
+        old = epp.metric(counter).replace("llm_d_epp_", "llm_d_router_epp_")
+        assert cat.rename_of(old).replacement == epp.metric(counter)
+    assert "error_code" in cat.lookup(epp.metric("errors")).labels
+
+
+@pytest.mark.parametrize(
+    "config, side, field, message",
+    [
+        ([], "client", "sli.side", "needs a source that counts failed requests in config.client_side"),
+        ([(CLIENT, FRONTEND)], "client", "sli.side", "dynamo-frontend measures no errors servewatch knows"),
+    ],
+    ids=["no-client-source", "frontend-counts-no-errors"],
+)
+def test_a_client_side_availability_sli_the_config_cannot_measure_is_an_error_at_its_line(
+    specs_with, line_of, config, side, field, message
+):
+    specs = specs_with(
+        {"config.yaml": config, "slos.yaml": [(AVAILABILITY_SLI, AVAILABILITY_AT.format(side))]}
+    )
+    with pytest.raises(SpecErrors) as err:
+        generate.build(specs)
+    line = line_of(specs / "slos.yaml", "      side: client")
+    assert f"slos.yaml:{line}: slos.vllm-availability.{field}" in str(err.value), str(err.value)
+    assert message in str(err.value)
+
+
+def test_a_client_side_availability_sli_needs_the_recorded_request_and_error_rates(specs_with):
+    off = "overrides:\n  groups:\n    vllm-client-errors: {enabled: false}\n"
+    specs = specs_with({"config.yaml": [(CLIENT, EPP)], "overrides.yaml": off})
+    with pytest.raises(SpecErrors) as err:
+        generate.build(specs)
+    assert "slos.vllm-availability.sli.side: a client-side availability SLI reads the recorded rates" in str(
+        err.value
+    )
+
+
+def test_a_client_side_availability_slo_reads_the_gateways_records_and_says_so(epp_build, default_build):
+    """Left out, `side` is the client's where the source counts errors: valid events are the
+    gateway's requests, good ones those less its errors (none where it has no error series), each
+    read from the client-errors group's record, never from the engines' counter."""
+    model, files = epp_build
+    requests, errors = model.signal("client_requests_rate").record, model.signal("client_errors_rate").record
+    group = _group(files["rules/slo.rules.yaml"], "vllm-availability")
+    assert f"sum by (namespace, model_name) ({requests})" in group
+    assert (
+        f"sum by (namespace, model_name) ({errors})\n" in group and "or on (namespace, model_name)" in group
+    )
+    assert "vllm:request_success_total" not in group and "finished_reason" not in group
+    assert "the requests it failed before any engine saw them" in group
+    rules = files["rules/vllm.rules.yaml"]
+    epp = catalog.load().clients["llm-d-epp"]
+    assert f"(rate({epp.metric('errors')}[5m]))" in rules and "error_code)" in rules
+    summary = "over 28d, measured at the client"
+    assert summary in files["runbooks/VLLMAvailabilityErrorBudgetBurn.md"]
+    assert "# vllm-availability, measured at the client:" in files["promtool/slo.test.yaml"]
+    assert f"series: {epp.metric('errors')}{{" in files["promtool/slo.test.yaml"]
+    # nothing of it without a source: the default output has neither the group nor the records
+    assert requests not in default_build[1]["rules/vllm.rules.yaml"]
+
+
+def test_availability_stays_on_the_engines_where_asked_or_where_the_source_counts_no_errors(specs_with):
+    for config, side in (([(CLIENT, EPP)], "instance"), ([(CLIENT, FRONTEND)], None)):
+        sli = AVAILABILITY_AT.format(side) if side else AVAILABILITY_SLI
+        _, files = generate.build(specs_with({"config.yaml": config, "slos.yaml": [(AVAILABILITY_SLI, sli)]}))
+        group = _group(files["rules/slo.rules.yaml"], "vllm-availability")
+        assert 'finished_reason!~"error"' in group and "Measured on the engines" in group, config
+        assert "client_request" not in group
+
+
+def test_a_client_side_availability_slo_is_proven_on_every_claim_but_client_aborts(epp_build, default_build):
+    """The gateway counts no client abort: every other claim of the engines' proof holds at the client."""
+    client = _claims(epp_build[1]["promtool/slo.test.yaml"], "vllm-availability")
+    engine = _claims(default_build[1]["promtool/slo.test.yaml"], "vllm-availability")
+    assert client == [c for c in engine if "client-aborts" not in c]
+
+
+@pytest.mark.integration
+@pytest.mark.tools("promtool")
+@pytest.mark.parametrize(
+    "mutation",
+    [None, ("errors", "requests"), ("errors", "errors_503")],
+    ids=["as-generated", "errors-read-as-requests", "one-error-code"],
+)
+def test_the_generated_slo_tests_of_a_client_side_availability_sli_pass_and_catch_a_wrong_counter(
+    epp_build, tmp_path, specs_with, mutation
+):
+    """promtool proves the client-side availability SLO as generated, and fails the proof where its
+    rule reads the wrong counter: the requests as errors, or the errors of one error code only."""
+    model, files = epp_build
+    wanted = {k: v for k, v in files.items() if k == "rules/slo.rules.yaml" or k.startswith("promtool/slo.")}
+    if mutation is not None:
+        errors = model.signal("client_errors_rate").record
+        wrong = {
+            "requests": model.signal("client_requests_rate").record,
+            "errors_503": errors + f'{{error_code="{ERROR_CODES[0]}"}}',
+        }[mutation[1]]
+        rules = wanted["rules/slo.rules.yaml"]
+        assert rules.count(f"({errors})") == 1
+        wanted["rules/slo.rules.yaml"] = rules.replace(f"({errors})", f"({wrong})")
+    writer.write(tmp_path, wanted)
+    said: list[str] = []
+    passed = verify.run(
+        tmp_path, echo=said.append, specs=specs_with({"config.yaml": [(CLIENT, EPP)]}), jobs=2
+    )
+    assert passed == (mutation is None), "\n".join(said)
+
+
+@pytest.mark.integration
+@pytest.mark.tools("promtool", "prometheus")
+def test_live_the_availability_slo_at_the_client_burns_where_only_the_gateway_fails(
+    client_slo_build, slo_served
+):
+    """Healthy: the gateway has no error series at all, and the availability SLO (at the client,
+    `side` left out beside llm-d's endpoint picker) counts every flow of both pods with no error.
+    Incident: the gateway fails half of DeepSeek-V3's requests (one flow) while its engine finishes
+    every request it sees: the SLO pages for DeepSeek-V3 only, at the gateway's error ratio."""
+    model, _ = client_slo_build
+    slo = model.slos.slos["vllm-availability"]
+    assert slo.side == "client"
+    burn = [a for a in model.alerts() if a.alert == slo.alerting.alert]
+    healthy, incident = slo_served["healthy"], slo_served["incident"]
+    valid = healthy.prom.query('slo:valid_events:rate5m{slo="vllm-availability"}', healthy.t)
+    want = healthy.scenario.truth["client_first_tokens_per_s"]
+    assert {r["metric"]["model_name"]: float(r["value"][1]) for r in valid} == {
+        m: pytest.approx(want) for m in MODELS
+    }
+    error = healthy.prom.query('slo:sli_error:ratio_rate5m{slo="vllm-availability"}', healthy.t)
+    assert sorted((r["metric"]["model_name"], float(r["value"][1])) for r in error) == [
+        (m, 0.0) for m in MODELS
+    ]
+    assert not any(healthy.fired(a) for a in burn)
+    paged = {(m["namespace"], m["model_name"]) for a in burn for m in incident.fired(a)}
+    slow = incident.scenario.truth["slow_model"]
+    assert paged == {("llm", slow)}
+    error = incident.prom.query('slo:sli_error:ratio_rate5m{slo="vllm-availability"}', incident.t)
+    ratio = incident.scenario.truth["gateway_error_ratio"]
+    assert [(r["metric"]["model_name"], float(r["value"][1])) for r in error] == [
+        (slow, pytest.approx(ratio))
+    ]
+    # the engines saw no error: an engine-side availability SLO would not have burned
+    failed = incident.prom.query('vllm:request_success_total{finished_reason="error"}', incident.t)
+    assert failed == []
+
+
+def test_a_client_side_availability_sli_of_another_counter_is_an_error_at_its_line(specs_with, line_of):
+    """At the client the source's request and error counters are read: a `metric` of the engines'
+    other than their finished requests has no client-side twin."""
+    sli = AVAILABILITY_AT.format("client") + '      metric: "vllm:request_prompt_tokens"\n'
+    specs = specs_with({"config.yaml": [(CLIENT, EPP)], "slos.yaml": [(AVAILABILITY_SLI, sli)]})
+    with pytest.raises(SpecErrors) as err:
+        generate.build(specs)
+    line = line_of(specs / "slos.yaml", "      metric:")
+    assert f"slos.yaml:{line}: slos.vllm-availability.sli.metric: at the client" in str(err.value), str(
+        err.value
+    )

@@ -89,6 +89,18 @@ class LabelNames:
         cs = self.config.client_pool
         return cs.client if cs is not None else next(c for c in self.catalog.clients.values() if c.pool)
 
+    @property
+    def errors_source(self) -> catalog_mod.ClientSource:
+        """The source of the request and error counters: the configured one where it counts them,
+        else the catalog's first that does, so a group that needs client_errors is still checked
+        against real counters."""
+        cs = self.config.client_errors
+        return (
+            cs.client
+            if cs is not None
+            else next(c for c in self.catalog.clients.values() if c.measures_errors)
+        )
+
     def client_metric(self, name: str) -> str | None:
         """The histogram a client-side quantity (`client_ttft`, `client_itl`) is read from, or the
         gauge of a pool quantity (`client_pool_ready_pods`); None for any other name."""
@@ -97,6 +109,8 @@ class LabelNames:
         field = name.removeprefix(CLIENT_PREFIX)
         if field.startswith(catalog_mod.POOL_PREFIX):
             return self.pool_source.metric(field)
+        if field in catalog_mod.CLIENT_COUNTERS:
+            return self.errors_source.metric(field)
         return self.client.metric(field)
 
     def client_keys(self, metric: str) -> list[str]:
@@ -417,6 +431,8 @@ class SignalBuilder:
             described = fold_host(part, self.labels.host_spellings)
             context = self.labels.gpu_context() + [HOST]
             return b.matched_ratio_with_context(part, rest, ident, context, described)
+        if signal.kind == "rate" and self.source(self.metric_name(signal.metric)) == "gateway":
+            return self._client_rate(self.metric_name(signal.metric), window, list(signal.by))
         if signal.kind == "rate":
             return self._rate_at_level(signal.metric, "", window, signal.level, list(signal.by))
         if signal.kind == "counter_ratio":
@@ -557,6 +573,13 @@ class SignalBuilder:
         buckets = lb.as_model_name(h.deduped_rate(self.select(f"{name}_bucket"), window, pod + ["le"]))
         counts = lb.as_model_name(h.deduped_rate(self.select(f"{name}_count"), window, pod))
         return b.agg("sum", h.grouping(keep + ["le"]), buckets), f"{b.agg('sum', keep, counts)} > 0"
+
+    def _client_rate(self, name: str, window: str, by: list[str]) -> str:
+        """Rate of a gateway or frontend counter per model (and `by`) as the client sees it:
+        deduplicated per gateway pod and flow, the model label read as model_name."""
+        h, lb = self.histograms, self.labels
+        per_pod = lb.as_model_name(h.deduped_rate(self.select(name), window, lb.client_keys(name)))
+        return b.agg("sum", lb.client_identity() + by, per_pod)
 
     def _narrowing(self, recorded: Signal) -> str:
         """The role matcher a read of a recorded signal of every role needs."""

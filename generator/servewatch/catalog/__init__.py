@@ -44,6 +44,7 @@ class Metric:
 
 
 POOL_PREFIX = "pool_"  # a client source's pool gauge by quantity: pool_ready_pods
+CLIENT_COUNTERS = ("requests", "errors")  # a client source's counters, by what they count
 
 
 @dataclass(frozen=True)
@@ -56,11 +57,19 @@ class ClientSource:
     fields: tuple[tuple[str, str], ...]  # client-side quantity (ttft, itl) -> its histogram
     # the inference pool's gauges (ready_pods, kv_cache, queue) -> metric; empty: it reports no pool
     pool: tuple[tuple[str, str], ...] = ()
+    # its counters of requests and of failed requests (requests, errors); empty: it counts none
+    counters: tuple[tuple[str, str], ...] = ()
 
     def metric(self, field: str) -> str | None:
-        """A client-side histogram (ttft, itl), or a pool gauge as pool_<quantity>."""
+        """A client-side histogram (ttft, itl), a counter (requests, errors), or a pool gauge as
+        pool_<quantity>."""
         pool = {f"{POOL_PREFIX}{f}": m for f, m in self.pool}
-        return dict(self.fields).get(field) or pool.get(field)
+        return dict(self.fields).get(field) or dict(self.counters).get(field) or pool.get(field)
+
+    @property
+    def measures_errors(self) -> bool:
+        """Whether it counts both every request and the failed ones (a client-side availability SLI)."""
+        return set(dict(self.counters)) >= set(CLIENT_COUNTERS)
 
 
 @dataclass(frozen=True)
@@ -281,14 +290,22 @@ def _clients(raw: dict, metrics: dict[str, Metric]) -> dict[str, ClientSource]:
                 raise CatalogError(
                     f"catalog/gateway.yaml: clients.{name}.pool.{f}: {m!r} is not a gauge of the catalog"
                 )
+        counters = tuple((f, m) for f, m in (facts.get("counters") or {}).items())
+        for f, m in counters:
+            where = f"catalog/gateway.yaml: clients.{name}.counters.{f}"
+            if f not in CLIENT_COUNTERS:
+                raise CatalogError(f"{where}: counts one of {', '.join(CLIENT_COUNTERS)}")
+            if metrics.get(m) is None or metrics[m].type != "counter":
+                raise CatalogError(f"{where}: {m!r} is not a counter of the catalog")
         about = " ".join(facts["about"].split())
-        out[name] = ClientSource(name, about, facts.get("model_label"), fields, pool)
+        out[name] = ClientSource(name, about, facts.get("model_label"), fields, pool, counters)
     return out
 
 
 __all__ = [
     "Catalog",
     "CatalogError",
+    "CLIENT_COUNTERS",
     "POOL_PREFIX",
     "ClientSource",
     "ExporterProfile",

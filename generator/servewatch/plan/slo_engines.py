@@ -63,9 +63,12 @@ class SloEngines:
         label and without vLLM's own labels (the rank), which a gateway never carries."""
         if self.slo.side != "client":
             return metric, labels
-        base, suffix = metric.rsplit("_", 1)  # client_ttft_bucket: the histogram, then _bucket/_count
         drop = set(self.lb.vllm_only())
         out = {(self.lb.client_model if k == MODEL else k): v for k, v in labels.items() if k not in drop}
+        counter = self.lb.client_metric(metric)  # client_requests: a counter, named as it is
+        if counter:
+            return counter, out
+        base, suffix = metric.rsplit("_", 1)  # client_ttft_bucket: the histogram, then _bucket/_count
         return f"{self.metric_name(base)}_{suffix}", out
 
     @cached_property

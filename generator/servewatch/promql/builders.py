@@ -138,6 +138,11 @@ def otherwise(expr: str, fallback: str, on: Sequence[str]) -> str:
     return f"(\n  {expr}\nor on ({labels(on)})\n  {fallback}\n)"
 
 
+def less(expr: str, part: str, on: Sequence[str]) -> str:
+    """`expr` less `part` per identity (`on`); where `part` has no series it counts as 0."""
+    return f"{expr}\n- on ({labels(on)})\n{otherwise(part, f'0 * {expr}', on)}"
+
+
 def any_of(*exprs: str) -> str:
     return "\n or\n".join(exprs)
 

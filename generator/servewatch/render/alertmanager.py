@@ -243,8 +243,8 @@ def _readers(model: Model, source: str) -> dict[str, list[AlertRule]]:
             slo = model.slos.slos[a.spec.slo]
             sli = slo.sli
             metric = f"{sli.histogram}_count" if kind_of(sli).param else sli.metric
-            if slo.side == "client":  # the gateway's histogram, not the engines' it is a twin of
-                metric = f"{b.metric_name(sli.reads)}_count"
+            if slo.side == "client":  # the gateway's histogram or requests, not the engines' twin
+                metric = b.metric_name(sli.reads) + ("_count" if kind_of(sli).param else "")
             if b.source(metric) == source:
                 out.setdefault(metric, []).append(a)
     return out

@@ -61,6 +61,12 @@ class SloExprs:
         client = self.sb.config.client_side
         if slo.side == "client":
             source = self.sb.labels.client.name
+            if slo.sli.kind == "availability":
+                return (
+                    f"Measured at the client: each request once, as the {source} in front of the engines "
+                    "counted it (config.client_side), the requests it failed before any engine saw them "
+                    "included. "
+                )
             return (
                 f"Measured at the client: each request once, as the {source} in front of the engines "
                 "saw it (config.client_side), gateway and transfer time included. "
@@ -135,11 +141,19 @@ class SloExprs:
         matchers = (*matchers, *self.scope(slo))
         if record is None:
             return kind.events(self.sb, slo.sli, value, *matchers), False
+        if kind.subtracts:  # the bad events have their own record (a gateway's errors)
+            bad = kind.bad_recording(self.sb, slo.sli, self.window)
+            if bad is None:
+                return kind.events(self.sb, slo.sli, value, *matchers), False
+            return kind.recorded_events(record, slo.sli, value, *matchers, bad_record=bad), True
         return kind.recorded_events(record, slo.sli, value, *matchers), True
 
     def records_read(self, slo: s.SLO) -> tuple[str, ...]:
         """The rule set's records the SLO's event rates read (none: they read raw counters)."""
-        record = kind_of(slo.sli).recording(self.sb, slo.sli, self.window)
+        kind = kind_of(slo.sli)
+        if kind.subtracts:
+            return kind.records(self.sb, slo.sli, self.window)
+        record = kind.recording(self.sb, slo.sli, self.window)
         return (record,) if record else ()
 
     def _rate(self, selector: str, from_record: bool, keep: tuple[str, ...]) -> str:
@@ -157,6 +171,10 @@ class SloExprs:
         request has an error ratio of 1, not none; a latency SLI whose bucket is not scraped stays
         absent instead (its good events are unknown)."""
         kind = kind_of(slo.sli)
+        if kind.subtracts:  # valid less bad: every request the gateway did not fail
+            events, from_record = self.events(slo, None)
+            valid = self._rate(events.valid, from_record, events.keep)
+            return b.less(valid, self._rate(events.bad, from_record, events.keep), self.grouping)
         parts = []
         for matcher, value in self.branches(slo, kind.param) if kind.param else [("", None)]:
             events, from_record = self.events(slo, value, matcher)

@@ -25,6 +25,9 @@ class Events:
     good: str
     valid: str
     keep: tuple[str, ...] = ()
+    # a counter of bad events among the valid ones: good events are then valid less bad (the good
+    # selector is the valid one), and a model without a bad series has none
+    bad: str = ""
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,7 @@ class SyntheticSeries:
     good: bool = False
     valid: bool = False
     part: str = ""  # the series of the recorded rate it is summed into (its `le` or reason)
+    bad: bool = False  # counted as bad events, which a kind that reads them takes from the valid ones
 
 
 Synthetic = list[SyntheticSeries]
@@ -67,6 +71,7 @@ class LatencyKind:
     param: ClassVar[str | None] = "threshold"  # what a per-model override may change
     absent_good_is_zero: ClassVar[bool] = False
     counts_aborts: ClassVar[bool] = False
+    subtracts: ClassVar[bool] = False  # whether good events are valid less bad ones (Events.bad)
 
     def events(self, sb: SignalBuilder, sli: s.LatencySLI, threshold: float, *matchers: str) -> Events:
         # a client-side SLI reads its record; validation (slo_checks.py) refuses a spec without it,
@@ -142,6 +147,7 @@ class AvailabilityKind:
     # no good counter at all, and 0 good events
     absent_good_is_zero: ClassVar[bool] = True
     counts_aborts: ClassVar[bool] = True  # whether the SLI sees client aborts at all
+    subtracts: ClassVar[bool] = False
 
     def events(self, sb: SignalBuilder, sli: s.AvailabilitySLI, _param: None, *matchers: str) -> Events:
         bad = "|".join(sli.bad)
@@ -192,8 +198,80 @@ class AvailabilityKind:
         return out
 
 
+ERROR_CODES = ("503", "504")  # error codes of the generated tests' failed gateway requests: any would do
+
+
+class ClientAvailabilityKind:
+    """At the client (sli.side: client): good events are the gateway's requests less those it
+    failed, valid events its requests; both read from the client-errors group's records (the raw
+    series need the gateway's deduplication and model label, which those records do once).
+
+    A gateway creates an error series at its first failure: a model it never failed has none, and
+    no failure (not an absent SLI)."""
+
+    name: ClassVar[str] = "availability"
+    param: ClassVar[str | None] = None
+    absent_good_is_zero: ClassVar[bool] = True  # absent errors: every request good
+    counts_aborts: ClassVar[bool] = False  # the gateway counts no client abort
+    subtracts: ClassVar[bool] = True
+
+    def events(self, sb: SignalBuilder, sli: s.AvailabilitySLI, _param: None, *matchers: str) -> Events:
+        # the raw series, unread: validation (slo_checks.py) refuses a spec without the records
+        valid = sb.select(sli.reads, *matchers)
+        return Events(good=valid, valid=valid, bad=sb.select(sli.errors, *matchers))
+
+    def recording(self, sb: SignalBuilder, sli: s.AvailabilitySLI, window: str) -> str | None:
+        """The record of the source's requests per model (the errors' is `bad_recording`)."""
+        rec = sb.recorded_source("rate", sli.reads, "model", (), window)
+        return rec.record if rec is not None else None
+
+    def bad_recording(self, sb: SignalBuilder, sli: s.AvailabilitySLI, window: str) -> str | None:
+        rec = sb.recorded_source("rate", sli.errors, "model", (), window)
+        return rec.record if rec is not None else None
+
+    def records(self, sb: SignalBuilder, sli: s.AvailabilitySLI, window: str) -> tuple[str, ...]:
+        found = (self.recording(sb, sli, window), self.bad_recording(sb, sli, window))
+        return found if all(found) else ()
+
+    def recorded_events(
+        self, record: str, sli: s.AvailabilitySLI, _param: None, *matchers: str, bad_record: str = ""
+    ) -> Events:
+        valid = b.selector(record, *matchers)
+        return Events(good=valid, valid=valid, bad=b.selector(bad_record, *matchers))
+
+    def missing(self, sb, sli, _param, *matchers):
+        return None
+
+    def synthetic(
+        self,
+        series: SeriesName,
+        sli: s.AvailabilitySLI,
+        _param: None,
+        good: list[float],
+        valid: list[float],
+        decoys: tuple[float, ...] = (),
+        aborted: float = 0.0,
+    ) -> Synthetic:
+        """Every request on the gateway's request counter; the failed ones split evenly over two
+        error codes, so reading one of them (or none) changes the answer. A model never failed has
+        no error series at all, as a gateway exports none before its first failure."""
+        failed = [v - g for g, v in zip(good, valid, strict=True)]
+        out = [SyntheticSeries(series(sli.reads, {}), valid, valid=True)]
+        if any(failed):
+            share = [f / len(ERROR_CODES) for f in failed]
+            out += [
+                SyntheticSeries(series(sli.errors, {"error_code": c}), share, bad=True, part=c)
+                for c in ERROR_CODES
+            ]
+        return out
+
+
 KINDS = {k.name: k for k in (LatencyKind(), AvailabilityKind())}
+CLIENT_KINDS = {"availability": ClientAvailabilityKind()}
 
 
-def kind_of(sli) -> LatencyKind | AvailabilityKind:
+def kind_of(sli) -> LatencyKind | AvailabilityKind | ClientAvailabilityKind:
+    """The kind of an SLI; an availability SLI at the client has its own (the gateway's counters)."""
+    if sli.side == "client" and sli.kind in CLIENT_KINDS:
+        return CLIENT_KINDS[sli.kind]
     return KINDS[sli.kind]

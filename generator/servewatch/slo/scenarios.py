@@ -295,6 +295,8 @@ class Designer:
             by_part=self.by_part,
             absent_good_is_zero=kind_of(self.slo.sli).absent_good_is_zero,
             native=self.native,
+            bad=tuple((x.part, x.values) for x in series if x.bad),
+            subtracts=kind_of(self.slo.sli).subtracts,
         )
 
     def error_ratio(self, b: float, budget: float | None = None) -> float:

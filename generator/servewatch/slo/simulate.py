@@ -144,6 +144,10 @@ class Counters:
     # one native histogram per engine (config.histograms): good[i] and valid[i] are its bucket at the
     # threshold and its count, and the rules count good events as histogram_fraction x histogram_count
     native: bool = False
+    # good events are the valid ones less `bad` (a gateway's requests less its errors; slo/kinds.py):
+    # `good` is then empty, and a model without a bad counter has no bad events
+    bad: tuple[tuple[str, Values], ...] = ()
+    subtracts: bool = False
 
 
 def recorded(counters: Counters, at: int, rate_s: float) -> tuple[float | None, float | None]:
@@ -151,6 +155,9 @@ def recorded(counters: Counters, at: int, rate_s: float) -> tuple[float | None, 
     if counters.native:
         return _native_recorded(counters, at, rate_s)
     valid = _sum_rates(counters.valid, at, rate_s, counters.by_part)
+    if counters.subtracts:  # valid - (bad or 0 * valid), as the good-events rule reads
+        bad = _sum_rates(counters.bad, at, rate_s, counters.by_part)
+        return (None if valid is None else valid - (0 * valid if bad is None else bad)), valid
     good = _sum_rates(counters.good, at, rate_s, counters.by_part)
     if good is None and valid is not None and counters.absent_good_is_zero:
         good = 0 * valid  # the good recording falls back to 0 where there are valid events

@@ -262,6 +262,13 @@ class Config(Strict):
         cs = self.client_side
         return cs if cs is not None and cs.client.pool else None
 
+    @property
+    def client_errors(self) -> ClientSideConfig | None:
+        """config.client_side where its source counts requests and failed requests (a group's
+        `needs: [client_errors]`, a client-side availability SLI); None otherwise."""
+        cs = self.client_side
+        return cs if cs is not None and cs.client.measures_errors else None
+
     def selector(self, source: str) -> str:
         """The extra matchers of a source's series: config.selectors, or for a gateway or frontend
         source config.client_side's."""
@@ -468,7 +475,7 @@ class Group(Strict):
     enabled: bool = True
     # the deployment dimensions the group is about (config.role, config.track): generated only
     # where each is configured
-    needs: tuple[Literal["role", "track", "client_side", "client_pool"], ...] = ()
+    needs: tuple[Literal["role", "track", "client_side", "client_pool", "client_errors"], ...] = ()
 
     @field_validator("name", "family")
     @classmethod
@@ -578,7 +585,7 @@ class SeriesInput(Strict):
     values: Annotated[str, AfterValidator(lambda v: sample_values(_sketch(v)) and v)]
     # input only where each deployment dimension is configured (config.role, config.track): a series
     # that only the rules of such a dimension read
-    needs: tuple[Literal["role", "track", "client_side", "client_pool"], ...] = ()
+    needs: tuple[Literal["role", "track", "client_side", "client_pool", "client_errors"], ...] = ()
 
 
 class Scenario(Strict):

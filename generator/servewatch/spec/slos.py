@@ -58,13 +58,32 @@ class LatencySLI(Strict):
         return CLIENT_PREFIX + (catalog.load().client_quantity(self.histogram) or self.histogram)
 
 
+ENGINE_REQUESTS = "vllm:request_success_total"  # the engines' finished requests, by finished_reason
+
+
 class AvailabilitySLI(Strict):
-    """Finished requests whose `finished_reason` is not one of `bad`, over all finished requests."""
+    """Finished requests whose `finished_reason` is not one of `bad`, over all finished requests.
+    `side: client` counts where the client sees them instead: the requests of the gateway of
+    config.client_side less those it failed (any error code), which no engine may have seen."""
 
     kind: Literal["availability"]
-    metric: str = "vllm:request_success_total"
+    metric: str = ENGINE_REQUESTS
     label: LabelName = "finished_reason"
     bad: tuple[Annotated[str, AfterValidator(label_value)], ...] = ("error",)
+    # instance: the engines' counter; client: the gateway's counters of requests and errors; left
+    # out: the client where config.client_side counts errors, else the engines (with_side)
+    side: Side | None = None
+
+    @property
+    def reads(self) -> str:
+        """The counter of every request the SLI reads, as signals name it: the engines' own, or at
+        the client the configured source's (client_requests), which the signal builder resolves."""
+        return self.metric if self.side != "client" else CLIENT_PREFIX + "requests"
+
+    @property
+    def errors(self) -> str:
+        """At the client, the source's counter of failed requests, as signals name it."""
+        return CLIENT_PREFIX + "errors"
 
     @field_validator("bad")
     @classmethod
@@ -247,7 +266,7 @@ class SLO(Strict):
     @property
     def side(self) -> str:
         """Where the SLI is measured: on the engines (instance) or at the gateway (client)."""
-        return getattr(self.sli, "side", None) or "instance"
+        return self.sli.side or "instance"
 
     def objective_of(self, model_name: str | None) -> float:
         over = self.per_model.get(model_name or "")
@@ -265,14 +284,24 @@ class SLO(Strict):
 
 
 def with_side(slo: SLO, client_side) -> SLO:
-    """`slo` with its latency SLI's side decided where the spec leaves it out: the client's wait is
-    what a latency objective promises, so where config.client_side names a source that measures the
-    quantity the SLI reads it there; else, and where the spec says `side: instance`, the engines'."""
+    """`slo` with its SLI's side decided where the spec leaves it out: the client's wait and the
+    client's failures are what an objective promises, so where config.client_side names a source
+    that measures the quantity (a latency's twin; for availability, requests and errors) the SLI
+    reads it there; else, and where the spec says `side: instance`, the engines'."""
     sli = slo.sli
-    if not isinstance(sli, LatencySLI) or sli.side is not None:
+    if sli.side is not None:
         return slo
-    side = "client" if client_read(sli.histogram, client_side) else "instance"
+    if isinstance(sli, LatencySLI):
+        at_client = client_read(sli.histogram, client_side)
+    else:
+        at_client = sli.metric == ENGINE_REQUESTS and client_errors(client_side)
+    side = "client" if at_client else "instance"
     return slo.model_copy(update={"sli": sli.model_copy(update={"side": side})})
+
+
+def client_errors(client_side) -> bool:
+    """Whether config.client_side names a source that counts requests and failed requests."""
+    return client_side is not None and client_side.client.measures_errors
 
 
 def client_read(histogram: str, client_side) -> str | None:

@@ -38,6 +38,8 @@ def slo_problems(spec) -> list[SpecError]:
             _client_latency(spec, cat, slo, err)
         elif isinstance(sli, s.LatencySLI):
             _latency(cat, slo, err)
+        elif sli.side == "client":
+            _client_availability(spec, cat, slo, err)
         else:
             _availability(cat, sli, err)
         for model, over in slo.per_model.items():
@@ -168,6 +170,51 @@ def _client_latency(spec, cat, slo: s.SLO, err) -> None:
         err(
             f"a client-side SLI reads the recorded bucket rates of {client.metric(quantity)} (signal "
             "a bucket_rate signal), and no enabled rule group records them (its group switched off?)",
+            "sli",
+            "side",
+        )
+
+
+def _client_availability(spec, cat, slo: s.SLO, err) -> None:
+    """A client-side availability SLI counts the configured source's requests less those it failed,
+    from the records of their rates (the raw series need the gateway's deduplication and model
+    label, which those records do once). A source whose error counter servewatch does not know
+    (its labels undocumented) cannot measure it."""
+    sli = slo.sli
+    client = spec.config.client_side
+    counting = ", ".join(sorted(n for n, c in cat.clients.items() if c.measures_errors))
+    if client is None:
+        err(
+            f"side: client needs a source that counts failed requests in config.client_side ({counting}); "
+            f"without one, only the engines count them ({sli.metric})",
+            "sli",
+            "side",
+        )
+        return
+    if not client.client.measures_errors:
+        err(
+            f"{client.source} measures no errors servewatch knows (catalog/gateway.yaml lists no request "
+            f"and error counters of it), so availability cannot be measured at the client; a source that "
+            f"does: {counting}; or side: instance, the engines' {sli.metric}",
+            "sli",
+            "side",
+        )
+        return
+    if sli.metric != s.ENGINE_REQUESTS:
+        err(
+            f"at the client an availability SLI counts {client.source}'s requests and errors, not "
+            f"{sli.metric!r}: leave metric out, or set side: instance",
+            "sli",
+            "metric",
+        )
+        return
+    builder = SignalBuilder(spec.config, cat, _recorded_signals(spec))
+    if not kind_of(sli).records(builder, sli, spec.config.rate_window):
+        names = f"{client.metric('requests')} and {client.metric('errors')}"
+        err(
+            f"a client-side availability SLI reads the recorded rates of {names} (rate signals over "
+            "client_requests and client_errors), and no enabled rule group records both (its group "
+            "switched off?)",
             "sli",
             "side",
         )

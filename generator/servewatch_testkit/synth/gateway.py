@@ -8,6 +8,11 @@ per step per pod and flow: 20 per 30 s step, 0.667 per second in all; every requ
 0.6 s; ``moonshotai/Kimi-K2`` is routed the same way. Half an hour at 30 s (60 steps), evaluated at
 the last step.
 
+Each EPP pod and flow counts its requests (``llm_d_epp_request_total``, one per first token); the
+healthy fleet has no error series at all. In ``gateway_incident`` the EPP also fails every team-b
+request of DeepSeek-V3 from step 20 (``llm_d_epp_request_error_total``, ``error_code="503"``, created
+then), half its requests, while its engine finishes all it sees without an error.
+
 ``gateway_incident``: from step 20 team-a's first tokens reach the client at 3.0 s on both EPP pods
 (10 of 20 per step: the p95 lies in 2.5-5 s, past the 2 s threshold) while the engines stay at 0.3 s
 (the time is spent outside them); the EPP reports no Kimi-K2 at all (its engine serves on); and one
@@ -42,6 +47,7 @@ OLD_TTFT = "llm_d_router_epp_request_ttft_seconds"
 ENGINE_TTFT_S, CLIENT_TTFT_S, SLOW_TTFT_S = 0.3, 0.6, 3.0
 POOLS = {MODELS[0]: "deepseek-v3-pool", MODELS[1]: "kimi-k2-pool"}  # each model's InferencePool
 POOL_VALUES = {"ready_pods": 2.0, "kv_cache": 0.45, "queue": 1.0}  # a healthy pool's gauges
+FAILING_FLOW, ERROR_CODE = "team-b", "503"  # gateway_incident: the EPP fails this flow's requests
 LOST_POOL = "glm-5-pool"  # gateway_incident: reported by epp-0 until INCIDENT_STEP, then by no EPP pod
 
 
@@ -78,6 +84,19 @@ def _epp(name: str, model: str, pod: str, flow: str, slow: bool) -> list[Series]
         [(SLOW_TTFT_S if slow and i >= INCIDENT_STEP else CLIENT_TTFT_S, PER_FLOW)] for i in range(STEPS)
     ]
     return histogram_series(name, labels, catalog.load().gateway_test_buckets, per_step)
+
+
+def _requests(model: str, pod: str, flow: str, failing: bool) -> list[Series]:
+    """The EPP's request counter of one pod and flow (one request per first token) and, where the
+    gateway fails the flow's requests from INCIDENT_STEP on, its error counter, created then."""
+    source = catalog.load().clients["llm-d-epp"]
+    labels = {"namespace": NS, "pod": pod, **_target(pod), "model_name": model, "target_model_name": model}
+    labels |= {"fairness_id": flow, "priority": "0"}
+    out = [Series(source.metric("requests"), labels, [PER_FLOW * (i + 1.0) for i in range(STEPS)])]
+    if failing:
+        errors = [None if i < INCIDENT_STEP else PER_FLOW * (i - INCIDENT_STEP + 1.0) for i in range(STEPS)]
+        out.append(Series(source.metric("errors"), {**labels, "error_code": ERROR_CODE}, errors))
+    return out
 
 
 def _itl(model: str, pod: str, flow: str) -> list[Series]:
@@ -134,12 +153,15 @@ def _build(name: str, incident: bool) -> Scenario:
             for flow in FLOWS:
                 series += _epp(TTFT, model, pod, flow, incident and flow == "team-a")
                 series += _itl(model, pod, flow)
+                series += _requests(model, pod, flow, incident and flow == FAILING_FLOW)
     if incident:
         series += _epp(OLD_TTFT, MODELS[0], EPP_PODS[0], FLOWS[0], True)
     series += _pools(incident) + _up()
     truth = {
         "client_first_tokens_per_s": len(EPP_PODS) * len(FLOWS) * PER_FLOW / STEP,
         "slow_model": MODELS[0] if incident else None,
+        # the share of the slow model's requests the gateway fails from INCIDENT_STEP (no engine sees them)
+        "gateway_error_ratio": 1 / len(FLOWS) if incident else 0.0,
         "unrouted_model": MODELS[1] if incident else None,
         "empty_pool": POOLS[MODELS[1]] if incident else None,
         "poolless_pod": EPP_PODS[1] if incident else None,

@@ -46,6 +46,13 @@ Synthetic = list[SyntheticSeries]
 SeriesName = Callable[[str, dict[str, str]], str]  # (metric, extra labels) -> series selector
 
 
+def _record(sb: SignalBuilder, kind: str, metric: str, keep: tuple[str, ...], window: str) -> str | None:
+    """The name of the rule set's record of `metric`'s rates (`kind`) per model and `keep`, if one
+    is recorded over `window`."""
+    rec = sb.recorded_source(kind, metric, "model", keep, window)
+    return rec.record if rec is not None else None
+
+
 def le_value(bound: float) -> str:
     """A bucket bound as vLLM's prometheus_client exposes it (Python float text: 2.5, 5.0)."""
     return repr(float(bound))
@@ -86,8 +93,7 @@ class LatencyKind:
         the SLO then reads the raw histogram, in its native form (promql/histograms.py)."""
         if sb.histograms.native:
             return None
-        rec = sb.recorded_source("bucket_rate", sli.reads, "model", (), window)
-        return rec.record if rec is not None else None
+        return _record(sb, "bucket_rate", sli.reads, (), window)
 
     def recorded_events(self, record: str, sli: s.LatencySLI, threshold: float, *matchers: str) -> Events:
         """From the bucket-rate record: the bucket at the threshold, and +Inf (which is _count)."""
@@ -156,8 +162,7 @@ class AvailabilityKind:
 
     def recording(self, sb: SignalBuilder, sli: s.AvailabilitySLI, window: str) -> str | None:
         """The rule set's record of the counter's rate per model and reason, if there is one."""
-        rec = sb.recorded_source("rate", sli.metric, "model", (sli.label,), window)
-        return rec.record if rec is not None else None
+        return _record(sb, "rate", sli.metric, (sli.label,), window)
 
     def recorded_events(self, record: str, sli: s.AvailabilitySLI, _param: None, *matchers: str) -> Events:
         bad = "|".join(sli.bad)
@@ -222,12 +227,10 @@ class ClientAvailabilityKind:
 
     def recording(self, sb: SignalBuilder, sli: s.AvailabilitySLI, window: str) -> str | None:
         """The record of the source's requests per model (the errors' is `bad_recording`)."""
-        rec = sb.recorded_source("rate", sli.reads, "model", (), window)
-        return rec.record if rec is not None else None
+        return _record(sb, "rate", sli.reads, (), window)
 
     def bad_recording(self, sb: SignalBuilder, sli: s.AvailabilitySLI, window: str) -> str | None:
-        rec = sb.recorded_source("rate", sli.errors, "model", (), window)
-        return rec.record if rec is not None else None
+        return _record(sb, "rate", sli.errors, (), window)
 
     def records(self, sb: SignalBuilder, sli: s.AvailabilitySLI, window: str) -> tuple[str, ...]:
         found = (self.recording(sb, sli, window), self.bad_recording(sb, sli, window))

@@ -162,17 +162,14 @@ def join(expr: str, info: str, on: Sequence[str], attach: Sequence[str]) -> str:
     return f"({expr})\n* on ({labels(on)}) group_left ({labels(attach)})\n  {info}"
 
 
-def left_join(
-    expr: str, info: str, on: Sequence[str], attach: Sequence[str], cover: str | None = None
-) -> str:
+def left_join(expr: str, info: str, on: Sequence[str], attach: Sequence[str], cover: str) -> str:
     """`join`, and `expr` as it is where `info` has no series, so missing context never drops a result.
 
-    With `cover`, one 1-valued series per `on` for every `on` that `expr` can have a series for,
-    `expr` is written once: joined with `info`, or with `cover` (no `attach` labels) where `info` has
-    no series. Prometheus shares no subexpression, so the plain form evaluates `expr` twice."""
-    if cover is not None:
-        return join(expr, f"({info}\nor on ({labels(on)})\n  {cover})", on, attach)
-    return f"(\n  {join(expr, info, on, attach)}\nor on ({labels(on)})\n  ({expr})\n)"
+    `cover` holds one 1-valued series per `on` for every `on` that `expr` can have a series for:
+    `expr` is joined with `info`, or with `cover` (no `attach` labels) where `info` has no series.
+    So `expr` is written once; Prometheus shares no subexpression, and `join(...) or expr` would
+    evaluate it twice."""
+    return join(expr, f"({info}\nor on ({labels(on)})\n  {cover})", on, attach)
 
 
 def with_label(expr: str, label: str, value: str) -> str:

@@ -254,10 +254,12 @@ def _both_served(rules):
 # -- on a real Prometheus 3.5: llm-d's endpoint picker in front of two models ------------------------
 @pytest.fixture(scope="module")
 def served(epp_build, tmp_path_factory):
+    """The gateway fleet with the vLLM rules and the SLO rules in one file (the SLO records read the
+    client-side group's); one pair of servers for every live test of this module."""
     _, files = epp_build
-    out = tmp_path_factory.mktemp("gateway-rules")
-    writer.write(out, {"rules/vllm.rules.yaml": files["rules/vllm.rules.yaml"]})
-    rules = out / "rules" / "vllm.rules.yaml"
+    groups = [g for f in ("vllm", "slo") for g in yaml.safe_load(files[f"rules/{f}.rules.yaml"])["groups"]]
+    rules = tmp_path_factory.mktemp("gateway-rules") / "rules.yaml"
+    rules.write_text(yaml.safe_dump({"groups": groups}, sort_keys=False))
     yield from _both_served(rules)
 
 
@@ -582,27 +584,20 @@ def test_the_generated_slo_tests_of_a_client_side_sli_pass_under_promtool(specs_
 
 
 # -- on a real Prometheus 3.5: the TTFT SLO at the client, in front of fast engines -------------------
-@pytest.fixture(scope="module")
-def slo_served(client_slo_build, tmp_path_factory):
-    """The gateway fleet with the vLLM rules and the SLO rules (the client-side TTFT SLO and the
-    engine-side availability SLO) in one file: the SLO records read the client-side group's."""
-    _, files = client_slo_build
-    groups = [g for f in ("vllm", "slo") for g in yaml.safe_load(files[f"rules/{f}.rules.yaml"])["groups"]]
-    rules = tmp_path_factory.mktemp("gateway-slo-rules") / "rules.yaml"
-    rules.write_text(yaml.safe_dump({"groups": groups}, sort_keys=False))
-    yield from _both_served(rules)
-
-
 @pytest.mark.integration
 @pytest.mark.tools("promtool", "prometheus")
-def test_live_the_ttft_slo_at_the_client_burns_where_only_the_gateway_is_slow(client_slo_build, slo_served):
+def test_live_the_ttft_slo_at_the_client_burns_where_only_the_gateway_is_slow(
+    client_slo_build, epp_build, served
+):
     """Healthy: every first token reaches the client in 0.6 s, no SLO alert fires and the SLI
     counts every flow of both gateway pods. Incident: half of DeepSeek-V3's first tokens take 3 s
     at the gateway while its engines answer in 0.3 s: the client-side TTFT SLO pages for it, by
     model and with no engine label; Kimi-K2, which the gateway stopped reporting, is not judged."""
-    model, _ = client_slo_build
+    model, files = client_slo_build
+    # `side: client` spelt out gives the rules the shared servers hold (epp_build's, side left out)
+    assert files["rules/slo.rules.yaml"] == epp_build[1]["rules/slo.rules.yaml"]
     burn = [a for a in model.alerts() if a.alert == "VLLMTTFTErrorBudgetBurn"]
-    healthy, incident = slo_served["healthy"], slo_served["incident"]
+    healthy, incident = served["healthy"], served["incident"]
     for alert in model.alerts():
         if alert.family == "slo":
             assert not healthy.fired(alert), (alert.alert, alert.labels)
@@ -782,9 +777,7 @@ def test_the_generated_slo_tests_of_a_client_side_availability_sli_pass_and_catc
 
 @pytest.mark.integration
 @pytest.mark.tools("promtool", "prometheus")
-def test_live_the_availability_slo_at_the_client_burns_where_only_the_gateway_fails(
-    client_slo_build, slo_served
-):
+def test_live_the_availability_slo_at_the_client_burns_where_only_the_gateway_fails(client_slo_build, served):
     """Healthy: the gateway has no error series at all, and the availability SLO (at the client,
     `side` left out beside llm-d's endpoint picker) counts every flow of both pods with no error.
     Incident: the gateway fails half of DeepSeek-V3's requests (one flow) while its engine finishes
@@ -793,7 +786,7 @@ def test_live_the_availability_slo_at_the_client_burns_where_only_the_gateway_fa
     slo = model.slos.slos["vllm-availability"]
     assert slo.side == "client"
     burn = [a for a in model.alerts() if a.alert == slo.alerting.alert]
-    healthy, incident = slo_served["healthy"], slo_served["incident"]
+    healthy, incident = served["healthy"], served["incident"]
     valid = healthy.prom.query('slo:valid_events:rate5m{slo="vllm-availability"}', healthy.t)
     want = healthy.scenario.truth["client_first_tokens_per_s"]
     assert {r["metric"]["model_name"]: float(r["value"][1]) for r in valid} == {

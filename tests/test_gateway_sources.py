@@ -755,9 +755,15 @@ def test_the_generated_slo_tests_of_a_client_side_availability_sli_pass_and_catc
     epp_build, tmp_path, specs_with, mutation
 ):
     """promtool proves the client-side availability SLO as generated, and fails the proof where its
-    rule reads the wrong counter: the requests as errors, or the errors of one error code only."""
+    rule reads the wrong counter: the requests as errors, or the errors of one error code only. Only
+    that SLO's tests run, each file whole: a mutant fails every slice, and each failed slice would be
+    confirmed on the whole file again."""
     model, files = epp_build
     wanted = {k: v for k, v in files.items() if k == "rules/slo.rules.yaml" or k.startswith("promtool/slo.")}
+    proof = yaml.safe_load(wanted["promtool/slo.test.yaml"])
+    proof["tests"] = [t for t in proof["tests"] if t["name"].startswith("vllm-availability:")]
+    assert proof["tests"]
+    wanted["promtool/slo.test.yaml"] = yaml.safe_dump(proof, sort_keys=False)
     if mutation is not None:
         errors = model.signal("client_errors_rate").record
         wrong = {
@@ -770,7 +776,7 @@ def test_the_generated_slo_tests_of_a_client_side_availability_sli_pass_and_catc
     writer.write(tmp_path, wanted)
     said: list[str] = []
     passed = verify.run(
-        tmp_path, echo=said.append, specs=specs_with({"config.yaml": [(CLIENT, EPP)]}), jobs=2
+        tmp_path, echo=said.append, specs=specs_with({"config.yaml": [(CLIENT, EPP)]}), jobs=2, whole=True
     )
     assert passed == (mutation is None), "\n".join(said)
 

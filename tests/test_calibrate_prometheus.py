@@ -483,3 +483,9 @@ def test_goodput_at_the_client_counts_the_gateways_failures(pd_gateway, specs_wi
         good_client, good_engines = 1 - gateway[k].expected, 1 - decode[k].expected
         assert c[cost] * good_client == pytest.approx(e[cost] * good_engines, rel=1e-6)
     assert client[RATES.index(KNEE)][cost] > engines[RATES.index(KNEE)][cost]
+
+
+def test_errors_at_the_client_without_a_gateway_that_counts_them_is_refused(run, specs_with, capsys):
+    code = main(["calibrate", "--specs", str(specs_with()), *run["prom"], *ARGS, "--target=errors@client=1%"])
+    assert code == 2
+    assert "errors@client: config.client_side names no source that counts" in capsys.readouterr().err

@@ -24,7 +24,7 @@ from ..model import Model
 from ..promql import builders as b
 from ..slo.exprs import GENERATED_TOKENS
 from ..slo.kinds import kind_of, le_matcher
-from ..spec.slos import AvailabilitySLI, client_read
+from ..spec.slos import AvailabilitySLI, client_errors, client_read
 from ..spec.schema import seconds
 from .measures import ERRORS, FINISHED, Measure, side_of, signal_alerts
 from .targets import CalibrateError
@@ -101,7 +101,7 @@ class CalibrateHistory:
         measures, unmeasured, bounds, totals = {}, {}, {}, {}
         for m in needed:
             if m.metric == ERRORS and side_of(m, self.sb.config.client_side) == "client":
-                measures[m.key], totals[m.key] = self._client_errors(win, r)
+                measures[m.key], totals[m.key] = self._client_errors(m, win, r)
                 continue
             v = self._measure(m, win, r.end)
             if v is None:
@@ -161,10 +161,15 @@ class CalibrateHistory:
         sb = self.sb
         return tuple(sb.client_rate(sb.metric_name(m), win) for m in (AT_CLIENT.reads, AT_CLIENT.errors))
 
-    def _client_errors(self, win: str, r: Range) -> tuple[float, int]:
+    def _client_errors(self, m: Measure, win: str, r: Range) -> tuple[float, int]:
         """The error share at the client and the requests it is over: the gateway's failures over
         its requests (a model it never failed has no error series: no failure). A history without
         the gateway's request counter is refused: the SLI would read nothing there either."""
+        if not client_errors(self.sb.config.client_side):
+            raise CalibrateError(
+                f"{m.key}: config.client_side names no source that counts requests and failed "
+                "requests (docs/disaggregated.md): the client's error share cannot be read"
+            )
         requests, errors = self._client_rates(win)
         rate, _ = _value(self.client.query(f"sum({requests})", r.end))
         if rate is None:

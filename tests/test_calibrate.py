@@ -619,3 +619,28 @@ def test_the_error_bound_is_the_exact_binomial_one():
         < error_upper_bound(math.ceil(0.001 * (n - 1)), n - 1)
     )
     assert requests_needed(0.005, 0.005) is None
+
+
+def test_a_bench_file_judges_availability_at_the_client_only(bench_files, specs_with, capsys):
+    # a bench file counts what the client saw fail: with a gateway that counts errors the default
+    # availability SLO reads the client too, and the file judges it; one on the engines' side
+    # (sli.side: instance) it cannot judge, and it says what can
+    client = [("  client_side: null\n", "  client_side: {source: llm-d-epp}\n")]
+    code, _ = calibrate(specs_with({"config.yaml": client}), "--bench", *bench_files, *ARGS, write=False)
+    out = capsys.readouterr().out
+    assert code == 0
+    requests = int(KNEE * LoadTest().bench_s)
+    assert f"cannot be established from {requests} requests" in proposal(
+        out, "SLO vllm-availability", "objective"
+    )
+    instance = [("      bad: [error]\n", "      bad: [error]\n      side: instance\n")]
+    specs = specs_with({"config.yaml": client, "slos.yaml": instance})
+    code, _ = calibrate(specs, "--bench", *bench_files, *ARGS, write=False)
+    why = proposal(capsys.readouterr().out, "SLO vllm-availability", "objective")
+    assert code == 0
+    assert "cannot judge it:" in why and "the client's view, not the engines': add --prometheus" in why
+    code = main(
+        ["calibrate", "--specs", str(specs), "--bench", *map(str, bench_files), "--target=errors@instance=1%"]
+    )
+    assert code == 2
+    assert "does not measure errors@instance" in capsys.readouterr().err

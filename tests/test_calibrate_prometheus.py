@@ -18,7 +18,19 @@ from servewatch.spec.loader import load
 from servewatch.validation import validate
 from servewatch_testkit.localprom import LocalPrometheus, backfill_start
 from servewatch_testkit.synth import to_openmetrics
-from servewatch_testkit.loadtest import BURST_KV, BURST_S, FB_USED, GATEWAY, KNEE, RATES, LoadTest, at
+from servewatch_testkit.loadtest import (
+    BURST_KV,
+    BURST_S,
+    ENGINE_ERROR,
+    FB_USED,
+    GATEWAY,
+    KNEE,
+    RATES,
+    SCRAPE_S,
+    STEP_SCRAPES,
+    LoadTest,
+    at,
+)
 from servewatch_testkit.synth.disaggregated import ROLE_LABEL
 
 from test_calibrate import (
@@ -386,3 +398,94 @@ def test_model_narrows_the_gateways_series_too(specs_with, capsys):
         steps = _server_steps(_json_report(specs, capsys, *args, "--model", ours.model))
     assert _measured(steps, "ttft_p95") == _truth(ours, "client", "ttft_p95")
     assert _truth(ours, "client", "ttft_p95") != _truth(other, "client", "ttft_p95")
+
+
+def _client_errors(lt: LoadTest) -> list[float]:
+    """The gateway's error share at each rate: its failures (its own and the engines' it passes on)
+    over its requests."""
+    shares = []
+    for rate in lt.rates:
+        requests, failed = lt.gateway_counts(rate)
+        shares.append(pytest.approx(sum(failed.values()) / requests, rel=1e-9))
+    return shares
+
+
+def _engine_errors(lt: LoadTest) -> list[float]:
+    """The decode engines' error share at each rate: the engine errors the gateway passes on."""
+    return [
+        pytest.approx(lt.gateway_counts(rate)[1][ENGINE_ERROR] / (rate * SCRAPE_S), rel=1e-9)
+        for rate in lt.rates
+    ]
+
+
+AVAILABILITY_INSTANCE = [("      bad: [error]\n", "      bad: [error]\n      side: instance\n")]
+
+
+def test_with_a_gateway_the_error_share_is_the_gateways(pd_gateway, specs_with, capsys):
+    # the availability SLO reads the gateway's counters (config.client_side): so do the steps'
+    # error share and its N, which count the requests the gateway fails before any engine sees them
+    lt, prom = pd_gateway
+    report = _json_report(specs_with({"config.yaml": ROLE_CONFIG + CLIENT_CONFIG}), capsys, *prom)
+    steps = _server_steps(report)
+    assert _measured(steps, "errors") == _client_errors(lt)
+    assert "errors@instance" not in steps[0]["measures"]
+    requests, failed = lt.gateway_counts(KNEE)
+    n = round(requests * STEP_SCRAPES)
+    assert at(KNEE).error_share == 0 < sum(failed.values())  # no engine fails there
+    verdict = _proposal(report, "SLO vllm-availability", "objective")
+    assert f"({round(sum(failed.values()) * STEP_SCRAPES)} of {n} requests)" in verdict["evidence"]
+    assert verdict["reason"].startswith("NOT MET at sustainable load: errors ")
+    # on the engines alone the same run keeps the objective
+    engines = _json_report(specs_with({"config.yaml": ROLE_CONFIG}), capsys, *prom)
+    assert _measured(_server_steps(engines), "errors") == _engine_errors(lt)
+    assert _proposal(engines, "SLO vllm-availability", "objective")["proposed"] == "0.995"
+
+
+def test_an_availability_slo_on_the_instance_side_reads_the_engines(pd_gateway, specs_with, capsys):
+    # sli.side: instance beside a gateway: the SLO's error share is the decode engines', under a key
+    # that says so, while the targets read the client's
+    lt, prom = pd_gateway
+    specs = specs_with({"config.yaml": ROLE_CONFIG + CLIENT_CONFIG, "slos.yaml": AVAILABILITY_INSTANCE})
+    report = _json_report(specs, capsys, *prom)
+    steps = _server_steps(report)
+    assert _measured(steps, "errors@instance") == _engine_errors(lt)
+    assert _measured(steps, "errors") == _client_errors(lt)
+    verdict = _proposal(report, "SLO vllm-availability", "objective")
+    assert "errors@instance 0% (0 of" in verdict["evidence"] and verdict["proposed"] == "0.995"
+
+
+def test_a_history_without_the_gateways_counters_is_refused(pd_run, specs_with, capsys):
+    # the gateway is configured but the history has none of its series: the error share at the
+    # client cannot be measured, and the refusal names the counter
+    specs = specs_with({"config.yaml": ROLE_CONFIG + CLIENT_CONFIG})
+    code = main(["calibrate", "--specs", str(specs), *pd_run, *ARGS])
+    err = capsys.readouterr().err
+    assert code == 2
+    counter = catalog.load().clients[GATEWAY].metric("requests")
+    assert f"has no {counter} from " in err
+
+
+def test_goodput_at_the_client_counts_the_gateways_failures(pd_gateway, specs_with, capsys):
+    # a good token's request must not have failed at the gateway: at the client the availability
+    # share is (requests - errors) / requests, so the cost per good token rises by that share
+    lt, prom = pd_gateway
+    config = {"config.yaml": ROLE_CONFIG + CLIENT_CONFIG}
+    client = _server_steps(_json_report(specs_with(config), capsys, *prom))
+    engines = _server_steps(
+        _json_report(specs_with({**config, "slos.yaml": AVAILABILITY_INSTANCE}), capsys, *prom)
+    )
+    cost = next(k for k in client[0] if k.startswith("cost_per_1m_good_tokens"))
+    gateway, decode = _client_errors(lt), _engine_errors(lt)
+    for k, (c, e) in enumerate(zip(client, engines, strict=True)):
+        if e[cost] is None:  # no token was good (past the knee every first token is late)
+            assert c[cost] is None
+            continue
+        good_client, good_engines = 1 - gateway[k].expected, 1 - decode[k].expected
+        assert c[cost] * good_client == pytest.approx(e[cost] * good_engines, rel=1e-6)
+    assert client[RATES.index(KNEE)][cost] > engines[RATES.index(KNEE)][cost]
+
+
+def test_errors_at_the_client_without_a_gateway_that_counts_them_is_refused(run, specs_with, capsys):
+    code = main(["calibrate", "--specs", str(specs_with()), *run["prom"], *ARGS, "--target=errors@client=1%"])
+    assert code == 2
+    assert "errors@client: config.client_side names no source that counts" in capsys.readouterr().err

@@ -20,6 +20,7 @@ from servewatch.detect.runner import current_config, detect
 from servewatch.errors import SpecErrors
 from servewatch.slo.kinds import ERROR_CODES
 from servewatch.spec.schema import Config
+from servewatch.spec.slos import AVAILABILITY_GOOD
 from servewatch_testkit.synth.gateway import MODELS, POOLS, TTFT, gateway_healthy, gateway_incident
 from servewatch.plan.dashboards.board import ABSENCE_LISTS
 from test_dashboards_integration import all_panels, grafana_regex, interpolate, panel_problems
@@ -735,6 +736,18 @@ def test_availability_stays_on_the_engines_where_asked_or_where_the_source_count
         group = _group(files["rules/slo.rules.yaml"], "vllm-availability")
         assert 'finished_reason!~"error"' in group and "Measured on the engines" in group, config
         assert "client_request" not in group
+        assert f"(good: {AVAILABILITY_GOOD['instance']})" in group, config
+
+
+def test_an_availability_slo_without_a_description_says_what_its_side_counts(epp_build, default_build):
+    """The default availability SLO leaves `description` out: its burn alerts say what a good event
+    is where its SLI reads, the engines' finish or the gateway's answer."""
+    for (model, files), side in ((default_build, "instance"), (epp_build, "client")):
+        slo = model.slos.slos["vllm-availability"]
+        assert (slo.side, slo.description) == (side, AVAILABILITY_GOOD[side])
+        group = _group(files["rules/slo.rules.yaml"], "vllm-availability")
+        assert f"(good: {AVAILABILITY_GOOD[side]})" in group, side
+        assert AVAILABILITY_GOOD[side] in files["runbooks/VLLMAvailabilityErrorBudgetBurn.md"], side
 
 
 def test_a_client_side_availability_slo_is_proven_on_every_claim_but_client_aborts(epp_build, default_build):

@@ -45,6 +45,21 @@ def test_threshold_that_is_not_a_bucket_bound_names_the_nearest_bounds(specs_wit
     )
 
 
+def test_a_latency_slo_without_a_description_is_an_error_at_its_line(specs_with, line_of):
+    # only an availability SLO has a description of its own (what its side counts)
+    specs = specs_with({TTFT: [("    description: first token within 2.5 s\n", "")]})
+    line = line_of(specs / TTFT, "  vllm-ttft:")
+    _one(specs, f"slos.yaml:{line}: slos.vllm-ttft:", "description is required")
+
+
+def test_an_availability_slo_keeps_the_description_it_is_given(specs_with):
+    own = "    description: no 5xx at the gateway\n    sli:\n      kind: availability\n"
+    client = [("  client_side: null\n", "  client_side: {source: llm-d-epp}\n")]
+    specs = specs_with({"config.yaml": client, TTFT: [("    sli:\n      kind: availability\n", own)]})
+    slo = load(specs).slos["vllm-availability"]
+    assert (slo.side, slo.description) == ("client", "no 5xx at the gateway")
+
+
 def test_per_model_threshold_is_checked_against_the_same_bounds(specs_with, line_of):
     override = '    per_model:\n      "deepseek-ai/DeepSeek-V3": {threshold: 3}\n    alerting:\n'
     specs = specs_with({TTFT: [("    alerting:\n      alert: VLLMTTFT", override + "      alert: VLLMTTFT")]})

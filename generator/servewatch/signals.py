@@ -574,11 +574,18 @@ class SignalBuilder:
         counts = lb.as_model_name(h.deduped_rate(self.select(f"{name}_count"), window, pod))
         return b.agg("sum", h.grouping(keep + ["le"]), buckets), f"{b.agg('sum', keep, counts)} > 0"
 
-    def _client_rate(self, name: str, window: str, by: list[str]) -> str:
+    def client_rate(self, name: str, window: str, *matchers: str) -> str:
+        """Rate of the client source's counter `name` (a histogram's `_bucket` or `_count` too) per
+        model, from the raw series: what the client-side records hold (calibrate reads a history
+        that may lack them)."""
+        return self._client_rate(name, window, [], matchers)
+
+    def _client_rate(self, name: str, window: str, by: list[str], matchers: Sequence[str] = ()) -> str:
         """Rate of a gateway or frontend counter per model (and `by`) as the client sees it:
         deduplicated per gateway pod and flow, the model label read as model_name."""
         h, lb = self.histograms, self.labels
-        per_pod = lb.as_model_name(h.deduped_rate(self.select(name), window, lb.client_keys(name)))
+        series = self.select(name, *matchers)
+        per_pod = lb.as_model_name(h.deduped_rate(series, window, lb.client_keys(name)))
         return b.agg("sum", lb.client_identity() + by, per_pod)
 
     def _narrowing(self, recorded: Signal) -> str:

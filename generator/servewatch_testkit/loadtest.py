@@ -10,8 +10,11 @@ At the step at KNEE a KV cache burst of BURST_S seconds above the broken step's 
 With prefill and decode apart (`role_label`) a prefill pod also finishes every request's prefill leg;
 with `kv_transfer_s` the pod's engines are decode engines whose first token is only that wait for the
 KV cache (the queue and the prefill are the prefill pod's), and with `gateway` llm-d's endpoint picker
-sees each request as its client does (first token after queue, prefill and transfer). `legs(rate)`
-gives each side's requests and `quantile(...)` the histogram quantile a step of one side shows.
+sees each request as its client does (first token after queue, prefill and transfer). The gateway
+also counts its requests and failures: from KNEE on it fails some requests itself, which no engine
+sees (`error_code="503"`), and it passes each engine error on (`"500"`). `legs(rate)` gives each
+side's requests, `quantile(...)` the histogram quantile a step of one side shows and
+`gateway_counts(rate)` what the gateway counts.
 
     lt = LoadTest()
     files = lt.write_bench(tmp_path)            # one JSON per rate (detailed=True: per-request lists)
@@ -32,6 +35,7 @@ from servewatch import catalog
 from servewatch.calibrate.measures import HISTOGRAMS, percentile
 
 from .synth import RequestProfile, dcgm_gpu, stable_uuid, to_openmetrics, vllm_engine
+from .synth.series import Series
 from .synth.histogram import allocate, histogram_series, quantile_of_observations
 
 RATES = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0)  # req/s, one step each
@@ -50,6 +54,7 @@ BURST_KV, BURST_FROM, BURST_S = 0.85, 12, 420.0
 # ratio does not tell the steps apart
 FB_MIB, FB_USED = 81559.0, 0.92
 GATEWAY = "llm-d-epp"  # the client source `gateway` adds (catalog/gateway.yaml)
+GATEWAY_OWN, ENGINE_ERROR = "503", "500"  # the gateway's error codes: its own failures, an engine's
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,7 @@ class State:
     kv_usage: float  # of the fuller engine; the other holds 95% of it
     waiting: float
     preemptions_per_s: float
+    gateway_fails_per_s: float  # requests the gateway fails before any engine sees them
 
     def profiles(self, output_tokens: int = OUTPUT_TOKENS) -> tuple[RequestProfile, ...]:
         short, long_ = WEIGHTS
@@ -100,6 +106,9 @@ def at(rate: float) -> State:
         kv_usage=min(0.99, round(0.15 * rate + 0.03 * over, 4)),
         waiting=0.0 if not over else 20.0 * over,
         preemptions_per_s=0.5 * over,
+        # one request per scrape interval at the knee (under the error target, over the default
+        # availability SLO's budget), one more per req/s above it
+        gateway_fails_per_s=0.0 if rate < KNEE else (over + 1) / SCRAPE_S,
     )
 
 
@@ -230,8 +239,20 @@ class LoadTest:
         bounds = cat.gateway_test_buckets if side == "client" else cat.lookup(HISTOGRAMS[metric]).buckets
         return quantile_of_observations(q, self._observations(rate, side, metric), bounds)
 
+    def gateway_counts(self, rate: float) -> tuple[float, dict[str, float]]:
+        """One scrape interval at `rate` as the gateway counts it: its requests, and its failed ones
+        by error code (its own, which no engine sees, and the engines' errors it passes on)."""
+        s = at(rate)
+        own = round(s.gateway_fails_per_s * SCRAPE_S)
+        mix = self.legs(rate)["decode"]
+        per_engine = allocate(int(round(rate * self._requests("decode"))), [p.weight for p in mix])
+        engine = 2 * sum(c for p, c in zip(mix, per_engine, strict=True) if p.finished_reason == "error")
+        return rate * SCRAPE_S + own, {GATEWAY_OWN: own, ENGINE_ERROR: engine}
+
     def _gateway(self, states: list[State]) -> list:
-        """The endpoint picker's TTFT and ITL histograms of the model: one pod, one flow."""
+        """The endpoint picker's TTFT and ITL histograms and its request and error counters of the
+        model: one pod, one flow. An error series exists from the scrape before its first failure
+        (a gateway exports none before: below the knee it has none)."""
         cat = catalog.load()
         source = cat.clients[GATEWAY]
         labels = {"namespace": "serving", "pod": "epp-0", source.model_label: self.model}
@@ -241,6 +262,22 @@ class LoadTest:
             per_step = [self._observations(s.rate, "client", metric) for s in states]
             name = source.metric(metric)
             out += histogram_series(name, {**labels, **extra}, cat.gateway_test_buckets, per_step, prior=10)
+        counts = [self.gateway_counts(s.rate) for s in states]
+        requests = [counts[0][0] * 10]  # the history before the window, as the histograms' prior
+        for n, _ in counts[1:]:
+            requests.append(requests[-1] + n)
+        out.append(Series(source.metric("requests"), labels, requests, "counter"))
+        for code in (GATEWAY_OWN, ENGINE_ERROR):
+            incs = [c[1][code] for c in counts]
+            first = next((i for i, v in enumerate(incs) if v), None)
+            if first is None:
+                continue
+            values: list[float | None] = [None] * max(0, first - 1)
+            total = 0.0
+            for v in incs[max(0, first - 1) :]:
+                total += v
+                values.append(total)
+            out.append(Series(source.metric("errors"), {**labels, "error_code": code}, values, "counter"))
         return out
 
     def _burst_samples(self) -> set[int]:

@@ -168,11 +168,11 @@ def _step(
         failed = int(_number(path, data, "failed", 0))
         good = None
     for m in needed:
-        if m.metric == ERRORS:
-            measures[m.key] = failed / n if n else math.nan
-            continue
         if m.side == "instance":  # a bench file is the client's view
             unmeasured[m.key] = f"{path.name} is the client's view, not the engines': add --prometheus"
+            continue
+        if m.metric == ERRORS:  # every request the client saw fail, wherever it failed
+            measures[m.key] = failed / n if n else math.nan
             continue
         key = f"p{percentile_word(m.percentile)}_{m.metric}_ms"
         if reqs is not None:

@@ -1,13 +1,14 @@
 """A load test's Prometheus history -> load steps.
 
 Each step is a time range. Its measures are the whole step seen by the server: a latency percentile
-is the histogram's quantile over the step (`rate(..._bucket[<step>])`), the error share counts the
-finished requests that ended in abort or error, as a client sees them fail. The load, the requests,
-the error share and the good tokens count each user request once: with prefill and decode apart
-(config.role) on the engines the SLOs count on (spec.deployment.COUNTING_ROLES). A latency is read
-where the alerts and SLOs on it read it (measures.side_of): the gateway's histogram where
-config.client_side measures it, else those same counting engines, never the worse of prefill and
-decode (neither is the client's wait). Each alert's signal is
+is the histogram's quantile over the step (`rate(..._bucket[<step>])`), the error share on the
+engines counts the finished requests that ended in a failure the availability SLO counts by default,
+at the client the gateway's failed requests (every error code) over its requests. The load, the
+requests, the engines' error share and the good tokens count each user request once: with prefill
+and decode apart (config.role) on the engines the SLOs count on (spec.deployment.COUNTING_ROLES).
+A measure is read where the alerts and SLOs on it read it (measures.side_of): the gateway's
+histogram or counters where config.client_side measures it, else those same counting engines,
+never the worse of prefill and decode (neither is the client's wait). Each alert's signal is
 built by the same SignalBuilder as its rule, read from the raw series (the records may not be in the
 history) and evaluated at the alert group's interval over the step: the worst series at each
 evaluation, which is the fullest engine (DP rank) or GPU for a saturation signal.
@@ -22,16 +23,18 @@ from datetime import datetime, timezone
 from ..model import Model
 from ..promql import builders as b
 from ..slo.exprs import GENERATED_TOKENS
-from ..slo.kinds import kind_of
-from ..spec.slos import AvailabilitySLI, client_read
+from ..slo.kinds import kind_of, le_matcher
+from ..spec.slos import AvailabilitySLI, client_errors, client_read
 from ..spec.schema import seconds
 from .measures import ERRORS, FINISHED, Measure, side_of, signal_alerts
 from .targets import CalibrateError
 from .steps import LoadStep, Trace
 
-# what a client sees fail: the finished reasons an availability SLO counts as bad by default
-# (an abort is usually a client timeout)
+# what fails on the engines: the finished reasons an availability SLO counts as bad by default
 FAILED = f'finished_reason=~"{"|".join(AvailabilitySLI.model_fields["bad"].default)}"'
+# at the client: the configured source's counters of every request and of the failed ones, as
+# signals name them (client_requests, client_errors)
+AT_CLIENT = AvailabilitySLI(kind="availability", side="client")
 WINDOWED = ("rate", "counter_ratio", "quantile", "bucket_rate")  # kinds computed over a window
 DEFAULT_INTERVAL = "1m"
 MODEL = (
@@ -95,8 +98,11 @@ class CalibrateHistory:
 
     def step(self, k: int, r: Range, needed: list[Measure], goodput: list) -> LoadStep:
         win = _window(r)
-        measures, unmeasured, bounds = {}, {}, {}
+        measures, unmeasured, bounds, totals = {}, {}, {}, {}
         for m in needed:
+            if m.metric == ERRORS and side_of(m, self.sb.config.client_side) == "client":
+                measures[m.key], totals[m.key] = self._client_errors(m, win, r)
+                continue
             v = self._measure(m, win, r.end)
             if v is None:
                 read = self.sb.metric_name(self._reads(m)[1]) if m.histogram else FINISHED
@@ -134,6 +140,7 @@ class CalibrateHistory:
             traces=traces,
             unmeasured=unmeasured,
             bounds=bounds,
+            totals=totals,
         )
 
     def _measure(self, m: Measure, win: str, at: float) -> float | None:
@@ -147,6 +154,51 @@ class CalibrateHistory:
             return _value(self.client.query(b.guarded_div(bad, every, self.ident), at))[0] or 0.0
         sb, histogram = self._reads(m)
         return _value(self.client.query(sb.histogram_quantile(histogram, m.quantile, win, "model"), at))[0]
+
+    def _client_rates(self, win: str) -> tuple[str, str]:
+        """The gateway's requests and failed requests (every error code) per second per model, as
+        the client-errors records count them, from the raw series."""
+        sb = self.sb
+        return tuple(sb.client_rate(sb.metric_name(m), win) for m in (AT_CLIENT.reads, AT_CLIENT.errors))
+
+    def _client_errors(self, m: Measure, win: str, r: Range) -> tuple[float, int]:
+        """The error share at the client and the requests it is over: the gateway's failures over
+        its requests (a model it never failed has no error series: no failure). A history without
+        the gateway's request counter is refused: the SLI would read nothing there either."""
+        if not client_errors(self.sb.config.client_side):
+            raise CalibrateError(
+                f"{m.key}: config.client_side names no source that counts requests and failed "
+                "requests (docs/disaggregated.md): the client's error share cannot be read"
+            )
+        requests, errors = self._client_rates(win)
+        rate, _ = _value(self.client.query(f"sum({requests})", r.end))
+        if rate is None:
+            counter = self.sb.metric_name(AT_CLIENT.reads)
+            raise CalibrateError(
+                f"{self.shown} has no {counter} from {_utc(r.start)} to {_utc(r.end)}: the error share "
+                f"at the client is the {self.sb.labels.client.name}'s failed requests "
+                f"({self.sb.metric_name(AT_CLIENT.errors)}) over its requests ({counter}), which the "
+                "availability SLO reads (config.client_side); scrape them, or calibrate the engines' "
+                "share with sli.side: instance"
+            )
+        ident = self.sb.labels.client_identity()
+        share = _value(self.client.query(b.guarded_div(errors, requests, ident), r.end))[0] or 0.0
+        return share, int(round(rate * (r.end - r.start)))
+
+    def _client_share(self, slo, tokens: str, win: str) -> str:
+        """The share of requests good under a client-side SLO, per model as the gateway counts
+        them, on every series of `tokens` (the same share for each role and track): its requests
+        less those it failed, or its first tokens within the threshold, over all of them."""
+        sb, client = self.sb, self.sb.labels.client_identity()
+        if kind_of(slo.sli).subtracts:
+            valid, bad = self._client_rates(win)
+            good = f"({b.less(valid, bad, client)})"  # a difference: bracketed under the division
+        else:
+            h = sb.metric_name(slo.sli.reads)
+            good = sb.client_rate(f"{h}_bucket", win, le_matcher(slo.threshold_of(self.served)))
+            valid = sb.client_rate(f"{h}_count", win)
+        share = b.guarded_div(good, valid, client)
+        return b.join(f"0 * {tokens} + 1", f"({share})", client, ())
 
     def _reads(self, m: Measure):
         """(the builder, the histogram as signals name it) a latency measure is read with: the
@@ -192,6 +244,9 @@ class CalibrateHistory:
         shares = []
         for slo in goodput:
             kind = kind_of(slo.sli)
+            if slo.side == "client":
+                shares.append(self._client_share(slo, tokens, win))
+                continue
             events = kind.events(sb, slo.sli, slo.threshold_of(self.served) if kind.param else None)
             good = sb.model_rate(events.good, win, events.keep)
             valid = sb.model_rate(events.valid, win, events.keep)

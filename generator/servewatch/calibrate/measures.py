@@ -7,8 +7,11 @@ vLLM histogram: the alert on that histogram's quantile is the one a latency targ
 
 From Prometheus a latency is read on the side the alerts and SLOs on it read (`side_of`): at the
 client where config.client_side measures the quantity (its gateway's twin of the histogram), else on
-the engines each request is counted once on (the decode engines where config.role is set). An SLO
-that says otherwise (`sli.side`) reads its own side, under a key that names it (`ttft_p99@instance`).
+the engines each request is counted once on (the decode engines where config.role is set). The
+error share follows the same rule: at the client where config.client_side counts requests and
+errors (the gateway's failures over its requests), else the engines' finished requests. An SLO
+that says otherwise (`sli.side`) reads its own side, under a key that names it (`ttft_p99@instance`,
+`errors@instance`).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import re
 from dataclasses import dataclass, replace
 
 from .. import catalog
-from ..spec.slos import CLIENT_PREFIX, client_read
+from ..spec.slos import CLIENT_PREFIX, client_errors, client_read
 
 # vLLM bench's metric name -> the server histogram that measures the same latency
 HISTOGRAMS = {
@@ -30,7 +33,9 @@ HISTOGRAMS = {
 ALIASES = {"e2e": "e2el"}
 FINISHED = "vllm:request_success_total"  # finished requests by finished_reason: the error share's counter
 ERRORS = "errors"
-KEY_RE = re.compile(r"(?P<metric>[a-z0-9]+)_p(?P<p>[0-9]+(?:\.[0-9]+)?)(?:@(?P<side>client|instance))?")
+SIDE = r"(?:@(?P<side>client|instance))?"  # a key naming the side it is read on
+KEY_RE = re.compile(r"(?P<metric>[a-z0-9]+)_p(?P<p>[0-9]+(?:\.[0-9]+)?)" + SIDE)
+ERRORS_RE = re.compile(ERRORS + SIDE)
 
 
 @dataclass(frozen=True)
@@ -41,9 +46,8 @@ class Measure:
 
     @property
     def key(self) -> str:
-        if self.percentile is None:
-            return ERRORS
-        return f"{self.metric}_p{percentile_word(self.percentile)}" + (f"@{self.side}" if self.side else "")
+        name = ERRORS if self.percentile is None else f"{self.metric}_p{percentile_word(self.percentile)}"
+        return name + (f"@{self.side}" if self.side else "")
 
     @property
     def quantile(self) -> float | None:
@@ -65,13 +69,17 @@ def percentile_word(p: float) -> str:
 
 def parse_key(text: str) -> Measure:
     """`ttft_p95`, `e2e_p99.9`, `errors` -> a Measure; ValueError with what is known otherwise."""
-    if text == ERRORS:
-        return Measure(ERRORS)
+    errors = ERRORS_RE.fullmatch(text)
+    if errors:
+        return Measure(ERRORS, side=errors["side"])
     m = KEY_RE.fullmatch(text)
     metric = ALIASES.get(m["metric"], m["metric"]) if m else None
     if not m or metric not in HISTOGRAMS or not 0 < float(m["p"]) < 100:
         known = ", ".join(f"{k}_p<P>" for k in HISTOGRAMS)
-        raise ValueError(f"{text!r} is not a measure: use {known} (P between 0 and 100) or {ERRORS}")
+        raise ValueError(
+            f"{text!r} is not a measure: use {known} (P between 0 and 100) or {ERRORS}, each with "
+            "@client or @instance to name a side"
+        )
     return Measure(metric, float(m["p"]), m["side"])
 
 
@@ -87,18 +95,25 @@ def for_histogram(histogram: str, quantile: float) -> Measure | None:
 
 
 def side_of(measure: Measure, client_side) -> str:
-    """Where a step's latency `measure` is read from Prometheus: its own side, else at the client
-    where config.client_side measures the quantity (the client-side alert and the SLOs read it
-    there), else on the engines."""
+    """Where a step's `measure` is read from Prometheus: its own side, else at the client where
+    config.client_side measures it (a latency's twin: the client-side alert and the SLOs read it
+    there; the error share: requests and errors, which an availability SLI reads there), else on the
+    engines."""
     if measure.side:
         return measure.side
+    if measure.metric == ERRORS:
+        return "client" if client_errors(client_side) else "instance"
     return "client" if client_read(measure.histogram, client_side) else "instance"
 
 
 def for_slo(sli, objective: float, client_side) -> Measure | None:
-    """The measure a latency SLO's objective is a percentile of, on the SLI's side: the plain key
-    where that is where the alerts read it too, else a key naming the side."""
-    measure = for_histogram(sli.histogram, objective)
+    """The measure an SLO's objective is judged by, on the SLI's side: a latency SLO's percentile,
+    an availability SLO's error share; the plain key where that is where a plain target reads it
+    too, else a key naming the side (`ttft_p99@instance`, `errors@instance`)."""
+    if sli.kind == "availability":
+        measure = Measure(ERRORS)
+    else:
+        measure = for_histogram(sli.histogram, objective)
     if measure is None or side_of(measure, client_side) == sli.side:
         return measure
     return replace(measure, side=sli.side)

@@ -19,7 +19,7 @@ import math
 
 from ..slo.exprs import MODEL
 from ..spec.slos import AvailabilitySLI, LatencySLI
-from .measures import ERRORS, Measure, for_slo, percentile_word
+from .measures import Measure, for_slo, percentile_word
 from .proposal import MIN_TAIL, Proposal, sig
 from .targets import Goal, show
 
@@ -253,21 +253,24 @@ class SloProposer:
         subject, objective = self.subject(name, entry), f"{promised:g}"
         budget = round(1 - promised, 9)
         step = self.steps[self.k]
-        ratio = step.measures.get(ERRORS)
+        key = for_slo(slo.sli, promised, self.model.config.client_side).key  # on the SLI's side
+        ratio = step.measures.get(key)
         if ratio is None or math.isnan(ratio):
-            why = f"step {step.label} has no {ERRORS}"
+            why = f"step {step.label} has no {key}"
+            if key in step.unmeasured:  # a bench file judging the engines' side, say
+                why = f"cannot judge it: {step.unmeasured[key]}"
             return Proposal(subject, "objective", objective, None, reason=why, slo=name, model=entry)
-        n = step.requests
+        n = step.totals.get(key, step.requests)  # at the client: the requests the gateway counted
         failed = round(ratio * n)
         upper = error_upper_bound(failed, n)
         seen = (
-            f"{step.source}, sustainable step {step.label}: {ERRORS} {_pct(ratio)} ({failed} of {n} "
+            f"{step.source}, sustainable step {step.label}: {key} {_pct(ratio)} ({failed} of {n} "
             f"requests), at most {_pct(upper)} at {CONFIDENCE:.0%} confidence; budget {_pct(budget)}"
-            + self._where_it_breaks(ERRORS, budget)
+            + self._where_it_breaks(key, budget)
         )
         need = requests_needed(ratio, budget)
         if ratio > budget:
-            reason = f"NOT MET at sustainable load: {ERRORS} {_pct(ratio)} > the {_pct(budget)} budget"
+            reason = f"NOT MET at sustainable load: {key} {_pct(ratio)} > the {_pct(budget)} budget"
         elif upper > budget:
             least = requests_needed(0.0, budget)
             reason = (

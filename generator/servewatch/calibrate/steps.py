@@ -45,3 +45,6 @@ class LoadStep:
     unmeasured: dict[str, str] = field(default_factory=dict)  # measure key -> why it is not there
     # measure key -> the bucket bounds its histogram has (Prometheus, at the client: undocumented)
     bounds: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    # measure key -> the requests an error share is over where they are not `requests` (at the
+    # client: the gateway's, which counts the requests it failed before any engine saw them)
+    totals: dict[str, int] = field(default_factory=dict)

@@ -62,8 +62,9 @@ def from_slos(
     """Targets the SLOs state: a latency SLO's objective is a percentile under its threshold
     (99% within 2.5 s = ttft_p99 <= 2.5s); an availability SLO's budget is the error share.
     With `served` (--model), what the SLO promises that model: its per-model objective and threshold,
-    and none of an SLO whose scope leaves the model out. A latency target is on the SLI's side
-    (config.client_side: where a gateway measures it). Also the SLOs a load test cannot check."""
+    and none of an SLO whose scope leaves the model out. A target is on the SLI's side
+    (config.client_side: where a gateway measures it), under a key naming it where a plain target
+    reads the other side (`errors@instance`). Also the SLOs a load test cannot check."""
     out, skipped = [], []
     for name, slo in sorted(slos.items()):
         if served and not slo.covers_model(served):
@@ -71,12 +72,12 @@ def from_slos(
             continue
         origin = f"{where}: {name}" + (f" (per_model {served!r})" if served in slo.per_model else "")
         objective = slo.objective_of(served)
+        measure = for_slo(slo.sli, objective, client_side)
         if isinstance(slo.sli, LatencySLI):
-            measure = for_slo(slo.sli, objective, client_side)
             if measure is None:
                 skipped.append(f"SLO {name}: {slo.sli.histogram} is not measured by a load test")
                 continue
             out.append(Goal(measure, float(slo.threshold_of(served)), origin))
         elif isinstance(slo.sli, AvailabilitySLI):
-            out.append(Goal(Measure(ERRORS), round(1 - objective, 9), origin))
+            out.append(Goal(measure, round(1 - objective, 9), origin))
     return out, skipped

@@ -229,8 +229,18 @@ class SloScope(Strict):
         return " and ".join(parts)
 
 
+# what a good event of an availability SLI is, by the side it reads: its description where the spec
+# leaves it out (with_side)
+AVAILABILITY_GOOD = {
+    "instance": "finished without an engine error",
+    "client": "answered without an error at the gateway",
+}
+
+
 class SLO(Strict):
-    description: str  # one line: what a good event is, e.g. "first token within 2.5 s"
+    # one line: what a good event is, e.g. "first token within 2.5 s"; an availability SLO may leave
+    # it out and says what its side counts (AVAILABILITY_GOOD)
+    description: str | None = None
     sli: SLI
     objective: Number
     window: str = "28d"
@@ -242,9 +252,18 @@ class SLO(Strict):
     @field_validator("description")
     @classmethod
     def _text(cls, v):
-        if "{{" in v or "[[" in v or not v.strip():
+        if v is not None and ("{{" in v or "[[" in v or not v.strip()):
             raise ValueError("description is one line of static text (no templates or [[tokens]])")
-        return v.strip()
+        return v if v is None else v.strip()
+
+    @model_validator(mode="after")
+    def _described(self):
+        if self.description is None and self.sli.kind != "availability":
+            raise ValueError(
+                "description is required: one line saying what a good event is (e.g. 'first token "
+                "within 2.5 s'); the burn-rate alerts tell on-call in those words"
+            )
+        return self
 
     _obj = field_validator("objective")(classmethod(lambda cls, v: _objective(v)))
     _dur = field_validator("window")(classmethod(lambda cls, v: _duration(v)))
@@ -287,16 +306,21 @@ def with_side(slo: SLO, client_side) -> SLO:
     """`slo` with its SLI's side decided where the spec leaves it out: the client's wait and the
     client's failures are what an objective promises, so where config.client_side names a source
     that measures the quantity (a latency's twin; for availability, requests and errors) the SLI
-    reads it there; else, and where the spec says `side: instance`, the engines'."""
+    reads it there; else, and where the spec says `side: instance`, the engines'. An availability
+    SLO without a description gets its side's (AVAILABILITY_GOOD)."""
     sli = slo.sli
-    if sli.side is not None:
+    if sli.side is not None and slo.description is not None:
         return slo
-    if isinstance(sli, LatencySLI):
-        at_client = client_read(sli.histogram, client_side)
-    else:
-        at_client = sli.metric == ENGINE_REQUESTS and client_errors(client_side)
-    side = "client" if at_client else "instance"
-    return slo.model_copy(update={"sli": sli.model_copy(update={"side": side})})
+    if sli.side is None:
+        if isinstance(sli, LatencySLI):
+            at_client = client_read(sli.histogram, client_side)
+        else:
+            at_client = sli.metric == ENGINE_REQUESTS and client_errors(client_side)
+        sli = sli.model_copy(update={"side": "client" if at_client else "instance"})
+    update = {"sli": sli}
+    if slo.description is None:  # only an availability SLO may leave it out (SLO._described)
+        update["description"] = AVAILABILITY_GOOD[sli.side]
+    return slo.model_copy(update=update)
 
 
 def client_errors(client_side) -> bool:

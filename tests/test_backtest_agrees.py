@@ -111,8 +111,8 @@ def _run(prom, rule_set, sc, start, **kw):
 @pytest.fixture(scope="module")
 def laid_out(rule_set):
     """scenario -> (its series, its span's start), every scenario on its own span of one time axis."""
-    # neither side can see a series no rule selects (both evaluate only the rules' expressions)
-    names = rule_reads.selected_names(rule_set[1])
+    # neither side's alerts can see a series that neither they nor the records they read select
+    names = rule_reads.names_read(rule_reads.alerts_closure(rule_set[1]))
     scenarios = {name: rule_reads.read_by_rules(_scenario(name), names) for name in SCENARIOS}
     gap = spans.horizon(p.read_text() for p in rule_set[1])
     starts = spans.starts([(sc.steps - 1) * STEP for sc in scenarios.values()], gap)

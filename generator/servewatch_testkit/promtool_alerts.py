@@ -22,11 +22,10 @@ import tempfile
 from pathlib import Path
 from typing import Iterable, Sequence
 
-import yaml
 
 from servewatch.spec.schema import seconds
 
-from .rule_reads import selected_names
+from .rule_reads import alerts_closure, names_read
 from .rule_stages import reads
 from .synth.series import Series
 
@@ -44,31 +43,6 @@ def _selector(s: Series) -> str:
 
 def _values(s: Series) -> str:
     return " ".join("_" if v is None else repr(float(v)) for v in s.values)
-
-
-def _groups(rule_files: Sequence[Path]) -> list[dict]:
-    return [g for f in rule_files for g in (yaml.safe_load(Path(f).read_text()) or {}).get("groups") or []]
-
-
-def _alerts_closure(groups: list[dict]) -> list[dict]:
-    """`groups` with only their alerts and the records those read, directly or through records; a
-    group left with no rule is left out."""
-    rules = [r for g in groups for r in g.get("rules") or []]
-    wanted = {n for r in rules if "alert" in r for n in reads(r["expr"])}
-    producers = {r["record"] for r in rules if "record" in r}
-    todo = list(wanted & producers)
-    while todo:
-        name = todo.pop()
-        for r in rules:
-            if r.get("record") == name:
-                for n in reads(r["expr"]) & (producers - wanted):
-                    wanted.add(n)
-                    todo.append(n)
-    kept = [
-        {**g, "rules": [r for r in g.get("rules") or [] if "alert" in r or r.get("record") in wanted]}
-        for g in groups
-    ]
-    return [g for g in kept if g["rules"]]
 
 
 def _eval_order(groups: list[dict]) -> list[str]:
@@ -107,7 +81,7 @@ def firing(
 
     evaluations = steps if evaluations is None else evaluations
     interval = f"{int(step)}s"
-    groups = _alerts_closure(_groups(rule_files))
+    groups = alerts_closure(rule_files)
     test = {
         "rule_files": ["alerts.rules.yaml"],
         "evaluation_interval": interval,
@@ -130,7 +104,7 @@ def firing(
     with tempfile.TemporaryDirectory(prefix="servewatch-alerts-") as tmp:
         rules = Path(tmp) / "alerts.rules.yaml"
         rules.write_text(json.dumps({"groups": groups}))
-        names = selected_names([rules])
+        names = names_read(groups)
         test["tests"][0]["input_series"] = [
             {"series": _selector(s), "values": _values(s)} for s in series if names is None or s.name in names
         ]

@@ -16,24 +16,51 @@ import yaml
 
 from servewatch import rule_slices
 
+from .rule_stages import reads
 from .synth.scenario import Scenario
 
-__all__ = ["read_by_rules", "selected_names"]
+__all__ = ["alerts_closure", "names_read", "read_by_rules", "selected_names"]
+
+
+def _groups(paths: Iterable[str | os.PathLike]) -> list[dict]:
+    return [g for p in paths for g in (yaml.safe_load(Path(p).read_text()) or {}).get("groups") or []]
+
+
+def names_read(groups: Iterable[dict]) -> set[str] | None:
+    """The metric names the rules of ``groups`` select; None when a selector names none (it could
+    match any series)."""
+    try:
+        return {n for g in groups for r in g.get("rules") or [] for n in rule_slices.read_names(r["expr"])}
+    except rule_slices.Unsliceable:
+        return None
 
 
 def selected_names(paths: Iterable[str | os.PathLike]) -> set[str] | None:
-    """The metric names the rules of the files at ``paths`` select; None when a selector names none
-    (it could match any series)."""
-    try:
-        return {
-            name
-            for path in paths
-            for group in yaml.safe_load(Path(path).read_text())["groups"]
-            for rule in group["rules"]
-            for name in rule_slices.read_names(rule["expr"])
-        }
-    except rule_slices.Unsliceable:
-        return None
+    """The metric names the rules of the files at ``paths`` select (see names_read)."""
+    return names_read(_groups(paths))
+
+
+def alerts_closure(paths: Iterable[str | os.PathLike]) -> list[dict]:
+    """The groups of the rule files at ``paths`` with only their alerts and the records those read,
+    directly or through records; a group left with no rule is left out. Nothing else can change an
+    alert's state."""
+    groups = _groups(paths)
+    rules = [r for g in groups for r in g.get("rules") or []]
+    wanted = {n for r in rules if "alert" in r for n in reads(r["expr"])}
+    producers = {r["record"] for r in rules if "record" in r}
+    todo = list(wanted & producers)
+    while todo:
+        name = todo.pop()
+        for r in rules:
+            if r.get("record") == name:
+                for n in reads(r["expr"]) & (producers - wanted):
+                    wanted.add(n)
+                    todo.append(n)
+    kept = [
+        {**g, "rules": [r for r in g.get("rules") or [] if "alert" in r or r.get("record") in wanted]}
+        for g in groups
+    ]
+    return [g for g in kept if g["rules"]]
 
 
 def read_by_rules(sc: Scenario, names: set[str] | None) -> Scenario:

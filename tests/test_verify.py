@@ -198,3 +198,24 @@ def test_the_costliest_run_by_steps_rules_and_series_starts_first(tmp_path):
     assert first.files == (long,), [(j.files, j.cost) for j in jobs]
     # 43,201 one-minute steps x (2 rules + 1 series), against 60 tests of 4 steps x 3
     assert first.cost == 43_201 * 3 and sum(j.cost for j in jobs if j is not first) == 60 * 4 * 3
+
+
+GC_GOAL = re.compile(r"^gc \d+ @.* (\d+) MB goal", re.M)
+
+
+@pytest.mark.parametrize("gogc", [None, "100"])
+def test_promtool_collects_garbage_at_gogc_400_unless_the_user_set_gogc(tmp_path, monkeypatch, gogc):
+    """Go's first collection comes at a 4 MB heap x GOGC/100 (gctrace shows its goal)."""
+    root = _tree(tmp_path / "t", {"passes": 0})
+    monkeypatch.setenv("GODEBUG", "gctrace=1")
+    if gogc is None:
+        monkeypatch.delenv("GOGC", raising=False)
+    else:
+        monkeypatch.setenv("GOGC", gogc)
+    [result] = verify.prove([root / "promtool" / "big.test.yaml"], cache=False, whole=True)
+    assert result.passed, result.output
+    goals = [int(goal) for goal in GC_GOAL.findall(result.output)]
+    if gogc is None:
+        assert all(goal >= 16 for goal in goals), goals  # 4 MB x 400/100, if it collects at all
+    else:
+        assert goals and min(goals) < 16, result.output  # the user's: 4 MB x 100/100

@@ -325,7 +325,7 @@ def sliced(test_file: Path, scratch: Path, doc: dict | None = None) -> list[Path
     order as they are; the file itself when it runs whole. `doc`: the file's text, parsed."""
     doc = _load(test_file) if doc is None else doc
     cut = verify.sliced(test_file, doc, scratch)
-    return [test_file] if cut is None else [t for t, _, _ in cut]
+    return [test_file] if cut is None else [s.test_file for s in cut]
 
 
 VMALERT_TOOL_TEST = "test_vmalert_tool_passes_the_generated_promtool_tests"

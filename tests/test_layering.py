@@ -59,6 +59,8 @@ LAYERS: list[tuple[str, set[str]]] = [
             "tools",
             "verdicts",
             "verify",
+            "promtool_runs",
+            "promtool_cost",
             "rule_slices",
             "init",
             "demo",

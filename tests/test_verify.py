@@ -10,7 +10,7 @@ import shutil
 import pytest
 import yaml
 
-from servewatch import verify
+from servewatch import promtool_runs, verify
 
 pytestmark = pytest.mark.tools("promtool")
 
@@ -157,3 +157,65 @@ def test_a_file_promtool_cannot_read_fails_the_total_too(tmp_path):
     assert not ok
     assert said[-1].startswith("servewatch test: FAILED: 2 test files"), said[-1]
     assert "failures uncounted" in said[-1]
+
+
+def test_cheap_files_share_a_promtool_run_and_a_failure_is_named_on_its_file_alone(tmp_path, verdicts):
+    """Ten one-test files on one worker: four promtool runs of two or three files each; the failing
+    file is run again alone, so it alone is named, and every other file keeps a verdict of its own."""
+    root = _tree(tmp_path / "t", {"fails": 1}, small=9)
+    jobs = verify._units(verify.test_files(root), cores=1)
+    runs = promtool_runs.packed(jobs, workers=1)
+    assert len(runs) == promtool_runs.PACKS_PER_WORKER and all(len(run) > 1 for run in runs), runs
+    ok, said = _run(root, jobs=1)
+    assert not ok
+    big, text = root / "promtool" / "big.test.yaml", "\n".join(said)
+    named = [line for line in text.splitlines() if "what promtool said" in line]
+    assert named == [f"{big}, what promtool said:"], text
+    assert "name: fails," in text and not re.search(r"name: small \d", text), text
+    assert sum(": 1 test passed (" in line for line in said) == 9, said
+    assert len(list(verdicts.iterdir())) == 1 + 9  # the rule check and each passing file, alone
+    ok, again = _run(root, jobs=1)
+    assert sum("1 test passed (passed before on the same bytes)" in line for line in again) == 9, again
+
+
+def _long_and_wide(root):
+    """A small month-long test file and a large one of many short tests."""
+    _tree(root, {f"short {i:03}": 0 for i in range(60)})
+    long = yaml.safe_load((root / "promtool" / "big.test.yaml").read_text())
+    long["evaluation_interval"] = "1m"
+    long["tests"] = [_test("a month", 0)]
+    long["tests"][0]["promql_expr_test"] = [{"expr": "up", "eval_time": "30d", "exp_samples": []}]
+    (root / "promtool" / "long.test.yaml").write_text(yaml.safe_dump(long, sort_keys=False))
+    return root
+
+
+def test_the_costliest_run_by_steps_rules_and_series_starts_first(tmp_path):
+    root = _long_and_wide(tmp_path / "t")
+    long, wide = root / "promtool" / "long.test.yaml", root / "promtool" / "big.test.yaml"
+    assert long.stat().st_size * 10 < wide.stat().st_size
+    jobs = verify._units(verify.test_files(root), cores=1)
+    first = max(jobs, key=lambda j: j.cost)
+    assert first.files == (long,), [(j.files, j.cost) for j in jobs]
+    # 43,201 one-minute steps x (2 rules + 1 series), against 60 tests of 4 steps x 3
+    assert first.cost == 43_201 * 3 and sum(j.cost for j in jobs if j is not first) == 60 * 4 * 3
+
+
+GC_GOAL = re.compile(r"^gc \d+ @.* (\d+) MB goal", re.M)
+
+
+@pytest.mark.parametrize("gogc", [None, "100"])
+def test_promtool_collects_garbage_at_gogc_400_unless_the_user_set_gogc(tmp_path, monkeypatch, gogc):
+    """Go's first collection comes at a 4 MB heap x GOGC/100 (gctrace shows its goal)."""
+    root = _tree(tmp_path / "t", {"passes": 0})
+    monkeypatch.setenv("GODEBUG", "gctrace=1")
+    if gogc is None:
+        monkeypatch.delenv("GOGC", raising=False)
+    else:
+        monkeypatch.setenv("GOGC", gogc)
+    [result] = verify.prove([root / "promtool" / "big.test.yaml"], cache=False, whole=True)
+    assert result.passed, result.output
+    goals = [int(goal) for goal in GC_GOAL.findall(result.output)]
+    if gogc is None:
+        assert all(goal >= 16 for goal in goals), goals  # 4 MB x 400/100, if it collects at all
+    else:
+        assert goals and min(goals) < 16, result.output  # the user's: 4 MB x 100/100

@@ -12,12 +12,13 @@ import os
 import re
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
-from . import rule_slices, scenarios, tools, verdicts
+from . import promtool_cost, rule_slices, scenarios, tools
 from .errors import ServewatchError
+from .promtool_runs import PromtoolJob, PromtoolResult, run_all, run_one
 
 FAILED_RE = re.compile(r"^\s+name: (?P<name>.*),\s*$")
 TUNABLE = ("threshold", "for_", "keep_firing_for", "min_traffic")  # what moves a scenario's numbers
@@ -59,7 +60,7 @@ def run(
     with tempfile.TemporaryDirectory(prefix="servewatch-slices-") as scratch:
         paths = test_files(root, list(extra_tests))
         units = _units(paths, jobs or os.cpu_count() or 1, None if whole else Path(scratch))
-        results = _run_all([checked, *units], cache, jobs)
+        results = run_all([checked, *units], cache, jobs)
         results = [results[0], *(_confirmed(r, cache) for r in results[1:])]
     check_result, files = results[0], _by_file(results[1:])
     failed = [f for f in files if not f.passed]
@@ -95,7 +96,7 @@ def prove(paths: list[Path], cache: bool = True, whole: bool = False) -> list[Pr
     tools.ensure("promtool")
     with tempfile.TemporaryDirectory(prefix="servewatch-slices-") as scratch:
         jobs = _units(list(paths), os.cpu_count() or 1, None if whole else Path(scratch))
-        return [_confirmed(r, cache) for r in _run_all(jobs, cache, None)]
+        return [_confirmed(r, cache) for r in run_all(jobs, cache, None)]
 
 
 def _compact(text: str) -> str:
@@ -122,37 +123,7 @@ def _total(check: PromtoolResult, files: list[FileOutcome], unadaptable: int, se
     return f"servewatch test: {verdict}: {', '.join(parts)} in {seconds:.1f} s{kept_text}"
 
 
-# -- running promtool ----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class PromtoolJob:
-    args: tuple[str, ...]  # promtool's arguments before the files
-    files: tuple[Path, ...]  # the files named on its command line
-    reads: tuple[Path, ...]  # every file its verdict depends on
-    label: str  # what it proves, for the summary
-    tests: int = 0  # the unit tests it runs
-    share: float = 1.0  # the part of its file's tests it runs
-    origin: Path | None = None  # the test file it proves (files[0] when run whole)
-    names: tuple[str, ...] = ()  # the tests it runs, when it runs a slice of them
-
-    @property
-    def cost(self) -> float:
-        return sum(p.stat().st_size for p in self.reads) * self.share
-
-
-@dataclass(frozen=True)
-class PromtoolResult:
-    job: PromtoolJob
-    passed: bool
-    output: str
-    seconds: float
-    cached: bool
-
-    def summary(self) -> str:
-        """One line for a passed rule check: which files, how long."""
-        how = "passed before on the same bytes" if self.cached else f"{self.seconds:.1f} s"
-        return f"promtool check rules: {self.job.label} passed ({how})"
-
-
+# -- planning promtool's runs -------------------------------------------------------------------
 @dataclass(frozen=True)
 class FileOutcome:
     """What the shards of one test file proved together."""
@@ -211,38 +182,55 @@ def _by_file(results: list[PromtoolResult]) -> list[FileOutcome]:
     ]
 
 
+class Slice(NamedTuple):
+    """Tests of one file that promtool runs together, beside the rule files they load."""
+
+    test_file: Path
+    rule_files: tuple[Path, ...]
+    names: list[str]
+    tests: tuple[dict, ...]
+    rules: int  # the rules in rule_files
+
+
 def _units(paths: list[Path], cores: int, scratch: Path | None = None) -> list[PromtoolJob]:
     """The promtool runs that prove the test files at `paths`: per file, one run per slice of tests
     that observe the same rules (written under `scratch`; None runs every file whole), and a run that
-    costs more than a core's share cut into shards of whole tests (promtool's --run), so every core
-    has work."""
-    planned = []
+    costs more than a core's share (promtool_cost.py) cut into shards of whole tests (promtool's
+    --run), so every core has work."""
+    planned, counted = [], {}
     for path in paths:
         doc = _load(path)  # read once: its rule files and its tests' names
         reads = _reads(path, doc)
         cut = sliced(path, doc, scratch) if scratch is not None else None
-        for test_file, rule_files, names in cut or [(path, reads[1:], _names(doc))]:
-            planned.append((path, test_file, (test_file, *rule_files), names, len(_names(doc))))
-    fair = sum(sum(p.stat().st_size for p in reads) for _, _, reads, _, _ in planned) / cores
+        if cut is None:
+            for rule_path in (p for p in reads[1:] if p not in counted):
+                counted[rule_path] = promtool_cost.rule_count([_load(rule_path)])
+            tests = tuple(t for t in doc.get("tests") or [] if isinstance(t, dict))
+            cut = [Slice(path, reads[1:], _names(doc), tests, sum(counted[p] for p in reads[1:]))]
+        step = promtool_cost.interval_s(doc)
+        for part in cut:
+            costs = [promtool_cost.test_cost(t, step, part.rules) for t in part.tests]
+            planned.append((path, part, costs, len(_names(doc))))
+    fair = sum(sum(costs) for _, _, costs, _ in planned) / cores
     out = []
-    for origin, test_file, reads, names, total in planned:
-        cost = sum(p.stat().st_size for p in reads)
-        shards = min(cores, len(names)) if cost > fair else 1
-        is_slice = test_file != origin
+    for origin, part, costs, total in planned:
+        names = part.names
+        shards = min(cores, len(names)) if sum(costs) > fair else 1
+        is_slice = part.test_file != origin
         for i in range(shards):
-            part = names[i::shards]
-            runs = tuple(f"--run=^{_go_literal(n)}$" for n in part) if shards > 1 else ()
-            label = _tests_text(len(part)) if len(part) == total else f"{len(part)} of {total} tests"
+            these = names[i::shards]
+            runs = tuple(f"--run=^{_go_literal(n)}$" for n in these) if shards > 1 else ()
+            label = _tests_text(len(these)) if len(these) == total else f"{len(these)} of {total} tests"
             out.append(
                 PromtoolJob(
                     ("test", "rules", *runs),
-                    (test_file,),
-                    reads,
+                    (part.test_file,),
+                    (part.test_file, *part.rule_files),
                     label,
-                    len(part),
-                    len(part) / len(names) if names else 1.0,
+                    len(these),
+                    sum(costs[i::shards]),
                     origin,
-                    tuple(part) if is_slice else (),
+                    tuple(these) if is_slice else (),
                 )
             )
     return out
@@ -252,10 +240,9 @@ def _names(doc: dict) -> list[str]:
     return [t.get("name", "") for t in doc.get("tests") or [] if isinstance(t, dict)]
 
 
-def sliced(path: Path, doc: dict, scratch: Path) -> list[tuple[Path, tuple[Path, ...], list[str]]] | None:
-    """The test file at `path` as slices written under `scratch`: (test file, its rule files, its
-    tests' names) each; None when it runs whole (a name the closure cannot follow, a rule file that
-    does not load, or one slice that keeps every rule)."""
+def sliced(path: Path, doc: dict, scratch: Path) -> list[Slice] | None:
+    """The test file at `path` as slices written under `scratch`; None when it runs whole (a name
+    the closure cannot follow, a rule file that does not load, or one slice that keeps every rule)."""
     import yaml
 
     named = doc.get("rule_files") or []
@@ -269,8 +256,7 @@ def sliced(path: Path, doc: dict, scratch: Path) -> list[tuple[Path, tuple[Path,
         cut = rule_slices.slices(doc, rule_docs)
     except rule_slices.Unsliceable:
         return None
-    everything = sum(len(g.get("rules") or []) for d in rule_docs for g in d.get("groups") or [])
-    if len(cut) == 1 and cut[0].rules == everything:
+    if len(cut) == 1 and cut[0].rules == promtool_cost.rule_count(rule_docs):
         return None
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     out = []
@@ -289,7 +275,7 @@ def sliced(path: Path, doc: dict, scratch: Path) -> list[tuple[Path, tuple[Path,
         test["tests"] = list(part.tests)
         test_file = folder / path.name
         test_file.write_text(yaml.dump(test, Dumper=dumper, sort_keys=False))
-        out.append((test_file, tuple(rule_files), _names({"tests": part.tests})))
+        out.append(Slice(test_file, tuple(rule_files), _names(test), tuple(part.tests), part.rules))
     return out
 
 
@@ -304,7 +290,7 @@ def _confirmed(result: PromtoolResult, cache: bool) -> PromtoolResult:
     runs = tuple(f"--run=^{_go_literal(n)}$" for n in failed)
     reads = _reads(job.origin, _load(job.origin))
     whole = PromtoolJob(("test", "rules", *runs), (job.origin,), reads, job.label)
-    again = _run_one(whole, cache)
+    again = run_one(whole, cache)
     output = again.output
     if again.passed:
         output = (
@@ -345,26 +331,6 @@ GO_SPECIAL = set("\\.+*?()|[]{}^$")
 def _go_literal(text: str) -> str:
     """`text` as a Go regular expression matching it literally."""
     return "".join("\\" + c if c in GO_SPECIAL else c for c in text)
-
-
-def _run_all(jobs: list[PromtoolJob], cache: bool, workers: int | None) -> list[PromtoolResult]:
-    """Every job's result, in the order given; the costliest (by the bytes they read) start first,
-    so the last to finish is a short one."""
-    with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
-        futures = {job: pool.submit(_run_one, job, cache) for job in sorted(jobs, key=lambda j: -j.cost)}
-        return [futures[job].result() for job in jobs]
-
-
-def _run_one(job: PromtoolJob, cache: bool) -> PromtoolResult:
-    run_key = verdicts.key([*job.args, *(p.name for p in job.files)], job.reads)
-    if cache and verdicts.passed(run_key):
-        return PromtoolResult(job, True, "", 0.0, True)
-    start = time.monotonic()
-    res = tools.run("promtool", *job.args, *job.files)
-    seconds = time.monotonic() - start
-    if res.returncode == 0:
-        verdicts.remember(run_key)
-    return PromtoolResult(job, res.returncode == 0, (res.stdout + res.stderr).strip(), seconds, False)
 
 
 # -- reading promtool ----------------------------------------------------------------------------

@@ -36,4 +36,4 @@ def promtool_sliced(path: Path):
     # a fresh folder per call: a test may prove the same file again on other rules
     scratch = Path(tempfile.mkdtemp(prefix=f"{path.stem}-slices-", dir=path.parent))
     cut = verify.sliced(path, yaml.safe_load(path.read_text()), scratch)
-    return tools.run("promtool", "test", "rules", *([path] if cut is None else [t for t, _, _ in cut]))
+    return tools.run("promtool", "test", "rules", *([path] if cut is None else [s.test_file for s in cut]))

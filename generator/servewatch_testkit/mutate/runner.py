@@ -178,7 +178,7 @@ class _Checker:
         if cut is None:
             return self._whole_files(work, [test], deadline)
         failed, detail = [], ""
-        for test_file, rule_files, _ in cut:
+        for test_file, rule_files, *_ in cut:
             run_key = verdicts.key(["test", "rules", test_file.name], [test_file, *rule_files])
             if verdicts.passed(run_key):
                 continue

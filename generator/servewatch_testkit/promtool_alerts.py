@@ -15,7 +15,6 @@ series those rules select: nothing else can change an alert's state.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import tempfile
@@ -77,7 +76,7 @@ def firing(
     evaluations: int | None = None,
 ) -> dict[Labels, list[float]]:
     """alert labels -> the evaluation times (seconds from the first sample) at which it was firing."""
-    from servewatch import tools
+    from servewatch import promtool_runs, tools
 
     evaluations = steps if evaluations is None else evaluations
     interval = f"{int(step)}s"
@@ -110,10 +109,11 @@ def firing(
         ]
         path = Path(tmp) / "alerts.test.yaml"
         path.write_text(json.dumps(test))  # JSON is YAML, and written in a fraction of the time
-        # a short-lived process that allocates much: Go's collector at a quarter of the work
-        env = {"GOGC": "400", **os.environ}
         p = subprocess.run(
-            [tools.find("promtool"), "test", "rules", str(path)], capture_output=True, text=True, env=env
+            [tools.find("promtool"), "test", "rules", str(path)],
+            capture_output=True,
+            text=True,
+            env=promtool_runs.environment(),
         )
     out: dict[Labels, list[float]] = {}
     at = None

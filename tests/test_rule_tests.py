@@ -100,8 +100,8 @@ KV, WAITING = "(vllm:kv_cache_usage_perc)", "(vllm:num_requests_waiting)"
 ENGINE = "by (namespace, pod, model_name, engine)"
 # why it is broken -> (family, the generated text, what the broken rule says instead, the tests that see it)
 MUTANTS = {
-    "> became >=": ("gpu", "info > 0.95", "info >= 0.95", "boundaries"),
-    "a shorter for": ("gpu", "info > 0.95\n    for: 5m", "info > 0.95\n    for: 4m", "boundaries"),
+    "> became >=": ("gpu", "ratio) > 0.95", "ratio) >= 0.95", "boundaries"),
+    "a shorter for": ("gpu", "ratio) > 0.95\n    for: 5m", "ratio) > 0.95\n    for: 4m", "boundaries"),
     "threshold moved": ("vllm", "kv_cache_usage:max > 0.95", "kv_cache_usage:max > 0.951", "boundaries"),
     "rate threshold moved": ("vllm", "preemptions:rate5m > 1", "preemptions:rate5m > 1.00001", "boundaries"),
     "> became >= on a rate": ("vllm", "preemptions:rate5m > 1\n", "preemptions:rate5m >= 1\n", "boundaries"),
@@ -134,8 +134,8 @@ MUTANTS = {
     # issue 22.4: the workload a GPU is mapped to joins the alert's labels, so `for` restarts
     "a GPU alert keyed by its workload": (
         "gpu",
-        "(max by (UUID, GPU_I_ID) (gpu:dcgm_fb_used:ratio))",
-        "(max by (UUID, GPU_I_ID, exported_namespace) (gpu:dcgm_fb_used:ratio))",
+        "modelName) (gpu:dcgm_fb_used:ratio)",
+        "modelName, exported_namespace) (gpu:dcgm_fb_used:ratio)",
         "churn",
     ),
     "an engine alert keyed by a scrape label": (

@@ -49,6 +49,10 @@ PRESENCE_FIELDS = ("fb_used", "fb_free", "gpu_temp")
 PART_FIELD = "gpu_temp"
 POOL_READY = "client_pool_ready_pods"  # the gauge that says an inference pool is reported
 INSTANCE = "instance"  # the part of a target's labels that changes when its pod restarts
+# How often the GPU context memories (its info and the workload last seen on it) are recorded: they
+# only describe a GPU, which changes rarely, and a series recorded every minute stays fresh for
+# Prometheus' 5 minute lookback, so the alerts that join them never miss one (docs/scale.md).
+CONTEXT_EVERY = "1m"
 
 
 @dataclass(frozen=True)
@@ -57,7 +61,9 @@ class Memory:
 
     record: str
     expr: str
-    every: str | None = None  # a memory that reads a long range runs in a group of its own at this interval
+    every: str | None = None  # a memory recorded less often runs at this interval: in its group if that
+    # has this interval, else in a group of its own, named after the group with `slow` appended
+    slow: str = "memory"
 
 
 def fold_host(expr: str, spellings: list[str]) -> str:
@@ -117,15 +123,16 @@ class Context:
         described = [roles.gpu, roles.mig_profile, roles.model]
         seen = self.presence(self.gpu_id + self.labels.host_spellings + described)
         info = b.agg("group", self.gpu_id + [HOST] + described, self._host(seen))
-        return Memory(GPU_INFO, f"topk by ({b.labels(self.gpu_id)}) (1, {info})")
+        return Memory(GPU_INFO, f"topk by ({b.labels(self.gpu_id)}) (1, {info})", CONTEXT_EVERY, "context")
 
     def gpu_workload(self) -> Memory:
         wl = self.labels.workload
         mapped = self.presence(self.gpu_id + [wl.namespace, wl.pod], f'{wl.pod}!=""')
         named = b.copy_label(b.copy_label(mapped, wl.namespace, NAMESPACE), wl.pod, POD)
-        return self._remember(
+        memory = self._remember(
             GPU_WORKLOAD, named, self.gpu_id + [NAMESPACE, POD], self.config.remember.workload
         )
+        return Memory(memory.record, memory.expr, CONTEXT_EVERY, "context")
 
     def dcgm_target_host(self) -> Memory:
         seen = self._host(self.presence(self.target + self.labels.host_spellings))
@@ -276,6 +283,11 @@ class Context:
         info = self._memory(GPU_INFO, "dcgm", self.gpu_id + self.gpu_labels())
         return b.join(expr, info, self.gpu_id, self.gpu_labels())
 
+    def gpu_carried(self, record: str) -> str:
+        """A per-GPU result of a record that carries the GPU's stable labels itself (one series per GPU,
+        `SignalBuilder.carries_gpu_context`): those labels kept, no join with `gpu:dcgm_gpu:info`."""
+        return b.dedup(record, self.gpu_id + self.gpu_labels())
+
     def dcgm_target(self, expr: str) -> str:
         """A per-exporter-target result with the host it serves (also after it went down). `expr` is
         read from the exporters' `up`: its targets are among `up`'s."""
@@ -310,7 +322,10 @@ class Context:
     def memories(self, alert, signals: dict) -> list[Memory]:
         """The recording rules `alert`'s expression reads besides its signal's."""
         if alert.signal is not None:
-            return self._gpu() if signals[alert.signal].level == "gpu" else []
+            signal = signals[alert.signal]
+            if signal.level != "gpu":
+                return []
+            return [self.gpu_workload()] if self.sb.carries_gpu_context(signal) else self._gpu()
         kind, source = alert.absence.kind, alert.absence.source
         out: list[Memory | None] = []
         if kind == "partner_missing":

@@ -21,7 +21,7 @@ from .slo.exprs import SloExprs
 from .slo.plan import FAMILY as SLO_FAMILY
 from .slo.plan import BurnAlert, InputsAlert, SloPlan
 from .spec.loader import Spec
-from .spec.schema import Alert, Dashboard, Signal
+from .spec.schema import Alert, Dashboard, Signal, seconds
 
 T = TypeVar("T")
 
@@ -144,15 +144,16 @@ class Model:
             interval = gov.interval if gov and gov.interval else group.interval
             specs = [a for a in (effective_alert(a, self.spec) for a in group.alerts) if a.enabled]
             records = list(self._group_records(group.records))
-            slow: dict[str, list[RecordRule]] = {}  # memories that read a long range, per interval
+            # memories recorded less often than their group, per interval and group name suffix
+            slow: dict[tuple[str, str], list[RecordRule]] = {}
             for memory in (m for a in specs for m in self.context.memories(a, self.spec.signals)):
                 if memory.record not in remembered:
                     remembered.add(memory.record)
                     rule = RecordRule(memory.record, memory.expr)
-                    (slow.setdefault(memory.every, []) if memory.every else records).append(rule)
-            for every, rules in slow.items():
-                name = f"{group.name}-memory"
-                out.append(RuleGroup(name, group.family, every, tuple(rules), ()))
+                    own = memory.every and not (interval and seconds(memory.every) == seconds(interval))
+                    (slow.setdefault((memory.every, memory.slow), []) if own else records).append(rule)
+            for (every, suffix), rules in slow.items():
+                out.append(RuleGroup(f"{group.name}-{suffix}", group.family, every, tuple(rules), ()))
             alerts = tuple(self._alert(a, group.name, group.family) for a in specs)
             if records or alerts:
                 out.append(RuleGroup(group.name, group.family, interval, tuple(records), alerts))
@@ -226,7 +227,9 @@ class Model:
         (alert_context.py), so labels that come and go cannot restart `for`."""
         signal = self.signal(alert.signal)
         value = self.record_for(alert.signal, alert.quantile)
-        if signal.level == "gpu":
+        if self.builder.carries_gpu_context(signal):
+            value = self.context.gpu_carried(value)
+        elif signal.level == "gpu":
             value = self.context.gpu(b.dedup(value, self.builder.labels.identity("gpu")))
         condition = b.compare(value, alert.op, alert.threshold)
         if alert.min_traffic is None:

@@ -425,7 +425,7 @@ class SignalBuilder:
             return b.dedup(self.select(signal.metric, signal.matchers), ident + list(signal.by))
         if signal.kind == "matched_ratio":
             part, rest = self.select(signal.numerator), self.select(signal.partner)
-            if signal.level != "gpu":
+            if not self.carries_gpu_context(signal):
                 return b.matched_ratio(part, rest, ident)
             # the host also folded into the one `host` label the alerts carry (alert_context.py)
             described = fold_host(part, self.labels.host_spellings)
@@ -447,6 +447,13 @@ class SignalBuilder:
         if signal.kind == "track_ratio":
             return self.track_ratio(signal)
         raise ValueError(f"unknown signal kind {signal.kind}")
+
+    @staticmethod
+    def carries_gpu_context(signal: Signal) -> bool:
+        """Whether a signal's record carries the GPU's descriptive labels (host, index, MIG profile,
+        model) on its one series per GPU: a GPU's matched ratio, cut to one series per GPU by
+        `matched_ratio_with_context`. Its alerts keep those labels instead of joining the GPU info."""
+        return signal.kind == "matched_ratio" and signal.level == "gpu"
 
     def denominator(self, signal: Signal, window: str | None = None) -> str:
         """A counter_ratio's denominator: the rate of every event it counts (e.g. finished requests)."""

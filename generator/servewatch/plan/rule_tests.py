@@ -423,7 +423,7 @@ def _combine(model: Model, synth: Synth, signal, things: list[tuple[dict, float]
     groups: dict[tuple, list[tuple[dict, float]]] = {}
     for labels, value in things:
         key = {**synth.key(level, labels, signal.metric), **{b_: f"{b_}-a" for b_ in signal.by}}
-        if level == "gpu" and signal.kind == "matched_ratio":  # only it carries the GPU's context
+        if model.builder.carries_gpu_context(signal):
             key.update(_gpu_context(model, labels))
         groups.setdefault(tuple(sorted(key.items())), []).append((labels, value))
     out = []

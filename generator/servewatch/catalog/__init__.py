@@ -349,6 +349,8 @@ def _outcome(name: str, raw: dict, metrics: dict[str, Metric]) -> ClientOutcome:
             raise CatalogError(f"{where}: {outcome.errors} has no label {label!r}")
     if bool(outcome.failed) != bool(outcome.succeeded):
         raise CatalogError(f"{where}: `failed` and `succeeded` go together (the outcome as a label)")
+    if outcome.excluded and not outcome.failed:  # a requests counter without the cause cannot leave any out
+        raise CatalogError(f"{where}.excluded: only where one counter tells the outcome (`failed`)")
     if len(outcome.test_causes) < 2 or set(outcome.test_causes) & set(outcome.excluded):
         raise CatalogError(f"{where}.test_causes: two or more causes of failure, none excluded")
     return outcome

@@ -277,7 +277,7 @@ class ClientAvailabilityKind:
         if not o.failed:  # a counter of its own for failures (llm-d): every request on the other
             every = SyntheticSeries(series(sli.reads, {}), valid, valid=True)
             return [every] + (errors if any(failed) else [])
-        own = [v * CLIENTS_OWN / len(o.excluded) for v in valid]
+        own = [v * CLIENTS_OWN / max(1, len(o.excluded)) for v in valid]
         return (
             [SyntheticSeries(series(sli.reads, dict(o.succeeded)), good, valid=True, part="")]
             + [replace(e, valid=True) for e in errors if any(failed)]

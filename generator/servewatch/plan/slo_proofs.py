@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from .. import diskcache, templates
 from ..model import AlertRule, Model
 from ..slo.exprs import MODEL, quoted
-from ..slo.kinds import le_value
+from ..slo.kinds import ClientAvailabilityKind, kind_of, le_value
 from ..slo.plan import INPUTS_ALERT, INPUTS_FOR, BurnAlert, InputsAlert, budget_left_text
 from ..spec import layers
 from ..spec.schema import seconds
@@ -113,8 +113,10 @@ def _proof(model: Model, name: str, slo, where, engines: SloEngines) -> ProofSho
     rate_window = model.config.rate_window
     made_from = [name, slo.model_dump(mode="json"), rate_window, by_part, native, engines.solo]
     made_from += [also_read] if also_read else []
-    # at the client, how the source counts: which series its tests write, good, bad or neither
-    outcome = model.builder.labels.errors_source.outcome if slo.side == "client" else None
+    # availability at the client: how the source counts, which series its tests write, good, bad
+    # or neither (catalog/gateway.yaml `outcome:`)
+    at_client = isinstance(kind_of(slo.sli), ClientAvailabilityKind)
+    outcome = model.builder.labels.errors_source.outcome if at_client else None
     made_from += [dataclasses.asdict(outcome)] if outcome is not None else []
     key = json.dumps(made_from, sort_keys=True)
     if key not in _PROOFS:

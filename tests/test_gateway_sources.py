@@ -905,11 +905,14 @@ def test_live_the_availability_slo_at_the_client_burns_where_only_the_gateway_fa
     assert failed == []
 
 
-def test_a_client_side_availability_sli_of_another_counter_is_an_error_at_its_line(specs_with, line_of):
+@pytest.mark.parametrize("source", [EPP, FRONTEND], ids=["llm-d-epp", "dynamo-frontend"])
+def test_a_client_side_availability_sli_of_another_counter_is_an_error_at_its_line(
+    specs_with, line_of, source
+):
     """At the client the source's request and error counters are read: a `metric` of the engines'
     other than their finished requests has no client-side twin."""
     sli = AVAILABILITY_AT.format("client") + '      metric: "vllm:request_prompt_tokens"\n'
-    specs = specs_with({"config.yaml": [(CLIENT, EPP)], "slos.yaml": [(AVAILABILITY_SLI, sli)]})
+    specs = specs_with({"config.yaml": [(CLIENT, source)], "slos.yaml": [(AVAILABILITY_SLI, sli)]})
     with pytest.raises(SpecErrors) as err:
         generate.build(specs)
     line = line_of(specs / "slos.yaml", "      metric:")

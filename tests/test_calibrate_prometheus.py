@@ -23,6 +23,7 @@ from servewatch_testkit.loadtest import (
     BURST_S,
     ENGINE_ERROR,
     FB_USED,
+    FRONTEND_MODEL_LABEL,
     GATEWAY,
     KNEE,
     RATES,
@@ -439,6 +440,33 @@ def test_with_a_gateway_the_error_share_is_the_gateways(pd_gateway, specs_with, 
     engines = _json_report(specs_with({"config.yaml": ROLE_CONFIG}), capsys, *prom)
     assert _measured(_server_steps(engines), "errors") == _engine_errors(lt)
     assert _proposal(engines, "SLO vllm-availability", "objective")["proposed"] == "0.995"
+
+
+FRONTEND = "dynamo-frontend"
+FRONTEND_CONFIG = [
+    ("  client_side: null\n", f"  client_side: {{source: {FRONTEND}, model_label: {FRONTEND_MODEL_LABEL}}}\n")
+]
+
+
+@pytest.fixture(scope="module")
+def pd_frontend():
+    """pd_gateway behind Dynamo's frontend: one requests counter, the outcome in its labels, and
+    requests the clients cancel besides, which are no valid event."""
+    lt = LoadTest(**PD_GATEWAY, gateway_source=FRONTEND)
+    start = backfill_start(lt.samples, 30.0)
+    with LocalPrometheus(lt.openmetrics(start)) as prom:
+        a, z = lt.run_range(start)
+        yield lt, ["--prometheus", prom.url, "--range", f"{a:.0f}..{z:.0f}", "--step-every", lt.step_every]
+
+
+def test_behind_dynamos_frontend_the_error_share_leaves_the_clients_own_out(pd_frontend, specs_with, capsys):
+    # the frontend's failures (status="error") over its requests, neither counting those the clients
+    # cancelled: the same share as the endpoint picker's counters give of the same run
+    lt, prom = pd_frontend
+    report = _json_report(specs_with({"config.yaml": ROLE_CONFIG + FRONTEND_CONFIG}), capsys, *prom)
+    steps = _server_steps(report)
+    assert _measured(steps, "errors") == _client_errors(lt)
+    assert any(_measured(steps, "errors"))
 
 
 def test_an_availability_slo_on_the_instance_side_reads_the_engines(pd_gateway, specs_with, capsys):

@@ -18,7 +18,6 @@ from servewatch.runbooks import book
 from servewatch.detect import probes
 from servewatch.detect.runner import current_config, detect
 from servewatch.errors import SpecErrors
-from servewatch.slo.kinds import ERROR_CODES
 from servewatch.spec.schema import Config
 from servewatch.spec.slos import AVAILABILITY_GOOD
 from servewatch_testkit.synth.gateway import MODELS, POOLS, TTFT, gateway_healthy, gateway_incident
@@ -662,25 +661,38 @@ AVAILABILITY_SLI = "      kind: availability\n"
 AVAILABILITY_AT = AVAILABILITY_SLI + "      side: {}\n"
 
 
-def test_the_endpoint_picker_counts_requests_and_errors_and_the_frontend_none():
+def test_the_endpoint_picker_and_the_frontend_count_requests_and_errors():
+    """llm-d counts failures on a counter of their own, its cause in error_code; Dynamo's frontend
+    on its one requests counter, a failure told by a label value the catalog lists, its cause in
+    error_type, and causes of the client's own doing excluded from the valid events."""
     cat = catalog.load()
-    epp = cat.clients["llm-d-epp"]
-    assert epp.measures_errors and not cat.clients["dynamo-frontend"].measures_errors
+    epp, frontend = cat.clients["llm-d-epp"], cat.clients["dynamo-frontend"]
+    assert epp.measures_errors and frontend.measures_errors
+    for source in (epp, frontend):
+        for counter in ("requests", "errors"):
+            entry = cat.lookup(source.metric(counter))
+            assert entry.type == "counter" and entry.source == "gateway"
+        assert source.outcome.cause in cat.lookup(source.metric("errors")).labels
     for counter in ("requests", "errors"):
-        entry = cat.lookup(epp.metric(counter))
-        assert entry.type == "counter" and entry.source == "gateway"
         old = epp.metric(counter).replace("llm_d_epp_", "llm_d_router_epp_")
         assert cat.rename_of(old).replacement == epp.metric(counter)
-    assert "error_code" in cat.lookup(epp.metric("errors")).labels
+    assert epp.outcome.cause == "error_code" and not epp.outcome.failed and not epp.outcome.excluded
+    o = frontend.outcome
+    assert o.cause == "error_type" and frontend.metric("errors") == frontend.metric("requests")
+    told = cat.lookup(frontend.metric("errors"))
+    for label, value in (*o.failed, *o.succeeded):
+        assert value in told.label_values(label)
+    assert {"cancelled", "validation", "not_found"} == set(o.excluded)
+    bad = frontend.matchers("errors")
+    assert set(frontend.matchers("requests")) < set(bad) and not frontend.matchers("ttft")
 
 
 @pytest.mark.parametrize(
     "config, side, field, message",
     [
         ([], "client", "sli.side", "needs a source that counts failed requests in config.client_side"),
-        ([(CLIENT, FRONTEND)], "client", "sli.side", "dynamo-frontend measures no errors servewatch knows"),
     ],
-    ids=["no-client-source", "frontend-counts-no-errors"],
+    ids=["no-client-source"],
 )
 def test_a_client_side_availability_sli_the_config_cannot_measure_is_an_error_at_its_line(
     specs_with, line_of, config, side, field, message
@@ -729,14 +741,14 @@ def test_a_client_side_availability_slo_reads_the_gateways_records_and_says_so(e
     assert requests not in default_build[1]["rules/vllm.rules.yaml"]
 
 
-def test_availability_stays_on_the_engines_where_asked_or_where_the_source_counts_no_errors(specs_with):
-    for config, side in (([(CLIENT, EPP)], "instance"), ([(CLIENT, FRONTEND)], None)):
-        sli = AVAILABILITY_AT.format(side) if side else AVAILABILITY_SLI
-        _, files = generate.build(specs_with({"config.yaml": config, "slos.yaml": [(AVAILABILITY_SLI, sli)]}))
-        group = _group(files["rules/slo.rules.yaml"], "vllm-availability")
-        assert 'finished_reason!~"error"' in group and "Measured on the engines" in group, config
-        assert "client_request" not in group
-        assert f"(good: {AVAILABILITY_GOOD['instance']})" in group, config
+def test_availability_stays_on_the_engines_where_asked(specs_with):
+    sli = AVAILABILITY_AT.format("instance")
+    specs = specs_with({"config.yaml": [(CLIENT, EPP)], "slos.yaml": [(AVAILABILITY_SLI, sli)]})
+    _, files = generate.build(specs)
+    group = _group(files["rules/slo.rules.yaml"], "vllm-availability")
+    assert 'finished_reason!~"error"' in group and "Measured on the engines" in group
+    assert "client_request" not in group
+    assert f"(good: {AVAILABILITY_GOOD['instance']})" in group
 
 
 def test_an_availability_slo_without_a_description_says_what_its_side_counts(epp_build, default_build):
@@ -772,6 +784,7 @@ def test_the_generated_slo_tests_of_a_client_side_availability_sli_pass_and_catc
     that SLO's tests run, each file whole: a mutant fails every slice, and each failed slice would be
     confirmed on the whole file again."""
     model, files = epp_build
+    causes = catalog.load().clients["llm-d-epp"].outcome.test_causes
     wanted = {k: v for k, v in files.items() if k == "rules/slo.rules.yaml" or k.startswith("promtool/slo.")}
     proof = yaml.safe_load(wanted["promtool/slo.test.yaml"])
     proof["tests"] = [t for t in proof["tests"] if t["name"].startswith("vllm-availability:")]
@@ -781,7 +794,7 @@ def test_the_generated_slo_tests_of_a_client_side_availability_sli_pass_and_catc
         errors = model.signal("client_errors_rate").record
         wrong = {
             "requests": model.signal("client_requests_rate").record,
-            "errors_503": errors + f'{{error_code="{ERROR_CODES[0]}"}}',
+            "errors_503": errors + f'{{error_code="{causes[0]}"}}',
         }[mutation[1]]
         rules = wanted["rules/slo.rules.yaml"]
         assert rules.count(f"({errors})") == 1
@@ -791,6 +804,69 @@ def test_the_generated_slo_tests_of_a_client_side_availability_sli_pass_and_catc
     passed = verify.run(
         tmp_path, echo=said.append, specs=specs_with({"config.yaml": [(CLIENT, EPP)]}), jobs=2, whole=True
     )
+    assert passed == (mutation is None), "\n".join(said)
+
+
+@pytest.fixture(scope="module")
+def frontend_build(specs_with):
+    return generate.build(specs_with({"config.yaml": [(CLIENT, FRONTEND)]}))
+
+
+def test_a_frontend_availability_slo_counts_as_its_outcome_says(frontend_build):
+    """Beside Dynamo's frontend the availability SLO is measured at the client (`side` left out):
+    its records read the one requests counter, the failures by their status, per error_type, and
+    neither counts the client's own doing; the proof writes each of those series."""
+    model, files = frontend_build
+    frontend = catalog.load().clients["dynamo-frontend"]
+    o = frontend.outcome
+    assert model.slos.slos["vllm-availability"].side == "client"
+    assert "Measured at the client" in _group(files["rules/slo.rules.yaml"], "vllm-availability")
+    rules = files["rules/vllm.rules.yaml"]
+    for signal, what in (("client_requests_rate", "requests"), ("client_errors_rate", "errors")):
+        record = model.signal(signal).record
+        expr = rules.split(f"record: {record}\n", 1)[1].splitlines()[0]
+        assert f"{frontend.metric(what)}{{" in expr and ", ".join(frontend.matchers(what)) in expr, expr
+    errors = model.signal("client_errors_rate")
+    assert errors.by == (o.cause,) and f", {o.cause}) (label_replace" in rules
+    proof = files["promtool/slo.test.yaml"]
+    for label, value in (*o.succeeded, *o.failed):
+        assert f'{label}="{value}"' in proof
+    for cause in (*o.test_causes, *o.excluded):
+        assert f'{o.cause}="{cause}"' in proof
+    assert "error_code" not in proof
+
+
+@pytest.mark.integration
+@pytest.mark.tools("promtool")
+@pytest.mark.parametrize("mutation", [None, "excluded-counted", "wrong-status"])
+def test_the_generated_slo_tests_of_a_frontend_availability_sli_pass_and_catch_a_wrong_count(
+    frontend_build, tmp_path, specs_with, mutation
+):
+    """promtool proves the frontend's availability SLO as generated, and fails the proof where the
+    error record counts the client's own doing (cancelled, invalid) as failures, or reads the
+    successes' status for the failures'. Only that SLO's tests run, each file whole."""
+    _, files = frontend_build
+    o = catalog.load().clients["dynamo-frontend"].outcome
+    wanted = {k: v for k, v in files.items() if k == "rules/slo.rules.yaml" or k.startswith("promtool/slo.")}
+    proof = yaml.safe_load(wanted["promtool/slo.test.yaml"])
+    proof["tests"] = [t for t in proof["tests"] if t["name"].startswith("vllm-availability:")]
+    assert proof["tests"]
+    wanted["promtool/slo.test.yaml"] = yaml.safe_dump(proof, sort_keys=False)
+    inputs = "promtool/slo.inputs.rules.yaml"
+    (failed,), (succeeded,) = o.failed, o.succeeded
+    status = f'{failed[0]}="{failed[1]}"'
+    if mutation == "excluded-counted":
+        excluded = f'{status}, {o.cause}!~"'
+        assert wanted[inputs].count(excluded) == 1
+        cut = wanted[inputs].split(excluded, 1)[1].split('"', 1)[1]
+        wanted[inputs] = wanted[inputs].split(excluded, 1)[0] + status + cut
+    elif mutation == "wrong-status":
+        assert wanted[inputs].count(status) == 1
+        wanted[inputs] = wanted[inputs].replace(status, f'{succeeded[0]}="{succeeded[1]}"')
+    writer.write(tmp_path, wanted)
+    said: list[str] = []
+    specs = specs_with({"config.yaml": [(CLIENT, FRONTEND)]})
+    passed = verify.run(tmp_path, echo=said.append, specs=specs, jobs=2, whole=True)
     assert passed == (mutation is None), "\n".join(said)
 
 
@@ -829,11 +905,14 @@ def test_live_the_availability_slo_at_the_client_burns_where_only_the_gateway_fa
     assert failed == []
 
 
-def test_a_client_side_availability_sli_of_another_counter_is_an_error_at_its_line(specs_with, line_of):
+@pytest.mark.parametrize("source", [EPP, FRONTEND], ids=["llm-d-epp", "dynamo-frontend"])
+def test_a_client_side_availability_sli_of_another_counter_is_an_error_at_its_line(
+    specs_with, line_of, source
+):
     """At the client the source's request and error counters are read: a `metric` of the engines'
     other than their finished requests has no client-side twin."""
     sli = AVAILABILITY_AT.format("client") + '      metric: "vllm:request_prompt_tokens"\n'
-    specs = specs_with({"config.yaml": [(CLIENT, EPP)], "slos.yaml": [(AVAILABILITY_SLI, sli)]})
+    specs = specs_with({"config.yaml": [(CLIENT, source)], "slos.yaml": [(AVAILABILITY_SLI, sli)]})
     with pytest.raises(SpecErrors) as err:
         generate.build(specs)
     line = line_of(specs / "slos.yaml", "      metric:")

@@ -295,3 +295,33 @@ def test_a_kept_proof_follows_every_change_and_gives_the_bytes_a_fresh_one_gives
     assert slo_test({}) == fresh["default"]
     assert len(designs) == 2 * per_build + 1, "the damaged designs made again"
     # (a deleted cache folder is where fresh["default"] was made: SERVEWATCH_CACHE_HOME did not exist)
+
+
+@pytest.mark.slow
+def test_the_client_sources_counting_keys_the_availability_proof(specs_with, tmp_path, monkeypatch):
+    """Availability at the client is proven on the source's own series (catalog/gateway.yaml
+    `outcome:`: which counter, the label values that tell a failure, the client's own causes): two
+    sources that count otherwise get a design each, in one process and one cache, each test writing
+    its source's cause label; the client-side TTFT SLO, counted alike, is designed once."""
+    from servewatch import catalog
+    from servewatch.plan import slo_proofs
+    from servewatch.render import slo_tests
+
+    monkeypatch.setenv("SERVEWATCH_CACHE_HOME", str(tmp_path / "cache"))
+    slo_proofs._PROOFS.clear()
+    designs = []
+    real_proof = slo_proofs.Designer.proof
+    monkeypatch.setattr(slo_proofs.Designer, "proof", lambda d: designs.append(d.name) or real_proof(d))
+    sources = {
+        "llm-d-epp": "{source: llm-d-epp}",
+        "dynamo-frontend": "{source: dynamo-frontend, model_label: m}",
+    }
+    tests = {}
+    for source, written in sources.items():
+        edits = {"config.yaml": [("  client_side: null\n", f"  client_side: {written}\n")]}
+        tests[source] = slo_tests.render(validate(load(specs_with(edits))).model)["promtool/slo.test.yaml"]
+    assert designs.count("vllm-availability") == 2 and designs.count("vllm-ttft") == 1, designs
+    for source, text in tests.items():
+        other = next(s for s in sources if s != source)
+        cause, others = (catalog.load().clients[s].outcome.cause for s in (source, other))
+        assert f'{cause}="' in text and f'{others}="' not in text, source

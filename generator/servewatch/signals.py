@@ -16,6 +16,7 @@ from .catalog.exporter import DcgmFacts, ExporterProfile, WorkloadLabels
 from .absence import Absences
 from .alert_context import HOST, fold_host, gpu_workload_lookup
 from .promql import builders as b
+from .spec.client_side import counting_source
 from .spec.deployment import COUNTING_ROLES, ROLES
 from .promql.histograms import Histograms
 from .spec.schema import Config, Signal
@@ -94,12 +95,7 @@ class LabelNames:
         """The source of the request and error counters: the configured one where it counts them,
         else the catalog's first that does, so a group that needs client_errors is still checked
         against real counters."""
-        cs = self.config.client_errors
-        return (
-            cs.client
-            if cs is not None
-            else next(c for c in self.catalog.clients.values() if c.measures_errors)
-        )
+        return counting_source(self.config.client_side)
 
     def client_metric(self, name: str) -> str | None:
         """The histogram a client-side quantity (`client_ttft`, `client_itl`) is read from, or the
@@ -112,6 +108,18 @@ class LabelNames:
         if field in catalog_mod.CLIENT_COUNTERS:
             return self.errors_source.metric(field)
         return self.client.metric(field)
+
+    def client_matchers(self, name: str) -> tuple[str, ...]:
+        """The matchers a read of `client_requests` or `client_errors` needs to count the source's
+        valid or bad events (catalog/gateway.yaml, `outcome:`); none for any other name."""
+        if not name or not name.startswith(CLIENT_PREFIX):
+            return ()
+        return self.errors_source.matchers(name.removeprefix(CLIENT_PREFIX))
+
+    @property
+    def client_cause(self) -> str:
+        """The label the source of the request and error counters says why a request failed in."""
+        return self.errors_source.outcome.cause
 
     def client_keys(self, metric: str) -> list[str]:
         """What one gateway pod's series of `metric` differ by: the engine identity with the model
@@ -405,10 +413,13 @@ class SignalBuilder:
         return "dcgm" if metric.startswith("DCGM_") else "vllm"
 
     def select(self, metric: str, *matchers: str) -> str:
+        """The series of `metric` (a signal's name: a DCGM field, client_errors) with the config's
+        selectors and, for a client source's counter, the matchers of its valid or bad events."""
         name = self.metric_name(metric)
         source = self.source(name)
         role = self.role_matcher if source == "vllm" else ""
-        return b.selector(name, self.config.selector(source), role, *matchers)
+        counted = self.labels.client_matchers(metric)
+        return b.selector(name, self.config.selector(source), role, *counted, *matchers)
 
     def up(self, source: str, extra: str = "") -> str:
         return b.selector("up", self.config.targets[source], extra)
@@ -432,7 +443,8 @@ class SignalBuilder:
             context = self.labels.gpu_context() + [HOST]
             return b.matched_ratio_with_context(part, rest, ident, context, described)
         if signal.kind == "rate" and self.source(self.metric_name(signal.metric)) == "gateway":
-            return self._client_rate(self.metric_name(signal.metric), window, list(signal.by))
+            counted = self.labels.client_matchers(signal.metric)
+            return self._client_rate(self.metric_name(signal.metric), window, list(signal.by), counted)
         if signal.kind == "rate":
             return self._rate_at_level(signal.metric, "", window, signal.level, list(signal.by))
         if signal.kind == "counter_ratio":

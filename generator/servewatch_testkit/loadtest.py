@@ -55,6 +55,8 @@ BURST_KV, BURST_FROM, BURST_S = 0.85, 12, 420.0
 FB_MIB, FB_USED = 81559.0, 0.92
 GATEWAY = "llm-d-epp"  # the client source `gateway` adds (catalog/gateway.yaml)
 GATEWAY_OWN, ENGINE_ERROR = "503", "500"  # the gateway's error codes: its own failures, an engine's
+FRONTEND_MODEL_LABEL = "model"  # Dynamo's frontend's model label, which the catalog leaves to config
+CLIENTS_CANCEL = 0.25  # the requests the clients cancel at a frontend that tells them apart, per request
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,7 @@ class LoadTest:
     kv_transfer_s: float | None = None
     output_tokens: int = OUTPUT_TOKENS  # per successful request (short outputs: prefill dominates)
     gateway: bool = False  # llm-d's endpoint picker in front: the client's view of each request
+    gateway_source: str = GATEWAY  # which client source of catalog/gateway.yaml the gateway is
 
     # -- the Prometheus history ------------------------------------------------------------------
     @property
@@ -250,34 +253,51 @@ class LoadTest:
         return rate * SCRAPE_S + own, {GATEWAY_OWN: own, ENGINE_ERROR: engine}
 
     def _gateway(self, states: list[State]) -> list:
-        """The endpoint picker's TTFT and ITL histograms and its request and error counters of the
-        model: one pod, one flow. An error series exists from the scrape before its first failure
-        (a gateway exports none before: below the knee it has none)."""
+        """The gateway's TTFT and ITL histograms and its request and error counters of the model: one
+        pod, one flow, each series with the labels the catalog lists of it. An error series exists
+        from the scrape before its first failure (a gateway exports none before: below the knee it
+        has none). Where one counter tells the outcome by a label (Dynamo's frontend), the successes
+        are their own series, and requests the client cancelled (an excluded cause) are there too,
+        which no error share counts."""
         cat = catalog.load()
-        source = cat.clients[GATEWAY]
-        labels = {"namespace": "serving", "pod": "epp-0", source.model_label: self.model}
-        labels |= {"target_model_name": self.model, "fairness_id": "default", "priority": "0"}
+        source = cat.clients[self.gateway_source]
+        o = source.outcome
+        model_label = source.model_label or FRONTEND_MODEL_LABEL
+        base = {"namespace": "serving", "pod": "epp-0", model_label: self.model}
+        # one flow, in each label the catalog lists of a series (llm-d's, Dynamo's)
+        flow = {"target_model_name": self.model, "fairness_id": "default", "priority": "0"}
+        flow |= {"streaming": "true", "endpoint": "chat_completions", "request_type": "stream"}
+
+        def labelled(name: str, *extra: dict) -> dict:
+            known = cat.lookup(name).labels
+            out = base | {k: v for k, v in flow.items() if k in known}
+            return out | {k: v for e in extra for k, v in e.items()}
+
         out = []
-        for metric, extra in (("ttft", {"streaming": "true"}), ("itl", {})):
+        for metric in ("ttft", "itl"):
             per_step = [self._observations(s.rate, "client", metric) for s in states]
             name = source.metric(metric)
-            out += histogram_series(name, {**labels, **extra}, cat.gateway_test_buckets, per_step, prior=10)
+            out += histogram_series(name, labelled(name), cat.gateway_test_buckets, per_step, prior=10)
         counts = [self.gateway_counts(s.rate) for s in states]
-        requests = [counts[0][0] * 10]  # the history before the window, as the histograms' prior
-        for n, _ in counts[1:]:
-            requests.append(requests[-1] + n)
-        out.append(Series(source.metric("requests"), labels, requests, "counter"))
-        for code in (GATEWAY_OWN, ENGINE_ERROR):
+        every = [n - (sum(f.values()) if o.failed else 0) for n, f in counts]
+        # the history before the window, as the histograms' prior
+        out.append(Series(o.requests, labelled(o.requests, dict(o.succeeded)), _total(every, 10), "counter"))
+        # each error code as the source names a cause: llm-d's as they are, Dynamo's its test causes
+        codes = (GATEWAY_OWN, ENGINE_ERROR)
+        causes = dict(zip(codes, o.test_causes if o.failed else codes, strict=False))
+        for code, cause in causes.items():
             incs = [c[1][code] for c in counts]
             first = next((i for i, v in enumerate(incs) if v), None)
             if first is None:
                 continue
             values: list[float | None] = [None] * max(0, first - 1)
-            total = 0.0
-            for v in incs[max(0, first - 1) :]:
-                total += v
-                values.append(total)
-            out.append(Series(source.metric("errors"), {**labels, "error_code": code}, values, "counter"))
+            values += _total(incs[max(0, first - 1) :], 1)
+            failure = labelled(o.errors, dict(o.failed), {o.cause: cause})
+            out.append(Series(o.errors, failure, values, "counter"))
+        for cause in o.excluded[:1]:  # the client's own: cancelled at a share of every request
+            own = [n * CLIENTS_CANCEL for n, _ in counts]
+            cancelled = labelled(o.errors, dict(o.failed), {o.cause: cause})
+            out.append(Series(o.errors, cancelled, _total(own, 10), "counter"))
         return out
 
     def _burst_samples(self) -> set[int]:
@@ -385,3 +405,11 @@ class LoadTest:
             "failed": sum(p["failed"] for p in parts),
         }
         return merged
+
+
+def _total(increments: list[float], prior: float) -> list[float]:
+    """A counter's values: the first increment `prior` times (the history before), then each added."""
+    out = [increments[0] * prior]
+    for v in increments[1:]:
+        out.append(out[-1] + v)
+    return out

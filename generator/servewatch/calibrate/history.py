@@ -156,10 +156,12 @@ class CalibrateHistory:
         return _value(self.client.query(sb.histogram_quantile(histogram, m.quantile, win, "model"), at))[0]
 
     def _client_rates(self, win: str) -> tuple[str, str]:
-        """The gateway's requests and failed requests (every error code) per second per model, as
-        the client-errors records count them, from the raw series."""
+        """The gateway's valid and failed requests (every cause) per second per model, as the
+        client-errors records count them (the source's outcome: catalog/gateway.yaml), from the raw
+        series."""
         sb = self.sb
-        return tuple(sb.client_rate(sb.metric_name(m), win) for m in (AT_CLIENT.reads, AT_CLIENT.errors))
+        reads = (AT_CLIENT.reads, AT_CLIENT.errors)
+        return tuple(sb.client_rate(sb.metric_name(m), win, *sb.labels.client_matchers(m)) for m in reads)
 
     def _client_errors(self, m: Measure, win: str, r: Range) -> tuple[float, int]:
         """The error share at the client and the requests it is over: the gateway's failures over

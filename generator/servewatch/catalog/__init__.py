@@ -48,6 +48,30 @@ CLIENT_COUNTERS = ("requests", "errors")  # a client source's counters, by what 
 
 
 @dataclass(frozen=True)
+class ClientOutcome:
+    """How a gateway or frontend tells a request's outcome (gateway.yaml, `outcome:`): valid events
+    are its requests but those of an excluded cause (the client's own doing), bad events the failed
+    ones among them."""
+
+    requests: str  # the counter of every request
+    errors: str  # the counter of failed requests: `requests` itself where `failed` tells them apart
+    cause: str  # the label that says why a request failed
+    failed: tuple[tuple[str, str], ...] = ()  # label=value marking a failure on `errors`; none: all are
+    succeeded: tuple[tuple[str, str], ...] = ()  # label=value marking a success, where `failed` is set
+    excluded: tuple[str, ...] = ()  # causes that are no valid event (cancelled by the client, ...)
+    test_causes: tuple[str, ...] = ()  # the causes the generated tests fail requests with: any would do
+
+    def counter(self, what: str) -> str | None:
+        return {"requests": self.requests, "errors": self.errors}.get(what)
+
+    def matchers(self, what: str) -> tuple[str, ...]:
+        """The matchers that keep the valid events of counter `what` (requests) or the bad ones (errors)."""
+        valid = (f'{self.cause}!~"{"|".join(sorted(self.excluded))}"',) if self.excluded else ()
+        failed = tuple(f'{label}="{value}"' for label, value in self.failed)
+        return failed + valid if what == "errors" else valid
+
+
+@dataclass(frozen=True)
 class ClientSource:
     """A gateway or frontend that sees each request as its client does (gateway.yaml, `clients:`)."""
 
@@ -57,19 +81,24 @@ class ClientSource:
     fields: tuple[tuple[str, str], ...]  # client-side quantity (ttft, itl) -> its histogram
     # the inference pool's gauges (ready_pods, kv_cache, queue) -> metric; empty: it reports no pool
     pool: tuple[tuple[str, str], ...] = ()
-    # its counters of requests and of failed requests (requests, errors); empty: it counts none
-    counters: tuple[tuple[str, str], ...] = ()
+    # how it counts requests and failed ones; None: it counts none servewatch knows
+    outcome: ClientOutcome | None = None
 
     def metric(self, field: str) -> str | None:
         """A client-side histogram (ttft, itl), a counter (requests, errors), or a pool gauge as
         pool_<quantity>."""
         pool = {f"{POOL_PREFIX}{f}": m for f, m in self.pool}
-        return dict(self.fields).get(field) or dict(self.counters).get(field) or pool.get(field)
+        counter = self.outcome.counter(field) if self.outcome else None
+        return dict(self.fields).get(field) or counter or pool.get(field)
+
+    def matchers(self, field: str) -> tuple[str, ...]:
+        """The matchers a read of `field` needs: a counter's valid or bad events; none elsewhere."""
+        return self.outcome.matchers(field) if self.outcome and field in CLIENT_COUNTERS else ()
 
     @property
     def measures_errors(self) -> bool:
         """Whether it counts both every request and the failed ones (a client-side availability SLI)."""
-        return set(dict(self.counters)) >= set(CLIENT_COUNTERS)
+        return self.outcome is not None
 
 
 @dataclass(frozen=True)
@@ -290,16 +319,41 @@ def _clients(raw: dict, metrics: dict[str, Metric]) -> dict[str, ClientSource]:
                 raise CatalogError(
                     f"catalog/gateway.yaml: clients.{name}.pool.{f}: {m!r} is not a gauge of the catalog"
                 )
-        counters = tuple((f, m) for f, m in (facts.get("counters") or {}).items())
-        for f, m in counters:
-            where = f"catalog/gateway.yaml: clients.{name}.counters.{f}"
-            if f not in CLIENT_COUNTERS:
-                raise CatalogError(f"{where}: counts one of {', '.join(CLIENT_COUNTERS)}")
-            if metrics.get(m) is None or metrics[m].type != "counter":
-                raise CatalogError(f"{where}: {m!r} is not a counter of the catalog")
+        outcome = _outcome(name, facts["outcome"], metrics) if facts.get("outcome") else None
         about = " ".join(facts["about"].split())
-        out[name] = ClientSource(name, about, facts.get("model_label"), fields, pool, counters)
+        out[name] = ClientSource(name, about, facts.get("model_label"), fields, pool, outcome)
     return out
+
+
+def _outcome(name: str, raw: dict, metrics: dict[str, Metric]) -> ClientOutcome:
+    where = f"catalog/gateway.yaml: clients.{name}.outcome"
+    try:
+        outcome = ClientOutcome(
+            requests=raw["requests"],
+            errors=raw["errors"],
+            cause=raw["cause"],
+            failed=tuple((label, str(v)) for label, v in (raw.get("failed") or {}).items()),
+            succeeded=tuple((label, str(v)) for label, v in (raw.get("succeeded") or {}).items()),
+            excluded=tuple(str(c) for c in raw.get("excluded") or ()),
+            test_causes=tuple(str(c) for c in raw.get("test_causes") or ()),
+        )
+    except KeyError as exc:
+        raise CatalogError(f"{where}: needs {exc.args[0]}") from None
+    for what in CLIENT_COUNTERS:
+        m = outcome.counter(what)
+        if metrics.get(m) is None or metrics[m].type != "counter":
+            raise CatalogError(f"{where}.{what}: {m!r} is not a counter of the catalog")
+    labels = metrics[outcome.errors].labels
+    for label in (outcome.cause, *dict(outcome.failed), *dict(outcome.succeeded)):
+        if label not in labels:
+            raise CatalogError(f"{where}: {outcome.errors} has no label {label!r}")
+    if bool(outcome.failed) != bool(outcome.succeeded):
+        raise CatalogError(f"{where}: `failed` and `succeeded` go together (the outcome as a label)")
+    if outcome.excluded and not outcome.failed:  # a requests counter without the cause cannot leave any out
+        raise CatalogError(f"{where}.excluded: only where one counter tells the outcome (`failed`)")
+    if len(outcome.test_causes) < 2 or set(outcome.test_causes) & set(outcome.excluded):
+        raise CatalogError(f"{where}.test_causes: two or more causes of failure, none excluded")
+    return outcome
 
 
 __all__ = [
@@ -307,6 +361,7 @@ __all__ = [
     "CatalogError",
     "CLIENT_COUNTERS",
     "POOL_PREFIX",
+    "ClientOutcome",
     "ClientSource",
     "ExporterProfile",
     "FieldName",

@@ -10,13 +10,14 @@ with the spec's settings is a spec error, raised here before anything is rendere
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 
 from .. import diskcache, templates
 from ..model import AlertRule, Model
 from ..slo.exprs import MODEL, quoted
-from ..slo.kinds import le_value
+from ..slo.kinds import ClientAvailabilityKind, kind_of, le_value
 from ..slo.plan import INPUTS_ALERT, INPUTS_FOR, BurnAlert, InputsAlert, budget_left_text
 from ..spec import layers
 from ..spec.schema import seconds
@@ -112,13 +113,18 @@ def _proof(model: Model, name: str, slo, where, engines: SloEngines) -> ProofSho
     rate_window = model.config.rate_window
     made_from = [name, slo.model_dump(mode="json"), rate_window, by_part, native, engines.solo]
     made_from += [also_read] if also_read else []
+    # availability at the client: how the source counts, which series its tests write, good, bad
+    # or neither (catalog/gateway.yaml `outcome:`)
+    at_client = isinstance(kind_of(slo.sli), ClientAvailabilityKind)
+    outcome = model.builder.labels.errors_source.outcome if at_client else None
+    made_from += [dataclasses.asdict(outcome)] if outcome is not None else []
     key = json.dumps(made_from, sort_keys=True)
     if key not in _PROOFS:
         disk_key = diskcache.key(key)
         proof = _kept_design(disk_key)
         if proof is None:
             designer = Designer(
-                name, slo, rate_window, _token, where, by_part, native, also_read, engines.solo
+                name, slo, rate_window, _token, where, by_part, native, also_read, engines.solo, outcome
             )
             proof = shown(designer.proof())
             diskcache.put(DESIGN_CACHE_KIND, disk_key, proof.to_json())

@@ -111,7 +111,8 @@ class Synth:
         elif signal.kind == "rate":
             if value < 0:  # a counter only grows
                 return None
-            out = [(series_text(name(signal.metric), {**labels, **self.by(signal)}), self.counter(value))]
+            counted = {**self.counted(signal.metric, labels), **self.by(signal)}
+            out = [(series_text(name(signal.metric), counted), self.counter(value))]
             if signal.level == "gpu":  # a GPU alert names the GPUs that export a presence field
                 out.append((series_text(name(PART_FIELD), labels), self.flat(50)))
         elif signal.kind == "counter_ratio":
@@ -154,6 +155,16 @@ class Synth:
         if rates is None or sum(rates) == 0:
             return None
         return rates[0] / (rates[0] + rates[1])
+
+    def counted(self, metric: str, labels: dict[str, str]) -> dict[str, str]:
+        """The labels of a series a rate counts: a client source's counter carries the model name in
+        its own label and the values its outcome's `=` matchers ask (Dynamo's status="error")."""
+        if not self.labels.client_metric(metric):
+            return labels
+        asked = {
+            k: v for k, op, v in b.parse_matchers(", ".join(self.labels.client_matchers(metric))) if op == "="
+        }
+        return {(self.labels.client_model if k == "model_name" else k): v for k, v in labels.items()} | asked
 
     def by(self, signal) -> dict[str, str]:
         """The values a signal's `by` labels take in the series made for it."""

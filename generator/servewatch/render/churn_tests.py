@@ -160,10 +160,13 @@ def context_labels(
     protected = {"__name__", "le", "quantile", "alertname", "alertstate"}
     protected |= {label for level in ("gpu", "engine", "model") for label in lb.identity(level)}
     protected |= set(lb.target()) | set(lb.host_spellings) | {label for e in expected for label in e}
-    # what a vLLM metric's value depends on (le, finished_reason, ...) and a DCGM field's (the XID code
-    # a count is of, the last XID's err_code): another value is another series, and the XID count's
-    # series without `xid` is the exporter's own zero series; a GPU's own labels are below
-    protected |= {label for m in catalog.metrics.values() if m.source != "dcgm" for label in m.labels}
+    # what a vLLM or gateway metric's value depends on (le, finished_reason, ...), of the metrics the
+    # test writes (Dynamo's `endpoint` is its own there, the operator's scrape label elsewhere), and a
+    # DCGM field's (the XID code a count is of, the last XID's err_code): another value is another
+    # series, and the XID count's series without `xid` is the exporter's own zero series; a GPU's own
+    # labels are below
+    written = {catalog.lookup(name) for name, _ in series_labels}
+    protected |= {label for m in written if m is not None and m.source != "dcgm" for label in m.labels}
     protected |= {label for f in catalog.dcgm.fields.values() for label in f.extra_labels}
     protected |= set(catalog.dcgm.labels.all())  # a GPU's own: index, UUID, MIG instance, profile, model
     for source in ("dcgm", "vllm"):

@@ -9,9 +9,10 @@ schema class in spec/slos.py and a class here with `events`, `recorded_events` a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, ClassVar
 
+from ..catalog import ClientOutcome
 from ..promql import builders as b
 from ..signals import SignalBuilder
 from ..spec import slos as s
@@ -203,16 +204,19 @@ class AvailabilityKind:
         return out
 
 
-ERROR_CODES = ("503", "504")  # error codes of the generated tests' failed gateway requests: any would do
-
-
+@dataclass(frozen=True)
 class ClientAvailabilityKind:
     """At the client (sli.side: client): good events are the gateway's requests less those it
-    failed, valid events its requests; both read from the client-errors group's records (the raw
-    series need the gateway's deduplication and model label, which those records do once).
+    failed, valid events its requests but those of a cause the source's outcome excludes (the
+    client's own doing); both read from the client-errors group's records (the raw series need the
+    gateway's deduplication and model label, which those records do once).
 
     A gateway creates an error series at its first failure: a model it never failed has none, and
     no failure (not an absent SLI)."""
+
+    # how the source counts (catalog/gateway.yaml `outcome:`): the generated tests' series; None
+    # where no test series are made (the rules read it through the signal builder)
+    outcome: ClientOutcome | None = None
 
     name: ClassVar[str] = "availability"
     param: ClassVar[str | None] = None
@@ -255,26 +259,44 @@ class ClientAvailabilityKind:
         decoys: tuple[float, ...] = (),
         aborted: float = 0.0,
     ) -> Synthetic:
-        """Every request on the gateway's request counter; the failed ones split evenly over two
-        error codes, so reading one of them (or none) changes the answer. A model never failed has
-        no error series at all, as a gateway exports none before its first failure."""
+        """Every valid request counted; the failed ones split evenly over the outcome's test causes,
+        so reading one of them (or none) changes the answer. A model never failed has no error
+        series at all, as a gateway exports none before its first failure. Where one counter tells
+        the outcome by its labels (Dynamo's status), the successes are their own series, and the
+        requests of each excluded cause (the client's own doing) are there too, counted nowhere, so
+        counting them changes the answer."""
+        o = self.outcome
+        if o is None:
+            raise ValueError("the generated tests of a client-side SLI need the source's outcome")
         failed = [v - g for g, v in zip(good, valid, strict=True)]
-        out = [SyntheticSeries(series(sli.reads, {}), valid, valid=True)]
-        if any(failed):
-            share = [f / len(ERROR_CODES) for f in failed]
-            out += [
-                SyntheticSeries(series(sli.errors, {"error_code": c}), share, bad=True, part=c)
-                for c in ERROR_CODES
-            ]
-        return out
+        share = [f / len(o.test_causes) for f in failed]
+        errors = [
+            SyntheticSeries(series(sli.errors, {**dict(o.failed), o.cause: c}), share, bad=True, part=c)
+            for c in o.test_causes
+        ]
+        if not o.failed:  # a counter of its own for failures (llm-d): every request on the other
+            every = SyntheticSeries(series(sli.reads, {}), valid, valid=True)
+            return [every] + (errors if any(failed) else [])
+        own = [v * CLIENTS_OWN / max(1, len(o.excluded)) for v in valid]
+        return (
+            [SyntheticSeries(series(sli.reads, dict(o.succeeded)), good, valid=True, part="")]
+            + [replace(e, valid=True) for e in errors if any(failed)]
+            + [SyntheticSeries(series(sli.errors, {**dict(o.failed), o.cause: c}), own) for c in o.excluded]
+        )
 
+
+# the requests of the client's own doing (cancelled, invalid) in the generated tests, as a share of
+# the valid ones, split over the excluded causes: enough that counting them moves every answer
+CLIENTS_OWN = 0.5
 
 KINDS = {k.name: k for k in (LatencyKind(), AvailabilityKind())}
-CLIENT_KINDS = {"availability": ClientAvailabilityKind()}
 
 
-def kind_of(sli) -> LatencyKind | AvailabilityKind | ClientAvailabilityKind:
-    """The kind of an SLI; an availability SLI at the client has its own (the gateway's counters)."""
-    if sli.side == "client" and sli.kind in CLIENT_KINDS:
-        return CLIENT_KINDS[sli.kind]
+def kind_of(
+    sli, outcome: ClientOutcome | None = None
+) -> LatencyKind | AvailabilityKind | ClientAvailabilityKind:
+    """The kind of an SLI; an availability SLI at the client has its own (the gateway's counters,
+    counted as `outcome` says where its generated tests are designed)."""
+    if sli.side == "client" and sli.kind == ClientAvailabilityKind.name:
+        return ClientAvailabilityKind(outcome)
     return KINDS[sli.kind]

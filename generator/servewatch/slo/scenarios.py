@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
+from ..catalog import ClientOutcome
 from ..errors import SpecError
 from ..spec import slos as s
 from ..spec.schema import seconds
@@ -204,8 +205,11 @@ class Designer:
         native: bool = False,
         also_read: tuple[float, ...] = (),
         solo: bool = False,
+        outcome: ClientOutcome | None = None,
     ):
         self.name, self.slo, self.rate_window = name, slo, rate_window
+        # the SLI's kind; at the client, counting as the source's outcome says (catalog/gateway.yaml)
+        self.kind = kind_of(slo.sli, outcome)
         # the scope selects one deployment (plan/slo_engines.py): every engine in it has the same
         # labels, so each scenario is proven in its own test, with one in-scope engine
         self.solo = solo
@@ -214,7 +218,7 @@ class Designer:
         self.also_read = also_read
         self.by_part = by_part  # the rules read a recorded rate per part (simulate.Counters)
         # the rules read native histograms (config.histograms): a latency SLI's arithmetic differs
-        self.native = native and kind_of(slo.sli).param == "threshold"
+        self.native = native and self.kind.param == "threshold"
         self.series_name = series_name
         self.where = where  # the SLO's location, for errors
         self.budget = 1 - slo.objective
@@ -236,7 +240,7 @@ class Designer:
             designs += [self.exact_long(i, row), self.exact_short(i, row), self.exact_guard(i, row)]
         scenarios = [sc for sc in designs if sc is not None]
         steps = max(sc.steps for sc in scenarios)
-        kind = kind_of(self.slo.sli)
+        kind = self.kind
         for sc in scenarios:
             for r in sc.runs:
                 self._simulate(kind, r.traffic.until(steps), r, steps)
@@ -293,10 +297,10 @@ class Designer:
             good=tuple((x.part, x.values) for x in series if x.good),
             valid=tuple((x.part, x.values) for x in series if x.valid),
             by_part=self.by_part,
-            absent_good_is_zero=kind_of(self.slo.sli).absent_good_is_zero,
+            absent_good_is_zero=self.kind.absent_good_is_zero,
             native=self.native,
             bad=tuple((x.part, x.values) for x in series if x.bad),
-            subtracts=kind_of(self.slo.sli).subtracts,
+            subtracts=self.kind.subtracts,
         )
 
     def error_ratio(self, b: float, budget: float | None = None) -> float:
@@ -309,7 +313,7 @@ class Designer:
         return b if b < top else (max(r.burn_rate for r in self.slo.alerting.windows) + top) / 2
 
     def run(self, model: str, objective: float | None = None, param=None, decoys=(), resets=()) -> ModelRun:
-        kind = kind_of(self.slo.sli)
+        kind = self.kind
         default = getattr(self.slo.sli, kind.param) if kind.param else None
         param = default if param is None else param
         decoys = tuple(sorted((set(decoys) | set(self.also_read)) - {param}))
@@ -422,7 +426,7 @@ class Designer:
         bucket at the threshold) while its count is: fast, healthy traffic that the old fallback to
         0 good events made 100% bad on every row. Its SLI is absent, nothing burns, and the
         inputs-missing alert names the bucket once its `for` has passed."""
-        if kind_of(self.slo.sli).absent_good_is_zero:
+        if self.kind.absent_good_is_zero:
             return None
         if self.native:  # one native histogram holds every bucket: no relabelling drops just one
             return None
@@ -452,7 +456,7 @@ class Designer:
         failing = self.run(scenario_model(OUTSIDE))
         failing.traffic.add(QUIET_UNTIL, self.per_min, 0.0).add(length - QUIET_UNTIL, self.per_min, 1.0)
         runs = [failing]
-        if not kind_of(self.slo.sli).absent_good_is_zero and not self.native:
+        if not self.kind.absent_good_is_zero and not self.native:
             dropped = self.run(scenario_model(f"{OUTSIDE}-{INPUT_MISSING}"))
             dropped.good_missing = True
             dropped.traffic.add(length, self.per_min, 0.0)
@@ -475,7 +479,7 @@ class Designer:
     def client_aborts(self) -> SloScenario | None:
         """Clients cancelling a share of the requests that would page on every page row were aborts
         errors, with no engine error: an SLI that does not count aborts as bad stays silent."""
-        kind = kind_of(self.slo.sli)
+        kind = self.kind
         if not kind.counts_aborts or ABORT in self.slo.sli.bad or not self.pages:
             return None
         fast = max(r.burn_rate for r in self.pages)
@@ -558,7 +562,7 @@ class Designer:
         )
 
     def override(self, model: str) -> SloScenario:
-        kind = kind_of(self.slo.sli)
+        kind = self.kind
         objective = self.slo.objective_of(model)
         param, decoys = None, ()
         if kind.param:  # the other models' values of the parameter, to prove this one is read
@@ -813,7 +817,7 @@ class Designer:
         `also(timeline)` holds; a `for` would need the edge at every evaluation of it: left out."""
         if self.for_min or row.burn_rate * self.budget >= 1:
             return None
-        kind, at = kind_of(self.slo.sli), edge.at
+        kind, at = self.kind, edge.at
         run = self.run(scenario_model(key))
 
         def make(good: list[float], valid: list[float]) -> Counters:

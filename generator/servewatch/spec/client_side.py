@@ -55,3 +55,24 @@ class ClientSideConfig(BaseModel):
     def metric(self, field: str) -> str | None:
         """The source's histogram of a client-side quantity (ttft, itl); None where it has none."""
         return self.client.metric(field)
+
+
+CLIENT_ERRORS = "client_errors"  # a signal's metric: the failed requests of the source that counts them
+
+
+def counting_source(client_side: ClientSideConfig | None) -> catalog.ClientSource:
+    """The source of the request and error counters: the configured one where it counts them, else
+    the catalog's first that does, so a signal that needs them is still checked against real ones."""
+    if client_side is not None and client_side.client.measures_errors:
+        return client_side.client
+    return next(c for c in catalog.load().clients.values() if c.measures_errors)
+
+
+def with_cause(signal, client_side: ClientSideConfig | None):
+    """A signal of the client's failed requests kept per the cause its source says they failed of,
+    in the source's own label (llm-d's error_code, Dynamo's error_type: catalog/gateway.yaml
+    `outcome.cause`); any other signal as it is."""
+    if signal.metric != CLIENT_ERRORS:
+        return signal
+    cause = counting_source(client_side).outcome.cause
+    return signal if cause in signal.by else signal.model_copy(update={"by": (cause, *signal.by)})

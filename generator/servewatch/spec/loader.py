@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from ..errors import Location, SpecError, SpecErrors
 from . import layers
 from .alertmanager import Alertmanager
+from .client_side import with_cause
 from .dashboards import Settings
 from .document import SpecDoc
 from .runbooks import Runbook
@@ -207,7 +208,7 @@ def _merge(parsed: list[tuple[SourceDoc, SpecDoc]], files: list[Path], root: Pat
             if alertmanager
             else {},
         },
-        signals=signals,
+        signals={name: with_cause(s, (config or Config()).client_side) for name, s in signals.items()},
         groups=tuple(groups),
         overrides=Overrides(**overrides),
         scenarios=tuple(scenarios),

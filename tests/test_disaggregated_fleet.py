@@ -155,6 +155,34 @@ def test_detect_reports_a_configured_label_no_series_carries(served, configured)
     assert warned and "no vllm:num_requests_running series carries it" in warned[0]
 
 
+def _warned(found, topic: str) -> list[str]:
+    return [f.message for f in found.findings if f.topic == topic and f.level == "warning"]
+
+
+def test_detect_warns_of_role_values_the_config_maps_to_no_role(served, configured):
+    """The fleet's decode engines say `decode`; a config that calls decode `generate` leaves them out
+    of every role-scoped signal, and detect names the value."""
+    model, _, _ = configured
+    s = served["healthy"]
+    role = model.config.role
+    renamed = role.model_copy(update={"values": {**role.values, "decode": ("generate",)}})
+    found = detect(s.prom.client, model.config.model_copy(update={"role": renamed}), s.t)
+    [warned] = _warned(found, "role")
+    assert warned.startswith(f"{role.label} values decode (") and "name no role in role.values" in warned
+    assert _warned(detect(s.prom.client, model.config, s.t), "role") == []
+
+
+def test_detect_warns_when_no_engine_is_on_the_stable_track(served, configured):
+    """A stable value no engine carries leaves the canary alerts nothing to compare with."""
+    model, _, _ = configured
+    s = served["healthy"]
+    track = model.config.track.model_copy(update={"stable": "v1"})
+    found = detect(s.prom.client, model.config.model_copy(update={"track": track}), s.t)
+    [warned] = _warned(found, "track")
+    assert "no engine is on the stable track 'v1'" in warned
+    assert _warned(detect(s.prom.client, model.config, s.t), "track") == []
+
+
 # the rows that exist only with role or track set, each panel on the P/D fleet: data, legend labels
 ROWS = {"vllm-serving": "Tracks side by side", "moe-deployment": "Prefill and decode pools side by side"}
 

@@ -234,22 +234,39 @@ def test_detect_warns_when_no_engine_is_on_the_stable_track(served, configured):
 
 # the rows that exist only with role or track set, each panel on the P/D fleet: data, legend labels
 ROWS = {"vllm-serving": "Tracks side by side", "moe-deployment": "Prefill and decode pools side by side"}
+KV_TRANSFER_ROW = "KV transfer"  # the MoE board's row of the NIXL transfer time and failures
+
+
+def _row_problems(files, s, board: str, title: str) -> list[str]:
+    """Each panel of the board's row whose title starts with `title`, on scenario server `s`: no data
+    or legend labels its results lack."""
+    dashboard = json.loads(files[f"dashboards/{board}.json"])
+    [row] = [p for p in dashboard["panels"] if p["type"] == "row" and p["title"].startswith(title)]
+    assert row["panels"], (board, title)
+    values = {"datasource": "prometheus", "pod": ".*", "engine": ".*", "role": ".*", "track": ".*"}
+    values |= {"namespace": grafana_regex(s.scenario.truth["namespace"])}
+    values |= {"model": grafana_regex(s.scenario.truth["model_name"])}
+    only_row = {"uid": dashboard["uid"], "panels": row["panels"]}
+    return panel_problems(lambda e: s.prom.query(e, s.t), only_row, values, set())
 
 
 @pytest.mark.parametrize("board", sorted(ROWS))
 def test_the_side_by_side_rows_show_every_panel_with_data(configured, served, board):
     _, _, files = configured
-    s = served["slow"]
     dashboard = json.loads(files[f"dashboards/{board}.json"])
     [row] = [p for p in dashboard["panels"] if p["type"] == "row" and p["title"].startswith(ROWS[board])]
     assert len(row["panels"]) >= 3
-    values = {"datasource": "prometheus", "pod": ".*", "engine": ".*", "role": ".*", "track": ".*"}
-    values |= {"namespace": grafana_regex(s.scenario.truth["namespace"])}
-    values |= {"model": grafana_regex(s.scenario.truth["model_name"])}
-    only_row = {"uid": dashboard["uid"], "panels": row["panels"]}
-    assert panel_problems(lambda e: s.prom.query(e, s.t), only_row, values, set()) == []
+    assert _row_problems(files, served["slow"], board, ROWS[board]) == []
     variables = {v["name"] for v in dashboard["templating"]["list"]}
     assert {"role", "track"} <= variables
+
+
+@pytest.mark.parametrize("scenario", ["healthy", "kv_failure"])
+def test_the_kv_transfer_row_shows_every_panel_with_data(configured, served, scenario):
+    """The NIXL series of both roles feed the MoE board's transfer time and failure panels, healthy
+    (every failure rate at 0) and failing."""
+    _, _, files = configured
+    assert _row_problems(files, served[scenario], "moe-deployment", KV_TRANSFER_ROW) == []
 
 
 def test_the_default_boards_have_no_role_or_track(default_build):

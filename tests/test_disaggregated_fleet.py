@@ -1,8 +1,9 @@
 """A prefill/decode deployment with a canary (servewatch_testkit.synth.disaggregated) on a real
 Prometheus 3.5, under rules generated with config.role and config.track: healthy, nothing fires
-(prefill's `length` finishes, its empty inter-token latency, each request seen twice); a slow canary
-fires for the canary only, each alert on the side that measured it; `servewatch detect` finds the
-role and track labels and suggests the config.
+(prefill's `length` finishes, its empty inter-token latency, each request seen twice, the NIXL
+connector's series on both roles); a slow canary fires for the canary only, each alert on the side
+that measured it; a degraded KV transfer path fires the KV-transfer alerts and the deferred alert for
+the failing pools only; `servewatch detect` finds the role and track labels and suggests the config.
 
 Each alert's expression is queried over the whole scenario on the evaluation grid, as in
 tests/test_alerts_on_incidents.py: an alert fires at the last step only if it held at every
@@ -19,7 +20,15 @@ from servewatch.detect.runner import detect
 from servewatch.spec.schema import seconds
 from servewatch_testkit.localprom import LocalPrometheus, backfill_start
 from test_dashboards_integration import grafana_regex, interpolate, panel_problems
-from servewatch_testkit.synth.disaggregated import ROLE_LABEL, TRACK_LABEL, pd_healthy, pd_slow_canary
+from servewatch_testkit.synth.disaggregated import (
+    KV_FAILURE_TRACK,
+    ROLE_LABEL,
+    TRACK_LABEL,
+    TRACKS,
+    pd_healthy,
+    pd_kv_failure,
+    pd_slow_canary,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.tools("promtool", "prometheus")]
 
@@ -33,6 +42,15 @@ SLOW_CANARY_FIRES = {
     "VLLMCanaryTimeToFirstTokenWorse": ("prefill", "4.17 s against the stable prefill's 0.917 s"),
     "VLLMInterTokenLatencyP95High": ("decode", "the canary decodes 3x slower: ITL p95 0.1475 s"),
     "VLLMCanaryInterTokenLatencyWorse": ("decode", "0.1475 s against the stable decode's 0.04875 s"),
+}
+KV_TRANSFER_GROUP = "vllm-kv-transfer"
+# alert -> the role it names on the failing track's pools in pd_kv_failure, and why
+KV_FAILURE_FIRES = {
+    "VLLMKVTransferFailures": ("decode", "the decode engine fails 3 NIXL transfers per step: 0.1/s"),
+    "VLLMKVNotificationFailures": ("decode", "the decode engine fails 3 NIXL notifications per step: 0.1/s"),
+    "VLLMKVTransferTimeP95High": ("decode", "every pull of the decode pool takes (0.3, 0.5] s"),
+    "VLLMKVRequestsExpired": ("prefill", "counted where blocks are freed unpulled: 3 per step on prefill"),
+    "VLLMDecodeRequestsDeferredHigh": ("decode", "30 requests deferred until their KV cache arrives"),
 }
 
 
@@ -72,7 +90,8 @@ class Served:
 def served(configured):
     _, rules, _ = configured
     made = {
-        name: Served(build(), rules) for name, build in (("healthy", pd_healthy), ("slow", pd_slow_canary))
+        name: Served(build(), rules)
+        for name, build in (("healthy", pd_healthy), ("slow", pd_slow_canary), ("kv_failure", pd_kv_failure))
     }
     yield made
     for s in made.values():
@@ -88,6 +107,21 @@ def test_a_healthy_pd_deployment_with_a_canary_fires_nothing(configured, served)
     s = served["healthy"]
     for alert in _vllm_alerts(model):
         assert not s.ever(alert), (alert.alert, s.ever(alert))
+
+
+def test_the_healthy_kv_transfer_alerts_are_quiet_on_data(configured, served):
+    """Quiet because every transfer succeeds, not because no series exists: each KV-transfer alert's
+    record has a value for every track, on the role that counts it."""
+    model, _, _ = configured
+    s = served["healthy"]
+    kv = [a for a in _vllm_alerts(model) if a.group == KV_TRANSFER_GROUP]
+    assert {a.alert for a in kv} <= set(KV_FAILURE_FIRES), "a KV-transfer alert the incident does not prove"
+    for alert in kv:
+        result = s.prom.query(model.record_for(alert.spec.signal, alert.spec.quantile), s.t)
+        role = KV_FAILURE_FIRES[alert.alert][0]
+        assert {(r["metric"][ROLE_LABEL], r["metric"][TRACK_LABEL]) for r in result} == {
+            (role, track) for track in TRACKS
+        }, (alert.alert, result)
 
 
 def test_each_request_counts_once(configured, served):
@@ -118,18 +152,33 @@ def test_prefill_engines_have_no_inter_token_latency_and_their_length_finishes_a
     assert all(float(r["value"][1]) == 0 for r in errors)
 
 
-def test_a_slow_canary_fires_for_the_canary_only(configured, served):
-    model, _, _ = configured
-    s = served["slow"]
+def _fires_only(model, s, fires: dict[str, tuple[str, str]], track: str) -> None:
+    """Each alert of `fires` fires for its role's pool on `track` only (the deployment's namespace and
+    model, the engine's pod where the alert is per engine); no other vLLM alert ever holds."""
+    truth = s.scenario.truth
+    pods = {(e[ROLE_LABEL], e[TRACK_LABEL]): e["pod"] for e in truth["engines"]}
     for alert in _vllm_alerts(model):
-        fired = s.fired(alert)
-        if alert.alert not in SLOW_CANARY_FIRES:
+        if alert.alert not in fires:
             assert not s.ever(alert), (alert.alert, s.ever(alert))
             continue
-        role, why = SLOW_CANARY_FIRES[alert.alert]
-        named = {(m[ROLE_LABEL], m[TRACK_LABEL]) for m in fired}
-        assert named == {(role, "canary")}, (alert.alert, why, fired)
-        assert all(m[TRACK_LABEL] == "canary" for m in s.ever(alert)), (alert.alert, "named the stable")
+        role, why = fires[alert.alert]
+        fired = s.fired(alert)
+        named = {(m["namespace"], m["model_name"], m[ROLE_LABEL], m[TRACK_LABEL]) for m in fired}
+        assert named == {(truth["namespace"], truth["model_name"], role, track)}, (alert.alert, why, fired)
+        assert {m.get("pod", pods[role, track]) for m in fired} == {pods[role, track]}, (alert.alert, fired)
+        assert all(m[TRACK_LABEL] == track for m in s.ever(alert)), (alert.alert, "named another track")
+
+
+def test_a_slow_canary_fires_for_the_canary_only(configured, served):
+    model, _, _ = configured
+    _fires_only(model, served["slow"], SLOW_CANARY_FIRES, "canary")
+
+
+def test_a_kv_transfer_failure_fires_for_the_failing_pools_only(configured, served):
+    """The stable track's transfer path degrades: the decode pool's failures, transfer time and
+    deferred requests, and its prefill pool's blocks expired unpulled, each alert naming its pool."""
+    model, _, _ = configured
+    _fires_only(model, served["kv_failure"], KV_FAILURE_FIRES, KV_FAILURE_TRACK)
 
 
 def test_detect_suggests_the_role_and_track(served, default_model):
@@ -185,22 +234,39 @@ def test_detect_warns_when_no_engine_is_on_the_stable_track(served, configured):
 
 # the rows that exist only with role or track set, each panel on the P/D fleet: data, legend labels
 ROWS = {"vllm-serving": "Tracks side by side", "moe-deployment": "Prefill and decode pools side by side"}
+KV_TRANSFER_ROW = "KV transfer"  # the MoE board's row of the NIXL transfer time and failures
+
+
+def _row_problems(files, s, board: str, title: str) -> list[str]:
+    """Each panel of the board's row whose title starts with `title`, on scenario server `s`: no data
+    or legend labels its results lack."""
+    dashboard = json.loads(files[f"dashboards/{board}.json"])
+    [row] = [p for p in dashboard["panels"] if p["type"] == "row" and p["title"].startswith(title)]
+    assert row["panels"], (board, title)
+    values = {"datasource": "prometheus", "pod": ".*", "engine": ".*", "role": ".*", "track": ".*"}
+    values |= {"namespace": grafana_regex(s.scenario.truth["namespace"])}
+    values |= {"model": grafana_regex(s.scenario.truth["model_name"])}
+    only_row = {"uid": dashboard["uid"], "panels": row["panels"]}
+    return panel_problems(lambda e: s.prom.query(e, s.t), only_row, values, set())
 
 
 @pytest.mark.parametrize("board", sorted(ROWS))
 def test_the_side_by_side_rows_show_every_panel_with_data(configured, served, board):
     _, _, files = configured
-    s = served["slow"]
     dashboard = json.loads(files[f"dashboards/{board}.json"])
     [row] = [p for p in dashboard["panels"] if p["type"] == "row" and p["title"].startswith(ROWS[board])]
     assert len(row["panels"]) >= 3
-    values = {"datasource": "prometheus", "pod": ".*", "engine": ".*", "role": ".*", "track": ".*"}
-    values |= {"namespace": grafana_regex(s.scenario.truth["namespace"])}
-    values |= {"model": grafana_regex(s.scenario.truth["model_name"])}
-    only_row = {"uid": dashboard["uid"], "panels": row["panels"]}
-    assert panel_problems(lambda e: s.prom.query(e, s.t), only_row, values, set()) == []
+    assert _row_problems(files, served["slow"], board, ROWS[board]) == []
     variables = {v["name"] for v in dashboard["templating"]["list"]}
     assert {"role", "track"} <= variables
+
+
+@pytest.mark.parametrize("scenario", ["healthy", "kv_failure"])
+def test_the_kv_transfer_row_shows_every_panel_with_data(configured, served, scenario):
+    """The NIXL series of both roles feed the MoE board's transfer time and failure panels, healthy
+    (every failure rate at 0) and failing."""
+    _, _, files = configured
+    assert _row_problems(files, served[scenario], "moe-deployment", KV_TRANSFER_ROW) == []
 
 
 def test_the_default_boards_have_no_role_or_track(default_build):

@@ -11,17 +11,27 @@ request to the decode pod, so each request finishes once on each: on prefill wit
 inter-token latency, on decode with the chat mix's reasons. Stable serves 20 requests per step,
 canary as many (0.67/s each: past the canary alerts' traffic guard of 0.1/s). Healthy, per track: prefill TTFT
 p95 0.7 s (queue + prefill), decode TTFT p95 0.285 s (the KV transfer wait only), ITL p95 0.04875 s,
-KV 0.45 on decode and 0.1 on prefill, 2 waiting on prefill, 1 deferred on decode, no errors.
+KV 0.45 on decode and 0.1 on prefill, 2 waiting on prefill, 1 deferred on decode, no errors. Both
+roles run vLLM's NIXL connector and export its series (``fleet.nixl_engine``): each decode engine
+pulls its 20 requests' KV caches per step in (0.025, 0.05] s with no failure; each prefill engine
+pulls nothing (an empty transfer-time histogram) and frees no block unpulled.
 
 ``pd_slow_canary``: from step 80 the canary's decode pod decodes 3x slower (ITL p95 0.04875 ->
 0.14625 s, past 0.1 s, 3 x the stable's past 1.5 x) and its prefill pod prefills 4x slower
 (prefill TTFT p95 0.7 -> 2.8 s, past 2 s, 4 x past 1.5 x); stable unchanged.
+
+``pd_kv_failure``: from step 80 the stable decode pool's transfer path degrades: its engine fails 3
+NIXL transfers and 3 notifications per step (0.1/s each, past 0.05/s), every pull takes (0.3, 0.5] s
+(transfer p95 past 0.25 s) and the requests it defers until their KV cache arrives pile up from 1 to
+30 (past 20); the stable prefill engine, never told its blocks were pulled, frees 3 requests' blocks
+unpulled per step (0.1/s, past 0.05/s). Latency histograms and the canary unchanged.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from .fleet import NIXL_FAILURES, nixl_engine
 from .histogram import ITL_BUCKETS, TTFT_BUCKETS, allocate, quantile_of_observations
 from .scenario import Scenario
 from .scrape import stable_suffix, up
@@ -34,6 +44,10 @@ NS, MODEL = "llm-pd", "deepseek-ai/DeepSeek-V3"
 ROLE_LABEL, TRACK_LABEL = "llm_d_ai_role", "track"
 TRACKS = {"stable": 20, "canary": 20}  # requests per step: a 50/50 canary, the same request mix
 PRIOR = 2880
+KV_FAILURE_TRACK = "stable"  # pd_kv_failure: the track whose transfer path degrades
+DEFERRED_PILED_UP = 30  # pd_kv_failure: requests the failing decode engine defers
+# the NIXL counters each role counts (fleet.NIXL_FAILURES): decode pulls and notifies, prefill expires
+NIXL_COUNTED = {"decode": NIXL_FAILURES[:2], "prefill": NIXL_FAILURES[2:]}
 
 # the prefill leg: max_tokens=1, so one token, no inter-token latency, finished with length
 PREFILL_MIX = tuple(
@@ -65,17 +79,33 @@ def _tokens_per_s(profiles) -> float:
     return sum(p.generation_tokens * c for each in counts for p, c in zip(profiles, each, strict=True)) / STEP
 
 
-def _build(name: str, slow_canary: bool) -> Scenario:
+def _after_incident(healthy, incident):
+    """A per-step value: `healthy` before INCIDENT_STEP, `incident` from it on."""
+    return lambda i: incident if i >= INCIDENT_STEP else healthy
+
+
+def _build(name: str, incident: str | None = None) -> Scenario:
     series: list[Series] = []
     engines = []
     for track, requests in TRACKS.items():
-        slow = slow_canary and track == "canary"
+        slow = incident == "slow_canary" and track == "canary"
+        kv_failing = incident == "kv_failure" and track == KV_FAILURE_TRACK
         for role in ("prefill", "decode"):
             labels = {ROLE_LABEL: role, TRACK_LABEL: track}
             pod = _pod(track, role)
             target = replace(vllm_target(NS, pod), extra=labels)
             base, worse = (PREFILL_MIX, SLOW_PREFILL) if role == "prefill" else (DECODE_MIX, SLOW_DECODE)
             series.append(up(target, 1, steps=STEPS))
+            deferred = _after_incident(1, DEFERRED_PILED_UP) if kv_failing else 1
+            series += nixl_engine(
+                target.labels(),
+                MODEL,
+                0,
+                STEPS,
+                pulls=requests if role == "decode" else 0,
+                failing_from=INCIDENT_STEP if kv_failing else None,
+                failing=NIXL_COUNTED[role],
+            )
             series += vllm_engine(
                 NS,
                 pod,
@@ -87,8 +117,8 @@ def _build(name: str, slow_canary: bool) -> Scenario:
                 profiles=(lambda i, b=base, w=worse: w if i >= INCIDENT_STEP else b) if slow else base,
                 kv_usage=0.45 if role == "decode" else 0.1,
                 running=10 if role == "decode" else 2,
-                waiting=2 if role == "prefill" else 1,
-                waiting_deferred=1 if role == "decode" else 0,
+                waiting=2 if role == "prefill" else deferred,  # decode waits only for its transfers
+                waiting_deferred=deferred if role == "decode" else 0,
                 prior_steps=PRIOR,
                 target=target,
             )
@@ -107,17 +137,27 @@ def _build(name: str, slow_canary: bool) -> Scenario:
         "generated_tokens_per_s": _tokens_per_s(DECODE_MIX),
         "prefill_tokens_per_s": _tokens_per_s(PREFILL_MIX),
     }
-    return Scenario(
-        name, tuple(series), STEPS, STEP, EVAL_STEP, truth, INCIDENT_STEP if slow_canary else None
-    )
+    return Scenario(name, tuple(series), STEPS, STEP, EVAL_STEP, truth, INCIDENT_STEP if incident else None)
 
 
 def pd_healthy() -> Scenario:
-    return _build("pd_healthy", slow_canary=False)
+    return _build("pd_healthy")
 
 
 def pd_slow_canary() -> Scenario:
-    return _build("pd_slow_canary", slow_canary=True)
+    return _build("pd_slow_canary", "slow_canary")
 
 
-__all__ = ["pd_healthy", "pd_slow_canary", "ROLE_LABEL", "TRACK_LABEL", "TRACKS"]
+def pd_kv_failure() -> Scenario:
+    return _build("pd_kv_failure", "kv_failure")
+
+
+__all__ = [
+    "pd_healthy",
+    "pd_slow_canary",
+    "pd_kv_failure",
+    "ROLE_LABEL",
+    "TRACK_LABEL",
+    "TRACKS",
+    "KV_FAILURE_TRACK",
+]

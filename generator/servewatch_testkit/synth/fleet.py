@@ -312,23 +312,34 @@ def fleet(cluster: str | None = None, steps: int = STEPS) -> Scenario:
 
 
 NIXL_XFER_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 5.0)  # catalog/vllm.yaml
+# the NIXL connector's failure counters, vllm:nixl_num_<name>_total: decode counts failed transfers and
+# notifications (it pulls and notifies), prefill counts the requests whose KV blocks expired unpulled
+NIXL_FAILURES = ("failed_transfers", "failed_notifications", "kv_expired_reqs")
 
 
 def nixl_engine(
-    target: dict, model: str, engine: int, steps: int, pulls: int = 20, failing_from: int | None = None
+    target: dict,
+    model: str,
+    engine: int,
+    steps: int,
+    pulls: int = 20,
+    failing_from: int | None = None,
+    failing: tuple[str, ...] = NIXL_FAILURES,
 ) -> list[Series]:
-    """The NIXL connector series of a decode engine: `pulls` KV transfers per step, each in the
-    (0.025, 0.05] s bucket, and no failed transfer, notification or expired request. From step
-    `failing_from` on (a degraded transfer path) each step adds 3 of each failure (0.1/s) and every
-    pull takes the (0.3, 0.5] s bucket."""
+    """The NIXL connector series of an engine: `pulls` KV transfers per step (a decode engine's; a
+    prefill engine pulls none and exports the histogram empty), each in the (0.025, 0.05] s bucket,
+    and no failed transfer, notification or expired request. From step `failing_from` on (a degraded
+    transfer path) each step adds 3 of each counter in `failing` (0.1/s) and every pull takes the
+    (0.3, 0.5] s bucket. Every counter of NIXL_FAILURES is exported, as vLLM does on both sides."""
     me = {**target, "model_name": model, "engine": str(engine)}
     broken = steps if failing_from is None else failing_from
     fast = [float(pulls * (PRIOR + min(i, broken))) for i in range(steps)]
     slow = [float(pulls * max(0, i - broken)) for i in range(steps)]
     failed = [3.0 * max(0, i - broken) for i in range(steps)]
+    none = [0.0] * steps
     out = [
-        Series(f"vllm:nixl_num_{name}_total", me, failed, kind="counter")
-        for name in ("failed_transfers", "failed_notifications", "kv_expired_reqs")
+        Series(f"vllm:nixl_num_{name}_total", me, failed if name in failing else none, kind="counter")
+        for name in NIXL_FAILURES
     ]
     total = [f + s for f, s in zip(fast, slow, strict=True)]
     for bound in (*NIXL_XFER_BUCKETS, "+Inf"):
@@ -344,4 +355,4 @@ def nixl_engine(
     return out
 
 
-__all__ = ["fleet", "STEP", "STEPS", "DEEPSEEK", "MIXTRAL", "NS"]
+__all__ = ["fleet", "nixl_engine", "NIXL_FAILURES", "STEP", "STEPS", "DEEPSEEK", "MIXTRAL", "NS"]

@@ -132,3 +132,86 @@ def test_mig_and_duplicate_scrapes(asked):
 def test_workload_labels_unknown_when_no_pod_holds_a_gpu(asked):
     out = probes.workload_labels(context(asked))
     assert out.suggested == {} and "unknown" in out.findings[0].message
+
+
+# -- profiles that name the framebuffer alike: exporter 4.9 (bytes) and 4.10 (bytes-4.10) ----------------
+def _twins_layout() -> list[Series]:
+    """One node mid-upgrade from exporter 4.9 to 4.10: GPU A from 4.9, GPUs B and C from 4.10, GPU D
+    from 4.10 without the PCIe fields (a counters CSV that leaves them out)."""
+    tgt = dcgm_target("node", job="dcgm")
+    kw = dict(steps=STEPS, step=STEP, targets=[tgt], hostname_label="hostname")
+    s = [up(tgt, 1, steps=STEPS)]
+    s += dcgm_gpu("node", 0, "GPU-A", 100, 900, profile="bytes", **kw)
+    s += dcgm_gpu("node", 1, "GPU-B", 100, 900, profile="bytes-4.10", **kw)
+    s += dcgm_gpu("node", 2, "GPU-C", 100, 900, profile="bytes-4.10", **kw)
+    s += dcgm_gpu("node", 3, "GPU-D", 100, 900, profile="bytes-4.10", drop=("pcie_tx", "pcie_rx"), **kw)
+    return s
+
+
+@pytest.fixture(scope="module")
+def twins_asked():
+    start = backfill_start(STEPS, STEP)
+    with LocalPrometheus(to_openmetrics(_twins_layout(), start, STEP)) as prom:
+        with Client(prom.url, Auth.from_env()) as client:
+            yield probes.Ask(client, start + (STEPS - 1) * STEP)
+
+
+def _own(profile: str, field: str) -> str:
+    return catalog.load().dcgm.profile(profile).metric(field)
+
+
+@pytest.mark.integration
+@pytest.mark.tools("promtool", "prometheus")
+def test_fb_units_tells_profiles_that_share_the_fb_name_apart_by_their_own_names(twins_asked):
+    """4.9 and 4.10 name the framebuffer alike: the PCIe names only one of them uses decide."""
+    out = probes.fb_units(context(twins_asked))
+    assert out.counts["dcgm"]["fb_used_bytes_series"] == 4  # one FB name for both profiles
+    # per GPU a TX and an RX series: A under 4.9's names, B and C under 4.10's
+    assert (
+        out.counts["dcgm"]["bytes_only_name_series"],
+        out.counts["dcgm"]["bytes-4.10_only_name_series"],
+    ) == (
+        2,
+        4,
+    )
+    assert out.suggested == {"dcgm.fb_units": "bytes-4.10"}  # the majority
+    [warn] = [f.message for f in out.findings if f.level == "warning"]
+    assert warn.startswith(
+        f"mid-upgrade: 2 series named {_own('bytes', 'pcie_rx')}, {_own('bytes', 'pcie_tx')} (bytes"
+    )
+    assert (
+        f"4 series named {_own('bytes-4.10', 'pcie_rx')}, {_own('bytes-4.10', 'pcie_tx')} (bytes-4.10" in warn
+    )
+    assert warn.endswith("suggesting the majority, bytes-4.10")
+
+
+@pytest.mark.integration
+@pytest.mark.tools("promtool", "prometheus")
+@pytest.mark.parametrize(
+    ("gpus", "configured", "suggested"),
+    [
+        ('UUID=~"GPU-A|GPU-B"', "bytes", "bytes-4.10"),  # a tie: the newer
+        ('UUID="GPU-A"', "bytes-4.10", "bytes"),  # 4.9 alone, whatever is configured
+        ('UUID="GPU-B"', "mib", "bytes-4.10"),  # 4.10 alone
+        ('UUID="GPU-D"', "mib", "bytes"),  # nothing tells them apart: the first
+        ('UUID="GPU-D"', "bytes-4.10", "bytes-4.10"),  # ... or the configured one of them
+    ],
+)
+def test_fb_units_between_profiles_that_share_the_fb_name(twins_asked, gpus, configured, suggested):
+    out = probes.fb_units(context(twins_asked, gpus, fb_units=configured))
+    assert out.suggested == {"dcgm.fb_units": suggested}
+    tie = "|" in gpus  # two profiles' own names: a mid-upgrade warning
+    assert [f.level for f in out.findings] == ["info", "warning" if tie else "info"]  # FB, what decided
+    if gpus == 'UUID="GPU-D"':
+        assert "no " in out.findings[1].message and out.findings[1].message.endswith(
+            f"suggesting {suggested}"
+        )
+
+
+@pytest.mark.integration
+@pytest.mark.tools("promtool", "prometheus")
+def test_a_profile_whose_fb_name_no_other_shares_asks_nothing_more(asked):
+    """The 4.8 names are mib's alone: no query for twins, no count of their names."""
+    out = probes.fb_units(context(asked, 'UUID="GPU-0"'))
+    assert out.suggested == {"dcgm.fb_units": "mib"}
+    assert not [k for k in out.counts["dcgm"] if k.endswith("_only_name_series")]

@@ -64,7 +64,7 @@ def panel(files: dict[str, str], board: str, title: str) -> dict:
     return next(p for p in nested if p["title"] == title and p["type"] != "row")
 
 
-@pytest.mark.parametrize(("profile", "unit"), [("mib", "MBs"), ("bytes", "Bps")])
+@pytest.mark.parametrize(("profile", "unit"), [("mib", "MBs"), ("bytes", "Bps"), ("bytes-4.10", "Bps")])
 def test_nvlink_throughput_is_read_as_the_rate_it_already_is(profile_build, profile, unit):
     """DCGM's NVLink field is a throughput (MB/s up to exporter 4.8, bytes/s in 4.9), though the
     exporter's CSV types it counter: rate() over it would chart the change of a speed."""
@@ -147,6 +147,42 @@ def test_the_default_profile_names_no_4_9_only_metric(repo):
     assert stray_names(files, only_in("bytes", "mib"), prose=False) == []
     gpu_util = panel(files, "gpu-fleet", "GPU utilization (full GPUs)")["fieldConfig"]["defaults"]
     assert (gpu_util["unit"], gpu_util["max"]) == ("percent", 100)
+
+
+# -- exporter 4.10: bytes-4.10 -----------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def build_4_10(specs_with) -> tuple[Path, dict[str, str]]:
+    """(specs, every generated file) with fb_units: bytes-4.10, made once for the tests that read them."""
+    specs = specs_edited(specs_with, fb_units="bytes-4.10")
+    return specs, generate.build(specs)[1]
+
+
+def test_the_4_10_profile_reads_the_4_10_names_and_no_older_one(build_4_10):
+    files = build_4_10[1]
+    older = {**only_in("mib", "bytes-4.10"), **only_in("bytes", "bytes-4.10")}
+    assert set(only_in("bytes", "bytes-4.10")) >= set(synth.field_names("bytes", "pcie_tx", "pcie_rx"))
+    assert stray_names(files, older) == []
+    pcie = panel(files, "gpu-fleet", "PCIe throughput")
+    read = {
+        name
+        for t in pcie["targets"]
+        for name in synth.field_names("bytes-4.10", "pcie_tx", "pcie_rx")
+        if name in t["expr"]
+    }
+    assert read == set(synth.field_names("bytes-4.10", "pcie_tx", "pcie_rx"))
+    assert all("rate(" not in t["expr"] for t in pcie["targets"])  # a throughput already
+    assert pcie["fieldConfig"]["defaults"]["unit"] == "Bps"
+
+
+@pytest.mark.tools("promtool")
+def test_the_4_10_profile_passes_its_generated_tests_and_lint(build_4_10, servewatch, tmp_path):
+    specs, files = build_4_10
+    out = tmp_path / "out"
+    writer.write(out, files)
+    said: list[str] = []
+    assert verify.run(out, echo=said.append), "\n".join(said)
+    run = servewatch("lint", "--specs", specs, "--fail-on", "warning", "rules", "dashboards", cwd=out)
+    assert run.returncode == 0, run.stdout + run.stderr
 
 
 # -- a new profile is a catalog edit ------------------------------------------------------------------
@@ -285,32 +321,44 @@ def test_a_misspelt_field_in_metric_names_is_a_spec_error_with_a_suggestion(spec
     assert "metric_names" in str(err.location) and "did you mean 'fb_used'?" in err.message
 
 
-# -- live: an exporter 4.9 fleet on a real Prometheus -------------------------------------------------
-@pytest.fixture(scope="module")
-def fleet_4_9(tmp_path_factory, profile_build):
-    """The dashboard-test fleet (and its extras) as exporter 4.9 exposes it, the 4.9 rules loaded."""
+# -- live: exporter 4.9 and 4.10 fleets on a real Prometheus ----------------------------------------
+BYTE_PROFILES = ("bytes", "bytes-4.10")
+
+
+@pytest.fixture(scope="module", params=BYTE_PROFILES)
+def fleet_as(request, tmp_path_factory, profile_build):
+    """The dashboard-test fleet (and its extras) as an exporter of the profile (4.9, 4.10) exposes
+    it, the rules of that profile loaded."""
     import test_dashboards_integration as live  # the 4.8 version of this test: its fleet and helpers
 
+    profile = request.param
     scenario = synth.fleet()
     extra = live._extra_series(scenario)
-    series = synth.as_profile(list(scenario) + extra, "bytes")
+    series = synth.as_profile(list(scenario) + extra, profile)
     start = backfill_start(scenario.steps, scenario.step)
-    _, files = profile_build("bytes")
+    _, files = profile_build(profile)
     rules = tmp_path_factory.mktemp("rules")
     for path, text in files.items():
         if re.fullmatch(r"rules/[^/]+\.rules\.yaml", path):
             (rules / Path(path).name).write_text(text)
     om = synth.to_openmetrics(series, start, scenario.step)
     with LocalPrometheus(om, rule_files=sorted(rules.iterdir())) as prom:
-        yield live, prom, scenario.time_at(start, scenario.eval_step), files, series, scenario
+        yield profile, live, prom, scenario.time_at(start, scenario.eval_step), files, series, scenario
+
+
+def other_profiles_names(profile: str) -> set[str]:
+    """Names other profiles give a field that `profile` names otherwise."""
+    return {
+        name for other in catalog.load().dcgm.profiles if other != profile for name in only_in(other, profile)
+    }
 
 
 @pytest.mark.integration
 @pytest.mark.tools("promtool", "prometheus")
 @pytest.mark.parametrize("board", ["vllm-serving", "gpu-fleet", "moe-deployment"])
-def test_every_panel_returns_data_on_an_exporter_4_9_fleet(fleet_4_9, board):
-    live, prom, t, files, series, _ = fleet_4_9
-    assert not {s.name for s in series} & set(only_in("mib", "bytes")), "the fleet still speaks 4.8"
+def test_every_panel_returns_data_on_a_byte_named_fleet(fleet_as, board):
+    profile, live, prom, t, files, series, _ = fleet_as
+    assert not {s.name for s in series} & other_profiles_names(profile), f"the fleet is not {profile}"
     values = live.moe_values() if board == "moe-deployment" else live.ALL
     dashboard = json.loads(files[f"dashboards/{board}.json"])
     problems = live.panel_problems(lambda expr: prom.query(expr, t), dashboard, values, problem_lists=None)
@@ -319,21 +367,43 @@ def test_every_panel_returns_data_on_an_exporter_4_9_fleet(fleet_4_9, board):
 
 @pytest.mark.integration
 @pytest.mark.tools("promtool", "prometheus")
-def test_exporter_4_9_values_arrive_in_the_panels_units(fleet_4_9):
-    """Bytes on the framebuffer panel, a 0-1 ratio on utilization, bytes/s on NVLink: the values the
-    exporter wrote, shown as they are (no rate() over the NVLink throughput)."""
-    live, prom, t, files, _, scenario = fleet_4_9
+def test_byte_named_values_arrive_in_the_panels_units(fleet_as):
+    """Bytes on the framebuffer panel, a 0-1 ratio on utilization, bytes/s on NVLink and PCIe: the
+    values the exporter wrote, shown as they are (no rate() over a throughput)."""
+    profile, live, prom, t, files, series, scenario = fleet_as
     a0 = scenario.truth["gpus"]["a0"]
     values = {**live.ALL, "uuid": a0["UUID"]}
 
-    def one(title: str) -> float:
-        [target] = panel(files, "gpu-fleet", title)["targets"]
+    def query(target: dict) -> float:
         [row] = prom.query(live.interpolate(target["expr"], values), t)
         return float(row["value"][1])
+
+    def one(title: str) -> float:
+        [target] = panel(files, "gpu-fleet", title)["targets"]
+        return query(target)
 
     assert one("Framebuffer used") == a0["fb_used_mib"] * 2**20
     assert one("GPU utilization (full GPUs)") == 0.93  # the fleet runs a0 at util 0.93
     assert one("NVLink throughput") == round(1.5e5 * 0.93) * 1e6  # synth: 150 000 MB/s at full load
+    pcie = panel(files, "gpu-fleet", "PCIe throughput")["targets"]
+    wrote = [
+        next(s for s in series if s.name == name and s.label("UUID") == a0["UUID"]).values[scenario.eval_step]
+        for name in synth.field_names(profile, "pcie_tx", "pcie_rx")
+    ]
+    assert [query(target) for target in pcie] == wrote
+
+
+@pytest.mark.integration
+@pytest.mark.tools("promtool", "prometheus")
+def test_detect_suggests_the_profile_a_byte_named_fleet_speaks(fleet_as, capsys):
+    """4.9 and 4.10 name the framebuffer alike: detect tells them apart by the PCIe names."""
+    profile, _, prom, t, _, _, _ = fleet_as
+    rc = main(["detect", "--prometheus", prom.url, "--at", str(t), "--format", "json"])
+    res = json.loads(capsys.readouterr().out)
+    assert res["config"]["dcgm"]["fb_units"] == profile, res["findings"]
+    assert {"field": "dcgm.fb_units", "current": "mib", "suggested": profile} in res["differences"]
+    assert [p for p in BYTE_PROFILES if res["counts"]["dcgm"][f"{p}_only_name_series"]] == [profile]
+    assert rc == 3
 
 
 @pytest.mark.integration

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from servewatch import tools
+from servewatch import catalog, tools
 from servewatch_testkit.synth import (
     INCIDENTS,
     ITER_BUCKETS,
@@ -350,15 +350,34 @@ def test_dcgm_honor_labels_bytes_and_xid():
     }
 
 
+def kept_names(a: str, b: str) -> set[str]:
+    """The metric names exporter profiles `a` and `b` both give a field (catalog/dcgm.yaml)."""
+    dcgm = catalog.load().dcgm
+    pa, pb = dcgm.profile(a), dcgm.profile(b)
+    return {n.name for f, n in pa.metrics.items() if pb.has(f) and pb.metric(f) == n.name}
+
+
+def test_dcgm_exporter_4_10_profile_renames_only_what_4_10_renamed():
+    """A profile="bytes-4.10" GPU is the 4.9 GPU with the PCIe series under 4.10's names, same values."""
+    kw = dict(steps=2, step=30, util=0.5, targets=[Target("dcgm", "10.0.0.1:9400")])
+    v49 = {s.name: s for s in dcgm_gpu("h", 0, "GPU-1", 1000, 3000, profile="bytes", **kw)}
+    v410 = {s.name: s for s in dcgm_gpu("h", 0, "GPU-1", 1000, 3000, profile="bytes-4.10", **kw)}
+    p49, p410 = catalog.load().dcgm.profile("bytes"), catalog.load().dcgm.profile("bytes-4.10")
+    assert set(v49) - set(v410) == {p49.metric("pcie_tx"), p49.metric("pcie_rx")}
+    assert set(v410) - set(v49) == {p410.metric("pcie_tx"), p410.metric("pcie_rx")}
+    assert set(v49) & set(v410) <= kept_names("bytes", "bytes-4.10")
+    for field in ("pcie_tx", "pcie_rx"):
+        s49, s410 = v49[p49.metric(field)], v410[p410.metric(field)]
+        assert (s410.labels, s410.values) == (s49.labels, s49.values)
+
+
 def test_dcgm_exporter_4_9_profile_renames_every_field_and_converts_units():
     """A profile="bytes" GPU is what exporter 4.9 exposes: DCGM 4.7 names, bytes, ratios, hertz, joules."""
     kw = dict(steps=2, step=30, util=0.5, targets=[Target("dcgm", "10.0.0.1:9400")])
     old = dcgm_gpu("h", 0, "GPU-1", 1000, 3000, **kw)
     new = dcgm_gpu("h", 0, "GPU-1", 1000, 3000, profile="bytes", **kw)
-    assert not {s.name for s in old} & {s.name for s in new} - {
-        "DCGM_FI_PROF_PCIE_TX_BYTES",  # no rename known for the PCIe fields
-        "DCGM_FI_PROF_PCIE_RX_BYTES",
-    }
+    # only names the catalog gives a field in both (4.9 keeps the PCIe names; 4.10 renames them)
+    assert {s.name for s in old} & {s.name for s in new} <= kept_names("mib", "bytes")
     assert truth.one(old, "DCGM_FI_DEV_GPU_UTIL").values == (50, 50)  # percent
     assert truth.one(new, "DCGM_FI_DEV_GPU_UTIL_RATIO").values == (0.5, 0.5)
     assert truth.one(new, "DCGM_FI_DEV_BOARD_POWER_WATTS").values == (385, 385)  # 70 + 630 x 0.5 W

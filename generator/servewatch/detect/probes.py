@@ -105,6 +105,11 @@ class ProbeContext:
                 out.setdefault(profile.metric("fb_used"), FbName(profile, profile.metric("fb_used")))
         return list(out.values())
 
+    def fb_twins(self, fb: FbName) -> list[ExporterProfile]:
+        """The profiles (in catalog order) that give the framebuffer the name `fb`: the FB series alone
+        cannot tell them apart (exporter 4.9 and 4.10)."""
+        return [p for p in self.dcgm.profiles.values() if p.has("fb_used") and p.metric("fb_used") == fb.name]
+
     @cached_property
     def old_namespace_names(self) -> list[str]:
         """FB names of exporters run with -o (1.x names): catalog renames whose replacement is one."""
@@ -186,7 +191,8 @@ def fb_units(ctx: ProbeContext) -> ProbeOutcome:
     present = [(i, n, c) for i, (n, c) in enumerate(per) if c]
     if len(present) > 1:
         _, pick, _ = max(present, key=lambda x: (x[2], x[0]))  # the newer profile on a tie
-        out.suggested["dcgm.fb_units"] = pick.profile.name
+        twins = TwinNames(ctx, pick)
+        out.suggested["dcgm.fb_units"] = twins.pick
         named = " and ".join(
             f"{c} {'series ' if k == 0 else ''}named {n.name} ({n.era})"
             for k, (_, n, c) in enumerate(present)
@@ -194,12 +200,15 @@ def fb_units(ctx: ProbeContext) -> ProbeOutcome:
         out.warning(
             f"mid-upgrade: {named}; the FB alerts read one name set only, so until every exporter runs "
             f"the same version part of the fleet is covered by GPUFramebufferMetricsMissing only; "
-            f"suggesting the majority, {pick.profile.name}"
+            f"suggesting the majority, {twins.pick}"
         )
+        twins.report(out)
     elif present:
         [(_, n, c)] = present
-        out.suggested["dcgm.fb_units"] = n.profile.name
+        twins = TwinNames(ctx, n)
+        out.suggested["dcgm.fb_units"] = twins.pick
         out.info(f"{c} series named {n.name} ({n.era})")
+        twins.report(out)
     else:
         scope = f" matching selectors.dcgm {ctx.dsel!r}" if ctx.dsel else ""
         names = " or ".join(n.name for n in ctx.fb_names)
@@ -212,6 +221,73 @@ def fb_units(ctx: ProbeContext) -> ProbeOutcome:
             "dcgm.names",
         )
     return out
+
+
+def own_names(profiles: list[ExporterProfile]) -> dict[str, list[str]]:
+    """Profile name -> the names it gives fields that every other one of `profiles` names otherwise
+    (exporter 4.10's PCIe and NVLink ..._BYTES_PER_SECOND against 4.9's ..._BYTES)."""
+    return {
+        p.name: sorted(
+            n.name
+            for f, n in p.metrics.items()
+            if all(q.has(f) and q.metric(f) != n.name for q in profiles if q is not p)
+        )
+        for p in profiles
+    }
+
+
+class TwinNames:
+    """Which of the profiles that name the framebuffer `fb` alike a Prometheus holds, told apart by
+    the names only one of them gives a field: the one with the most series under its own names (the
+    newer on a tie); with none, the configured profile if it is one of them, else the first. A
+    profile whose FB name no other shares is picked without a query."""
+
+    def __init__(self, ctx: ProbeContext, fb: FbName):
+        self.twins = ctx.fb_twins(fb)
+        self.own = own_names(self.twins) if len(self.twins) > 1 else {}
+        self.found: dict[str, int] = {}
+        if self.own:
+            names = [n for ns in self.own.values() for n in ns]
+            expr = b.agg("count", ["__name__"], b.selector("", f'__name__=~"{regex(names)}"', ctx.dsel))
+            self.found = {
+                r["metric"].get("__name__", ""): int(float(r["value"][1])) for r in ctx.ask.rows(expr)
+            }
+        self.per = [(p, sum(self.found.get(n, 0) for n in self.own.get(p.name, ()))) for p in self.twins]
+        self.present = [(i, p, c) for i, (p, c) in enumerate(self.per) if c]
+        if self.present:
+            self.pick = max(self.present, key=lambda x: (x[2], x[0]))[1].name
+        else:
+            configured = ctx.current["dcgm"]["fb_units"]
+            self.pick = configured if configured in {p.name for p in self.twins} else self.twins[0].name
+
+    def _named(self, profile: ExporterProfile) -> str:
+        return ", ".join(n for n in self.own[profile.name] if self.found.get(n))
+
+    def report(self, out: ProbeOutcome) -> None:
+        """The counts and the finding that say why `pick` (nothing for a profile without twins)."""
+        if not self.own:
+            return
+        for p, c in self.per:
+            out.counts["dcgm"][f"{p.name}_only_name_series"] = c
+        between = " and ".join(p.name for p in self.twins)
+        if not self.present:
+            names = " or ".join(n for ns in self.own.values() for n in ns)
+            out.info(
+                f"{between} name the framebuffer alike and no {names} series tells them apart (the "
+                f"panels reading those stay empty either way); suggesting {self.pick}"
+            )
+        elif len(self.present) > 1:
+            named = " and ".join(
+                f"{c} series named {self._named(p)} ({p.name}, exporter {p.exporter})"
+                for _, p, c in self.present
+            )
+            out.warning(
+                f"mid-upgrade: {named}; the PCIe and NVLink panels read one name set only; "
+                f"suggesting the majority, {self.pick}"
+            )
+        else:
+            [(_, p, c)] = self.present
+            out.info(f"{c} series named {self._named(p)} ({p.name}, exporter {p.exporter})")
 
 
 def hostname_label(ctx: ProbeContext) -> ProbeOutcome:
@@ -690,7 +766,11 @@ def slo_buckets(ctx: ProbeContext) -> ProbeOutcome:
 
 
 PROBES: tuple[DetectProbe, ...] = (
-    DetectProbe("dcgm.fb_units", fb_units, "which exporter profile's framebuffer names exist (and -o names)"),
+    DetectProbe(
+        "dcgm.fb_units",
+        fb_units,
+        "which exporter profile's FB names exist (PCIe/NVLink names where profiles share them; -o names)",
+    ),
     DetectProbe("dcgm.hostname_label", hostname_label, "which host label spellings FB series carry", True),
     DetectProbe("dcgm.workload_labels", workload_labels, "exported_pod or a workload pod in `pod`", True),
     DetectProbe("dcgm.mig", mig, "FB series of MIG instances", True),

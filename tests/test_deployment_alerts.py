@@ -143,8 +143,9 @@ CANARY_TUNINGS = [
 @pytest.mark.parametrize("tuning", CANARY_TUNINGS, ids=lambda t: "-".join(map(str, t.values())))
 def test_canary_proofs_follow_a_tuning(specs_with, tmp_path, prove, tuning):
     """A tuned canary comparison keeps its generated proofs green under promtool: the scenarios
-    compare tracks at ratios and rates written against the resolved threshold and min_traffic, and
-    both alerts keep a firing and a silent proof of each."""
+    compare tracks at ratios and rates written against the resolved threshold and min_traffic, the
+    boundary tests put a canary just past and just short of the threshold (firing exactly `for` after
+    its first rate), and both alerts keep a firing and a silent proof."""
     overrides = yaml.safe_dump({"overrides": {"alerts": dict.fromkeys(CANARY_ALERTS, tuning)}})
     model = Model(load(specs_with({"config.yaml": CONFIG, "overrides.yaml": overrides})))
     for alert in CANARY_ALERTS:
@@ -159,6 +160,8 @@ def test_canary_proofs_follow_a_tuning(specs_with, tmp_path, prove, tuning):
     for alert in CANARY_ALERTS:
         checks = [c for t in mine for c in t["alert_rule_test"] if c["alertname"] == alert]
         assert {bool(c["exp_alerts"]) for c in checks} == {True, False}, alert
+        sides = {t["name"] for t in mine if t["name"].startswith(f"boundary: {alert} just ")}
+        assert sides == {f"boundary: {alert} just {side} its threshold" for side in ("past", "short of")}
     path = unit_tests.test_path("vllm")
     files = {
         rules.plain_path("vllm"): rules.render(model)[rules.plain_path("vllm")],

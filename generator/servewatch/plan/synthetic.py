@@ -124,6 +124,10 @@ class Synth:
             if counts is None:
                 return None
             out = self.histogram(signal.metric, labels, counts)
+        elif signal.kind == "track_ratio":
+            out = self.track_ratio(signal, value, labels, min_traffic)
+            if out is None:
+                return None
         else:
             return None
         return Input(tuple(out), self.onset(signal))
@@ -155,6 +159,31 @@ class Synth:
         if rates is None or sum(rates) == 0:
             return None
         return rates[0] / (rates[0] + rates[1])
+
+    def other_track(self, labels: dict[str, str]) -> dict[str, str]:
+        """`labels` moved to a track other than the stable one (config.track): a canary."""
+        track = self.model.config.track
+        return {**labels, track.label: "canary" if track.stable != "canary" else "next"}
+
+    def track_ratio(self, signal, value: float, labels: dict[str, str], min_traffic: float) -> list | None:
+        """Histograms of the compared quantile on `labels` (a track other than the stable one) and
+        on its stable twin whose quantiles' ratio is `value`: the stable's half the last finite
+        bucket over max(value, 1), the other's `value` times it. The other track observes twice
+        min_traffic a second (at least REQUESTS a sample) from its first rate on, while the rate
+        window still fills; None for a compared signal other than a quantile or values past the
+        catalog's buckets."""
+        of = self.model.signal(signal.of)
+        if of.kind != "quantile" or value <= 0:
+            return None
+        q = signal.quantiles[0]
+        base = self.buckets_of(of.metric)[-1] / max(value, 1.0) / 2
+        window = float(scenarios.seconds(self.model.config.rate_window))
+        stable = self.quantile_counts(of, base, q)
+        other = self.quantile_counts(of, value * base, q, max(REQUESTS, 2 * min_traffic * window))
+        if stable is None or other is None:
+            return None
+        twin = {**labels, self.model.config.track.label: self.model.config.track.stable}
+        return [*self.histogram(of.metric, twin, stable), *self.histogram(of.metric, labels, other)]
 
     def counted(self, metric: str, labels: dict[str, str]) -> dict[str, str]:
         """The labels of a series a rate counts: a client source's counter carries the model name in

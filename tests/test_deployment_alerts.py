@@ -162,6 +162,10 @@ def test_canary_proofs_follow_a_tuning(specs_with, tmp_path, prove, tuning):
         assert {bool(c["exp_alerts"]) for c in checks} == {True, False}, alert
         sides = {t["name"] for t in mine if t["name"].startswith(f"boundary: {alert} just ")}
         assert sides == {f"boundary: {alert} just {side} its threshold" for side in ("past", "short of")}
+        guard = {
+            t["name"] for t in mine if t["name"].startswith(f"boundary: {alert}") and "traffic" in t["name"]
+        }
+        assert len(guard) == (2 if tuning["min_traffic"] else 0), alert
     path = unit_tests.test_path("vllm")
     files = {
         rules.plain_path("vllm"): rules.render(model)[rules.plain_path("vllm")],

@@ -15,6 +15,7 @@ from servewatch.plan.rule_tests import boundary_tests
 from servewatch.plan.scenario_tests import scenario_tests
 from servewatch.promql import labels
 from servewatch.render import rules, unit_tests
+from servewatch.render.churn_tests import churn_tests
 from servewatch.spec.loader import load
 from servewatch.spec.deployment import COUNTING_ROLES, ROLES
 
@@ -157,6 +158,9 @@ def test_canary_proofs_follow_a_tuning(specs_with, tmp_path, prove, tuning):
         for family, t in [*tests, *boundary_tests(model)]
         if family == "vllm" and any(c["alertname"] in CANARY_ALERTS for c in t.get("alert_rule_test", []))
     ]
+    # and the churn tests, which continue each alert's first firing scenario
+    churned = [t for _, t in churn_tests(model) if t["name"].split()[0] in CANARY_ALERTS]
+    assert len(churned) == len(CANARY_ALERTS)
     for alert in CANARY_ALERTS:
         checks = [c for t in mine for c in t["alert_rule_test"] if c["alertname"] == alert]
         assert {bool(c["exp_alerts"]) for c in checks} == {True, False}, alert
@@ -171,6 +175,8 @@ def test_canary_proofs_follow_a_tuning(specs_with, tmp_path, prove, tuning):
         rules.plain_path("vllm"): rules.render(model)[rules.plain_path("vllm")],
         path: yaml.safe_dump(unit_tests.test_file(model, "vllm", path, mine), sort_keys=False),
     }
+    churn = unit_tests.test_path("vllm").replace(".test.yaml", ".churn.test.yaml")
+    files[churn] = yaml.safe_dump(unit_tests.test_file(model, "vllm", churn, churned), sort_keys=False)
     writer.write(tmp_path / "out", files)
-    res = prove(tmp_path / "out" / path)
+    res = prove(tmp_path / "out" / path, tmp_path / "out" / churn)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]

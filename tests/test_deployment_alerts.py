@@ -10,7 +10,13 @@ import pytest
 import yaml
 
 from servewatch import generate, writer
+from servewatch.model import Model
+from servewatch.plan.rule_tests import boundary_tests
+from servewatch.plan.scenario_tests import scenario_tests
 from servewatch.promql import labels
+from servewatch.render import rules, unit_tests
+from servewatch.render.churn_tests import churn_tests
+from servewatch.spec.loader import load
 from servewatch.spec.deployment import COUNTING_ROLES, ROLES
 
 ROLE_LABEL, TRACK_LABEL = "llm_d_ai_role", "track"
@@ -23,6 +29,7 @@ NEW_ALERTS = {
     "VLLMCanaryTimeToFirstTokenWorse": "track",
     "VLLMCanaryInterTokenLatencyWorse": "track",
 }
+CANARY_ALERTS = [alert for alert, needs in NEW_ALERTS.items() if needs == "track"]
 
 
 @pytest.fixture(scope="module")
@@ -121,3 +128,55 @@ def test_notifications_group_by_role_and_track(configured):
         "namespace",
         "model_name",
     ]
+
+
+# Tunings of the canary comparisons a user may write in overrides.yaml: a threshold close to 1, one past
+# the ratio the scenarios once hard-coded (10), and traffic guards far apart (0: none).
+CANARY_TUNINGS = [
+    {"threshold": 1.1, "min_traffic": 0.01},
+    {"threshold": 12, "min_traffic": 2, "for": "5m"},
+    {"threshold": 40, "min_traffic": 0.5, "for": "30m"},
+    {"threshold": 2, "min_traffic": 0},
+]
+
+
+@pytest.mark.tools("promtool")
+@pytest.mark.parametrize("tuning", CANARY_TUNINGS, ids=lambda t: "-".join(map(str, t.values())))
+def test_canary_proofs_follow_a_tuning(specs_with, tmp_path, prove, tuning):
+    """A tuned canary comparison keeps its generated proofs green under promtool: the scenarios
+    compare tracks at ratios and rates written against the resolved threshold and min_traffic, the
+    boundary tests put a canary just past and just short of the threshold (firing exactly `for` after
+    its first rate), and both alerts keep a firing and a silent proof."""
+    overrides = yaml.safe_dump({"overrides": {"alerts": dict.fromkeys(CANARY_ALERTS, tuning)}})
+    model = Model(load(specs_with({"config.yaml": CONFIG, "overrides.yaml": overrides})))
+    for alert in CANARY_ALERTS:
+        assert model.alert(alert).spec.threshold == tuning["threshold"]
+    tests, unadaptable = scenario_tests(model)
+    assert not unadaptable, unadaptable
+    mine = [
+        t
+        for family, t in [*tests, *boundary_tests(model)]
+        if family == "vllm" and any(c["alertname"] in CANARY_ALERTS for c in t.get("alert_rule_test", []))
+    ]
+    # and the churn tests, which continue each alert's first firing scenario
+    churned = [t for _, t in churn_tests(model) if t["name"].split()[0] in CANARY_ALERTS]
+    assert len(churned) == len(CANARY_ALERTS)
+    for alert in CANARY_ALERTS:
+        checks = [c for t in mine for c in t["alert_rule_test"] if c["alertname"] == alert]
+        assert {bool(c["exp_alerts"]) for c in checks} == {True, False}, alert
+        sides = {t["name"] for t in mine if t["name"].startswith(f"boundary: {alert} just ")}
+        assert sides == {f"boundary: {alert} just {side} its threshold" for side in ("past", "short of")}
+        guard = {
+            t["name"] for t in mine if t["name"].startswith(f"boundary: {alert}") and "traffic" in t["name"]
+        }
+        assert len(guard) == (2 if tuning["min_traffic"] else 0), alert
+    path = unit_tests.test_path("vllm")
+    files = {
+        rules.plain_path("vllm"): rules.render(model)[rules.plain_path("vllm")],
+        path: yaml.safe_dump(unit_tests.test_file(model, "vllm", path, mine), sort_keys=False),
+    }
+    churn = unit_tests.test_path("vllm").replace(".test.yaml", ".churn.test.yaml")
+    files[churn] = yaml.safe_dump(unit_tests.test_file(model, "vllm", churn, churned), sort_keys=False)
+    writer.write(tmp_path / "out", files)
+    res = prove(tmp_path / "out" / path, tmp_path / "out" / churn)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]

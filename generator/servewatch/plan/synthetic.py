@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import sys
+from itertools import pairwise
 from fractions import Fraction
 from dataclasses import dataclass
 
@@ -124,6 +125,11 @@ class Synth:
             if counts is None:
                 return None
             out = self.histogram(signal.metric, labels, counts)
+        elif signal.kind == "track_ratio":
+            window = float(scenarios.seconds(self.model.config.rate_window))
+            out = self.track_ratio(signal, value, labels, max(REQUESTS, 2 * min_traffic * window))
+            if out is None:
+                return None
         else:
             return None
         return Input(tuple(out), self.onset(signal))
@@ -155,6 +161,35 @@ class Synth:
         if rates is None or sum(rates) == 0:
             return None
         return rates[0] / (rates[0] + rates[1])
+
+    def other_track(self, labels: dict[str, str]) -> dict[str, str]:
+        """`labels` moved to a track other than the stable one (config.track): a canary."""
+        track = self.model.config.track
+        return {**labels, track.label: "canary" if track.stable != "canary" else "next"}
+
+    def track_ratio(self, signal, value: float, labels: dict[str, str], per_sample: float) -> list | None:
+        """Histograms of the compared quantile on `labels` (a track other than the stable one, with
+        `per_sample` observations a sample) and on its stable twin whose quantiles' ratio is `value`:
+        the stable's in the middle of a bucket, the other's `value` times it, each well inside its
+        bucket (float noise at a bound would move the quantile to the next bucket).
+        `signal` gives the other track twice min_traffic a second (at least REQUESTS a sample) from its
+        first rate on, while the rate window still fills. None for a compared signal other than a
+        quantile or values past the catalog's buckets."""
+        of = self.model.signal(signal.of)
+        if of.kind != "quantile" or value <= 0:
+            return None
+        q = signal.quantiles[0]
+        bounds = self.buckets_of(of.metric)
+        middles = [(lo + hi) / 2 for lo, hi in pairwise(bounds)]
+        base = next((m for m in middles if _well_inside(bounds, value * m)), None)
+        if base is None:
+            return None
+        stable = self.quantile_counts(of, base, q)
+        other = self.quantile_counts(of, value * base, q, per_sample)
+        if stable is None or other is None:
+            return None
+        twin = {**labels, self.model.config.track.label: self.model.config.track.stable}
+        return [*self.histogram(of.metric, twin, stable), *self.histogram(of.metric, labels, other)]
 
     def counted(self, metric: str, labels: dict[str, str]) -> dict[str, str]:
         """The labels of a series a rate counts: a client source's counter carries the model name in
@@ -279,6 +314,11 @@ class Synth:
                 return None
             buckets.append((bound if bound == float("inf") else float(scenarios.number(bound)), rate))
         return bucket_quantile(q, buckets)
+
+
+def _well_inside(bounds: tuple[float, ...], x: float) -> bool:
+    """Whether x lies inside a finite bucket, a tenth of its width or more from either bound."""
+    return any(lo + (hi - lo) / 10 <= x <= hi - (hi - lo) / 10 for lo, hi in pairwise(bounds))
 
 
 def ratio_traffic(min_traffic: float) -> float:

@@ -8,6 +8,10 @@ finishes at least `min_traffic` events per second), part of promtool/<family>.bo
   each short of the guard but past it together: the guard adds a model's engines and nothing else;
 - exactly at the guard, where the rates come out exact: the guard includes it (`>=`), so it fires.
 
+A track_ratio's guard (the other track's observations a second) gets the timing test and one just
+short of the guard, steady, that stays silent, with the canary past the threshold beside its stable
+twin.
+
 Every rate is worked out as Prometheus 3.5 computes it (plan/synthetic.py, rate_at), so the
 evaluation times follow any rate window, scrape interval, `for` or `min_traffic`.
 """
@@ -29,6 +33,13 @@ def guard_tests(model, alert, names: dict, expected, test) -> list[dict]:
     `test(name, series, **checks)` one promtool test. [] without a guard or inputs servewatch can write."""
     signal = model.signal(alert.spec.signal)
     guard = float(alert.spec.min_traffic or 0)
+    if signal.kind == "track_ratio":
+        past = names["above"] if alert.spec.op in (">", ">=") else names["below"]
+        if guard <= 0 or past is None:
+            return []
+        plan = _Plan(model, signal, guard)
+        tests = [plan.timing(alert, past, expected, test), plan.short(alert, past, test)]
+        return [t for t in tests if t is not None]
     split = matcher_split(signal.matchers) if signal.kind == "counter_ratio" else None
     shares = _shares(alert, names)
     if guard <= 0 or split is None or not shares:
@@ -67,9 +78,23 @@ class _Plan:
         return Synth(self.model, self.interval, math.ceil((until_s + MARGIN_S) / self.interval))
 
     def traffic_at(self, synth: Synth, per_second: float, share: float, at_s: float) -> float | None:
-        """The guard's value at `at_s` for one thing: its counters' rates, added."""
+        """The guard's value at `at_s` for one thing: its counters' rates, added (a track_ratio's:
+        the rate of the other track's observations)."""
+        if self.signal.kind == "track_ratio":
+            return synth.rate_at(per_second * self.interval, at_s, self.window)
         rates = synth.counter_ratio_rates(share, per_second, at_s, self.window)
         return None if rates is None else rates[0] + rates[1]
+
+    def inputs(self, synth: Synth, share: float, labels: dict, per_second: float) -> list | None:
+        """The series of one thing at `per_second` events, `share` the signal's value (a track_ratio's
+        thing is a canary, beside its stable twin)."""
+        if self.signal.kind == "track_ratio":
+            return synth.track_ratio(self.signal, share, labels, per_second * self.interval)
+        return synth.counter_ratio(self.signal, share, labels, per_second)
+
+    def labels(self, synth: Synth) -> dict:
+        labels = synth.identity("model")
+        return synth.other_track(labels) if self.signal.kind == "track_ratio" else labels
 
     def settled(self, for_s: float) -> float:
         """An evaluation time by which every window is full and every steady guard held for `for`."""
@@ -80,7 +105,7 @@ class _Plan:
         for_s = float(seconds(alert.for_))
         traffic = self.guard * (1 + STEP)
         synth = self.synth(self.settled(for_s))
-        labels = synth.identity("model")
+        labels = self.labels(synth)
         onset = None
         for i in range(1, int(self.settled(0) // self.step) + 1):
             value = self.traffic_at(synth, traffic, share, i * self.step)
@@ -92,10 +117,26 @@ class _Plan:
         fires_at = onset + for_s
         checks = [self.check(alert, fires_at - self.step, [])]
         checks.append(self.check(alert, fires_at, [expected(labels, share)]))
+        inputs = self.inputs(synth, share, labels, traffic)
+        if inputs is None:
+            return None
         return test(
             f"boundary: {alert.alert} fires `for` after its traffic passes min_traffic",
-            synth.counter_ratio(self.signal, share, labels, traffic),
+            inputs,
             alert_rule_test=checks,
+        )
+
+    def short(self, alert, share: float, test) -> dict | None:
+        """Traffic just short of the guard, steady: silent once every window is full and `for` past."""
+        at_s = self.settled(float(seconds(alert.for_)))
+        synth = self.synth(at_s)
+        inputs = self.inputs(synth, share, self.labels(synth), self.guard * (1 - STEP))
+        if inputs is None:
+            return None
+        return test(
+            f"boundary: {alert.alert} stays silent with traffic just short of min_traffic",
+            inputs,
+            alert_rule_test=[self.check(alert, at_s, [])],
         )
 
     def who(self, alert, share: float, expected, test) -> dict | None:

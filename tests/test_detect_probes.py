@@ -39,12 +39,17 @@ def _layout() -> list[Series]:
     return s
 
 
-@pytest.fixture(scope="module")
-def asked():
+def _asked(series):
+    """probes.Ask on a real Prometheus holding `series`, at their last sample."""
     start = backfill_start(STEPS, STEP)
-    with LocalPrometheus(to_openmetrics(_layout(), start, STEP)) as prom:
+    with LocalPrometheus(to_openmetrics(series, start, STEP)) as prom:
         with Client(prom.url, Auth.from_env()) as client:
             yield probes.Ask(client, start + (STEPS - 1) * STEP)
+
+
+@pytest.fixture(scope="module")
+def asked():
+    yield from _asked(_layout())
 
 
 TIE = 'UUID=~"GPU-0|GPU-1"'  # selectors.dcgm that leaves one 4.8 and one 4.9 GPU
@@ -150,10 +155,7 @@ def _twins_layout() -> list[Series]:
 
 @pytest.fixture(scope="module")
 def twins_asked():
-    start = backfill_start(STEPS, STEP)
-    with LocalPrometheus(to_openmetrics(_twins_layout(), start, STEP)) as prom:
-        with Client(prom.url, Auth.from_env()) as client:
-            yield probes.Ask(client, start + (STEPS - 1) * STEP)
+    yield from _asked(_twins_layout())
 
 
 def _own(profile: str, field: str) -> str:

@@ -174,15 +174,20 @@ def test_the_4_10_profile_reads_the_4_10_names_and_no_older_one(build_4_10):
     assert pcie["fieldConfig"]["defaults"]["unit"] == "Bps"
 
 
-@pytest.mark.tools("promtool")
-def test_the_4_10_profile_passes_its_generated_tests_and_lint(build_4_10, servewatch, tmp_path):
-    specs, files = build_4_10
+def _passes_its_generated_tests_and_lint(build, servewatch, tmp_path) -> None:
+    """A profile's whole build: its generated promtool tests pass and lint finds nothing."""
+    specs, files = build
     out = tmp_path / "out"
     writer.write(out, files)
     said: list[str] = []
     assert verify.run(out, echo=said.append), "\n".join(said)
     run = servewatch("lint", "--specs", specs, "--fail-on", "warning", "rules", "dashboards", cwd=out)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+@pytest.mark.tools("promtool")
+def test_the_4_10_profile_passes_its_generated_tests_and_lint(build_4_10, servewatch, tmp_path):
+    _passes_its_generated_tests_and_lint(build_4_10, servewatch, tmp_path)
 
 
 # -- a new profile is a catalog edit ------------------------------------------------------------------
@@ -503,13 +508,7 @@ def test_a_misspelt_vllm_profile_is_a_spec_error_with_a_suggestion(specs_with):
 
 @pytest.mark.tools("promtool")
 def test_the_kserve_profile_passes_its_generated_tests_and_lint(kserve, servewatch, tmp_path):
-    specs, files = kserve
-    out = tmp_path / "out"
-    writer.write(out, files)
-    said: list[str] = []
-    assert verify.run(out, echo=said.append), "\n".join(said)
-    run = servewatch("lint", "--specs", specs, "--fail-on", "warning", "rules", "dashboards", cwd=out)
-    assert run.returncode == 0, run.stdout + run.stderr
+    _passes_its_generated_tests_and_lint(kserve, servewatch, tmp_path)
 
 
 @pytest.mark.integration

@@ -116,11 +116,6 @@ class LabelNames:
             return ()
         return self.errors_source.matchers(name.removeprefix(CLIENT_PREFIX))
 
-    @property
-    def client_cause(self) -> str:
-        """The label the source of the request and error counters says why a request failed in."""
-        return self.errors_source.outcome.cause
-
     def client_keys(self, metric: str) -> list[str]:
         """What one gateway pod's series of `metric` differ by: the engine identity with the model
         label in model_name's place, and the catalog's labels of the metric (the endpoint picker's

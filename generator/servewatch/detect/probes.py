@@ -181,6 +181,13 @@ class DetectProbe:
 
 
 # -- dcgm-exporter ------------------------------------------------------------------------------------
+def _majority(per: list[tuple]) -> tuple[list[tuple], object]:
+    """Of (candidate, series count) pairs in catalog order: the (index, candidate, count) of those
+    present, and the one with the most series, the newer (later) on a tie; None when none is."""
+    present = [(i, x, c) for i, (x, c) in enumerate(per) if c]
+    return present, max(present, key=lambda x: (x[2], x[0]))[1] if present else None
+
+
 def fb_units(ctx: ProbeContext) -> ProbeOutcome:
     out = ProbeOutcome("dcgm.fb_units")
     counts = ctx.fb_name_counts
@@ -188,9 +195,8 @@ def fb_units(ctx: ProbeContext) -> ProbeOutcome:
     old = sum(counts.get(name, 0) for name in ctx.old_namespace_names)
     out.counts["dcgm"] = {f"fb_used_{n.profile.name}_series": c for n, c in per}
     out.counts["dcgm"]["old_namespace_series"] = old
-    present = [(i, n, c) for i, (n, c) in enumerate(per) if c]
+    present, pick = _majority(per)
     if len(present) > 1:
-        _, pick, _ = max(present, key=lambda x: (x[2], x[0]))  # the newer profile on a tie
         twins = TwinNames(ctx, pick)
         out.suggested["dcgm.fb_units"] = twins.pick
         named = " and ".join(
@@ -253,9 +259,9 @@ class TwinNames:
                 r["metric"].get("__name__", ""): int(float(r["value"][1])) for r in ctx.ask.rows(expr)
             }
         self.per = [(p, sum(self.found.get(n, 0) for n in self.own.get(p.name, ()))) for p in self.twins]
-        self.present = [(i, p, c) for i, (p, c) in enumerate(self.per) if c]
-        if self.present:
-            self.pick = max(self.present, key=lambda x: (x[2], x[0]))[1].name
+        self.present, picked = _majority(self.per)
+        if picked is not None:
+            self.pick = picked.name
         else:
             configured = ctx.current["dcgm"]["fb_units"]
             self.pick = configured if configured in {p.name for p in self.twins} else self.twins[0].name

@@ -180,3 +180,41 @@ def test_canary_proofs_follow_a_tuning(specs_with, tmp_path, prove, tuning):
     writer.write(tmp_path / "out", files)
     res = prove(tmp_path / "out" / path, tmp_path / "out" / churn)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+
+
+def _counts(values: str) -> bool:
+    """Whether a series written in promtool's expanding notation ever changes (a counter that counts)."""
+    return any(float(step) != 0 for step in re.findall(r"[+-]([0-9.eE+-]+)x", values))
+
+
+def _silent_on_traffic(model, alerts) -> dict[str, bool]:
+    """Scenario test name -> whether the thing it is silent about counts anything, for each test
+    with no firing check on `alerts`: the canary's series (or the model's, without a track)."""
+    stable = f'{TRACK_LABEL}="{model.config.track.stable}"'
+    out = {}
+    for _, test in scenario_tests(model)[0]:
+        checks = test["alert_rule_test"]
+        if any(c["exp_alerts"] for c in checks) or not {c["alertname"] for c in checks} & set(alerts):
+            continue
+        series = test["input_series"]
+        named = [s for s in series if stable not in s["series"]] or series
+        out[test["name"]] = any(_counts(s["values"]) for s in named)
+    return out
+
+
+def test_without_a_traffic_guard_no_scenario_claims_the_guard(specs_with):
+    """A "too little traffic" scenario writes its traffic from min_traffic: with min_traffic 0 it is
+    silent for want of data, a proof of nothing, and is not written. Found by its inputs: silent,
+    counting at the default guard, counting nothing at 0 (an idle model, silent by design, counts
+    nothing either way)."""
+    configured = Model(load(specs_with({"config.yaml": CONFIG})))
+    guarded = [a.alert for a in configured.alerts() if getattr(a.spec, "min_traffic", None)]
+    assert set(CANARY_ALERTS) < set(guarded)
+    overrides = yaml.safe_dump({"overrides": {"alerts": {a: {"min_traffic": 0} for a in guarded}}})
+    unguarded = Model(load(specs_with({"config.yaml": CONFIG, "overrides.yaml": overrides})))
+    before, after = _silent_on_traffic(configured, guarded), _silent_on_traffic(unguarded, guarded)
+    claims = {name for name, counts in before.items() if counts and name in after and not after[name]}
+    on_the_guard = {name for name, counts in before.items() if counts and name not in after}
+    assert not claims, claims
+    assert on_the_guard  # the default's guard scenarios, dropped; the others still prove silence
+    assert any(after.values())

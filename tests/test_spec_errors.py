@@ -129,6 +129,15 @@ def test_override_tunes_only_what_its_alert_has(specs_with):
     assert any("overrides.yaml:4" in m and "min_traffic needs" in m and "a gauge" in m for m in msgs), msgs
 
 
+def test_a_scenario_proves_only_a_guard_its_alert_can_have(specs_with, line_of):
+    """`proves: [min_traffic]` on an alert with no traffic guard (a gauge's) would never be written."""
+    alert = "    alert: VLLMKVCacheUsageHigh\n"
+    specs = specs_with({"scenarios/vllm.yaml": [(alert, alert + "    proves: [min_traffic]\n")]})
+    line = line_of(specs / "scenarios" / "vllm.yaml", "proves: [min_traffic]")
+    msgs = _errors(specs)
+    assert any(f"vllm.yaml:{line}" in m and "can have no min_traffic guard" in m for m in msgs), msgs
+
+
 def test_alert_without_scenarios_is_refused(specs_with):
     renamed = ("alert: VLLMRequestsWaitingHigh", "alert: VLLMRequestsWaitingVeryHigh")
     msgs = _errors(specs_with({"alerts/vllm.yaml": [renamed]}))

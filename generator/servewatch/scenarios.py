@@ -388,6 +388,14 @@ def switched_off(spec, scenario) -> bool:
     return override is not None and not override.enabled
 
 
+def unguarded(model, scenario) -> bool:
+    """Whether `scenario` proves a guard (`proves:`) that its resolved alert does not have: an
+    override of min_traffic to 0 leaves a "too little traffic" scenario silent for want of data, a
+    proof of nothing, so nothing is rendered from it."""
+    rule = model.alert(scenario.alert)
+    return rule is not None and "min_traffic" in scenario.proves and not rule.spec.min_traffic
+
+
 def resolve(model, scenario) -> Resolved:
     """`scenario` with its expressions computed. Raises Unadaptable (the resolved alert leaves the
     expression without a value) or ExpressionError (a mistake); both carry the `field` path."""

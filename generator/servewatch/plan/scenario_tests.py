@@ -58,7 +58,7 @@ def _scenario_tests(model: Model) -> tuple[list[tuple[str, dict]], list[tuple[ob
     deployment = model.builder.labels.deployment_defaults()
     records = labels.record_labels(model.records()) if deployment else {}
     for scenario in model.spec.scenarios:
-        if scenarios.switched_off(model.spec, scenario):
+        if scenarios.switched_off(model.spec, scenario) or scenarios.unguarded(model, scenario):
             continue
         alert = model.alert(scenario.alert)
         if alert is None:  # disabled alert (or group): nothing to test

@@ -64,7 +64,12 @@ def churn_tests(model: Model) -> list[tuple[str, dict]]:
     records = record_labels(model.records()) if model.builder.labels.deployment_defaults() else {}
     for scenario in model.spec.scenarios:
         rule = model.alert(scenario.alert)
-        if rule is None or rule.alert in done or scenarios.switched_off(model.spec, scenario):
+        if (
+            rule is None
+            or rule.alert in done
+            or scenarios.switched_off(model.spec, scenario)
+            or scenarios.unguarded(model, scenario)
+        ):
             continue
         try:
             resolved = scenarios.resolve(model, scenario)

@@ -599,3 +599,6 @@ class Scenario(Strict):
     )
     series: tuple[SeriesInput, ...]
     expect: tuple[Expectation, ...]
+    # the alert's guards this scenario proves (a silence below min_traffic): written only where the
+    # resolved alert has each (min_traffic > 0); without one, its silence would prove nothing
+    proves: tuple[Literal["min_traffic"], ...] = ()

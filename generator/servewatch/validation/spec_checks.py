@@ -272,6 +272,19 @@ def spec_problems(spec) -> list[SpecError]:
             unknown = sorted(set(templates.TOKEN_RE.findall(text)) - set(tokens))
             if unknown:
                 err(f"unknown token [[{unknown[0]}]]; known: {', '.join(sorted(tokens))}", key, *path)
+        guarded = by_name.get(scenario.alert)
+        sig = spec.signals.get(guarded.signal) if guarded is not None and guarded.signal else None
+        if (
+            "min_traffic" in scenario.proves
+            and guarded is not None
+            and (sig is None or sig.kind not in TRAFFIC_KINDS)
+        ):
+            err(
+                f"proves min_traffic, but {scenario.alert} can have no min_traffic guard (only an alert on a "
+                "counter_ratio or track_ratio signal has one): the scenario would never be written",
+                key,
+                "proves",
+            )
         for ei, exp in enumerate(scenario.expect):
             name = exp.alert or scenario.alert
             if name not in alert_names:

@@ -18,6 +18,7 @@ from servewatch.render import rules, unit_tests
 from servewatch.render.churn_tests import churn_tests
 from servewatch.spec.loader import load
 from servewatch.spec.deployment import COUNTING_ROLES, ROLES
+from test_rule_tests import inclusive
 
 ROLE_LABEL, TRACK_LABEL = "llm_d_ai_role", "track"
 CONFIG = [
@@ -116,6 +117,31 @@ def test_the_vllm_family_and_slos_pass_promtool_with_role_and_track(configured, 
     assert res.returncode == 0, res.stdout[-3000:]
 
 
+@pytest.mark.tools("promtool")
+def test_a_canary_exactly_at_the_threshold_is_silent_and_fires_once_the_comparison_includes_it(
+    configured, vllm_boundaries, tmp_path
+):
+    """The boundary case with a canary's ratio to its stable twin exactly at the threshold (worked
+    out to the bit, the canary past its traffic guard for the whole `for`) pins the comparison: the
+    rules pass it, the same rules with `>=` fail it."""
+    _, files = configured
+    rules = files["rules/vllm.rules.yaml"]
+    suite = yaml.safe_load(files["promtool/vllm.boundaries.test.yaml"])
+    suite["tests"] = [
+        t for t in suite["tests"] if {c["alertname"] for c in t["alert_rule_test"]} & set(CANARY_ALERTS)
+    ]
+    names = {t["name"] for t in suite["tests"]}
+    for alert in CANARY_ALERTS:
+        assert f"boundary: {alert} exactly at its threshold" in names, alert
+    tests = yaml.safe_dump(suite, sort_keys=False)
+    result = vllm_boundaries(tmp_path, rules, tests)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for alert in CANARY_ALERTS:
+        result = vllm_boundaries(tmp_path, inclusive(rules, alert), tests)
+        assert result.returncode == 1, alert
+        assert f"boundary: {alert} exactly at its threshold" in result.stdout + result.stderr
+
+
 def test_notifications_group_by_role_and_track(configured):
     """A canary's notification is its own: Alertmanager groups by the model identity with the role
     and track in it."""
@@ -146,7 +172,7 @@ def test_canary_proofs_follow_a_tuning(specs_with, tmp_path, prove, tuning):
     """A tuned canary comparison keeps its generated proofs green under promtool: the scenarios
     compare tracks at ratios and rates written against the resolved threshold and min_traffic, the
     boundary tests put a canary just past and just short of the threshold (firing exactly `for` after
-    its first rate), and both alerts keep a firing and a silent proof."""
+    its first rate) and exactly at it (silent), and both alerts keep a firing and a silent proof."""
     overrides = yaml.safe_dump({"overrides": {"alerts": dict.fromkeys(CANARY_ALERTS, tuning)}})
     model = Model(load(specs_with({"config.yaml": CONFIG, "overrides.yaml": overrides})))
     for alert in CANARY_ALERTS:
@@ -166,6 +192,8 @@ def test_canary_proofs_follow_a_tuning(specs_with, tmp_path, prove, tuning):
         assert {bool(c["exp_alerts"]) for c in checks} == {True, False}, alert
         sides = {t["name"] for t in mine if t["name"].startswith(f"boundary: {alert} just ")}
         assert sides == {f"boundary: {alert} just {side} its threshold" for side in ("past", "short of")}
+        # these thresholds' ratios come out exact: the comparison's inclusiveness is pinned too
+        assert f"boundary: {alert} exactly at its threshold" in {t["name"] for t in mine}, alert
         guard = {
             t["name"] for t in mine if t["name"].startswith(f"boundary: {alert}") and "traffic" in t["name"]
         }

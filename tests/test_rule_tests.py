@@ -191,7 +191,7 @@ TUNINGS = {  # thresholds halved, quadrupled, and odd ones that are no bucket bo
 }
 
 
-def _inclusive(rules: str, alert: str) -> str:
+def inclusive(rules: str, alert: str) -> str:
     """The rules with `alert`'s `>` made `>=`."""
     doc = yaml.safe_load(rules)
     rule = next(r for g in doc["groups"] for r in g["rules"] if r.get("alert") == alert)
@@ -219,7 +219,7 @@ def test_a_tuned_exact_case_is_silent_and_fails_when_the_comparison_includes_the
     result = vllm_boundaries(tmp_path, rules, tests)
     assert result.returncode == 0, result.stdout + result.stderr
     for alert in exact:
-        result = vllm_boundaries(tmp_path, _inclusive(rules, alert), tests)
+        result = vllm_boundaries(tmp_path, inclusive(rules, alert), tests)
         assert result.returncode == 1, alert
         assert f"boundary: {alert} exactly at its threshold" in result.stdout + result.stderr
 

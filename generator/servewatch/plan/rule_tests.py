@@ -166,10 +166,11 @@ def _exact(model: Model, alert, signal, threshold: float, labels: dict, fires_at
     evaluation of the `for` before the check; None where servewatch cannot show that it does. Only then
     is "silent at the threshold" a test: a comparison that includes the threshold fires there.
 
-    A gauge is read as written; a used / (used + free) is checked as Prometheus divides. A rate or a
-    quantile is worked out as Prometheus 3.5 computes it (plan/synthetic.py, rate_at and
-    quantile_at), at each evaluation time: a rate's window and a quantile's bucket rates only settle once
-    the window is full, so the check may move later, never past the data."""
+    A gauge is read as written; a used / (used + free) is checked as Prometheus divides. A rate, a
+    quantile or a track ratio (a canary's quantile over its stable twin's, with the canary's traffic
+    past the alert's guard) is worked out as Prometheus 3.5 computes it (plan/synthetic.py, rate_at,
+    quantile_at and track_ratio_at), at each evaluation time: a rate's window and a quantile's bucket
+    rates only settle once the window is full, so the check may move later, never past the data."""
     interval = _interval(model)
     if signal.kind == "gauge":
         synth = Synth(model, interval, math.ceil((fires_at + MARGIN_S) / interval))
@@ -181,7 +182,7 @@ def _exact(model: Model, alert, signal, threshold: float, labels: dict, fires_at
             return None
         synth = Synth(model, interval, math.ceil((fires_at + MARGIN_S) / interval))
         return synth.signal(signal, threshold, labels).series, fires_at
-    if signal.kind not in ("rate", "quantile", "counter_ratio"):
+    if signal.kind not in ("rate", "quantile", "counter_ratio", "track_ratio"):
         return None
     if signal.kind == "counter_ratio" and matcher_split(signal.matchers) is None:
         return None  # no two counters servewatch can write whose ratio the matchers pick
@@ -194,12 +195,22 @@ def _exact(model: Model, alert, signal, threshold: float, labels: dict, fires_at
     checks = int((latest - fires_at) // step) + 1  # the times a check may move to
     if holds + checks > EXACT_EVALS_MAX:
         return None
-    # a layout: the histogram's counts, a counter ratio's events per second (as Synth.signal writes them)
-    traffic = ratio_traffic(alert.spec.min_traffic or 0)
+    # a layout: the histogram's counts, a counter ratio's events per second (as Synth.signal writes them),
+    # a track ratio's two histograms (the other track's past its guard at every evaluation)
+    guard = float(alert.spec.min_traffic or 0)
+    traffic = ratio_traffic(guard)
     if signal.kind == "rate":
         layouts = [None]
     elif signal.kind == "counter_ratio":
         layouts = [traffic * k for k in EXACT_SCALES]
+    elif signal.kind == "track_ratio":
+        per_sample = max(REQUESTS, 2 * guard * window)
+        layouts = [
+            layout
+            for k in EXACT_SCALES
+            for layout in synth.track_ratio_layouts(signal, threshold, per_sample * k)
+            if layout is not None
+        ]
     else:
         layouts = [
             synth.quantile_counts(signal, threshold, alert.spec.quantile, REQUESTS * k) for k in EXACT_SCALES
@@ -214,6 +225,9 @@ def _exact(model: Model, alert, signal, threshold: float, labels: dict, fires_at
                 value = synth.rate_at(threshold * interval, t, window)
             elif signal.kind == "counter_ratio":
                 value = synth.counter_ratio_at(threshold, layout, t, window)
+            elif signal.kind == "track_ratio":
+                guarded = synth.rate_at(sum(layout[1].values()), t, window)
+                value = synth.track_ratio_at(signal, layout, t, window) if (guarded or 0) >= guard else None
             else:
                 value = synth.quantile_at(signal, layout, alert.spec.quantile, t, window)
             run = run + 1 if value == threshold else 0
@@ -223,6 +237,8 @@ def _exact(model: Model, alert, signal, threshold: float, labels: dict, fires_at
                     return synth.signal(signal, threshold, labels).series, at_s
                 if signal.kind == "counter_ratio":
                     return synth.counter_ratio(signal, threshold, labels, layout), at_s
+                if signal.kind == "track_ratio":
+                    return synth.track_ratio_series(signal, labels, layout), at_s
                 return synth.histogram(signal.metric, labels, layout), at_s
     return None
 

@@ -169,27 +169,51 @@ class Synth:
 
     def track_ratio(self, signal, value: float, labels: dict[str, str], per_sample: float) -> list | None:
         """Histograms of the compared quantile on `labels` (a track other than the stable one, with
-        `per_sample` observations a sample) and on its stable twin whose quantiles' ratio is `value`:
-        the stable's in the middle of a bucket, the other's `value` times it, each well inside its
-        bucket (float noise at a bound would move the quantile to the next bucket).
+        `per_sample` observations a sample) and on its stable twin whose quantiles' ratio is `value`
+        (the first of track_ratio_layouts).
         `signal` gives the other track twice min_traffic a second (at least REQUESTS a sample) from its
         first rate on, while the rate window still fills. None for a compared signal other than a
         quantile or values past the catalog's buckets."""
+        layouts = self.track_ratio_layouts(signal, value, per_sample)
+        if not layouts or layouts[0] is None:
+            return None
+        return self.track_ratio_series(signal, labels, layouts[0])
+
+    def track_ratio_layouts(self, signal, value: float, per_sample: float) -> list[tuple[dict, dict] | None]:
+        """(stable, other) observations per sample per bucket (quantile_counts) whose quantiles' ratio is
+        `value`, one per bucket of the compared histogram: the stable's quantile in the middle of the
+        bucket, the other's `value` times it, each well inside its bucket (float noise at a bound would
+        move the quantile to the next bucket); None where quantile_counts cannot place one. [] for a
+        compared signal other than a quantile."""
         of = self.model.signal(signal.of)
         if of.kind != "quantile" or value <= 0:
-            return None
+            return []
         q = signal.quantiles[0]
         bounds = self.buckets_of(of.metric)
-        middles = [(lo + hi) / 2 for lo, hi in pairwise(bounds)]
-        base = next((m for m in middles if _well_inside(bounds, value * m)), None)
-        if base is None:
-            return None
-        stable = self.quantile_counts(of, base, q)
-        other = self.quantile_counts(of, value * base, q, per_sample)
-        if stable is None or other is None:
-            return None
+        out = []
+        for base in ((lo + hi) / 2 for lo, hi in pairwise(bounds)):
+            if not _well_inside(bounds, value * base):
+                continue
+            stable = self.quantile_counts(of, base, q)
+            other = self.quantile_counts(of, value * base, q, per_sample)
+            out.append(None if stable is None or other is None else (stable, other))
+        return out
+
+    def track_ratio_series(self, signal, labels: dict[str, str], layout: tuple[dict, dict]) -> list:
+        """The histograms of one of track_ratio_layouts: the other track's on `labels`, the stable's
+        on its twin."""
+        of, (stable, other) = self.model.signal(signal.of), layout
         twin = {**labels, self.model.config.track.label: self.model.config.track.stable}
         return [*self.histogram(of.metric, twin, stable), *self.histogram(of.metric, labels, other)]
+
+    def track_ratio_at(self, signal, layout: tuple[dict, dict], at_s: float, window_s: float) -> float | None:
+        """The track_ratio of one of track_ratio_layouts at `at_s`, as Prometheus divides the two
+        quantiles; None where either has no value or the stable's is not above 0."""
+        of, q = self.model.signal(signal.of), signal.quantiles[0]
+        stable, other = (self.quantile_at(of, counts, q, at_s, window_s) for counts in layout)
+        if stable is None or other is None or not stable > 0:
+            return None
+        return other / stable
 
     def counted(self, metric: str, labels: dict[str, str]) -> dict[str, str]:
         """The labels of a series a rate counts: a client source's counter carries the model name in

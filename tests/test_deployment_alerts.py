@@ -142,6 +142,41 @@ def test_a_canary_exactly_at_the_threshold_is_silent_and_fires_once_the_comparis
         assert f"boundary: {alert} exactly at its threshold" in result.stdout + result.stderr
 
 
+def _scaled(rules: str, record: str, factor: float) -> str:
+    """The rules with `record`'s value times `factor`: its labels, its count unchanged."""
+    doc = yaml.safe_load(rules)
+    rule = next(r for g in doc["groups"] for r in g["rules"] if r.get("record") == record)
+    rule["expr"] = f"({rule['expr']}) * {factor}"
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+@pytest.mark.tools("promtool")
+def test_the_track_ratio_records_are_checked_by_value(configured, prove, tmp_path):
+    """Each canary-over-stable record has its record test: every track's ratio to its own stable twin
+    (per model and role, a duplicate scrape once, no stable twin or an idle one: nothing), passed by
+    the rules and failed by a record a thousandth off."""
+    model, files = configured
+    records = [r for r in model.records() if r.signal and model.signal(r.signal).kind == "track_ratio"]
+    assert records
+    suite = yaml.safe_load(files["promtool/vllm.records.test.yaml"])
+    suite["tests"] = [t for t in suite["tests"] if t["name"] in {f"record: {r.record}" for r in records}]
+    assert len(suite["tests"]) == len(records)
+    for test in suite["tests"]:
+        checks = test["promql_expr_test"]
+        assert len([c for c in checks if c["expr"].startswith("group without")]) >= 2, test["name"]
+    rules = files["rules/vllm.rules.yaml"]
+    for record in [None, *records]:
+        out = tmp_path / (record.record.replace(":", "_") if record else "as-generated")
+        written = _scaled(rules, record.record, 1.001) if record else rules
+        tests = yaml.safe_dump(suite, sort_keys=False)
+        writer.write(out, {"rules/vllm.rules.yaml": written, "promtool/vllm.records.test.yaml": tests})
+        result = prove(out / "promtool" / "vllm.records.test.yaml")
+        if record is None:
+            assert result.returncode == 0, result.stdout[-3000:]
+        else:
+            assert result.returncode == 1 and f"{record.record}{{" in result.stdout, record.record
+
+
 def test_notifications_group_by_role_and_track(configured):
     """A canary's notification is its own: Alertmanager groups by the model identity with the role
     and track in it."""

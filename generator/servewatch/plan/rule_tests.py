@@ -5,7 +5,8 @@
   be written exactly, it stays silent (promtool/<family>.boundaries.test.yaml);
 - every recording rule: each thing it records, with its labels and value, and nothing more: a ratio
   whose denominator is 0 gives nothing, a thing scraped twice is one thing, things that differ in one
-  identity label stay apart, a model's engines add up (promtool/<family>.records.test.yaml).
+  identity label stay apart, a model's engines add up; a track ratio's each track over its own stable
+  twin, nothing without one (promtool/<family>.records.test.yaml).
 
 Thresholds and durations are the alerts' as resolved (overrides applied), so the tests follow any
 tuning; the inputs come from plan/synthetic.py. render/rule_tests.py writes them, one file per kind
@@ -20,6 +21,7 @@ from .. import alert_context as ctx
 from .. import scenarios, templates
 from ..model import Model
 from ..promql.histograms import LE, count_below
+from ..spec.deployment import ROLES
 from ..spec.schema import seconds
 from .traffic_guard import guard_tests
 from .synthetic import (
@@ -295,6 +297,8 @@ def _signal_record(model: Model, rule) -> dict | None:
     interval = _interval(model)
     at = float(seconds(model.config.rate_window)) + 2 * interval  # every window full
     synth = Synth(model, interval, math.ceil((at + MARGIN_S) / interval))
+    if signal.kind == "track_ratio":
+        return _track_ratio_record(model, rule, synth, at)
     quantile = float(rule.labels["quantile"]) if "quantile" in rule.labels else None
     level = signal.level
     ids = synth.labels.identity(level)
@@ -377,6 +381,65 @@ def _native_bucket_checks(record: str, static: dict, expected: list[tuple[dict, 
     return out
 
 
+def _track_ratio_record(model: Model, rule, synth: Synth, at: float) -> dict | None:
+    """A track_ratio's record: the compared quantile of each track other than the stable one over its
+    stable twin's, per model (and role). Model a has a stable track, a canary and a third track; each
+    model apart from it in one identity label (the role: another the compared signal reads) has a
+    stable track and a canary of its own; every histogram its own observations (_spread), so every
+    quantile differs. a's canary is scraped twice (one value); a canary without a stable twin and one
+    whose stable twin observes nothing give no result. Each value is worked out from the observations
+    as written (_spread_quantile), not read back from Prometheus."""
+    signal = model.signal(rule.signal)
+    compared, q = model.signal(signal.of), signal.quantiles[0]
+    track, role = model.config.track, model.config.role
+    tracks = [t for t in ("canary", "next", "third") if t != track.stable][:2]
+    pinned = synth.pinned("vllm")
+    first = synth.identity("model")
+    models = [first] + [
+        synth.identity("model", change=label)
+        for label in synth.labels.identity("model")
+        if label not in pinned
+    ]
+    if role is not None:  # a model on another role the compared signal reads: its own stable twin
+        read = [v for r in (compared.roles or ROLES) for v in role.values[r] if v != first[role.label]]
+        models += [{**first, role.label: read[0]}] if read else []
+    # (labels, index of its observations' spread): each histogram its own index, so its own quantile
+    histograms, expected = [], []
+    for n, thing in enumerate(models):
+        stable = ({**thing, track.label: track.stable}, len(histograms) + 1)
+        histograms.append(stable)
+        for other in tracks[: 2 if n == 0 else 1]:
+            histograms.append(({**thing, track.label: other}, len(histograms) + 1))
+            labels, i = histograms[-1]
+            ratio = _spread_quantile(synth, compared, [i], q) / _spread_quantile(
+                synth, compared, [stable[1]], q
+            )
+            expected.append((synth.key("model", labels), ratio))
+    canary = histograms[1]
+    histograms.append(({**canary[0], "job": "duplicate"}, canary[1]))  # a's canary scraped twice
+    for variant in ("orphan", "idle"):  # a canary alone; a canary whose stable twin observes nothing
+        histograms.append(
+            ({**synth.identity("model", variant=variant), track.label: tracks[0]}, len(histograms) + 1)
+        )
+    if max(i for _, i in histograms) > len(_bounds(synth, compared)) - 5:
+        return None  # too few buckets to give every histogram its own quantile (_spread)
+    series = [
+        s
+        for labels, i in histograms
+        for s in synth.histogram(compared.metric, labels, _spread(synth, compared, i))
+    ]
+    idle_twin = {**histograms[-1][0], track.label: track.stable}
+    series += synth.histogram(compared.metric, idle_twin, {}, bounds=(), per_sample=False)
+    static = dict(rule.labels)
+    return _test(
+        model,
+        f"record: {rule.record}{_static_text(static)}",
+        series,
+        _interval(model),
+        promql_expr_test=_checks(rule.record, static, expected, at),
+    )
+
+
 def _static_text(static: dict) -> str:
     return "".join(f" {k}={v}" for k, v in static.items())
 
@@ -394,8 +457,6 @@ def _record_input(synth: Synth, signal, value, labels: dict, quantile):
     if signal.kind in ("quantile", "bucket_rate"):
         counts = _spread(synth, signal, value)
         return synth.histogram(signal.metric, labels, counts, _bounds(synth, signal))
-    if signal.kind == "track_ratio":  # its things are pairs of tracks: no record test written yet
-        return None
     made = synth.signal(signal, value, labels)
     return list(made.series) if made else None
 
@@ -453,16 +514,7 @@ def _combine(model: Model, synth: Synth, signal, things: list[tuple[dict, float]
             out += _bucket_rates(synth, signal, dict(key), [index for _, index in members])
             continue
         if signal.kind == "quantile":
-            summed: dict[float, float] = {}
-            for _, index in members:
-                for bound, c in _spread(synth, signal, index).items():
-                    summed[bound] = summed.get(bound, 0) + c
-            cumulative, running = [], 0.0
-            for bound in sorted(summed):
-                running += summed[bound]
-                cumulative.append((bound, running))
-            cumulative.append((float("inf"), running))
-            value = bucket_quantile(quantile, cumulative)
+            value = _spread_quantile(synth, signal, [index for _, index in members], quantile)
         elif signal.kind == "counter_ratio":
             value = sum(values) / len(values)  # equal traffic per engine: the mean share
         elif signal.kind == "gauge":
@@ -471,6 +523,20 @@ def _combine(model: Model, synth: Synth, signal, things: list[tuple[dict, float]
             value = sum(values) if level == "model" else values[0]
         out.append((dict(key), value))
     return out
+
+
+def _spread_quantile(synth: Synth, signal, indices: list[float], q: float) -> float:
+    """Quantile q of the histograms _spread writes for `indices`, added up (a model's engines)."""
+    summed: dict[float, float] = {}
+    for index in indices:
+        for bound, c in _spread(synth, signal, index).items():
+            summed[bound] = summed.get(bound, 0) + c
+    cumulative, running = [], 0.0
+    for bound in sorted(summed):
+        running += summed[bound]
+        cumulative.append((bound, running))
+    cumulative.append((float("inf"), running))
+    return bucket_quantile(q, cumulative)
 
 
 def _bucket_rates(synth: Synth, signal, key: dict, indices: list[float]) -> list[tuple[dict, float]]:

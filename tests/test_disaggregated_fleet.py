@@ -279,9 +279,17 @@ def test_the_default_boards_have_no_role_or_track(default_build):
 
 # the panels that count a deployment's requests and tokens: board -> titles (each request once)
 COUNTING_PANELS = {
-    "vllm-serving": ("Generated tokens per second", "Token throughput", "Generation length: $model"),
+    "vllm-serving": (
+        "Requests per second",
+        "Finished requests by reason",
+        "Generated tokens per second",
+        "Token throughput",
+        "Generation length: $model",
+    ),
     "slo": ("Goodput: good output tokens per second",),
 }
+# of them, the panels of finished requests: their results add up to the fleet's user request rate
+REQUEST_PANELS = ("Requests per second", "Finished requests by reason")
 
 
 def _panel(files, board: str, title: str) -> dict:
@@ -331,3 +339,19 @@ def test_the_per_model_token_panels_read_the_counting_roles_only(configured, ser
         if title.startswith("Generation length"):  # one request per observation: each counted once
             total = max(float(r["value"][1]) for r in result)  # the +Inf bucket
             assert total == pytest.approx(s.scenario.truth["requests_per_s"])
+        if title in REQUEST_PANELS:  # every reason, role and track added up: each user request once
+            total = sum(float(r["value"][1]) for r in result)
+            assert total == pytest.approx(s.scenario.truth["requests_per_s"]), (title, total)
+
+
+def test_the_fleet_finishes_each_request_on_both_roles(served):
+    """What makes the request panels' test able to fail: the fleet's engines finish each user request
+    twice (its prefill leg with `length`, then on decode), so a panel that added up every role would
+    show twice the user request rate."""
+    s = served["healthy"]
+    truth = s.scenario.truth
+    finished = s.prom.query(
+        f'sum(rate(vllm:request_success_total{{namespace="{truth["namespace"]}"}}[5m]))', s.t
+    )
+    roles = {e[ROLE_LABEL] for e in truth["engines"]}
+    assert float(finished[0]["value"][1]) == pytest.approx(len(roles) * truth["requests_per_s"])

@@ -233,6 +233,8 @@ def _exact(model: Model, alert, signal, threshold: float, labels: dict, fires_at
             else:
                 value = synth.quantile_at(signal, layout, alert.spec.quantile, t, window)
             run = run + 1 if value == threshold else 0
+            if run == 0 and holds + checks - 1 - k <= holds:
+                break  # too few evaluations left for a run of the whole `for`: the next layout
             if k >= holds and run > holds:  # the check at fires_at + (k - holds) steps and its whole `for`
                 at_s = fires_at + (k - holds) * step
                 if layout is None:

@@ -393,7 +393,9 @@ def unguarded(model, scenario) -> bool:
     override of min_traffic to 0 leaves a "too little traffic" scenario silent for want of data, a
     proof of nothing, so nothing is rendered from it."""
     rule = model.alert(scenario.alert)
-    return rule is not None and "min_traffic" in scenario.proves and not rule.spec.min_traffic
+    return (
+        rule is not None and "min_traffic" in scenario.proves and not getattr(rule.spec, "min_traffic", None)
+    )
 
 
 def resolve(model, scenario) -> Resolved:

@@ -272,11 +272,11 @@ def spec_problems(spec) -> list[SpecError]:
             unknown = sorted(set(templates.TOKEN_RE.findall(text)) - set(tokens))
             if unknown:
                 err(f"unknown token [[{unknown[0]}]]; known: {', '.join(sorted(tokens))}", key, *path)
-        guarded = by_name.get(scenario.alert)
-        sig = spec.signals.get(guarded.signal) if guarded is not None and guarded.signal else None
+        subject = by_name.get(scenario.alert)  # None: named unknown above
+        sig = spec.signals.get(subject.signal) if subject is not None and subject.signal else None
         if (
             "min_traffic" in scenario.proves
-            and guarded is not None
+            and subject is not None
             and (sig is None or sig.kind not in TRAFFIC_KINDS)
         ):
             err(

@@ -117,31 +117,6 @@ def test_the_vllm_family_and_slos_pass_promtool_with_role_and_track(configured, 
     assert res.returncode == 0, res.stdout[-3000:]
 
 
-@pytest.mark.tools("promtool")
-def test_a_canary_exactly_at_the_threshold_is_silent_and_fires_once_the_comparison_includes_it(
-    configured, vllm_boundaries, tmp_path
-):
-    """The boundary case with a canary's ratio to its stable twin exactly at the threshold (worked
-    out to the bit, the canary past its traffic guard for the whole `for`) pins the comparison: the
-    rules pass it, the same rules with `>=` fail it."""
-    _, files = configured
-    rules = files["rules/vllm.rules.yaml"]
-    suite = yaml.safe_load(files["promtool/vllm.boundaries.test.yaml"])
-    suite["tests"] = [
-        t for t in suite["tests"] if {c["alertname"] for c in t["alert_rule_test"]} & set(CANARY_ALERTS)
-    ]
-    names = {t["name"] for t in suite["tests"]}
-    for alert in CANARY_ALERTS:
-        assert f"boundary: {alert} exactly at its threshold" in names, alert
-    tests = yaml.safe_dump(suite, sort_keys=False)
-    result = vllm_boundaries(tmp_path, rules, tests)
-    assert result.returncode == 0, result.stdout + result.stderr
-    for alert in CANARY_ALERTS:
-        result = vllm_boundaries(tmp_path, inclusive(rules, alert), tests)
-        assert result.returncode == 1, alert
-        assert f"boundary: {alert} exactly at its threshold" in result.stdout + result.stderr
-
-
 def _scaled(rules: str, record: str, factor: float) -> str:
     """The rules with `record`'s value times `factor`: its labels, its count unchanged."""
     doc = yaml.safe_load(rules)
@@ -227,8 +202,6 @@ def test_canary_proofs_follow_a_tuning(specs_with, tmp_path, prove, tuning):
         assert {bool(c["exp_alerts"]) for c in checks} == {True, False}, alert
         sides = {t["name"] for t in mine if t["name"].startswith(f"boundary: {alert} just ")}
         assert sides == {f"boundary: {alert} just {side} its threshold" for side in ("past", "short of")}
-        # these thresholds' ratios come out exact: the comparison's inclusiveness is pinned too
-        assert f"boundary: {alert} exactly at its threshold" in {t["name"] for t in mine}, alert
         guard = {
             t["name"] for t in mine if t["name"].startswith(f"boundary: {alert}") and "traffic" in t["name"]
         }
@@ -243,6 +216,38 @@ def test_canary_proofs_follow_a_tuning(specs_with, tmp_path, prove, tuning):
     writer.write(tmp_path / "out", files)
     res = prove(tmp_path / "out" / path, tmp_path / "out" / churn)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+
+
+@pytest.mark.tools("promtool")
+@pytest.mark.parametrize(
+    "tuning", [None, *CANARY_TUNINGS], ids=lambda t: "-".join(map(str, (t or {"": "specs"}).values()))
+)
+def test_a_canary_exactly_at_the_threshold_is_silent_and_fires_once_the_comparison_includes_it(
+    configured, specs_with, vllm_boundaries, tmp_path, tuning
+):
+    """The boundary case with a canary's ratio to its stable twin exactly at the threshold (worked
+    out to the bit, the canary past its traffic guard for the whole `for`) pins the comparison, as
+    specified and tuned: the rules pass it, the same rules with `>=` fail it."""
+    if tuning is None:
+        _, files = configured
+    else:
+        overrides = yaml.safe_dump({"overrides": {"alerts": dict.fromkeys(CANARY_ALERTS, tuning)}})
+        _, files = generate.build(specs_with({"config.yaml": CONFIG, "overrides.yaml": overrides}))
+    rules = files["rules/vllm.rules.yaml"]
+    suite = yaml.safe_load(files["promtool/vllm.boundaries.test.yaml"])
+    suite["tests"] = [
+        t for t in suite["tests"] if {c["alertname"] for c in t["alert_rule_test"]} & set(CANARY_ALERTS)
+    ]
+    names = {t["name"] for t in suite["tests"]}
+    for alert in CANARY_ALERTS:
+        assert f"boundary: {alert} exactly at its threshold" in names, alert
+    tests = yaml.safe_dump(suite, sort_keys=False)
+    result = vllm_boundaries(tmp_path, rules, tests)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for alert in CANARY_ALERTS:
+        result = vllm_boundaries(tmp_path, inclusive(rules, alert), tests)
+        assert result.returncode == 1, alert
+        assert f"boundary: {alert} exactly at its threshold" in result.stdout + result.stderr
 
 
 def _counts(values: str) -> bool:

@@ -14,7 +14,7 @@ Every number a test may assert is in ``Scenario.truth`` (see ``fleet`` for its k
 from __future__ import annotations
 
 from .dcgm import H100_USABLE_MIB, MIG_3G_40GB_MIB, dcgm_gpu, dcgm_target
-from .histogram import TTFT_BUCKETS, allocate, quantile_of_observations
+from .histogram import NIXL_XFER_BUCKETS, TTFT_BUCKETS, allocate, quantile_of_observations
 from .scenario import Scenario
 from .scrape import stable_suffix, stable_uuid, up
 from .series import Series, ramp, step_fn, with_labels
@@ -311,7 +311,6 @@ def fleet(cluster: str | None = None, steps: int = STEPS) -> Scenario:
     return Scenario("fleet", tuple(s), steps, STEP, last, truth)
 
 
-NIXL_XFER_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 5.0)  # catalog/vllm.yaml
 # the NIXL connector's failure counters, vllm:nixl_num_<name>_total: decode counts failed transfers and
 # notifications (it pulls and notifies), prefill counts the requests whose KV blocks expired unpulled
 NIXL_FAILURES = ("failed_transfers", "failed_notifications", "kv_expired_reqs")

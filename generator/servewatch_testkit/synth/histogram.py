@@ -30,6 +30,7 @@ TTFT_BUCKETS = _METRICS["vllm:time_to_first_token_seconds"].buckets
 ITL_BUCKETS = _METRICS["vllm:inter_token_latency_seconds"].buckets
 REQ_BUCKETS = _METRICS["vllm:e2e_request_latency_seconds"].buckets
 ITER_BUCKETS = tuple(int(b) for b in _METRICS["vllm:iteration_tokens_total"].buckets)
+NIXL_XFER_BUCKETS = _METRICS["vllm:nixl_xfer_time_seconds"].buckets
 
 
 def token_buckets(max_model_len: int) -> tuple[int, ...]:
@@ -219,6 +220,7 @@ __all__ = [
     "ITL_BUCKETS",
     "REQ_BUCKETS",
     "ITER_BUCKETS",
+    "NIXL_XFER_BUCKETS",
     "token_buckets",
     "allocate",
     "bucket_index",

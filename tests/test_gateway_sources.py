@@ -18,9 +18,17 @@ from servewatch.runbooks import book
 from servewatch.detect import probes
 from servewatch.detect.runner import current_config, detect
 from servewatch.errors import SpecErrors
+from servewatch.lint.engine import LintContext, lint
 from servewatch.spec.schema import Config
 from servewatch.spec.slos import AVAILABILITY_GOOD
-from servewatch_testkit.synth.gateway import MODELS, POOLS, TTFT, gateway_healthy, gateway_incident
+from servewatch_testkit.synth.gateway import (
+    MODELS,
+    OLD_TTFT,
+    POOLS,
+    TTFT,
+    gateway_healthy,
+    gateway_incident,
+)
 from servewatch.plan.dashboards.board import ABSENCE_LISTS
 from test_dashboards_integration import all_panels, grafana_regex, interpolate, panel_problems
 from test_disaggregated_fleet import Served
@@ -46,6 +54,29 @@ def test_the_endpoint_pickers_older_prefix_points_at_the_new_name():
     assert cat.rename_of("llm_d_router_epp_flow_control_pool_saturation").replacement == (
         "llm_d_epp_flow_control_pool_saturation"
     )
+
+
+def test_gaies_inference_model_names_are_renames_lint_and_detect_name_the_new_name():
+    """GAIE's endpoint picker named its per-model metrics inference_model_* until InferenceModel
+    became InferenceObjective: each old name is a catalog rename to its inference_objective_* twin,
+    a catalogued gateway metric of the same kind, and lint's metric-known check names that twin."""
+    cat = catalog.load()
+    old = {name: r for name, r in cat.renamed.items() if name.startswith("inference_model_")}
+    assert old, "no inference_model_* rename in the catalog"
+    ctx = LintContext(cat, min_range_s=120)
+    for name, rename in old.items():
+        assert rename.replacement == "inference_objective_" + name.removeprefix("inference_model_")
+        new = cat.lookup(rename.replacement)
+        assert new is not None and new.source == "gateway", rename.replacement
+        [found] = [p for p in lint(name, ctx) if p.check == "metric-known"]
+        assert f"{name} was removed (gone in {rename.gone_in})" in found.message
+        assert found.fix == f"use {rename.replacement}"
+        assert not [p for p in lint(rename.replacement, ctx) if p.check == "metric-known"]
+    counter = next(n for n, r in old.items() if cat.lookup(r.replacement).type == "counter")
+    scraped = [{"metric": {"__name__": counter}, "value": [0, "2"]}]
+    ctx = probes.ProbeContext(_Canned({counter: scraped}), Config(), cat, current_config(Config()))
+    warned = [f.message for f in probes.client_side(ctx).findings if f.level == "warning"]
+    assert warned and f"{counter} is now {old[counter].replacement}" in warned[0], warned
 
 
 CLIENT = "  client_side: null\n"
@@ -380,7 +411,8 @@ def test_live_detect_finds_the_endpoint_picker_and_its_older_names(served, defau
     s = served["incident"]
     found = detect(s.prom.client, default_model.config, s.t)
     assert found.suggested["client_side"] == {"source": "llm-d-epp"}
-    assert _said(found, "differs") and "llm_d_router_epp_*" in _said(found, "warning")[0]
+    renamed = f"{OLD_TTFT} is now {catalog.load().rename_of(OLD_TTFT).replacement}"
+    assert _said(found, "differs") and renamed in _said(found, "warning")[0]
 
 
 def _said(found, level: str) -> list[str]:

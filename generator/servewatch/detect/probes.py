@@ -639,6 +639,20 @@ def _model_label(ctx: ProbeContext, series: list[dict]) -> str | None:
     return max(sorted(shared), key=shared.get) if shared else None
 
 
+def _old_gateway_names(ctx: ProbeContext, old: list[str], out: ProbeOutcome) -> None:
+    """Warn of gateway series still exposed under a name the catalog lists as renamed, each with
+    its new name: a query on the old one reads nothing once the gateway stops exporting it."""
+    expr = b.agg("count", ["__name__"], b.selector("", f'__name__=~"{regex(old)}(_count)?"'))
+    exposed = sorted({r["metric"].get("__name__", "").removesuffix("_count") for r in ctx.ask.rows(expr)})
+    if exposed:
+        renames = [ctx.catalog.renamed[n] for n in exposed if n in ctx.catalog.renamed]
+        named = "; ".join(f"{r.old} is now {r.replacement} ({r.gone_in})" for r in renames)
+        out.warning(
+            f"older gateway metric names are exposed: {named}; servewatch reads only the new names, and a "
+            "query on an old one reads nothing once the gateway stops exporting it as a twin"
+        )
+
+
 def client_side(ctx: ProbeContext) -> ProbeOutcome:
     """Which gateway or frontend source (catalog/gateway.yaml) measures the client's latency: the
     configured one, or the first catalogued source whose TTFT histogram is scraped."""
@@ -646,11 +660,8 @@ def client_side(ctx: ProbeContext) -> ProbeOutcome:
     configured = ctx.config.client_side
     replaced = {n: ctx.catalog.lookup(r.replacement or "") for n, r in ctx.catalog.renamed.items()}
     old = [n for n, entry in replaced.items() if entry is not None and entry.source == "gateway"]
-    if old and ctx.count(b.selector("", f'__name__=~"{regex(old)}(_count)?"')):
-        out.warning(
-            "older gateway metric names are exposed (llm_d_router_epp_*); servewatch reads the new names "
-            "(llm_d_epp_*), which the same endpoint picker exports as twins until they are removed"
-        )
+    if old:
+        _old_gateway_names(ctx, old, out)
     if configured is not None:
         ttft = configured.metric("ttft")
         series = _client_series(ctx, ttft, configured.selector)

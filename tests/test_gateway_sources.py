@@ -21,10 +21,13 @@ from servewatch.errors import SpecErrors
 from servewatch.lint.engine import LintContext, lint
 from servewatch.spec.schema import Config
 from servewatch.spec.slos import AVAILABILITY_GOOD
+from servewatch.slo.exprs import CLIENT_EVENTS
 from servewatch_testkit.synth.gateway import (
     MODELS,
+    ITL_S,
     OLD_TTFT,
     POOLS,
+    SLOW_ITL_S,
     TTFT,
     gateway_healthy,
     gateway_incident,
@@ -284,10 +287,12 @@ def _both_served(rules):
 
 # -- on a real Prometheus 3.5: llm-d's endpoint picker in front of two models ------------------------
 @pytest.fixture(scope="module")
-def served(epp_build, tmp_path_factory):
+def served(epp_build, itl_slo_build, tmp_path_factory):
     """The gateway fleet with the vLLM rules and the SLO rules in one file (the SLO records read the
-    client-side group's); one pair of servers for every live test of this module."""
-    _, files = epp_build
+    client-side group's): epp_build's, with the client-side ITL SLO beside its SLOs (itl_slo_build,
+    whose vLLM rules are epp_build's); one pair of servers for every live test of this module."""
+    _, files = itl_slo_build
+    assert files["rules/vllm.rules.yaml"] == epp_build[1]["rules/vllm.rules.yaml"]
     groups = [g for f in ("vllm", "slo") for g in yaml.safe_load(files[f"rules/{f}.rules.yaml"])["groups"]]
     rules = tmp_path_factory.mktemp("gateway-rules") / "rules.yaml"
     rules.write_text(yaml.safe_dump({"groups": groups}, sort_keys=False))
@@ -626,7 +631,7 @@ def test_live_the_ttft_slo_at_the_client_burns_where_only_the_gateway_is_slow(
     at the gateway while its engines answer in 0.3 s: the client-side TTFT SLO pages for it, by
     model and with no engine label; Kimi-K2, which the gateway stopped reporting, is not judged."""
     model, files = client_slo_build
-    # `side: client` spelt out gives the rules the shared servers hold (epp_build's, side left out)
+    # `side: client` spelt out gives epp_build's rules (side left out), which the servers hold
     assert files["rules/slo.rules.yaml"] == epp_build[1]["rules/slo.rules.yaml"]
     burn = [a for a in model.alerts() if a.alert == "VLLMTTFTErrorBudgetBurn"]
     healthy, incident = served["healthy"], served["incident"]
@@ -686,6 +691,236 @@ def test_a_client_side_slo_scoped_by_role_is_an_error_at_its_line(specs_with, li
         f"slos.yaml:{line}: slos.vllm-ttft.scope.matchers: 'llm_d_ai_role' is not an identity label"
         in str(err.value)
     ), str(err.value)
+
+
+# -- inter-token latency measured at the client (a latency SLI on the engines' ITL histogram) ---------
+def _itl_bounds() -> tuple[set[float], set[float]]:
+    """The bucket bounds of the engines' ITL histogram and of llm-d's endpoint picker's twin."""
+    cat = catalog.load()
+    engines = cat.lookup(cat.engine_twins["itl"]).buckets
+    return set(engines), set(cat.lookup(cat.clients["llm-d-epp"].metric("itl")).buckets)
+
+
+def itl_slo(threshold: float | None = None, side: str | None = None) -> str:
+    """An ITL SLO under slos:, its threshold by default the first bound both histograms share that
+    lies between the fleet's healthy and slow gaps (ITL_S, SLOW_ITL_S)."""
+    if threshold is None:
+        engines, gateway = _itl_bounds()
+        threshold = min(b for b in engines & gateway if ITL_S < b < SLOW_ITL_S)
+    histogram = catalog.load().engine_twins["itl"]
+    return (
+        "  vllm-itl:\n"
+        f"    description: each next token within {threshold:g} s\n"
+        "    sli:\n"
+        "      kind: latency\n"
+        f'      histogram: "{histogram}"\n'
+        f"      threshold: {threshold:g}\n"
+        + (f"      side: {side}\n" if side else "")
+        + "    objective: 0.99\n"
+        "    alerting:\n"
+        "      alert: VLLMITLErrorBudgetBurn\n"
+    )
+
+
+def _with_itl(**kw) -> list[tuple[str, str]]:
+    return [("slos:\n", "slos:\n" + itl_slo(**kw))]
+
+
+@pytest.fixture(scope="module")
+def itl_slo_build(specs_with):
+    """llm-d's endpoint picker beside the default SLOs and an ITL SLO, `side` left out."""
+    return generate.build(specs_with({"config.yaml": [(CLIENT, EPP)], "slos.yaml": _with_itl()}))
+
+
+def test_the_endpoint_pickers_itl_bounds_are_catalogued_and_the_frontends_are_not():
+    """llm-d's code fixes its ITL histogram's bounds: the catalog lists them and the generated tests
+    use them; Dynamo's frontend documents none, so its tests use the catalog's test layout."""
+    cat = catalog.load()
+    epp, frontend = cat.clients["llm-d-epp"].metric("itl"), cat.clients["dynamo-frontend"].metric("itl")
+    assert cat.lookup(epp).buckets and cat.test_buckets(epp) == cat.lookup(epp).buckets
+    assert cat.lookup(frontend).buckets is None and cat.test_buckets(frontend) == cat.gateway_test_buckets
+
+
+def test_a_client_side_itl_slo_reads_the_gateway_and_says_so(itl_slo_build, default_build):
+    """Left out, `side` is the client's: the SLI counts the gateway's inter-token gaps from the
+    client-side group's record of their bucket rates, never the engines' histogram, and every place
+    the TTFT SLO at the client says so says it too: the burn alerts (what one event is), the runbook
+    page, the SLO board, the proof's header, and no engine-side inhibition mutes it."""
+    model, files = itl_slo_build
+    slo = model.slos.slos["vllm-itl"]
+    assert slo.side == "client"
+    group = _group(files["rules/slo.rules.yaml"], "vllm-itl")
+    record = model.signal("client_itl_buckets").record
+    assert f'sum by (namespace, model_name) ({record}{{le="{slo.sli.threshold:g}"}})' in group
+    assert slo.sli.histogram not in group
+    bucket = catalog.load().clients["llm-d-epp"].metric("itl") + "_bucket"
+    assert f"metric: {bucket}" in group  # SLOInputsMissing names the gateway's bucket
+    assert f"Measured at the client: {CLIENT_EVENTS['itl']}, as the llm-d-epp" in group
+    assert f"Measured at the client: {CLIENT_EVENTS['ttft']}, as" in _group(
+        files["rules/slo.rules.yaml"], "vllm-ttft"
+    )
+    summary = "over 28d, measured at the client"
+    assert summary in files["runbooks/VLLMITLErrorBudgetBurn.md"]
+    board = json.loads(files["dashboards/slo.json"])
+    assert f"vllm-itl: {slo.summary}" in [p["title"] for p in board["panels"]]  # its row on the SLO board
+    assert "# vllm-itl, measured at the client:" in files["promtool/slo.test.yaml"]
+    routes = files["alertmanager/alertmanager.yaml"].split("- source_matchers:")
+    [muted] = [r for r in routes if f'metric="{slo.sli.histogram}_count"' in r]
+    assert "VLLMITLErrorBudgetBurn" not in muted
+    # nothing of it in the default output, which has no ITL SLO
+    assert "VLLMITLErrorBudgetBurn" not in default_build[1]["rules/slo.rules.yaml"]
+
+
+def test_a_client_side_itl_slo_is_proven_on_every_claim_an_engine_side_one_is(itl_slo_build, specs_with):
+    edits = {"config.yaml": [(CLIENT, EPP)], "slos.yaml": _with_itl(side="instance")}
+    _, engine = generate.build(specs_with(edits))
+    client = itl_slo_build[1]["promtool/slo.test.yaml"]
+    assert _claims(client, "vllm-itl") == _claims(engine["promtool/slo.test.yaml"], "vllm-itl")
+    bucket = catalog.load().clients["llm-d-epp"].metric("itl") + "_bucket"
+    histogram = catalog.load().engine_twins["itl"]
+    assert f"series: {bucket}{{" in client
+    assert f"series: {histogram}_bucket{{" in engine["promtool/slo.test.yaml"]
+
+
+@pytest.mark.integration
+@pytest.mark.tools("promtool")
+@pytest.mark.parametrize(
+    "source, mutation",
+    [(EPP, None), (FRONTEND, None), (EPP, "next-bound")],
+    ids=["llm-d-epp", "dynamo-frontend", "llm-d-epp-reads-the-next-bound"],
+)
+def test_the_generated_slo_tests_of_a_client_side_itl_sli_pass_and_catch_a_wrong_bound(
+    specs_with, tmp_path, source, mutation
+):
+    """promtool proves the ITL SLO at the client under llm-d's endpoint picker (its own bounds) and
+    Dynamo's frontend (the test layout, its series picked by a selector), and fails the proof where
+    the good events are read at the next bound up. Only that SLO's tests run, each file whole."""
+    specs = specs_with({"config.yaml": [(CLIENT, source)], "slos.yaml": _with_itl()})
+    model, files = generate.build(specs)
+    wanted = {k: v for k, v in files.items() if k == "rules/slo.rules.yaml" or k.startswith("promtool/slo.")}
+    proof = yaml.safe_load(wanted["promtool/slo.test.yaml"])
+    proof["tests"] = [t for t in proof["tests"] if t["name"].startswith("vllm-itl:")]
+    assert proof["tests"]
+    wanted["promtool/slo.test.yaml"] = yaml.safe_dump(proof, sort_keys=False)
+    if mutation is not None:
+        threshold = model.slos.slos["vllm-itl"].sli.threshold
+        bounds = catalog.load().test_buckets(model.config.client_side.metric("itl"))
+        later = min(b for b in bounds if b > threshold)
+        good = f'{model.signal("client_itl_buckets").record}{{le="{threshold:g}"}}'
+        rules = wanted["rules/slo.rules.yaml"]
+        assert rules.count(good) == 1
+        wanted["rules/slo.rules.yaml"] = rules.replace(good, good.replace(f"{threshold:g}", f"{later:g}"))
+    writer.write(tmp_path, wanted)
+    said: list[str] = []
+    passed = verify.run(tmp_path, echo=said.append, specs=specs, jobs=2, whole=True)
+    assert passed == (mutation is None), "\n".join(said)
+
+
+@pytest.mark.parametrize("field", ["sli", "per_model"])
+def test_an_itl_threshold_the_gateway_has_no_bucket_at_is_an_error_at_its_line(specs_with, line_of, field):
+    """A bound of the engines' ITL histogram that llm-d's endpoint picker lacks: the SLI would count
+    against another bound at the client, so the threshold (or a per-model one) is refused with the
+    gateway's nearest bounds and the way back to the engines."""
+    engines, gateway = _itl_bounds()
+    missing = min(engines - gateway)
+    slo = itl_slo(threshold=missing) if field == "sli" else itl_slo()
+    if field == "per_model":
+        slo += f"    per_model:\n      deepseek-ai/DeepSeek-V3: {{threshold: {missing:g}}}\n"
+    specs = specs_with({"config.yaml": [(CLIENT, EPP)], "slos.yaml": [("slos:\n", "slos:\n" + slo)]})
+    with pytest.raises(SpecErrors) as err:
+        generate.build(specs)
+    said = str(err.value)
+    if field == "sli":
+        line, where = line_of(specs / "slos.yaml", f"      threshold: {missing:g}"), "sli.threshold"
+    else:
+        line, where = (
+            line_of(specs / "slos.yaml", "      deepseek-ai/"),
+            "per_model.deepseek-ai/DeepSeek-V3.threshold",
+        )
+    near = sorted(gateway, key=lambda b: abs(b - missing))[:2]
+    assert f"slos.yaml:{line}: slos.vllm-itl.{where}: {missing:g} s is not a bucket bound of" in said, said
+    assert all(f"{b:g}" in said for b in near) and "side: instance" in said, said
+    # on the engines the same threshold is a bound: side: instance builds
+    ok = specs_with(
+        {"config.yaml": [(CLIENT, EPP)], "slos.yaml": _with_itl(threshold=missing, side="instance")}
+    )
+    generate.build(ok)
+
+
+@pytest.fixture
+def frontend_without_itl(tmp_path, monkeypatch):
+    """A catalog copy whose Dynamo frontend measures no inter-token latency."""
+    dst = tmp_path / "catalog"
+    dst.mkdir()
+    for p in catalog.DIRECTORY.iterdir():
+        if p.name.endswith(".yaml"):
+            (dst / p.name).write_text(p.read_text())
+    doc = yaml.safe_load((dst / "gateway.yaml").read_text())
+    del doc["clients"]["dynamo-frontend"]["fields"]["itl"]
+    (dst / "gateway.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    monkeypatch.setattr(catalog, "DIRECTORY", dst)
+    catalog.load.cache_clear()
+    yield
+    catalog.load.cache_clear()  # the next load() reads the packaged catalog once monkeypatch restores it
+
+
+def test_a_source_without_an_itl_histogram_is_an_error_at_each_line_that_reads_it(
+    frontend_without_itl, specs_with, line_of, default_model
+):
+    """Beside a source that has no twin of the engines' ITL histogram, an ITL SLO with `side:
+    client` is refused at `histogram`, and each signal that reads the client's ITL at its `metric`,
+    every problem at once, each saying what the source measures."""
+    specs = specs_with({"config.yaml": [(CLIENT, FRONTEND)], "slos.yaml": _with_itl(side="client")})
+    with pytest.raises(SpecErrors) as err:
+        generate.build(specs)
+    said = str(err.value)
+    line = line_of(specs / "slos.yaml", f'      histogram: "{catalog.load().engine_twins["itl"]}"')
+    assert (
+        f"slos.yaml:{line}: slos.vllm-itl.sli.histogram: dynamo-frontend measures no client-side twin" in said
+    )
+    assert "side: instance" in said, said
+    reading = [n for n, s in default_model.spec.signals.items() if s.metric == "client_itl"]
+    assert reading, "no signal reads the client's ITL"
+    for name in reading:
+        at = f"signals.{name}.metric: dynamo-frontend measures no itl (catalog/gateway.yaml"
+        assert at in said, said
+
+
+# -- on a real Prometheus 3.5: the ITL SLO at the client, in front of fast engines --------------------
+@pytest.mark.integration
+@pytest.mark.tools("promtool", "prometheus")
+def test_live_the_itl_slo_at_the_client_burns_where_only_the_gateway_is_slow(itl_slo_build, served):
+    """Healthy: every token gap reaches the client in ITL_S, the ITL SLO is silent and counts every
+    gap of both flows of both gateway pods. Incident: one flow's gaps of DeepSeek-V3 take SLOW_ITL_S
+    at the gateway while its engine's stay at ITL_S: the SLO pages for that model only, at the share
+    of its gaps that are late, by model and with no engine label."""
+    model, _ = itl_slo_build
+    slo = model.slos.slos["vllm-itl"]
+    burn = [a for a in model.alerts() if a.alert == slo.alerting.alert]
+    assert burn
+    healthy, incident = served["healthy"], served["incident"]
+    assert not any(healthy.fired(a) for a in burn)
+    valid = healthy.prom.query('slo:valid_events:rate5m{slo="vllm-itl"}', healthy.t)
+    want = healthy.scenario.truth["client_token_gaps_per_s"]
+    assert {r["metric"]["model_name"]: float(r["value"][1]) for r in valid} == {
+        m: pytest.approx(want) for m in MODELS
+    }
+    slow = incident.scenario.truth["slow_model"]
+    paged = {(m["namespace"], m["model_name"], a.labels["long"]) for a in burn for m in incident.fired(a)}
+    assert ("llm", slow, "1h") in paged and {m for _, m, _ in paged} == {slow}
+    assert all(set(m) == {"namespace", "model_name"} for a in burn for m in incident.fired(a))
+    error = incident.prom.query('slo:sli_error:ratio_rate5m{slo="vllm-itl"}', incident.t)
+    ratio = incident.scenario.truth["slow_gap_ratio"]
+    assert [(r["metric"]["model_name"], float(r["value"][1])) for r in error] == [
+        (slow, pytest.approx(ratio))
+    ]
+    # the engines' own gaps stay under the threshold: an engine-side ITL SLO would not have burned
+    engines = incident.prom.query(
+        f'sum(rate({slo.sli.histogram}_bucket{{model_name="{slow}", le="{slo.sli.threshold:g}"}}[5m]))'
+        f' / sum(rate({slo.sli.histogram}_count{{model_name="{slow}"}}[5m]))',
+        incident.t,
+    )
+    assert [float(r["value"][1]) for r in engines] == [pytest.approx(1.0)]
 
 
 # -- availability measured at the client (sli.side: client, docs/slo.md) ------------------------------

@@ -28,6 +28,9 @@ REMAINING = "slo:period_error_budget_remaining:ratio"
 GOODPUT = "model:vllm_goodput_tokens:rate{w}"
 GENERATED_TOKENS = "vllm:generation_tokens_total"
 REGEX_SPECIAL = re.compile(r"([.+*?()|\[\]{}^$\\])")
+# What one event of a latency SLI measured at the client is, by the quantity of the gateway's
+# histogram (catalog/gateway.yaml engine_twins): said in its burn alerts' descriptions.
+CLIENT_EVENTS = {"ttft": "each request once", "itl": "every gap between two streamed tokens"}
 
 
 def quoted(value: str) -> str:
@@ -67,9 +70,10 @@ class SloExprs:
                     "counted it (config.client_side), the requests it failed before any engine saw them "
                     "included. "
                 )
+            quantity = self.sb.catalog.client_quantity(slo.sli.histogram)
             return (
-                f"Measured at the client: each request once, as the {source} in front of the engines "
-                "saw it (config.client_side), gateway and transfer time included. "
+                f"Measured at the client: {CLIENT_EVENTS.get(quantity, 'each event')}, as the {source} "
+                "in front of the engines saw it (config.client_side), gateway and transfer time included. "
             )
         role = self.sb.config.role
         if role is None:

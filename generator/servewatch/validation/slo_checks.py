@@ -128,20 +128,26 @@ def _latency(cat, slo: s.SLO, err) -> None:
     if not entry.buckets:
         err(f"the catalog lists no bucket bounds for {sli.histogram!r}", "sli", "histogram")
         return
-    problem = bound_problem(entry, sli.threshold)
+    _thresholds(entry, slo, err)
+
+
+def _thresholds(entry, slo: s.SLO, err, hint: str = "") -> None:
+    """Each threshold of a latency SLO (its own and the per-model ones) is a bound of `entry`."""
+    problem = bound_problem(entry, slo.sli.threshold)
     if problem:
-        err(problem, "sli", "threshold")
+        err(problem + hint, "sli", "threshold")
     for model, over in slo.per_model.items():
         problem = bound_problem(entry, over.threshold) if over.threshold is not None else None
         if problem:
-            err(problem, "per_model", model, "threshold")
+            err(problem + hint, "per_model", model, "threshold")
 
 
 def _client_latency(spec, cat, slo: s.SLO, err) -> None:
     """A client-side SLI reads the configured gateway's twin of its histogram, from the record of
     its bucket rates (the raw series need the gateway's deduplication and model label, which that
-    record does once). The gateway's bucket bounds are not documented, so the threshold is not
-    checked here: a bound the gateway lacks fires SLOInputsMissing with the `le` it misses."""
+    record does once). Where the catalog lists the twin's bucket bounds (catalog/gateway.yaml) each
+    threshold must be one; elsewhere they are not documented, and a bound the gateway lacks fires
+    SLOInputsMissing with the `le` it misses."""
     sli = slo.sli
     client = spec.config.client_side
     if client is None:
@@ -156,13 +162,23 @@ def _client_latency(spec, cat, slo: s.SLO, err) -> None:
     quantity = cat.client_quantity(sli.histogram)
     if quantity is None or client.metric(quantity) is None:
         twins = ", ".join(h for h in cat.engine_twins.values() if client.metric(cat.client_quantity(h)))
+        can = (
+            f"at the client an SLO can read {twins}"
+            if twins
+            else "it measures none of the engines' histograms"
+        )
         err(
-            f"{client.source} measures no client-side twin of {sli.histogram!r}; at the client an SLO "
-            f"can read {twins}",
+            f"{client.source} measures no client-side twin of {sli.histogram!r}; {can}; or set side: "
+            "instance, the engines' own",
             "sli",
             "histogram",
         )
         return
+    twin = cat.lookup(client.metric(quantity))
+    if twin.buckets:
+        hint = f" (measured at the client, by {client.source}); or set side: instance to read the engines' "
+        hint += sli.histogram
+        _thresholds(twin, slo, err, hint)
     builder = SignalBuilder(spec.config, cat, _recorded_signals(spec))
     if builder.histograms.native:
         err("a client-side SLI reads classic buckets; config.histograms reads native ones", "sli", "side")

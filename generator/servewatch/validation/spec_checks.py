@@ -12,7 +12,7 @@ from .. import templates
 from ..absence import RANK
 from ..errors import Location, SpecError
 from ..model import effective_alert
-from ..signals import SignalBuilder
+from ..signals import CLIENT_PREFIX, SignalBuilder
 from ..plan.synthetic import MARGIN_S
 from ..spec.fields import MAX_SAMPLES
 from ..spec.schema import seconds
@@ -103,6 +103,9 @@ def spec_problems(spec) -> list[SpecError]:
             metric = getattr(signal, field)
             if metric and labels.client_metric(metric):  # client_ttft: the configured source's histogram
                 metric = labels.client_metric(metric)
+            elif metric and metric.startswith(CLIENT_PREFIX) and labels.client_metric(metric) is None:
+                err(_unmeasured(labels.client, metric), ("signal", name), field)
+                continue
             if metric in cat.dcgm.fields and labels.unnamed_field(metric):
                 err(labels.unnamed_field(metric), ("signal", name), field)
             elif metric and metric not in cat.dcgm.fields:
@@ -443,3 +446,14 @@ def _signals_section(spec):
         if kind == "signal":
             return doc.locate(("signals",))
     return Location(spec.root)  # no file defines any
+
+
+def _unmeasured(source, metric: str) -> str:
+    """Why a signal's client-side quantity (client_itl) names nothing: the gateway or frontend of
+    config.client_side has no histogram of it."""
+    quantity = metric.removeprefix(CLIENT_PREFIX)
+    has = ", ".join(f for f, _ in source.fields) or "none"
+    return (
+        f"{source.name} measures no {quantity} (catalog/gateway.yaml clients.{source.name}.fields: {has}), "
+        f"so {metric!r} reads nothing"
+    )

@@ -14,10 +14,11 @@ request of DeepSeek-V3 from step 20 (``llm_d_epp_request_error_total``, ``error_
 then), half its requests, while its engine finishes all it sees without an error.
 
 ``gateway_incident``: from step 20 team-a's first tokens reach the client at 3.0 s on both EPP pods
-(10 of 20 per step: the p95 lies in 2.5-5 s, past the 2 s threshold) while the engines stay at 0.3 s
-(the time is spent outside them); the EPP reports no Kimi-K2 at all (its engine serves on); and one
-EPP pod still exports the endpoint picker's older name (``llm_d_router_epp_*``) beside the new one.
-The EPP's bucket bounds are not documented: the catalog's test layout is used.
+(10 of 20 per step: the p95 lies in 2.5-5 s, past the 2 s threshold) and its tokens 0.2 s apart
+(half the gaps the gateway sees) while the engines stay at 0.3 s and 0.04 s (the time is spent
+outside them); the EPP reports no Kimi-K2 at all (its engine serves on); and one EPP pod still
+exports the endpoint picker's older name (``llm_d_router_epp_*``) beside the new one. Each EPP
+histogram has the catalog's bucket bounds where it lists them (the ITL's), else its test layout.
 
 Both EPP pods (job ``epp``, an instance each) also report each model's InferencePool (``POOLS``): 2
 ready pods, KV cache 0.45 and a queue of 1 on average. In ``gateway_incident`` Kimi-K2's pool has no
@@ -43,6 +44,8 @@ PER_FLOW = 5  # first tokens per step, per EPP pod and flow
 TTFT = "llm_d_epp_request_ttft_seconds"
 ITL = "llm_d_epp_request_streaming_itl_seconds"
 ITL_S, TOKENS = 0.04, 50  # every inter-token gap, at the gateway and on the engine; gaps per first token
+SLOW_ITL_S = 0.2  # gateway_incident: the slow flow's inter-token gaps at the gateway from INCIDENT_STEP
+SLOW_FLOW = FLOWS[0]  # gateway_incident: the flow whose first tokens and tokens reach the client late
 OLD_TTFT = "llm_d_router_epp_request_ttft_seconds"
 ENGINE_TTFT_S, CLIENT_TTFT_S, SLOW_TTFT_S = 0.3, 0.6, 3.0
 POOLS = {MODELS[0]: "deepseek-v3-pool", MODELS[1]: "kimi-k2-pool"}  # each model's InferencePool
@@ -99,11 +102,13 @@ def _requests(model: str, pod: str, flow: str, failing: bool) -> list[Series]:
     return out
 
 
-def _itl(model: str, pod: str, flow: str) -> list[Series]:
+def _itl(model: str, pod: str, flow: str, slow: bool) -> list[Series]:
     labels = {"namespace": NS, "pod": pod, **_target(pod), "model_name": model, "target_model_name": model}
     labels |= {"fairness_id": flow, "priority": "0"}
-    per_step = [[(ITL_S, PER_FLOW * TOKENS)]] * STEPS
-    return histogram_series(ITL, labels, catalog.load().gateway_test_buckets, per_step)
+    per_step = [
+        [(SLOW_ITL_S if slow and i >= INCIDENT_STEP else ITL_S, PER_FLOW * TOKENS)] for i in range(STEPS)
+    ]
+    return histogram_series(ITL, labels, catalog.load().test_buckets(ITL), per_step)
 
 
 def _target(pod: str) -> dict[str, str]:
@@ -151,14 +156,17 @@ def _build(name: str, incident: bool) -> Scenario:
     for model in routed:
         for pod in EPP_PODS:
             for flow in FLOWS:
-                series += _epp(TTFT, model, pod, flow, incident and flow == "team-a")
-                series += _itl(model, pod, flow)
+                series += _epp(TTFT, model, pod, flow, incident and flow == SLOW_FLOW)
+                series += _itl(model, pod, flow, incident and flow == SLOW_FLOW)
                 series += _requests(model, pod, flow, incident and flow == FAILING_FLOW)
     if incident:
         series += _epp(OLD_TTFT, MODELS[0], EPP_PODS[0], FLOWS[0], True)
     series += _pools(incident) + _up()
     truth = {
         "client_first_tokens_per_s": len(EPP_PODS) * len(FLOWS) * PER_FLOW / STEP,
+        "client_token_gaps_per_s": len(EPP_PODS) * len(FLOWS) * PER_FLOW * TOKENS / STEP,
+        # the share of the slow model's inter-token gaps that reach the client late from INCIDENT_STEP
+        "slow_gap_ratio": 1 / len(FLOWS) if incident else 0.0,
         "slow_model": MODELS[0] if incident else None,
         # the share of the slow model's requests the gateway fails from INCIDENT_STEP (no engine sees them)
         "gateway_error_ratio": 1 / len(FLOWS) if incident else 0.0,
@@ -187,4 +195,4 @@ def gateway_incident() -> Scenario:
     return _build("gateway-incident", incident=True)
 
 
-__all__ = ["gateway_healthy", "gateway_incident", "MODELS", "POOLS", "TTFT"]
+__all__ = ["gateway_healthy", "gateway_incident", "MODELS", "POOLS", "TTFT", "ITL", "ITL_S", "SLOW_ITL_S"]

@@ -239,7 +239,11 @@ class LoadTest:
         """The histogram quantile a load step at `rate` shows of `side`'s `metric`: every scrape of a
         step observes the same, so one scrape's observations give it."""
         cat = catalog.load()
-        bounds = cat.gateway_test_buckets if side == "client" else cat.lookup(HISTOGRAMS[metric]).buckets
+        if side == "client":  # the source's own bounds where the catalog lists them (llm-d's ITL)
+            name = cat.clients[self.gateway_source].metric(metric)
+            bounds = cat.test_buckets(name) if name else cat.gateway_test_buckets
+        else:
+            bounds = cat.lookup(HISTOGRAMS[metric]).buckets
         return quantile_of_observations(q, self._observations(rate, side, metric), bounds)
 
     def gateway_counts(self, rate: float) -> tuple[float, dict[str, float]]:
@@ -277,7 +281,7 @@ class LoadTest:
         for metric in ("ttft", "itl"):
             per_step = [self._observations(s.rate, "client", metric) for s in states]
             name = source.metric(metric)
-            out += histogram_series(name, labelled(name), cat.gateway_test_buckets, per_step, prior=10)
+            out += histogram_series(name, labelled(name), cat.test_buckets(name), per_step, prior=10)
         counts = [self.gateway_counts(s.rate) for s in states]
         every = [n - (sum(f.values()) if o.failed else 0) for n, f in counts]
         # the history before the window, as the histograms' prior

@@ -86,7 +86,8 @@ def _epp(name: str, model: str, pod: str, flow: str, slow: bool) -> list[Series]
     per_step = [
         [(SLOW_TTFT_S if slow and i >= INCIDENT_STEP else CLIENT_TTFT_S, PER_FLOW)] for i in range(STEPS)
     ]
-    return histogram_series(name, labels, catalog.load().gateway_test_buckets, per_step)
+    # the older name (OLD_TTFT) is a twin of the new one: its bounds are the new name's
+    return histogram_series(name, labels, catalog.load().test_buckets(TTFT), per_step)
 
 
 def _requests(model: str, pod: str, flow: str, failing: bool) -> list[Series]:

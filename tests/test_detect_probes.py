@@ -142,7 +142,8 @@ def test_workload_labels_unknown_when_no_pod_holds_a_gpu(asked):
 # -- profiles that name the framebuffer alike: exporter 4.9 (bytes) and 4.10 (bytes-4.10) ----------------
 def _twins_layout() -> list[Series]:
     """One node mid-upgrade from exporter 4.9 to 4.10: GPU A from 4.9, GPUs B and C from 4.10, GPU D
-    from 4.10 without the PCIe fields (a counters CSV that leaves them out)."""
+    from 4.10 without the PCIe fields (a counters CSV that leaves them out), GPU E from 4.10 without
+    the PCIe fields but with the NVLink ones (a CSV that swaps them)."""
     tgt = dcgm_target("node", job="dcgm")
     kw = dict(steps=STEPS, step=STEP, targets=[tgt], hostname_label="hostname")
     s = [up(tgt, 1, steps=STEPS)]
@@ -150,6 +151,17 @@ def _twins_layout() -> list[Series]:
     s += dcgm_gpu("node", 1, "GPU-B", 100, 900, profile="bytes-4.10", **kw)
     s += dcgm_gpu("node", 2, "GPU-C", 100, 900, profile="bytes-4.10", **kw)
     s += dcgm_gpu("node", 3, "GPU-D", 100, 900, profile="bytes-4.10", drop=("pcie_tx", "pcie_rx"), **kw)
+    s += dcgm_gpu(
+        "node",
+        4,
+        "GPU-E",
+        100,
+        900,
+        profile="bytes-4.10",
+        drop=("pcie_tx", "pcie_rx"),
+        nvlink_links=True,
+        **kw,
+    )
     return s
 
 
@@ -167,23 +179,22 @@ def _own(profile: str, field: str) -> str:
 def test_fb_units_tells_profiles_that_share_the_fb_name_apart_by_their_own_names(twins_asked):
     """4.9 and 4.10 name the framebuffer alike: the PCIe names only one of them uses decide."""
     out = probes.fb_units(context(twins_asked))
-    assert out.counts["dcgm"]["fb_used_bytes_series"] == 4  # one FB name for both profiles
-    # per GPU a TX and an RX series: A under 4.9's names, B and C under 4.10's
+    assert out.counts["dcgm"]["fb_used_bytes_series"] == 5  # one FB name for both profiles
+    # per GPU a TX and an RX series: A under 4.9's names, B and C (PCIe) and E (NVLink) under 4.10's
     assert (
         out.counts["dcgm"]["bytes_only_name_series"],
         out.counts["dcgm"]["bytes-4.10_only_name_series"],
     ) == (
         2,
-        4,
+        6,
     )
     assert out.suggested == {"dcgm.fb_units": "bytes-4.10"}  # the majority
     [warn] = [f.message for f in out.findings if f.level == "warning"]
     assert warn.startswith(
         f"mid-upgrade: 2 series named {_own('bytes', 'pcie_rx')}, {_own('bytes', 'pcie_tx')} (bytes"
     )
-    assert (
-        f"4 series named {_own('bytes-4.10', 'pcie_rx')}, {_own('bytes-4.10', 'pcie_tx')} (bytes-4.10" in warn
-    )
+    ten = ", ".join(sorted(_own("bytes-4.10", f) for f in ("nvlink_rx", "nvlink_tx", "pcie_rx", "pcie_tx")))
+    assert f"6 series named {ten} (bytes-4.10" in warn, warn
     assert warn.endswith("suggesting the majority, bytes-4.10")
 
 
@@ -195,6 +206,7 @@ def test_fb_units_tells_profiles_that_share_the_fb_name_apart_by_their_own_names
         ('UUID=~"GPU-A|GPU-B"', "bytes", "bytes-4.10"),  # a tie: the newer
         ('UUID="GPU-A"', "bytes-4.10", "bytes"),  # 4.9 alone, whatever is configured
         ('UUID="GPU-B"', "mib", "bytes-4.10"),  # 4.10 alone
+        ('UUID="GPU-E"', "bytes", "bytes-4.10"),  # 4.10 told by its NVLink names alone
         ('UUID="GPU-D"', "mib", "bytes"),  # nothing tells them apart: the first
         ('UUID="GPU-D"', "bytes-4.10", "bytes-4.10"),  # ... or the configured one of them
     ],

@@ -371,6 +371,28 @@ def test_dcgm_exporter_4_10_profile_renames_only_what_4_10_renamed():
         assert (s410.labels, s410.values) == (s49.labels, s49.values)
 
 
+def test_a_gpu_with_its_nvlink_fields_on_exports_them_under_each_profiles_names():
+    """NVLink TX and RX are opt-in (``nvlink_links``): under 4.10 they carry its ..._BYTES_PER_SECOND
+    names, under 4.9 its ..._BYTES ones, the same bytes per second each way, adding up to the NVLink
+    throughput the same GPU reports; off, neither is exported."""
+    kw = dict(steps=2, step=30, util=0.5, targets=[Target("dcgm", "10.0.0.1:9400")])
+    ways = ("nvlink_tx", "nvlink_rx")
+    values = {}
+    for profile in ("bytes", "bytes-4.10"):
+        on = {
+            s.name: s for s in dcgm_gpu("h", 0, "GPU-1", 1000, 3000, profile=profile, nvlink_links=True, **kw)
+        }
+        off = {s.name for s in dcgm_gpu("h", 0, "GPU-1", 1000, 3000, profile=profile, **kw)}
+        p = catalog.load().dcgm.profile(profile)
+        names = {p.metric(w) for w in ways}
+        assert set(on) - off == names and not names & off, profile
+        total = on[p.metric("nvlink_throughput")].values
+        assert [sum(on[p.metric(w)].values[i] for w in ways) for i in range(2)] == list(total), profile
+        values[profile] = [on[p.metric(w)].values for w in ways]
+    assert values["bytes"] == values["bytes-4.10"]
+    assert catalog.load().dcgm.profile("bytes-4.10").metric("nvlink_tx").endswith("_BYTES_PER_SECOND")
+
+
 def test_dcgm_exporter_4_9_profile_renames_every_field_and_converts_units():
     """A profile="bytes" GPU is what exporter 4.9 exposes: DCGM 4.7 names, bytes, ratios, hertz, joules."""
     kw = dict(steps=2, step=30, util=0.5, targets=[Target("dcgm", "10.0.0.1:9400")])

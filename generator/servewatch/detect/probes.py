@@ -288,8 +288,8 @@ class TwinNames:
                 for _, p, c in self.present
             )
             out.warning(
-                f"mid-upgrade: {named}; the PCIe and NVLink panels read one name set only; "
-                f"suggesting the majority, {self.pick}"
+                f"mid-upgrade: {named}; the PCIe panel reads one name set only (the NVLink panel "
+                f"reads the total both name alike); suggesting the majority, {self.pick}"
             )
         else:
             [(_, p, c)] = self.present

@@ -77,8 +77,8 @@ FIELDS = (
     "pcie_rx",
 )
 # Fields the default counters CSV leaves commented out, emitted only when asked for: the exporter's
-# own XID count (``xid_window_ms``).
-OPT_IN_FIELDS = ("xid_count",)
+# own XID count (``xid_window_ms``) and the NVLink profiling throughput each way (``nvlink_links``).
+OPT_IN_FIELDS = ("xid_count", "nvlink_tx", "nvlink_rx")
 
 
 def exporter_profile(name: str = REFERENCE):
@@ -175,6 +175,7 @@ def dcgm_gpu(
     pci_bus_id: str | None = None,
     xid: Values = 0,
     xid_window_ms: int | None = None,
+    nvlink_links: bool = False,
     energy_start_mj: float = 1.2e12,
     targets: Iterable[Target] | None = None,
     extra_labels: Mapping[str, str] | None = None,
@@ -202,6 +203,10 @@ def dcgm_gpu(
     ``xid_window_ms`` turns on the opt-in XID count (``DCGM_EXP_XID_ERRORS_COUNT``) with that window,
     with no XID in it: dcgm-exporter then exports one series at 0 with ``window_size_in_ms`` and
     no ``xid`` label (a series per ``xid`` code appears only while one is in the window).
+
+    ``nvlink_links`` turns on the NVLink profiling fields (``nvlink_tx``/``nvlink_rx``, bytes per
+    second each way; exporter 4.10 names them ``..._BYTES_PER_SECOND``): half of ``nvlink_throughput``
+    each, so TX and RX add up to it.
     """
     ref, target, facts = exporter_profile(REFERENCE), exporter_profile(profile), catalog.load().dcgm
     mig = mig_instance is not None
@@ -235,6 +240,10 @@ def dcgm_gpu(
         "pcie_rx": tuple(None if v is None else round(3e6 + 3.2e9 * v) for v in pu),
         "nvlink_throughput": tuple(None if v is None else round(1.5e5 * v) for v in pu),  # MB/s
     }
+    for way in ("nvlink_tx", "nvlink_rx"):  # bytes/s each way: half the MB/s total, in bytes
+        base[way] = tuple(
+            None if v is None or not nvlink_links else v * 1e6 / 2 for v in base["nvlink_throughput"]
+        )
     overridden = {field_key(k): resolve(spec, steps) for k, spec in (overrides or {}).items()}
     base.update(overridden)
     if "energy" not in overridden:  # else: given per-step increments

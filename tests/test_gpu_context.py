@@ -33,9 +33,9 @@ def _every_context_memory_once_at_its_cadence(model) -> dict[str, str]:
 
 def test_context_memories_are_recorded_every_minute(default_model):
     placed = _every_context_memory_once_at_its_cadence(default_model)
-    # the info joins gpu-inputs, which runs at that cadence already; the workload memory, read by a
-    # 30 s group's alert, gets a group of its own
-    assert placed == {GPU_INFO: "gpu-inputs", GPU_WORKLOAD: "gpu-memory-context"}
+    # each joins a group that runs at that cadence already: the info gpu-inputs, the workload memory
+    # gpu-memory, whose alert reads it
+    assert placed == {GPU_INFO: "gpu-inputs", GPU_WORKLOAD: "gpu-memory"}
 
 
 def test_the_framebuffer_alert_keeps_its_records_labels_without_the_info(default_model):
@@ -50,9 +50,17 @@ def test_the_framebuffer_alert_keeps_its_records_labels_without_the_info(default
     assert f"group_left ({', '.join(context.gpu_labels())})" in xid.expr, xid.expr
 
 
-def test_a_disabled_inputs_group_moves_the_info_to_a_context_group(specs_with):
+def test_memories_of_groups_at_another_cadence_get_context_groups(specs_with):
+    """Without gpu-inputs and with gpu-memory every 30 s, neither memory has a group at its cadence."""
     specs = specs_with(
-        {"overrides.yaml": [("overrides: {}", "overrides: {groups: {gpu-inputs: {enabled: false}}}")]}
+        {
+            "overrides.yaml": [
+                (
+                    "overrides: {}",
+                    "overrides: {groups: {gpu-inputs: {enabled: false}, gpu-memory: {interval: 30s}}}",
+                )
+            ]
+        }
     )
     model, _ = generate.build(specs)
     placed = _every_context_memory_once_at_its_cadence(model)

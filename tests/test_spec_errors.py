@@ -169,6 +169,21 @@ def test_for_in_fractions_of_a_second_is_refused(specs_with):
     assert "overrides.yaml:3" in msg and "for" in msg and "whole number of seconds" in msg
 
 
+def test_for_shorter_than_its_group_interval_names_the_field_that_did_it(specs_with, repo):
+    """Groups of `for: 5m` alerts are evaluated every minute; a `for` tuned below the interval, or an
+    interval raised above a `for`, would promise a wait the rules cannot keep."""
+    tuned = "overrides:\n  alerts:\n    VLLMKVCacheUsageHigh: {for: 30s}\n"
+    [msg] = _errors(specs_with({"overrides.yaml": tuned}))
+    assert "overrides.yaml:3" in msg and "for 30s of alert VLLMKVCacheUsageHigh" in msg
+    assert "interval 1m of its group vllm-saturation" in msg
+    slowed = "overrides:\n  groups:\n    gpu-errors: {interval: 2m}\n"
+    [msg] = _errors(specs_with({"overrides.yaml": slowed}))
+    assert "overrides.yaml:3" in msg and "GPUXidErrors" in msg and "interval 2m" in msg
+    # at the interval is fine: the wait is one evaluation
+    at_interval = "overrides:\n  alerts:\n    VLLMKVCacheUsageHigh: {for: 1m}\n"
+    validate(load(specs_with({"overrides.yaml": at_interval})))
+
+
 def test_rate_on_a_gauge_is_refused(specs_with):
     gauge = ("metric: vllm:num_preemptions_total", "metric: vllm:num_requests_running")
     [msg] = _errors(specs_with({"signals.yaml": [gauge]}))
@@ -888,9 +903,11 @@ def test_ratio_threshold_at_the_ends_of_zero_to_one_is_accepted(specs_with):
     assert model.alert("VLLMKVCacheUsageHigh").spec.threshold == 0
 
 
-def test_ratio_threshold_in_an_alert_spec_is_checked_too(specs_with):
-    [msg] = _errors(specs_with({"alerts/gpu.yaml": [("threshold: 0.95", "threshold: 95")]}))
-    assert "alerts/gpu.yaml:11" in msg and "groups[0].alerts[0].threshold" in msg and "write 0.95" in msg
+def test_ratio_threshold_in_an_alert_spec_is_checked_too(specs_with, line_of):
+    specs = specs_with({"alerts/gpu.yaml": [("threshold: 0.95", "threshold: 95")]})
+    [msg] = _errors(specs)
+    line = line_of(specs / "alerts" / "gpu.yaml", "threshold: 95")
+    assert f"alerts/gpu.yaml:{line}" in msg and "groups[0].alerts[0].threshold" in msg and "write 0.95" in msg
 
 
 def test_a_for_the_generated_tests_cannot_hold_is_refused(specs_with):

@@ -82,6 +82,37 @@ def _test_length_problems(spec) -> list[SpecError]:
     return out
 
 
+def _cadence_problems(spec) -> list[SpecError]:
+    """An alert's `for` shorter than its group's interval: Prometheus checks the condition once per
+    interval, so the alert would wait a whole interval anyway and the `for` would promise what the
+    rules cannot keep. Named at the field that made it so (the group's or the alert's override)."""
+    out = []
+    for group in spec.groups:
+        g_override = spec.overrides.groups.get(group.name)
+        interval = (g_override.interval if g_override else None) or group.interval
+        if not interval:
+            continue
+        for alert in group.alerts:
+            for_ = effective_alert(alert, spec).for_
+            if 0 < seconds(for_) < seconds(interval):
+                a_override = spec.overrides.alerts.get(alert.alert)
+                if a_override is not None and a_override.for_ is not None:
+                    where = ("override of alert", alert.alert, "for")
+                elif g_override is not None and g_override.interval:
+                    where = ("override of group", group.name, "interval")
+                else:
+                    where = ("alert", alert.alert, "for")
+                out.append(
+                    SpecError(
+                        f"for {for_} of alert {alert.alert} is shorter than the interval {interval} of its "
+                        f"group {group.name}: Prometheus evaluates it once per interval; lengthen `for` or "
+                        f"set a shorter one (overrides.yaml: groups: {{{group.name}: {{interval: ...}}}})",
+                        spec.locate(*where),
+                    )
+                )
+    return out
+
+
 def _days(span: timedelta) -> str:
     return f"{span.days}d" if span.days else f"{span.seconds // 3600}h"
 
@@ -254,6 +285,7 @@ def spec_problems(spec) -> list[SpecError]:
             )
 
     errors.extend(_test_length_problems(spec))
+    errors.extend(_cadence_problems(spec))
 
     # alerts whose annotations show $value: a firing expectation must say which value it expects
     shows_value = {

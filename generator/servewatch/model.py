@@ -154,7 +154,7 @@ class Model:
                     (slow.setdefault((memory.every, memory.slow), []) if own else records).append(rule)
             for (every, suffix), rules in slow.items():
                 out.append(RuleGroup(f"{group.name}-{suffix}", group.family, every, tuple(rules), ()))
-            alerts = tuple(self._alert(a, group.name, group.family, group.records) for a in specs)
+            alerts = tuple(self._alert(a, group.name, group.family) for a in specs)
             if records or alerts:
                 out.append(RuleGroup(group.name, group.family, interval, tuple(records), alerts))
         for planned in self.slos.groups():
@@ -200,10 +200,10 @@ class Model:
             ]
         return [RecordRule(s.record, builder.expr(s), {}, name)]
 
-    def _alert(self, alert: Alert, group: str, family: str, recorded: tuple[str, ...] = ()) -> AlertRule:
+    def _alert(self, alert: Alert, group: str, family: str) -> AlertRule:
         return AlertRule(
             alert=alert.alert,
-            expr=self._alert_expr(alert, recorded),
+            expr=self._alert_expr(alert),
             for_=alert.for_,
             keep_firing_for=alert.keep_firing_for,
             labels={"severity": alert.severity, **self.spec.alertmanager.team_labels(), **alert.labels},
@@ -213,20 +213,18 @@ class Model:
             spec=alert,
         )
 
-    def _alert_expr(self, alert: Alert | BurnAlert | InputsAlert, recorded: tuple[str, ...] = ()) -> str:
-        """`recorded`: the signals the alert's group records (before its alerts, at the same timestamp)."""
+    def _alert_expr(self, alert: Alert | BurnAlert | InputsAlert) -> str:
         if isinstance(alert, (BurnAlert, InputsAlert)):
             return alert.expr
         if alert.signal:
-            return self._threshold_expr(alert, recorded)
+            return self._threshold_expr(alert)
         ab = alert.absence
         signals = self.spec.signals_read()
         return self.builder.absence(ab.kind, ab.source, signals, ab.signal, ab.absent_fires, ab)
 
-    def _threshold_expr(self, alert: Alert, recorded: tuple[str, ...] = ()) -> str:
+    def _threshold_expr(self, alert: Alert) -> str:
         """`signal op threshold`; a GPU's signal keyed by the GPU alone, with the GPU's stable labels
-        (alert_context.py), so labels that come and go cannot restart `for`. The traffic guard reads
-        the rates its group recorded, not the raw counters again."""
+        (alert_context.py), so labels that come and go cannot restart `for`."""
         signal = self.signal(alert.signal)
         value = self.record_for(alert.signal, alert.quantile)
         if self.builder.carries_gpu_context(signal):
@@ -236,8 +234,7 @@ class Model:
         condition = b.compare(value, alert.op, alert.threshold)
         if alert.min_traffic is None:
             return condition
-        reader = self.builder.reading([self.spec.signals[n] for n in recorded if n in self.spec.signals])
-        traffic = f"{reader.denominator(signal)} >= {alert.min_traffic:g}"
+        traffic = f"{self.builder.denominator(signal)} >= {alert.min_traffic:g}"
         return b.only_where(condition, traffic, self.builder.labels.identity(signal.level))
 
     def _annotations(self, alert: Alert) -> dict[str, str]:

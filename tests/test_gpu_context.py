@@ -33,9 +33,9 @@ def _every_context_memory_once_at_its_cadence(model) -> dict[str, str]:
 
 def test_context_memories_are_recorded_every_minute(default_model):
     placed = _every_context_memory_once_at_its_cadence(default_model)
-    # the workload memory joins gpu-memory, whose alert reads it, at that cadence already; the info's
-    # first reader, gpu-inputs, runs every 2 minutes, so the info gets a group of its own
-    assert placed == {GPU_INFO: "gpu-inputs-context", GPU_WORKLOAD: "gpu-memory"}
+    # the info joins its first reader, gpu-inputs, which runs at that cadence already; the workload
+    # memory's reader, gpu-memory, runs every minute, so the memory gets a group of its own
+    assert placed == {GPU_INFO: "gpu-inputs", GPU_WORKLOAD: "gpu-memory-context"}
 
 
 def test_the_framebuffer_alert_keeps_its_records_labels_without_the_info(default_model):

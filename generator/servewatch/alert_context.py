@@ -50,9 +50,9 @@ PART_FIELD = "gpu_temp"
 POOL_READY = "client_pool_ready_pods"  # the gauge that says an inference pool is reported
 INSTANCE = "instance"  # the part of a target's labels that changes when its pod restarts
 # How often the GPU context memories (its info and the workload last seen on it) are recorded: they
-# only describe a GPU, which changes rarely, and a series recorded every minute stays fresh for
+# only describe a GPU, which changes rarely, and a series recorded every 2 minutes stays fresh for
 # Prometheus' 5 minute lookback, so the alerts that join them never miss one (docs/scale.md).
-CONTEXT_EVERY = "1m"
+CONTEXT_EVERY = "2m"
 
 
 @dataclass(frozen=True)

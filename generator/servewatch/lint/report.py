@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 from xml.etree import ElementTree as ET
 
 from .findings import LintFinding, Severity
-from .runner import LintResult
+
+if TYPE_CHECKING:  # the runner is imported when a lint runs, not to name --format's choices
+    from .runner import LintResult
 
 FORMATS = ("text", "json", "junit", "github")
 GITHUB_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}

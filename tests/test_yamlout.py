@@ -1,7 +1,7 @@
-"""render/yamlout.py represents the values the renderers build itself (faster than PyYAML's
-represent_data) and must write exactly what PyYAML's own representers write: on every YAML file
-servewatch generates and on the values that are odd in YAML (shared objects as aliases, floats,
-tuples, strings that read back as other types)."""
+"""render/yamlout.py represents the values the renderers build itself and keeps the resolver's
+answers (faster than PyYAML's represent_data and resolve) and must write exactly what PyYAML's own
+would: on every YAML file servewatch generates and on the values that are odd in YAML (shared
+objects as aliases, floats, tuples, strings that read back as other types)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from servewatch.render import yamlout
 
 
 class PyYamlOnly(yamlout._Dumper):
-    """The same dumper with PyYAML's own represent_data."""
+    """The same dumper with PyYAML's own represent_data and resolve."""
 
     represent_data = yaml.representer.BaseRepresenter.represent_data
+    resolve = yaml.resolver.BaseResolver.resolve
 
 
 def reference(data, header: str | None = None) -> str:

@@ -9,19 +9,22 @@ from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 # The C emitter (libyaml) is ~10x faster than the pure-Python one and emits the same bytes here.
 class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):
     # Which tag a plain scalar would read back as decides its quoting: PyYAML's resolver (Python,
-    # regexes) is asked twice per scalar, about 90,000 times per build, mostly for the same strings.
-    # Its answer depends on the value alone (the resolvers are fixed per class), so it is kept.
-    _scalar_tags: dict[tuple[str, tuple[bool, bool]], str] = {}
+    # regexes) is asked twice per scalar, about 75,000 times per build, mostly for the same strings.
+    # With no path resolvers (none is added to this class) its answer for a scalar is the str tag when
+    # the scalar may only be quoted (not implicit[0]), and otherwise depends on the value alone (the
+    # implicit resolvers are fixed per class): that answer is kept per value.
+    _scalar_tags: dict[str, str] = {}
 
     def resolve(self, kind, value, implicit):
-        if kind is not yaml.ScalarNode:
+        if kind is not ScalarNode or self.yaml_path_resolvers:
             return super().resolve(kind, value, implicit)
-        key = (value, implicit)
-        tag = self._scalar_tags.get(key)
+        if not implicit[0]:
+            return self.DEFAULT_SCALAR_TAG
+        tag = self._scalar_tags.get(value)
         if tag is None:
             if len(self._scalar_tags) > 200_000:  # a bound: the strings of a few builds
                 self._scalar_tags.clear()
-            tag = self._scalar_tags[key] = super().resolve(kind, value, implicit)
+            tag = self._scalar_tags[value] = super().resolve(kind, value, implicit)
         return tag
 
     # PyYAML's represent_data looks up a representer by the value's type and keeps an alias key for

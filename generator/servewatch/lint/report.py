@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from typing import TYPE_CHECKING
-from xml.etree import ElementTree as ET
 
 from .findings import LintFinding, Severity
 
@@ -61,6 +60,8 @@ def as_json(result: LintResult, fail_on: Severity) -> str:
 
 def junit(result: LintResult, fail_on: Severity) -> str:
     """One test suite per file, one test case per finding (a failure at or above --fail-on)."""
+    from xml.etree import ElementTree as ET
+
     suites = ET.Element("testsuites", name="servewatch lint")
     by_file: dict[str, list[LintFinding]] = {file: [] for file in result.files}
     for f in result.findings:

@@ -13,6 +13,7 @@ import pytest
 import yaml
 from test_dashboards import walk_json  # (path, value) of every value in a document
 
+from servewatch import diskcache
 from servewatch.errors import SpecErrors
 from servewatch.render import spec_schema
 from servewatch.spec.loader import load
@@ -53,6 +54,18 @@ def test_schema_is_valid_draft_2020_12_and_committed(repo, servewatch):
     res = servewatch("schema")
     assert res.returncode == 0, res.stderr
     assert res.stdout == (repo / "specs" / spec_schema.FILE_NAME).read_text()
+
+
+def test_the_kept_schema_is_the_one_made_and_is_reused(tmp_path, monkeypatch):
+    """The schema is kept on disk (diskcache.py): an empty cache and a kept entry give the same text,
+    and the entry is what a later call reads."""
+    monkeypatch.setenv("SERVEWATCH_CACHE_HOME", str(tmp_path))
+    made = json.dumps(spec_schema.spec_schema(), indent=2, ensure_ascii=False) + "\n"
+    assert spec_schema.text() == made  # nothing kept yet: made, then kept
+    (entry,) = diskcache.folder(spec_schema.CACHE_KIND).iterdir()
+    assert entry.read_text() == made
+    entry.write_text("kept")
+    assert spec_schema.text() == "kept"  # read back, not made again
 
 
 def test_every_default_spec_file_validates(repo):

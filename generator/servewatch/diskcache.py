@@ -7,6 +7,7 @@ unreadable or foreign entry is made again, and an entry never changes what is ma
       slo-designs/<key>   what each SLO's proof shows, per SLO design (plan/slo_proofs.py)
       slo-plans/<key>     the SLO tests as designed (plan/slo_proofs.py)
       slo-proofs/<key>    the SLO test files as written (render/slo_tests.py)
+      spec-schema/<key>   the specs' JSON Schema as written (render/spec_schema.py)
 
 Each kind keeps at most KIND_BYTES: past it, the entries read or written longest ago go first, so a
 CI cache or a fuzz run that makes thousands of spec sets does not grow without end.

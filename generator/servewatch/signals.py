@@ -227,7 +227,12 @@ class LabelNames:
 
     def tokens(self) -> dict[str, str]:
         """Placeholders usable in descriptions and scenarios as [[name]]: label roles and the metric
-        name of every DCGM field the configured profile names."""
+        name of every DCGM field the configured profile names. A copy of the ones made once (a build
+        asks about 1,100 times), so a caller may add its own."""
+        return dict(self._tokens)
+
+    @cached_property
+    def _tokens(self) -> dict[str, str]:
         fields = {f: n.name for f, n in self.profile.metrics.items()}
         renamed = self.dcgm.other_profile(self.profile.name)
         return {

@@ -7,13 +7,17 @@ import re
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
 from ..promapi import Auth, Client, PromApiError
 from ..spec.schema import seconds
-from . import html, incidents, report, rules, runner, timespec
+from . import report
 from .evaluate import BacktestError, QueryBounds
+
+if TYPE_CHECKING:  # the back-test itself is imported when it runs, not for --help
+    from . import rules
 
 ENV_URL = "SERVEWATCH_PROMETHEUS_URL"
 DEFAULT_INTERVAL = "1m"  # Prometheus's own default global evaluation_interval
@@ -84,6 +88,8 @@ def server_interval(client: Client) -> float | None:
 
 
 def cmd_backtest(args) -> int:
+    from . import html, incidents, rules, runner, timespec
+
     if not args.prometheus:
         print(f"servewatch: error: --prometheus URL is required (or set {ENV_URL})", file=sys.stderr)
         return 2

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from .incidents import Verdict
-from .runner import AlertResult, BacktestResult
 from .timespec import human, iso
+
+if TYPE_CHECKING:  # imported when a back-test runs, not to name --format's choices
+    from .incidents import Verdict
+    from .runner import AlertResult, BacktestResult
 
 WEEK = 7 * 86400
 SHOWN_EPISODES = 20  # per alert in the text report; JSON has all

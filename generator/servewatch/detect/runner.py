@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .. import catalog as catalog_mod
-from ..investigate.client import Client
-from .probes import PROBES, Ask, DetectFinding, ProbeContext
+
+if TYPE_CHECKING:  # the probes and the client are imported when a detection runs (cli.py's --help not)
+    from ..investigate.client import Client
+    from .probes import DetectFinding
 
 EXIT_MATCH, EXIT_ERROR, EXIT_DIFFERS, EXIT_NOTHING_FOUND = 0, 1, 3, 4
 SOURCES = ("dcgm", "vllm")
@@ -121,6 +124,8 @@ def _suggest(sug: dict, dotted: str, value) -> None:
 
 
 def detect(client: Client, config, at: float | None = None, slos: dict | None = None) -> Detection:
+    from .probes import PROBES, Ask, DetectFinding, ProbeContext
+
     ctx = ProbeContext(Ask(client, at), config, catalog_mod.load(), current_config(config), slos)
     sug = json.loads(json.dumps(ctx.current))  # deep copy
     counts: dict = {"dcgm": {}, "vllm": {}}

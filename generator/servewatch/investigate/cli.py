@@ -10,12 +10,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..errors import ServewatchError
-from ..runbooks import book
-from ..runbooks.queries import parse_filter
 from ..spec.schema import seconds
 from .client import ENV_PASSWORD, ENV_TOKEN, ENV_USER, Auth, Client, InvestigateError
 from .report import FORMATS
-from .runner import run
 
 ENV_URL = "SERVEWATCH_PROMETHEUS_URL"
 DESCRIPTION = f"""Run an alert's runbook steps against a Prometheus and judge each one (healthy / suspicious /
@@ -156,6 +153,10 @@ def _fail(message: str) -> int:
 
 
 def cmd_investigate(args) -> int:
+    from ..runbooks import book
+    from ..runbooks.queries import parse_filter
+    from .runner import run
+
     from ..spec.loader import load
     from ..validation import validate
 

@@ -5,9 +5,13 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 
+from typing import TYPE_CHECKING
+
 from ..model import Model
 from ..runbooks import fmt
-from .runner import Investigation, StepResult
+
+if TYPE_CHECKING:  # imported when an investigation runs, not to name --format's choices
+    from .runner import Investigation, StepResult
 
 MARK = {
     "unhealthy": "UNHEALTHY",

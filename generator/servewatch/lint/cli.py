@@ -9,14 +9,14 @@ from __future__ import annotations
 import difflib
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .. import catalog
 from ..errors import SpecErrors
-from . import report, runner, settings
-from .checks import ALL
-from .facts import LintContext, RecordDef
+from . import report, settings
 from .findings import Severity
-from .inputs import discover
+
+if TYPE_CHECKING:  # the checks, inputs and runner are imported when a lint runs, not for --help
+    from .facts import LintContext
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 DEFAULT_GLOB = "rules/*.rules.yaml"
@@ -30,6 +30,9 @@ def _seconds(duration: str) -> float:
 
 def build_context(specs: str | None, scrape_interval: str | None) -> LintContext:
     """The catalogs, plus the specs' recording rules and scrape interval when a specs folder exists."""
+    from .. import catalog
+    from .facts import LintContext, RecordDef
+
     ctx = LintContext(catalog.load())
     interval = None
     if specs and Path(specs).is_dir():
@@ -52,6 +55,8 @@ def _check_ids(values: list[str] | None) -> list[str]:
 
 
 def _unknown_ids(ids: list[str]) -> list[str]:
+    from .checks import ALL
+
     out = []
     for check in ids:
         if check not in ALL:
@@ -66,6 +71,8 @@ def _error(message: str) -> int:
 
 
 def _settings(path: str | None) -> settings.LintSettings:
+    from .checks import ALL
+
     if path:
         return settings.load(Path(path), set(ALL))
     default = Path(settings.DEFAULT_FILE)
@@ -73,6 +80,8 @@ def _settings(path: str | None) -> settings.LintSettings:
 
 
 def list_checks() -> str:
+    from .checks import ALL
+
     width = max(map(len, ALL))
     return "\n".join(
         f"{c.id:<{width}}  {str(c.severity):<7}  {c.scope:<9}  {c.summary}" for c in ALL.values()
@@ -80,6 +89,9 @@ def list_checks() -> str:
 
 
 def cmd_lint(args) -> int:
+    from . import runner
+    from .inputs import discover
+
     if args.list_checks:
         print(list_checks())
         return EXIT_CLEAN
@@ -131,6 +143,7 @@ def cmd_lint(args) -> int:
 
 
 def runner_missing(path: str):
+    from . import runner
     from .findings import LintFinding, LintLocation
 
     return LintFinding(LintLocation(path), runner.INPUT_CHECK, Severity.ERROR, "no such file or folder")

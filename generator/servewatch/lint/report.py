@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
-from xml.etree import ElementTree as ET
+from typing import TYPE_CHECKING
 
 from .findings import LintFinding, Severity
-from .runner import LintResult
+
+if TYPE_CHECKING:  # the runner is imported when a lint runs, not to name --format's choices
+    from .runner import LintResult
 
 FORMATS = ("text", "json", "junit", "github")
 GITHUB_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
@@ -58,6 +60,8 @@ def as_json(result: LintResult, fail_on: Severity) -> str:
 
 def junit(result: LintResult, fail_on: Severity) -> str:
     """One test suite per file, one test case per finding (a failure at or above --fail-on)."""
+    from xml.etree import ElementTree as ET
+
     suites = ET.Element("testsuites", name="servewatch lint")
     by_file: dict[str, list[LintFinding]] = {file: [] for file in result.files}
     for f in result.findings:

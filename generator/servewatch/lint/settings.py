@@ -18,7 +18,6 @@ from pathlib import Path
 import yaml
 
 from ..errors import Location, SpecError
-from .inputs import yamlpos
 
 DEFAULT_FILE = ".servewatch-lint.yaml"
 
@@ -57,6 +56,8 @@ def _unknown(ids, known: set[str], where: Location) -> list[SpecError]:
 
 def load(path: Path, known: set[str]) -> LintSettings:
     """Read a settings file; every mistake is reported at once (SpecError list)."""
+    from .inputs import yamlpos  # the inputs package: when a lint runs, not to build the command line
+
     try:
         docs = yamlpos.load_all(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:

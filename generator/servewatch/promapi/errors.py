@@ -8,7 +8,6 @@ HTML. The body is read as JSON where it is JSON, never parsed out of an exceptio
 from __future__ import annotations
 
 import errno
-import http.client
 import socket
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -115,6 +114,8 @@ def _causes(exc: BaseException):
 
 def _reason(exc: BaseException) -> str:
     """Why a connection failed: the OS-level error at the root of requests' wrapping, else urllib3's."""
+    import http.client  # here, not at import: it loads ssl, which no command needs before a request
+
     import urllib3
 
     causes = list(_causes(exc))

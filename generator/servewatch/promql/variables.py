@@ -73,13 +73,15 @@ def _context(text: str, start: int, end: int, in_string: bool) -> str:
 def substitute(expr: str, values: dict[str, str] | None = None) -> Substitution:
     """`expr` with every variable replaced; `values` gives concrete values for bare variables."""
     values = values or {}
-    mask = _string_mask(expr)
+    mask: list[bool] | None = None  # made at the first variable: most expressions have none
     windows: dict[str, timedelta] = {}
     pieces: list[tuple[str, str | tuple[str, str]]] = []  # literal text or (number, name) alternatives
     pos = 0
     for m in VAR_RE.finditer(expr):
         name = m.group(1) or m.group(2) or m.group(3)
         pieces.append(("text", expr[pos : m.start()]))
+        if mask is None:
+            mask = _string_mask(expr)
         ctx = _context(expr, m.start(), m.end(), mask[m.start()])
         token = m.group(0)
         if ctx == "duration":

@@ -16,8 +16,12 @@ import json
 import os
 from pathlib import Path
 
+import pydantic
+
+from .. import diskcache
 from ..spec import loader
 
+CACHE_KIND = "spec-schema"
 FILE_NAME = "servewatch.schema.json"
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 MODELINE = "# yaml-language-server: $schema="
@@ -39,7 +43,15 @@ def spec_schema() -> dict:
 
 
 def text() -> str:
-    return json.dumps(spec_schema(), indent=2, ensure_ascii=False) + "\n"
+    """The schema as written. Kept on disk (diskcache.py) under the code and pydantic's version, all
+    it is made from: pydantic building it is about a twentieth of a `servewatch generate`."""
+    key = diskcache.key(CACHE_KIND, pydantic.VERSION)
+    kept = diskcache.get(CACHE_KIND, key)
+    if kept is not None:
+        return kept
+    made = json.dumps(spec_schema(), indent=2, ensure_ascii=False) + "\n"
+    diskcache.put(CACHE_KIND, key, made)
+    return made
 
 
 def modeline(spec_file: Path, specs_root: Path) -> str:

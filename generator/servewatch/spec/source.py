@@ -145,6 +145,8 @@ class _Converter:
         return self.scalar(node)
 
     def scalar(self, node: yaml.ScalarNode):
+        if node.tag == _STR_TAG:  # most scalars: what SafeLoader's construct_yaml_str gives, at once
+            return node.value
         constructor = _scalar_constructor()
         try:
             return constructor.construct_object(node, deep=True)
@@ -156,6 +158,7 @@ class _Converter:
 
 
 _constructors = threading.local()
+_STR_TAG = "tag:yaml.org,2002:str"
 
 
 def _scalar_constructor() -> yaml.SafeLoader:

@@ -234,10 +234,18 @@ def _scope(info: dict) -> str:
     return f"the rules {'only ' if info.get('only_new') else ''}--specs {info['specs']} generates"
 
 
+def _builds(info: dict) -> list[dict]:
+    """The builds a run's mutants are of: a combined run lists them, a run of its own is of one."""
+    if "builds" in info:
+        return [{"specs": b.get("specs"), "only_new": bool(b.get("only_new"))} for b in info["builds"]]
+    return [{"specs": info.get("specs"), "only_new": bool(info.get("only_new"))}]
+
+
 def _combine(args) -> int:
     """One report from the runs of parts of the mutants: each mutant's latest result, judged by
     today's notes; mutants of rules that changed since a part ran are left out (their ids differ).
-    A part run with --specs brings the mutants of that build (generated again today) into the count."""
+    The mutants counted are those of the builds the parts ran on: the checkout's rules/ when a part
+    ran on them, and each part's --specs build, generated again today."""
     root = args.root.resolve()
     results, parts = {}, []
     for folder in args.combine:
@@ -248,22 +256,26 @@ def _combine(args) -> int:
             return 2
         results.update(part)
         parts.append(info)
-    builds: dict[str, tuple[list, list]] = {_scope({}): _mutants(root, None, False)}
-    for info in parts:
-        if info.get("specs") and _scope(info) not in builds:
-            with tempfile.TemporaryDirectory(prefix="servewatch-mutate-build-") as scratch:
-                build.write(root / info["specs"], Path(scratch))
-                builds[_scope(info)] = _mutants(root, Path(scratch), bool(info.get("only_new")))
+    builds: dict[str, tuple[dict, list, list]] = {}
+    for b in (b for info in parts for b in _builds(info)):
+        if _scope(b) in builds:
+            continue
+        if not b["specs"]:
+            builds[_scope(b)] = (b, *_mutants(root, None, False))
+            continue
+        with tempfile.TemporaryDirectory(prefix="servewatch-mutate-build-") as scratch:
+            build.write(root / b["specs"], Path(scratch))
+            builds[_scope(b)] = (b, *_mutants(root, Path(scratch), b["only_new"]))
     all_mutants, unmutated, seen = [], [], set()
-    for ms, skipped in builds.values():
+    for _, ms, skipped in builds.values():
         all_mutants += [m for m in ms if m.id not in seen]
         seen |= {m.id for m in ms}
         unmutated += skipped
     results = {i: r for i, r in results.items() if i in seen}
     covered = sum(1 for m in all_mutants if m.id in results)
     scopes = ", ".join(
-        f"{sum(1 for m in ms if m.id in results)} of the {len(ms)} of {scope}"
-        for scope, (ms, _) in builds.items()
+        f"{sum(1 for m in ms if m.id in results)} of the {len(ms)} mutants of {scope}"
+        for scope, (_, ms, _) in builds.items()
     )
     run_info = {
         "date": max(p.get("date", "") for p in parts),
@@ -272,6 +284,7 @@ def _combine(args) -> int:
         "first_kill": any(p.get("first_kill") for p in parts),
         "wall_s": sum(p.get("wall_s", 0) for p in parts),
         "machine": parts[-1].get("machine", "?"),
+        "builds": [b for b, _, _ in builds.values()],
         "selection": f"{covered} of {len(all_mutants)} mutants ({scopes}), combined from {len(parts)} runs: "
         + "; ".join(p.get("selection", "?") for p in parts),
     }

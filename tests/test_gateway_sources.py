@@ -5,6 +5,7 @@ real Prometheus 3.5 reading them."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -32,6 +33,7 @@ from servewatch_testkit.synth.gateway import (
     gateway_healthy,
     gateway_incident,
 )
+from servewatch_testkit.mutate import build as mutate_build
 from servewatch.plan.dashboards.board import ABSENCE_LISTS
 from test_dashboards_integration import all_panels, grafana_regex, interpolate, panel_problems
 from test_disaggregated_fleet import Served
@@ -82,6 +84,7 @@ def test_gaies_inference_model_names_are_renames_lint_and_detect_name_the_new_na
     assert warned and f"{counter} is now {old[counter].replacement}" in warned[0], warned
 
 
+REPO = Path(__file__).resolve().parents[1]
 CLIENT = "  client_side: null\n"
 EPP = "  client_side: {source: llm-d-epp}\n"
 FRONTEND = "  client_side: {source: dynamo-frontend, model_label: model, selector: 'job=\"frontend\"'}\n"
@@ -252,19 +255,16 @@ def test_a_pool_gone_is_remembered_in_the_slow_parts_group_and_proven(epp_build)
     [
         [(CLIENT, EPP)],
         [(CLIENT, FRONTEND)],
-        [
-            (CLIENT, EPP),
-            ("  role: null\n", "  role: {label: llm_d_ai_role}\n"),
-            ("  track: null\n", "  track: {label: track}\n"),
-        ],
+        None,
     ],
     ids=["llm-d-epp", "dynamo-frontend", "llm-d-epp-with-role-and-track"],
 )
 def test_the_generated_vllm_tests_pass_under_promtool(specs_with, tmp_path, edits):
     """The vLLM family's scenarios, boundaries, records and churn tests on promtool, under a client
     source that names the model in model_name (llm-d's), one that names it otherwise (Dynamo's, its
-    series picked by a selector), and beside a role and a track (the client's side has neither)."""
-    specs = specs_with({"config.yaml": edits})
+    series picked by a selector), and beside a role and a track (the client's side has neither): the
+    mutation run's configured build, bench/mutation/specs (servewatch_testkit.mutate.build)."""
+    specs = specs_with({"config.yaml": edits}) if edits else REPO / mutate_build.CONFIGURED
     _, files = generate.build(specs)
     wanted = {
         k: v for k, v in files.items() if k == "rules/vllm.rules.yaml" or k.startswith("promtool/vllm.")

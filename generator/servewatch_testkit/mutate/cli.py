@@ -124,12 +124,18 @@ def _misuse(args) -> str | None:
         return "--only-new goes with --specs DIR"
     if args.specs and args.combine:
         return "--combine takes each part's --specs from its report.json; give no --specs"
-    if args.specs and args.with_incidents:
-        return (
-            f"--with-incidents does not apply to --specs: {runner.INCIDENT_TESTS} tests the default "
-            "specs' alerts and thresholds; the build's own generated promtool tests are run"
-        )
     return None
+
+
+def _no_incidents(args) -> None:
+    """No incident test applies to a --specs build: say so, and run its promtool tests only."""
+    if args.specs and args.with_incidents:
+        print(
+            f"mutate: no incident test applies to --specs {args.specs}: {runner.INCIDENT_TESTS} holds "
+            "the default specs' alerts and thresholds; running the build's generated promtool tests",
+            file=sys.stderr,
+        )
+        args.with_incidents = False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     if misuse:
         print(f"mutate: {misuse}", file=sys.stderr)
         return 2
+    _no_incidents(args)
     try:
         if args.combine:
             return _combine(args)

@@ -286,7 +286,7 @@ def test_a_bad_specs_folder_is_a_clear_error(tmp_path, capsys, config, said):
         (specs / "config.yaml").write_text(config)
     assert cli.main(["--root", str(REPO), "--specs", str(specs), "--list"]) == 2
     err = capsys.readouterr().err
-    assert f"mutate: --specs {specs}" in err and said in err and "Traceback" not in err
+    assert f"mutate: specs folder {specs}" in err and said in err and "Traceback" not in err
 
 
 def test_only_new_needs_specs_and_specs_runs_no_incident_tests(capsys):

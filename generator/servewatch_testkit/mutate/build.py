@@ -36,15 +36,15 @@ class BuildError(Exception):
 def write(specs: Path, dest: Path) -> None:
     """DIR's generated rules and promtool tests under dest, in the checkout's layout."""
     if not specs.is_dir():
-        raise BuildError(f"--specs {specs}: no such folder")
+        raise BuildError(f"specs folder {specs}: no such folder")
     try:
         _, files = generate.build(specs)
     except ServewatchError as exc:
-        raise BuildError(f"--specs {specs}: the specs do not build:\n{exc}") from None
+        raise BuildError(f"specs folder {specs}: the specs do not build:\n{exc}") from None
     kept = {k: v for k, v in files.items() if k.startswith((f"{RULES}/", f"{GENERATED_TESTS}/"))}
     writer.write(dest, kept)
     if not load(dest / RULES):
-        raise BuildError(f"--specs {specs}: generates no rules (is it a specs folder?)")
+        raise BuildError(f"specs folder {specs}: generates no rules (is it a specs folder?)")
 
 
 def only_new(mutants: list[Mutant], default_rules: Path) -> list[Mutant]:

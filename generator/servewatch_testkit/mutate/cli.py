@@ -11,8 +11,8 @@
     --only-new             with --specs: only the rules the checkout's rules/ does not have
 
 A full run writes REPORT.md and report.json to --out (default bench/mutation); a run with --only
-or --specs prints the report and writes nothing unless --out is given. The notes on survivors are read from
-bench/mutation/ (--notes to read them elsewhere).
+or --specs prints the report and writes nothing unless --out is given. The notes on survivors are
+read from bench/mutation/ (--notes to read them elsewhere).
 """
 
 from __future__ import annotations

@@ -178,6 +178,24 @@ def test_the_generated_tests_prove_the_client_side_rules(epp_build):
         assert f"record: {record}" in records
 
 
+def test_the_client_records_tests_add_up_the_sources_own_series(epp_build):
+    """A gateway splits one model's requests by its own labels (flows, priorities: the catalog's
+    labels of the metric); each client record's test has a series apart in each of them, which the
+    record must add up, not take as a duplicate scrape."""
+    model, files = epp_build
+    tests = yaml.safe_load(files["promtool/vllm.records.test.yaml"])["tests"]
+    labels = model.builder.labels
+    for record in model.records():
+        signal = model.spec.signals.get(record.signal) if record.signal else None
+        metric = model.builder.metric_name(signal.metric) if signal and signal.metric else ""
+        if model.builder.source(metric) != "gateway" or signal.level != "model" or signal.by:
+            continue
+        own = [k for k in labels.client_keys(metric) if k not in labels.identity("engine")]
+        (test,) = [t for t in tests if t["name"].startswith(f"record: {record.record}")][:1]
+        written = " ".join(s["series"] for s in test["input_series"])
+        assert own and all(f'{k}="{k}-other"' in written for k in own), (record.record, own)
+
+
 def test_the_endpoint_picker_reports_its_inference_pools_gauges():
     """Each pool quantity is a catalogued gauge labelled by the pool's name; Dynamo's frontend
     documents no pool."""

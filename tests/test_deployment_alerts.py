@@ -166,6 +166,15 @@ def test_notifications_group_by_role_and_track(configured):
     ]
 
 
+def test_a_canary_guard_has_a_case_exactly_at_min_traffic(configured):
+    """A canary's traffic guard includes min_traffic itself (`>=`): a canary observing exactly that
+    many a second, as Prometheus computes its rate, fires (plan/traffic_guard.py); `>` fails it."""
+    _, files = configured
+    bounds = files["promtool/vllm.boundaries.test.yaml"]
+    for alert in CANARY_ALERTS:
+        assert f"boundary: {alert} traffic of exactly min_traffic is enough" in bounds, alert
+
+
 # Tunings of the canary comparisons a user may write in overrides.yaml: a threshold close to 1, one past
 # the ratio the scenarios once hard-coded (10), and traffic guards far apart (0: none).
 CANARY_TUNINGS = [
@@ -205,7 +214,9 @@ def test_canary_proofs_follow_a_tuning(specs_with, tmp_path, prove, tuning):
         guard = {
             t["name"] for t in mine if t["name"].startswith(f"boundary: {alert}") and "traffic" in t["name"]
         }
-        assert len(guard) == (2 if tuning["min_traffic"] else 0), alert
+        # and the case exactly at the guard, where its rates come out exact
+        exact = f"boundary: {alert} traffic of exactly min_traffic is enough"
+        assert len(guard - {exact}) == (2 if tuning["min_traffic"] else 0), alert
     path = unit_tests.test_path("vllm")
     files = {
         rules.plain_path("vllm"): rules.render(model)[rules.plain_path("vllm")],

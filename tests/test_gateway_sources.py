@@ -5,6 +5,7 @@ real Prometheus 3.5 reading them."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -32,6 +33,7 @@ from servewatch_testkit.synth.gateway import (
     gateway_healthy,
     gateway_incident,
 )
+from servewatch_testkit.mutate import build as mutate_build
 from servewatch.plan.dashboards.board import ABSENCE_LISTS
 from test_dashboards_integration import all_panels, grafana_regex, interpolate, panel_problems
 from test_disaggregated_fleet import Served
@@ -82,6 +84,7 @@ def test_gaies_inference_model_names_are_renames_lint_and_detect_name_the_new_na
     assert warned and f"{counter} is now {old[counter].replacement}" in warned[0], warned
 
 
+REPO = Path(__file__).resolve().parents[1]
 CLIENT = "  client_side: null\n"
 EPP = "  client_side: {source: llm-d-epp}\n"
 FRONTEND = "  client_side: {source: dynamo-frontend, model_label: model, selector: 'job=\"frontend\"'}\n"
@@ -175,6 +178,24 @@ def test_the_generated_tests_prove_the_client_side_rules(epp_build):
         assert f"record: {record}" in records
 
 
+def test_the_client_records_tests_add_up_the_sources_own_series(epp_build):
+    """A gateway splits one model's requests by its own labels (flows, priorities: the catalog's
+    labels of the metric); each client record's test has a series apart in each of them, which the
+    record must add up, not take as a duplicate scrape."""
+    model, files = epp_build
+    tests = yaml.safe_load(files["promtool/vllm.records.test.yaml"])["tests"]
+    labels = model.builder.labels
+    for record in model.records():
+        signal = model.spec.signals.get(record.signal) if record.signal else None
+        metric = model.builder.metric_name(signal.metric) if signal and signal.metric else ""
+        if model.builder.source(metric) != "gateway" or signal.level != "model" or signal.by:
+            continue
+        own = [k for k in labels.client_keys(metric) if k not in labels.identity("engine")]
+        (test,) = [t for t in tests if t["name"].startswith(f"record: {record.record}")][:1]
+        written = " ".join(s["series"] for s in test["input_series"])
+        assert own and all(f'{k}="{k}-other"' in written for k in own), (record.record, own)
+
+
 def test_the_endpoint_picker_reports_its_inference_pools_gauges():
     """Each pool quantity is a catalogued gauge labelled by the pool's name; Dynamo's frontend
     documents no pool."""
@@ -252,19 +273,16 @@ def test_a_pool_gone_is_remembered_in_the_slow_parts_group_and_proven(epp_build)
     [
         [(CLIENT, EPP)],
         [(CLIENT, FRONTEND)],
-        [
-            (CLIENT, EPP),
-            ("  role: null\n", "  role: {label: llm_d_ai_role}\n"),
-            ("  track: null\n", "  track: {label: track}\n"),
-        ],
+        None,
     ],
     ids=["llm-d-epp", "dynamo-frontend", "llm-d-epp-with-role-and-track"],
 )
 def test_the_generated_vllm_tests_pass_under_promtool(specs_with, tmp_path, edits):
     """The vLLM family's scenarios, boundaries, records and churn tests on promtool, under a client
     source that names the model in model_name (llm-d's), one that names it otherwise (Dynamo's, its
-    series picked by a selector), and beside a role and a track (the client's side has neither)."""
-    specs = specs_with({"config.yaml": edits})
+    series picked by a selector), and beside a role and a track (the client's side has neither): the
+    mutation run's configured build, bench/mutation/specs (servewatch_testkit.mutate.build)."""
+    specs = specs_with({"config.yaml": edits}) if edits else REPO / mutate_build.CONFIGURED
     _, files = generate.build(specs)
     wanted = {
         k: v for k, v in files.items() if k == "rules/vllm.rules.yaml" or k.startswith("promtool/vllm.")

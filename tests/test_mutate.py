@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from servewatch_testkit.mutate import mutants, operators, rules, tree
+from servewatch.spec.loader import load
+from servewatch_testkit.mutate import build, mutants, operators, report, rules, tree
 from servewatch_testkit.mutate.operators import Context
 from servewatch_testkit.mutate.rules import Rule
 
@@ -245,3 +246,55 @@ def test_a_report_of_a_subset_says_which_mutants_ran():
     assert _selection(["VLLMKV", "DCGM"], ["for-zero"], 3, 874) == (
         "3 of 874 mutants (ids containing `VLLMKV` or `DCGM`; operators for-zero)"
     )
+
+
+# -- the rules of a configured build (--specs) ----------------------------------------------------
+
+
+def _listed(capsys, *argv: str) -> set[str]:
+    """The rule keys of the mutants `--list` prints."""
+    from servewatch_testkit.mutate import cli
+
+    assert cli.main(["--root", str(REPO), *argv, "--list"]) == 0
+    return {report.rule_of(line.split("\t")[0]) for line in capsys.readouterr().out.splitlines()}
+
+
+def test_specs_only_new_mutates_the_rules_only_the_configured_build_has(capsys):
+    """Every alert of a group that needs a role, a track or a client source is mutated, and no rule
+    the checkout's rules/ already has."""
+    spec = load(REPO / build.CONFIGURED)
+    needy = {a.alert for g in spec.groups if g.needs and spec.group_enabled(g) for a in g.alerts}
+    listed = _listed(capsys, "--specs", str(REPO / build.CONFIGURED), "--only-new")
+    assert needy and needy <= listed
+    assert not listed & {r.key for r in rules.load(REPO / "rules")}
+
+
+@pytest.mark.parametrize(
+    "config, said",
+    [
+        (None, "no such folder"),
+        ("extends: servewatch\nconfig:\n  role: {labl: x}\n", "config.yaml:3"),
+    ],
+    ids=["missing", "invalid"],
+)
+def test_a_bad_specs_folder_is_a_clear_error(tmp_path, capsys, config, said):
+    from servewatch_testkit.mutate import cli
+
+    specs = tmp_path / "specs"
+    if config is not None:
+        specs.mkdir()
+        (specs / "config.yaml").write_text(config)
+    assert cli.main(["--root", str(REPO), "--specs", str(specs), "--list"]) == 2
+    err = capsys.readouterr().err
+    assert f"mutate: specs folder {specs}" in err and said in err and "Traceback" not in err
+
+
+def test_only_new_needs_specs_and_specs_runs_no_incident_tests(capsys):
+    """`make mutate` always asks for the incident tests: with --specs none applies, and it says so."""
+    from servewatch_testkit.mutate import cli
+
+    assert cli.main(["--root", str(REPO), "--only-new", "--list"]) == 2
+    assert "--only-new goes with --specs" in capsys.readouterr().err
+    specs = str(REPO / build.CONFIGURED)
+    assert cli.main(["--root", str(REPO), "--specs", specs, "--with-incidents", "--list"]) == 0
+    assert f"no incident test applies to --specs {specs}" in capsys.readouterr().err

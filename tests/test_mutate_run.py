@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from servewatch_testkit.mutate import cli, mutants, report, runner, workspace
+from servewatch_testkit.mutate import build, cli, mutants, report, runner, workspace
 from servewatch_testkit.mutate.rules import load
 from servewatch_testkit.mutate.workspace import Edit
 
@@ -242,5 +242,30 @@ def test_runs_of_parts_combine_into_one_report(tiny, tmp_path):
     assert set(outcomes) == {m.id for m in ran}
     assert {outcomes[m.id] for m in ran if m.operator == "comparison-flipped"} == {"killed"}
     assert {outcomes[m.id] for m in ran if "threshold" in m.id} == {"survived"}
-    assert doc["run"]["selection"].startswith(f"{len(ran)} of {len(ms)} mutants, combined from 2 runs")
+    scope = f"({len(ran)} of the {len(ms)} mutants of the checkout's rules/)"
+    selection = doc["run"]["selection"]
+    assert selection.startswith(f"{len(ran)} of {len(ms)} mutants {scope}, combined from 2 runs")
     assert cli.main([*common, "--combine", str(tmp_path / "missing"), "--out", str(out)]) == 2
+
+
+def test_a_configured_build_is_mutated_against_its_own_generated_tests(tmp_path):
+    """--specs generates the configured build and runs its promtool tests: a canary comparison
+    flipped is killed by a test file of that build, and the default build's notes are not its stale ones."""
+    repo = Path(__file__).resolve().parents[1]
+    specs = repo / build.CONFIGURED
+    build.write(specs, tmp_path / "built")
+    ms, _ = mutants.generate(tmp_path / "built" / "rules")
+    flipped = next(m for m in build.only_new(ms, repo / "rules") if m.operator == "comparison-flipped")
+    out = tmp_path / "out"
+    argv = ["--root", str(repo), "--specs", str(specs), "--only-new", "--only", flipped.id]
+    assert cli.main([*argv, "--jobs", "1", "--first-kill", "--out", str(out)]) == 0
+    doc = json.loads((out / "report.json").read_text())
+    (entry,) = doc["mutants"]
+    assert entry["outcome"] == "killed" and entry["killed_by"][0].startswith("promtool/vllm.")
+    assert doc["run"]["specs"] == str(build.CONFIGURED) and doc["summary"]["stale_notes"] == []
+    combined = tmp_path / "combined"  # counts the mutants of the build the part ran on, and only those
+    assert cli.main(["--root", str(repo), "--combine", str(out), "--out", str(combined)]) == 0
+    run = json.loads((combined / "report.json").read_text())["run"]
+    new = len(build.only_new(ms, repo / "rules"))
+    assert run["selection"].startswith(f"1 of {new} mutants (1 of the {new} mutants of the rules only")
+    assert run["builds"] == [{"specs": str(build.CONFIGURED), "only_new": True}]

@@ -16,10 +16,12 @@ and family.
 from __future__ import annotations
 
 import math
+import re
 
 from .. import alert_context as ctx
 from .. import scenarios, templates
 from ..model import Model
+from ..promql import builders as b
 from ..promql.histograms import LE, count_below
 from ..spec.deployment import ROLES
 from ..spec.schema import seconds
@@ -35,6 +37,8 @@ from .synthetic import (
     series_text,
 )
 from .scenario_tests import series_with_selectors
+
+SELECTOR_RE = re.compile(r"\{([^{}]*)\}")  # a selector's matchers in a rule's expression
 
 TOLERANCE = 1e-9  # relative: recorded values are checked within it, not to the last bit
 KINDS = ("boundaries", "records")
@@ -317,6 +321,7 @@ def _signal_record(model: Model, rule) -> dict | None:
         engine_only = [label for label in synth.labels.identity("engine") if label not in [*ids, *pinned]]
         if model.builder.source(model.builder.metric_name(signal.metric or "")) == "gateway":
             engine_only = [label for label in engine_only if label not in synth.labels.vllm_only()]
+            engine_only += _source_labels(model, synth, signal, rule, [*ids, *pinned, *engine_only])
         if not engine_only:
             return None
         for label in engine_only:  # one more engine apart in each engine label: all add up
@@ -347,6 +352,16 @@ def _signal_record(model: Model, rule) -> dict | None:
         interval,
         promql_expr_test=checks,
     )
+
+
+def _source_labels(model: Model, synth: Synth, signal, rule, taken: list[str]) -> list[str]:
+    """The labels a client source's series of the record's metric differ by beyond the identity
+    (its flows, priorities, endpoints: catalog/gateway.yaml), less those the record matches on or
+    keeps and the model label: two series apart in one of them are different requests, added up."""
+    matched = {label for body in SELECTOR_RE.findall(rule.expr) for label, _, _ in b.parse_matchers(body)}
+    skip = {*taken, *signal.by, *matched, synth.labels.client_model, LE}
+    keys = synth.labels.client_keys(model.builder.metric_name(signal.metric))
+    return [label for label in keys if label not in skip]
 
 
 def _native_bucket_checks(record: str, static: dict, expected: list[tuple[dict, float]], at_s: float) -> list:
@@ -705,7 +720,6 @@ def _pair_case(model: Model, synth: Synth, level: str, signal) -> tuple[list, li
 def _matching_target(model: Model, source: str) -> dict[str, str] | None:
     """Labels an `up` series needs to be a target of `source` (config.targets), if servewatch can
     find values that match its matchers."""
-    from ..promql import builders as b
     from ..spec import matchers
 
     out = {}

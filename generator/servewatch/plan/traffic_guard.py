@@ -8,9 +8,9 @@ finishes at least `min_traffic` events per second), part of promtool/<family>.bo
   each short of the guard but past it together: the guard adds a model's engines and nothing else;
 - exactly at the guard, where the rates come out exact: the guard includes it (`>=`), so it fires.
 
-A track_ratio's guard (the other track's observations a second) gets the timing test and one just
-short of the guard, steady, that stays silent, with the canary past the threshold beside its stable
-twin.
+A track_ratio's guard (the other track's observations a second) gets the timing test, one just
+short of the guard, steady, that stays silent, and the one exactly at it, each with the canary past
+the threshold beside its stable twin.
 
 Every rate is worked out as Prometheus 3.5 computes it (plan/synthetic.py, rate_at), so the
 evaluation times follow any rate window, scrape interval, `for` or `min_traffic`.
@@ -39,7 +39,7 @@ def guard_tests(model, alert, names: dict, expected, test) -> list[dict]:
             return []
         plan = _Plan(model, signal, guard)
         tests = [plan.timing(alert, past, expected, test), plan.short(alert, past, test)]
-        return [t for t in tests if t is not None]
+        return [t for t in (*tests, plan.exact(alert, [past], expected, test)) if t is not None]
     split = matcher_split(signal.matchers) if signal.kind == "counter_ratio" else None
     shares = _shares(alert, names)
     if guard <= 0 or split is None or not shares:
@@ -187,10 +187,13 @@ class _Plan:
             for at_s in (first + i * self.step for i in range(int(self.window // self.step) + 1)):
                 span = [at_s - for_s + i * self.step for i in range(int(for_s // self.step) + 1)]
                 if all(self.traffic_at(synth, self.guard, share, t) == self.guard for t in span):
-                    labels = synth.identity("model")
+                    labels = self.labels(synth)
+                    inputs = self.inputs(synth, share, labels, self.guard)
+                    if inputs is None:
+                        return None
                     return test(
                         f"boundary: {alert.alert} traffic of exactly min_traffic is enough",
-                        synth.counter_ratio(self.signal, share, labels, self.guard),
+                        inputs,
                         alert_rule_test=[self.check(alert, at_s, [expected(labels, share)])],
                     )
         return None

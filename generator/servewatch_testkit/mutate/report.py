@@ -40,6 +40,20 @@ class Notes:
 
         return cls(read("equivalent.yaml"), read("gaps.yaml"))
 
+    def without_rules(self, keys: set[str]) -> Notes:
+        """These notes less those on the mutants of these rules: the rules of another build (the
+        configured one of --specs, or the default one), whose notes are judged in that build's report."""
+
+        def keep(notes: dict[str, str]) -> dict[str, str]:
+            return {i: why for i, why in notes.items() if rule_of(i) not in keys}
+
+        return Notes(keep(self.equivalent), keep(self.gaps))
+
+
+def rule_of(mutant_id: str) -> str:
+    """The rule key of a mutant id `<rule key>/<operator>/<digits>`."""
+    return mutant_id.rsplit("/", 2)[0]
+
 
 FIRST_KILL = " (each mutant stopped at the first test file that failed)."
 

@@ -53,6 +53,11 @@ class Options:
     timeout_s: float = 300.0
     first_kill: bool = False  # stop at the first test file that fails: faster, killed_by names only it
     whole: bool = False  # run test files whole, not each test against the rules it observes
+    source: Path | None = None  # where rules/ and the tests are copied from (--specs: a build); None: root
+
+    @property
+    def tests_root(self) -> Path:
+        return self.source or self.root
 
 
 @dataclass(frozen=True)
@@ -226,7 +231,7 @@ def run_edits(opts: Options, edits: list[Edit], checker: _Checker | None = None)
     checker = checker or _Checker(opts)
     started = time.monotonic()
     deadline = _Deadline(opts.timeout_s)
-    work = workspace.create(opts.root, edits)
+    work = workspace.create(opts.tests_root, edits)
     try:
         result = checker.check(work, {e.rule.file for e in edits}, deadline) or Result("survived")
     finally:

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from conftest import client_ttft
+from servewatch import catalog
 from servewatch.cli import main
 from servewatch.spec.loader import load
 from servewatch.validation import validate
@@ -502,6 +503,26 @@ def test_an_slo_not_met_at_the_sustainable_step_says_so(bench_files, specs_with,
     ttft = proposal(out, "SLO vllm-ttft", "threshold")
     assert "2.5    -" in ttft and "the smallest bucket bound above it is 5" in ttft
     assert (specs / "slos.yaml").read_text() == before
+
+
+def test_a_client_side_slo_gets_a_threshold_from_the_catalogued_bounds_of_its_source(
+    specs_with, tmp_path, capsys
+):
+    # llm-d's endpoint picker fixes its TTFT bounds in code (catalog/gateway.yaml): with bench files
+    # alone, no history to show them, the threshold proposed at the client is one of those
+    specs = specs_with(
+        {
+            "config.yaml": [("  client_side: null\n", "  client_side: {source: llm-d-epp}\n")],
+            "slos.yaml": list(client_ttft("llm-d-epp")),
+        }
+    )
+    files = LoadTest(bench_s=600).write_bench(tmp_path / "long", detailed=False)  # enough for a p99
+    code, _ = calibrate(specs, "--bench", *files, *ARGS, "--target", P99_TARGET, write=False)
+    row = proposal(capsys.readouterr().out, "SLO vllm-ttft", "threshold")
+    assert code == 0 and "not documented" not in row, row
+    cat = catalog.load()
+    epp = cat.lookup(cat.clients["llm-d-epp"].metric("ttft")).buckets
+    assert float(row.split()[4]) in epp, row
 
 
 def test_a_client_side_slo_gets_no_threshold_from_bench_files_alone(specs_with, tmp_path, capsys):

@@ -19,6 +19,7 @@ from servewatch.detect import probes
 from servewatch.detect.runner import current_config, detect
 from servewatch.errors import SpecErrors
 from servewatch.lint.engine import LintContext, lint
+from servewatch.spec.loader import load
 from servewatch.spec.schema import Config
 from servewatch.spec.slos import AVAILABILITY_GOOD
 from servewatch.slo.exprs import CLIENT_EVENTS
@@ -455,6 +456,27 @@ class _Canned:
 
     def count(self, expr: str) -> int:
         return len(self.rows(expr))
+
+
+def test_detect_says_which_slo_threshold_the_source_it_suggests_has_no_bucket_at(default_model, specs_with):
+    """Suggesting llm-d's endpoint picker moves the default TTFT SLO to it: detect names the
+    threshold generate would then refuse, with the nearest bounds, and nothing once it is one."""
+    cat = catalog.load()
+    ttft = cat.clients["llm-d-epp"].metric("ttft")
+    ask = _Canned({ttft: [{"metric": {"__name__": f"{ttft}_count", "model_name": "m1"}}]})
+    slos = default_model.spec.slos
+    out = probes.client_side(probes.ProbeContext(ask, Config(), cat, current_config(Config()), slos))
+    assert out.suggested == {"client_side": {"source": "llm-d-epp"}}
+    threshold = slos["vllm-ttft"].sli.threshold
+    bounds = sorted(cat.lookup(ttft).buckets)
+    near = [b for b in bounds if b < threshold][-1:] + [b for b in bounds if b > threshold][:1]
+    [warned] = [f.message for f in out.findings if f.level == "warning" and "slos." in f.message]
+    assert warned.startswith("slos.vllm-ttft: with client_side {source: llm-d-epp}"), warned
+    assert f"{threshold:g} s is not a bucket bound of {ttft}" in warned, warned
+    assert f"the nearest bounds are {near[0]:g} and {near[1]:g}" in warned and "sli.side: instance" in warned
+    fixed = load(specs_with({"slos.yaml": EPP_SLOS})).slos
+    out = probes.client_side(probes.ProbeContext(ask, Config(), cat, current_config(Config()), fixed))
+    assert not [f for f in out.findings if "slos." in f.message]
 
 
 def test_detect_suggests_the_label_a_frontend_names_served_models_in():

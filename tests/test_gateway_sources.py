@@ -922,6 +922,25 @@ def test_a_ttft_threshold_the_endpoint_picker_has_no_bucket_at_is_an_error_at_it
     generate.build(specs_with({"config.yaml": [(CLIENT, EPP)], "slos.yaml": pinned}))
 
 
+def test_the_client_side_slo_docs_show_is_one_generate_takes(specs_with, repo):
+    """docs/slo.md's example of an SLO at the client, its fields written over the default specs
+    (its config, and its SLO over the default of that name), builds at the client: its threshold is
+    a bound of the source it names."""
+    text = (repo / "docs" / "slo.md").read_text()
+    section = text.split("### Which side an SLO measures")[1]
+    example = yaml.safe_load(section.split("```yaml\n")[1].split("```")[0])
+    [(name, slo)] = example["slos"].items()
+    config = example["config"]["client_side"]
+    written = "{" + ", ".join(f"{k}: {v}" for k, v in config.items()) + "}"
+    specs = specs_with({"config.yaml": [(CLIENT, f"  client_side: {written}\n")]})
+    slos = yaml.safe_load((specs / "slos.yaml").read_text())["slos"]
+    assert name in slos, f"docs/slo.md's example names no default SLO: {name}"
+    slos[name] = {**slos[name], **slo, "sli": {**slos[name]["sli"], **slo["sli"]}}
+    (specs / "slos.yaml").write_text(yaml.safe_dump({"slos": slos}, sort_keys=False))
+    model, _ = generate.build(specs)
+    assert model.spec.slos[name].sli.side == "client"
+
+
 @pytest.fixture
 def frontend_without_itl(tmp_path, monkeypatch):
     """A catalog copy whose Dynamo frontend measures no inter-token latency."""

@@ -1,3 +1,4 @@
+import functools
 import os
 import shutil
 import subprocess
@@ -8,8 +9,9 @@ from typing import Callable
 import pytest
 
 import in_process
-from servewatch import cli, generate, tools, verify
+from servewatch import catalog, cli, generate, tools, verify
 from servewatch.model import Model
+from servewatch.spec.loader import load
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -82,6 +84,28 @@ def copy_specs(dst: Path, edits: dict[str, Edit]) -> Path:
                 text = text.replace(old, new, 1)
             path.write_text(text)
     return dst
+
+
+@functools.cache
+def client_ttft(source: str) -> tuple[tuple[str, str], ...]:
+    """The specs/slos.yaml edits under which the default TTFT SLO holds beside config.client_side
+    {source: `source`}: where the catalog lists the source's TTFT bucket bounds (catalog/gateway.yaml)
+    and the default threshold is none of them (a spec error, docs/slo.md), the threshold and the
+    description that states it move to the largest bound below it; else none. Add them to every spec
+    that configures such a source and keeps the default TTFT SLO at the client."""
+    cat = catalog.load()
+    bounds = cat.lookup(cat.clients[source].metric("ttft")).buckets or ()
+    ttft = cat.engine_twins["ttft"]
+    slos = load(REPO / "specs").slos.values()
+    slo = next(s for s in slos if s.sli.kind == "latency" and s.sli.histogram == ttft)
+    threshold = slo.sli.threshold
+    if not bounds or threshold in bounds:
+        return ()
+    bound = max(b for b in bounds if b < threshold)
+    return (
+        (f"within {threshold:g} s\n", f"within {bound:g} s\n"),
+        (f"threshold: {threshold:g} ", f"threshold: {bound:g} "),
+    )
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,8 @@ import math
 import pytest
 import yaml
 
+from conftest import client_ttft
+from servewatch import catalog
 from servewatch.cli import main
 from servewatch.spec.loader import load
 from servewatch.validation import validate
@@ -503,11 +505,33 @@ def test_an_slo_not_met_at_the_sustainable_step_says_so(bench_files, specs_with,
     assert (specs / "slos.yaml").read_text() == before
 
 
+def test_a_client_side_slo_gets_a_threshold_from_the_catalogued_bounds_of_its_source(
+    specs_with, tmp_path, capsys
+):
+    # llm-d's endpoint picker fixes its TTFT bounds in code (catalog/gateway.yaml): with bench files
+    # alone, no history to show them, the threshold proposed at the client is one of those
+    specs = specs_with(
+        {
+            "config.yaml": [("  client_side: null\n", "  client_side: {source: llm-d-epp}\n")],
+            "slos.yaml": list(client_ttft("llm-d-epp")),
+        }
+    )
+    files = LoadTest(bench_s=600).write_bench(tmp_path / "long", detailed=False)  # enough for a p99
+    code, _ = calibrate(specs, "--bench", *files, *ARGS, "--target", P99_TARGET, write=False)
+    row = proposal(capsys.readouterr().out, "SLO vllm-ttft", "threshold")
+    assert code == 0 and "not documented" not in row, row
+    cat = catalog.load()
+    epp = cat.lookup(cat.clients["llm-d-epp"].metric("ttft")).buckets
+    assert float(row.split()[4]) in epp, row
+
+
 def test_a_client_side_slo_gets_no_threshold_from_bench_files_alone(specs_with, tmp_path, capsys):
-    # with a gateway configured the TTFT SLO counts the gateway's histogram, whose bucket bounds are
-    # not documented: a bench file (the client's view) still checks the objective, but only the
-    # history can show which bound a threshold may be; the engines' side is not a bench file's
-    specs = specs_with({"config.yaml": [("  client_side: null\n", "  client_side: {source: llm-d-epp}\n")]})
+    # with a gateway configured the TTFT SLO counts the gateway's histogram, whose bucket bounds
+    # Dynamo's frontend does not fix: a bench file (the client's view) still checks the objective,
+    # but only the history can show which bound a threshold may be; the engines' side is not a
+    # bench file's
+    frontend = "  client_side: {source: dynamo-frontend, model_label: model}\n"
+    specs = specs_with({"config.yaml": [("  client_side: null\n", frontend)]})
     files = LoadTest(bench_s=600).write_bench(tmp_path / "long", detailed=False)  # enough for a p99
     code, _ = calibrate(specs, "--bench", *files, *ARGS, "--target", P99_TARGET, write=False)
     out = capsys.readouterr().out
@@ -625,8 +649,9 @@ def test_a_bench_file_judges_availability_at_the_client_only(bench_files, specs_
     # a bench file counts what the client saw fail: with a gateway that counts errors the default
     # availability SLO reads the client too, and the file judges it; one on the engines' side
     # (sli.side: instance) it cannot judge, and it says what can
-    client = [("  client_side: null\n", "  client_side: {source: llm-d-epp}\n")]
-    code, _ = calibrate(specs_with({"config.yaml": client}), "--bench", *bench_files, *ARGS, write=False)
+    client = {"config.yaml": [("  client_side: null\n", "  client_side: {source: llm-d-epp}\n")]}
+    client["slos.yaml"] = list(client_ttft("llm-d-epp"))
+    code, _ = calibrate(specs_with(client), "--bench", *bench_files, *ARGS, write=False)
     out = capsys.readouterr().out
     assert code == 0
     requests = int(KNEE * LoadTest().bench_s)
@@ -634,7 +659,7 @@ def test_a_bench_file_judges_availability_at_the_client_only(bench_files, specs_
         out, "SLO vllm-availability", "objective"
     )
     instance = [("      bad: [error]\n", "      bad: [error]\n      side: instance\n")]
-    specs = specs_with({"config.yaml": client, "slos.yaml": instance})
+    specs = specs_with({**client, "slos.yaml": client["slos.yaml"] + instance})
     code, _ = calibrate(specs, "--bench", *bench_files, *ARGS, write=False)
     why = proposal(capsys.readouterr().out, "SLO vllm-availability", "objective")
     assert code == 0

@@ -11,6 +11,7 @@ import json
 import pytest
 import yaml
 
+from conftest import client_ttft
 from servewatch import catalog
 from servewatch.calibrate.targets import show
 from servewatch.cli import main
@@ -50,6 +51,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.tools("promtool", "prometheus
 NEXT = RATES[RATES.index(KNEE) + 1]  # the first rate that breaks a target
 ROLE_CONFIG = [("  role: null\n", f"  role: {{label: {ROLE_LABEL}}}\n")]
 CLIENT_CONFIG = [("  client_side: null\n", f"  client_side: {{source: {GATEWAY}}}\n")]
+# prefill and decode behind the gateway, the TTFT SLO at one of its bounds (conftest.client_ttft)
+CLIENT_SPECS = {"config.yaml": ROLE_CONFIG + CLIENT_CONFIG, "slos.yaml": list(client_ttft(GATEWAY))}
 # prefill and decode apart behind the gateway; short outputs, so prefill's e2e passes decode's
 PD_GATEWAY = dict(role_label=ROLE_LABEL, kv_transfer_s=0.05, output_tokens=16, gateway=True)
 
@@ -338,7 +341,7 @@ def test_with_a_gateway_ttft_and_its_alert_are_the_clients(pd_gateway, specs_wit
     # with config.client_side the TTFT (and ITL) the targets and the client-side alert read is the
     # gateway's: queue, prefill and transfer together, more than either role's own
     lt, prom = pd_gateway
-    specs = specs_with({"config.yaml": ROLE_CONFIG + CLIENT_CONFIG})
+    specs = specs_with(CLIENT_SPECS)
     report = _json_report(specs, capsys, *prom)
     steps = _server_steps(report)
     for key in ("ttft_p95", "ttft_p99", "itl_p95"):
@@ -359,14 +362,15 @@ def test_a_client_side_slo_is_measured_at_the_gateway(pd_gateway, specs_with, ca
     # vllm-ttft leaves sli.side out, so with a gateway it counts the gateway's histogram: its
     # evidence is the client's p99 and its threshold a bound that histogram has in the history
     lt, prom = pd_gateway
-    specs = specs_with({"config.yaml": ROLE_CONFIG + CLIENT_CONFIG})
+    specs = specs_with(CLIENT_SPECS)
     report = _json_report(specs, capsys, *prom, f"--target={P99_TARGET}")
     p99 = lt.quantile(KNEE, "client", "ttft", 0.99)
     assert p99 != lt.quantile(KNEE, "prefill", "ttft", 0.99)
     objective = _proposal(report, "SLO vllm-ttft", "objective")
     assert f"ttft_p99 {show(p99, 's')} vs" in objective["evidence"]
     threshold = _proposal(report, "SLO vllm-ttft", "threshold")
-    assert threshold["value"] in catalog.load().gateway_test_buckets, threshold
+    cat = catalog.load()
+    assert threshold["value"] in cat.test_buckets(cat.clients[GATEWAY].metric("ttft")), threshold
     assert f"ttft_p99 {show(p99, 's')} (p99" in threshold["evidence"]
 
 
@@ -395,7 +399,7 @@ def test_model_narrows_the_gateways_series_too(specs_with, capsys):
     with LocalPrometheus(to_openmetrics(ours.series() + other.series(), start, 30.0)) as prom:
         a, z = ours.run_range(start)
         args = ["--prometheus", prom.url, "--range", f"{a:.0f}..{z:.0f}", "--step-every", ours.step_every]
-        specs = specs_with({"config.yaml": ROLE_CONFIG + CLIENT_CONFIG})
+        specs = specs_with(CLIENT_SPECS)
         steps = _server_steps(_json_report(specs, capsys, *args, "--model", ours.model))
     assert _measured(steps, "ttft_p95") == _truth(ours, "client", "ttft_p95")
     assert _truth(ours, "client", "ttft_p95") != _truth(other, "client", "ttft_p95")
@@ -426,7 +430,7 @@ def test_with_a_gateway_the_error_share_is_the_gateways(pd_gateway, specs_with, 
     # the availability SLO reads the gateway's counters (config.client_side): so do the steps'
     # error share and its N, which count the requests the gateway fails before any engine sees them
     lt, prom = pd_gateway
-    report = _json_report(specs_with({"config.yaml": ROLE_CONFIG + CLIENT_CONFIG}), capsys, *prom)
+    report = _json_report(specs_with(CLIENT_SPECS), capsys, *prom)
     steps = _server_steps(report)
     assert _measured(steps, "errors") == _client_errors(lt)
     assert "errors@instance" not in steps[0]["measures"]
@@ -473,7 +477,7 @@ def test_an_availability_slo_on_the_instance_side_reads_the_engines(pd_gateway, 
     # sli.side: instance beside a gateway: the SLO's error share is the decode engines', under a key
     # that says so, while the targets read the client's
     lt, prom = pd_gateway
-    specs = specs_with({"config.yaml": ROLE_CONFIG + CLIENT_CONFIG, "slos.yaml": AVAILABILITY_INSTANCE})
+    specs = specs_with({**CLIENT_SPECS, "slos.yaml": CLIENT_SPECS["slos.yaml"] + AVAILABILITY_INSTANCE})
     report = _json_report(specs, capsys, *prom)
     steps = _server_steps(report)
     assert _measured(steps, "errors@instance") == _engine_errors(lt)
@@ -485,7 +489,7 @@ def test_an_availability_slo_on_the_instance_side_reads_the_engines(pd_gateway, 
 def test_a_history_without_the_gateways_counters_is_refused(pd_run, specs_with, capsys):
     # the gateway is configured but the history has none of its series: the error share at the
     # client cannot be measured, and the refusal names the counter
-    specs = specs_with({"config.yaml": ROLE_CONFIG + CLIENT_CONFIG})
+    specs = specs_with(CLIENT_SPECS)
     code = main(["calibrate", "--specs", str(specs), *pd_run, *ARGS])
     err = capsys.readouterr().err
     assert code == 2
@@ -497,11 +501,9 @@ def test_goodput_at_the_client_counts_the_gateways_failures(pd_gateway, specs_wi
     # a good token's request must not have failed at the gateway: at the client the availability
     # share is (requests - errors) / requests, so the cost per good token rises by that share
     lt, prom = pd_gateway
-    config = {"config.yaml": ROLE_CONFIG + CLIENT_CONFIG}
-    client = _server_steps(_json_report(specs_with(config), capsys, *prom))
-    engines = _server_steps(
-        _json_report(specs_with({**config, "slos.yaml": AVAILABILITY_INSTANCE}), capsys, *prom)
-    )
+    client = _server_steps(_json_report(specs_with(CLIENT_SPECS), capsys, *prom))
+    instance = {**CLIENT_SPECS, "slos.yaml": CLIENT_SPECS["slos.yaml"] + AVAILABILITY_INSTANCE}
+    engines = _server_steps(_json_report(specs_with(instance), capsys, *prom))
     cost = next(k for k in client[0] if k.startswith("cost_per_1m_good_tokens"))
     gateway, decode = _client_errors(lt), _engine_errors(lt)
     for k, (c, e) in enumerate(zip(client, engines, strict=True)):

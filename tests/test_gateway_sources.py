@@ -20,9 +20,12 @@ from servewatch.detect import probes
 from servewatch.detect.runner import current_config, detect
 from servewatch.errors import SpecErrors
 from servewatch.lint.engine import LintContext, lint
+from servewatch.spec.loader import load
 from servewatch.spec.schema import Config
 from servewatch.spec.slos import AVAILABILITY_GOOD
 from servewatch.slo.exprs import CLIENT_EVENTS
+from servewatch.slo.kinds import le_matcher, le_value
+from conftest import client_ttft, run_servewatch
 from servewatch_testkit.synth.gateway import (
     MODELS,
     ITL_S,
@@ -88,6 +91,8 @@ REPO = Path(__file__).resolve().parents[1]
 CLIENT = "  client_side: null\n"
 EPP = "  client_side: {source: llm-d-epp}\n"
 FRONTEND = "  client_side: {source: dynamo-frontend, model_label: model, selector: 'job=\"frontend\"'}\n"
+# The default TTFT SLO at one of the endpoint picker's bounds, in every spec that configures it
+EPP_SLOS = list(client_ttft("llm-d-epp"))
 
 
 def test_client_side_left_out_builds_the_default_output(default_build, specs_with):
@@ -127,7 +132,7 @@ def test_a_client_source_resolves_its_model_label():
 # -- the rules, tests and panels a client source adds ------------------------------------------------
 @pytest.fixture(scope="module")
 def epp_build(specs_with):
-    return generate.build(specs_with({"config.yaml": [(CLIENT, EPP)]}))
+    return generate.build(specs_with({"config.yaml": [(CLIENT, EPP)], "slos.yaml": EPP_SLOS}))
 
 
 def test_the_client_side_group_records_ttft_and_itl_and_alerts_on_ttft(epp_build, default_build):
@@ -282,7 +287,10 @@ def test_the_generated_vllm_tests_pass_under_promtool(specs_with, tmp_path, edit
     source that names the model in model_name (llm-d's), one that names it otherwise (Dynamo's, its
     series picked by a selector), and beside a role and a track (the client's side has neither): the
     mutation run's configured build, bench/mutation/specs (servewatch_testkit.mutate.build)."""
-    specs = specs_with({"config.yaml": edits}) if edits else REPO / mutate_build.CONFIGURED
+    if edits:
+        specs = specs_with({"config.yaml": edits, "slos.yaml": EPP_SLOS if (CLIENT, EPP) in edits else []})
+    else:
+        specs = REPO / mutate_build.CONFIGURED
     _, files = generate.build(specs)
     wanted = {
         k: v for k, v in files.items() if k == "rules/vllm.rules.yaml" or k.startswith("promtool/vllm.")
@@ -471,6 +479,27 @@ class _Canned:
         return len(self.rows(expr))
 
 
+def test_detect_says_which_slo_threshold_the_source_it_suggests_has_no_bucket_at(default_model, specs_with):
+    """Suggesting llm-d's endpoint picker moves the default TTFT SLO to it: detect names the
+    threshold generate would then refuse, with the nearest bounds, and nothing once it is one."""
+    cat = catalog.load()
+    ttft = cat.clients["llm-d-epp"].metric("ttft")
+    ask = _Canned({ttft: [{"metric": {"__name__": f"{ttft}_count", "model_name": "m1"}}]})
+    slos = default_model.spec.slos
+    out = probes.client_side(probes.ProbeContext(ask, Config(), cat, current_config(Config()), slos))
+    assert out.suggested == {"client_side": {"source": "llm-d-epp"}}
+    threshold = slos["vllm-ttft"].sli.threshold
+    bounds = sorted(cat.lookup(ttft).buckets)
+    near = [b for b in bounds if b < threshold][-1:] + [b for b in bounds if b > threshold][:1]
+    [warned] = [f.message for f in out.findings if f.level == "warning" and "slos." in f.message]
+    assert warned.startswith("slos.vllm-ttft: with client_side {source: llm-d-epp}"), warned
+    assert f"{threshold:g} s is not a bucket bound of {ttft}" in warned, warned
+    assert f"the nearest bounds are {near[0]:g} and {near[1]:g}" in warned and "sli.side: instance" in warned
+    fixed = load(specs_with({"slos.yaml": EPP_SLOS})).slos
+    out = probes.client_side(probes.ProbeContext(ask, Config(), cat, current_config(Config()), fixed))
+    assert not [f for f in out.findings if "slos." in f.message]
+
+
 def test_detect_suggests_the_label_a_frontend_names_served_models_in():
     """Dynamo documents no model label: the label whose values are the engines' model names is it."""
     frontend = [{"metric": {"__name__": "dynamo_frontend_time_to_first_token_seconds_count", "model": "m1"}}]
@@ -535,7 +564,11 @@ def test_a_client_side_sli_needs_the_gateways_recorded_bucket_rates(specs_with):
     model label read as model_name): switched off, the SLI could not be measured."""
     off = "overrides:\n  groups:\n    vllm-client-side: {enabled: false}\n"
     specs = specs_with(
-        {"config.yaml": [(CLIENT, EPP)], "slos.yaml": [(TTFT_SLI, AT_CLIENT)], "overrides.yaml": off}
+        {
+            "config.yaml": [(CLIENT, EPP)],
+            "slos.yaml": [*EPP_SLOS, (TTFT_SLI, AT_CLIENT)],
+            "overrides.yaml": off,
+        }
     )
     with pytest.raises(SpecErrors) as err:
         generate.build(specs)
@@ -544,7 +577,8 @@ def test_a_client_side_sli_needs_the_gateways_recorded_bucket_rates(specs_with):
 
 @pytest.fixture(scope="module")
 def client_slo_build(specs_with):
-    return generate.build(specs_with({"config.yaml": [(CLIENT, EPP)], "slos.yaml": [(TTFT_SLI, AT_CLIENT)]}))
+    edits = {"config.yaml": [(CLIENT, EPP)], "slos.yaml": [*EPP_SLOS, (TTFT_SLI, AT_CLIENT)]}
+    return generate.build(specs_with(edits))
 
 
 def _group(rules: str, slo: str) -> str:
@@ -555,7 +589,8 @@ def test_a_client_side_ttft_slo_reads_the_gateway_and_says_so(client_slo_build):
     model, files = client_slo_build
     group = _group(files["rules/slo.rules.yaml"], "vllm-ttft")
     record = model.signal("client_ttft_buckets").record
-    assert f'sum by (namespace, model_name) ({record}{{le="2.5"}})' in group
+    threshold = le_matcher(model.spec.slos["vllm-ttft"].sli.threshold)
+    assert f"sum by (namespace, model_name) ({record}{{{threshold}}})" in group
     assert "vllm:time_to_first_token_seconds" not in group
     bucket = catalog.load().clients["llm-d-epp"].metric("ttft") + "_bucket"
     assert f"metric: {bucket}" in group  # SLOInputsMissing names the gateway's bucket
@@ -630,7 +665,8 @@ def test_the_generated_slo_tests_of_a_client_side_sli_pass_under_promtool(specs_
     """The SLO proof at the client under a source that names the model otherwise (Dynamo's, picked
     by a selector) and beside a role and a track, which a gateway's series never carry (the
     engine-side availability SLO keeps them); llm-d's alone runs in the test below, live."""
-    specs = specs_with({"config.yaml": edits, "slos.yaml": [(TTFT_SLI, AT_CLIENT)]})
+    slos = [*(EPP_SLOS if (CLIENT, EPP) in edits else []), (TTFT_SLI, AT_CLIENT)]
+    specs = specs_with({"config.yaml": edits, "slos.yaml": slos})
     _, files = generate.build(specs)
     wanted = {k: v for k, v in files.items() if k == "rules/slo.rules.yaml" or k.startswith("promtool/slo.")}
     writer.write(tmp_path, wanted)
@@ -679,7 +715,7 @@ def test_detect_names_the_gateways_bucket_a_client_side_slo_misses(client_slo_bu
     rows = [{"metric": {"namespace": "llm", "model_name": "m1"}, "value": [0, "1"]}]
     ctx = probes.ProbeContext(_Canned({hist: rows}), frontend, catalog.load(), {}, {"vllm-ttft": slo})
     [message] = [f.message for f in probes.slo_buckets(ctx).findings]
-    assert f'{hist}_bucket{{le="2.5"}}' in message and "llm/m1" in message, message
+    assert f'{hist}_bucket{{le="{le_value(slo.sli.threshold)}"}}' in message and "llm/m1" in message, message
     asked = []
     ctx.ask = type("Ask", (), {"rows": lambda self, e: asked.append(e) or []})()
     probes.slo_buckets(ctx)
@@ -694,6 +730,7 @@ def test_a_client_side_slo_scoped_by_role_is_an_error_at_its_line(specs_with, li
         {
             "config.yaml": [(CLIENT, EPP), role],
             "slos.yaml": [
+                *EPP_SLOS,
                 (TTFT_SLI, AT_CLIENT),
                 (
                     "    objective: 0.99\n",
@@ -740,8 +777,10 @@ def itl_slo(threshold: float | None = None, side: str | None = None) -> str:
     )
 
 
-def _with_itl(**kw) -> list[tuple[str, str]]:
-    return [("slos:\n", "slos:\n" + itl_slo(**kw))]
+def _with_itl(source: str = EPP, **kw) -> list[tuple[str, str]]:
+    """An ITL SLO before the default SLOs (the TTFT SLO at one of the endpoint picker's bounds where
+    `source` is it)."""
+    return [*(EPP_SLOS if source == EPP else []), ("slos:\n", "slos:\n" + itl_slo(**kw))]
 
 
 @pytest.fixture(scope="module")
@@ -750,11 +789,13 @@ def itl_slo_build(specs_with):
     return generate.build(specs_with({"config.yaml": [(CLIENT, EPP)], "slos.yaml": _with_itl()}))
 
 
-def test_the_endpoint_pickers_itl_bounds_are_catalogued_and_the_frontends_are_not():
-    """llm-d's code fixes its ITL histogram's bounds: the catalog lists them and the generated tests
-    use them; Dynamo's frontend documents none, so its tests use the catalog's test layout."""
+@pytest.mark.parametrize("quantity", ["ttft", "itl"])
+def test_the_endpoint_pickers_bounds_are_catalogued_and_the_frontends_are_not(quantity):
+    """llm-d's code fixes its TTFT and ITL histograms' bounds: the catalog lists them and the
+    generated tests use them; Dynamo's frontend spaces its own from settings each deployment may
+    change, so none are listed and its tests use the catalog's test layout."""
     cat = catalog.load()
-    epp, frontend = cat.clients["llm-d-epp"].metric("itl"), cat.clients["dynamo-frontend"].metric("itl")
+    epp, frontend = (cat.clients[s].metric(quantity) for s in ("llm-d-epp", "dynamo-frontend"))
     assert cat.lookup(epp).buckets and cat.test_buckets(epp) == cat.lookup(epp).buckets
     assert cat.lookup(frontend).buckets is None and cat.test_buckets(frontend) == cat.gateway_test_buckets
 
@@ -813,7 +854,7 @@ def test_the_generated_slo_tests_of_a_client_side_itl_sli_pass_and_catch_a_wrong
     """promtool proves the ITL SLO at the client under llm-d's endpoint picker (its own bounds) and
     Dynamo's frontend (the test layout, its series picked by a selector), and fails the proof where
     the good events are read at the next bound up. Only that SLO's tests run, each file whole."""
-    specs = specs_with({"config.yaml": [(CLIENT, source)], "slos.yaml": _with_itl()})
+    specs = specs_with({"config.yaml": [(CLIENT, source)], "slos.yaml": _with_itl(source)})
     model, files = generate.build(specs)
     wanted = {k: v for k, v in files.items() if k == "rules/slo.rules.yaml" or k.startswith("promtool/slo.")}
     proof = yaml.safe_load(wanted["promtool/slo.test.yaml"])
@@ -844,7 +885,9 @@ def test_an_itl_threshold_the_gateway_has_no_bucket_at_is_an_error_at_its_line(s
     slo = itl_slo(threshold=missing) if field == "sli" else itl_slo()
     if field == "per_model":
         slo += f"    per_model:\n      deepseek-ai/DeepSeek-V3: {{threshold: {missing:g}}}\n"
-    specs = specs_with({"config.yaml": [(CLIENT, EPP)], "slos.yaml": [("slos:\n", "slos:\n" + slo)]})
+    specs = specs_with(
+        {"config.yaml": [(CLIENT, EPP)], "slos.yaml": [*EPP_SLOS, ("slos:\n", "slos:\n" + slo)]}
+    )
     with pytest.raises(SpecErrors) as err:
         generate.build(specs)
     said = str(err.value)
@@ -863,6 +906,60 @@ def test_an_itl_threshold_the_gateway_has_no_bucket_at_is_an_error_at_its_line(s
         {"config.yaml": [(CLIENT, EPP)], "slos.yaml": _with_itl(threshold=missing, side="instance")}
     )
     generate.build(ok)
+
+
+@pytest.mark.parametrize("field", ["sli", "per_model"])
+def test_a_ttft_threshold_the_endpoint_picker_has_no_bucket_at_is_an_error_at_its_line(
+    specs_with, line_of, default_model, tmp_path, field
+):
+    """The default TTFT SLO's threshold is no bound of the endpoint picker's TTFT histogram: the
+    default specs with only `client_side: {source: llm-d-epp}` added (or a per-model threshold there)
+    are refused at the line, with the nearest bounds and the way back to the engines, and nothing is
+    written; in production the SLI would be absent for good (SLOInputsMissing, never a measure)."""
+    cat = catalog.load()
+    bounds = sorted(cat.lookup(cat.clients["llm-d-epp"].metric("ttft")).buckets)
+    threshold = default_model.slos.slos["vllm-ttft"].sli.threshold
+    assert threshold not in bounds, "test setup: the default threshold is one of the EPP's bounds"
+    slos = []
+    if field == "per_model":
+        override = f'    per_model:\n      "{MODELS[0]}": {{threshold: {threshold:g}}}\n    alerting:\n'
+        slos = [*EPP_SLOS, ("    alerting:\n      alert: VLLMTTFT", override + "      alert: VLLMTTFT")]
+    specs = specs_with({"config.yaml": [(CLIENT, EPP)], "slos.yaml": slos})
+    out = tmp_path / "out"
+    done = run_servewatch("generate", "--specs", specs, "--out", out)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and not out.exists()
+    if field == "sli":
+        line, where = line_of(specs / "slos.yaml", f"      threshold: {threshold:g} "), "sli.threshold"
+    else:
+        line, where = line_of(specs / "slos.yaml", f'      "{MODELS[0]}"'), f"per_model.{MODELS[0]}.threshold"
+    near = [b for b in bounds if b < threshold][-1:] + [b for b in bounds if b > threshold][:1]
+    said = done.stderr
+    assert f"slos.yaml:{line}: slos.vllm-ttft.{where}: {threshold:g} s is not a bucket bound of" in said, said
+    assert f"the nearest bounds are {near[0]:g} and {near[1]:g}" in said and "side: instance" in said, said
+    # at one of its bounds (conftest.client_ttft), or on the engines, the same specs build
+    generate.build(specs_with({"config.yaml": [(CLIENT, EPP)], "slos.yaml": EPP_SLOS}))
+    pinned = [(TTFT_SLI, TTFT_SLI + "      side: instance\n")]
+    generate.build(specs_with({"config.yaml": [(CLIENT, EPP)], "slos.yaml": pinned}))
+
+
+def test_the_client_side_slo_docs_show_is_one_generate_takes(specs_with, repo):
+    """docs/slo.md's example of an SLO at the client, its fields written over the default specs
+    (its config, and its SLO over the default of that name), builds at the client: its threshold is
+    a bound of the source it names."""
+    text = (repo / "docs" / "slo.md").read_text()
+    section = text.split("### Which side an SLO measures")[1]
+    example = yaml.safe_load(section.split("```yaml\n")[1].split("```")[0])
+    [(name, slo)] = example["slos"].items()
+    config = example["config"]["client_side"]
+    written = "{" + ", ".join(f"{k}: {v}" for k, v in config.items()) + "}"
+    specs = specs_with({"config.yaml": [(CLIENT, f"  client_side: {written}\n")]})
+    slos = yaml.safe_load((specs / "slos.yaml").read_text())["slos"]
+    assert name in slos, f"docs/slo.md's example names no default SLO: {name}"
+    slos[name] = {**slos[name], **slo, "sli": {**slos[name]["sli"], **slo["sli"]}}
+    (specs / "slos.yaml").write_text(yaml.safe_dump({"slos": slos}, sort_keys=False))
+    model, _ = generate.build(specs)
+    assert model.spec.slos[name].sli.side == "client"
 
 
 @pytest.fixture
@@ -888,7 +985,7 @@ def test_a_source_without_an_itl_histogram_is_an_error_at_each_line_that_reads_i
     """Beside a source that has no twin of the engines' ITL histogram, an ITL SLO with `side:
     client` is refused at `histogram`, and each signal that reads the client's ITL at its `metric`,
     every problem at once, each saying what the source measures."""
-    specs = specs_with({"config.yaml": [(CLIENT, FRONTEND)], "slos.yaml": _with_itl(side="client")})
+    specs = specs_with({"config.yaml": [(CLIENT, FRONTEND)], "slos.yaml": _with_itl(FRONTEND, side="client")})
     with pytest.raises(SpecErrors) as err:
         generate.build(specs)
     said = str(err.value)
@@ -994,7 +1091,7 @@ def test_a_client_side_availability_sli_the_config_cannot_measure_is_an_error_at
 
 def test_a_client_side_availability_sli_needs_the_recorded_request_and_error_rates(specs_with):
     off = "overrides:\n  groups:\n    vllm-client-errors: {enabled: false}\n"
-    specs = specs_with({"config.yaml": [(CLIENT, EPP)], "overrides.yaml": off})
+    specs = specs_with({"config.yaml": [(CLIENT, EPP)], "slos.yaml": EPP_SLOS, "overrides.yaml": off})
     with pytest.raises(SpecErrors) as err:
         generate.build(specs)
     assert "slos.vllm-availability.sli.side: a client-side availability SLI reads the recorded rates" in str(
@@ -1028,7 +1125,7 @@ def test_a_client_side_availability_slo_reads_the_gateways_records_and_says_so(e
 
 def test_availability_stays_on_the_engines_where_asked(specs_with):
     sli = AVAILABILITY_AT.format("instance")
-    specs = specs_with({"config.yaml": [(CLIENT, EPP)], "slos.yaml": [(AVAILABILITY_SLI, sli)]})
+    specs = specs_with({"config.yaml": [(CLIENT, EPP)], "slos.yaml": [*EPP_SLOS, (AVAILABILITY_SLI, sli)]})
     _, files = generate.build(specs)
     group = _group(files["rules/slo.rules.yaml"], "vllm-availability")
     assert 'finished_reason!~"error"' in group and "Measured on the engines" in group
@@ -1087,7 +1184,11 @@ def test_the_generated_slo_tests_of_a_client_side_availability_sli_pass_and_catc
     writer.write(tmp_path, wanted)
     said: list[str] = []
     passed = verify.run(
-        tmp_path, echo=said.append, specs=specs_with({"config.yaml": [(CLIENT, EPP)]}), jobs=2, whole=True
+        tmp_path,
+        echo=said.append,
+        specs=specs_with({"config.yaml": [(CLIENT, EPP)], "slos.yaml": EPP_SLOS}),
+        jobs=2,
+        whole=True,
     )
     assert passed == (mutation is None), "\n".join(said)
 
@@ -1197,7 +1298,8 @@ def test_a_client_side_availability_sli_of_another_counter_is_an_error_at_its_li
     """At the client the source's request and error counters are read: a `metric` of the engines'
     other than their finished requests has no client-side twin."""
     sli = AVAILABILITY_AT.format("client") + '      metric: "vllm:request_prompt_tokens"\n'
-    specs = specs_with({"config.yaml": [(CLIENT, source)], "slos.yaml": [(AVAILABILITY_SLI, sli)]})
+    slos = [*(EPP_SLOS if source == EPP else []), (AVAILABILITY_SLI, sli)]
+    specs = specs_with({"config.yaml": [(CLIENT, source)], "slos.yaml": slos})
     with pytest.raises(SpecErrors) as err:
         generate.build(specs)
     line = line_of(specs / "slos.yaml", "      metric:")

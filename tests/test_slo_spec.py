@@ -8,6 +8,7 @@ import re
 import pytest
 import yaml
 
+from conftest import client_ttft
 from servewatch import generate
 from servewatch.errors import SpecErrors
 from servewatch.slo.plan import INPUTS_ALERT
@@ -318,7 +319,11 @@ def test_the_client_sources_counting_keys_the_availability_proof(specs_with, tmp
     }
     tests = {}
     for source, written in sources.items():
-        edits = {"config.yaml": [("  client_side: null\n", f"  client_side: {written}\n")]}
+        # one TTFT SLO under both: at a bound of the endpoint picker's, which the catalog lists
+        edits = {
+            "config.yaml": [("  client_side: null\n", f"  client_side: {written}\n")],
+            "slos.yaml": list(client_ttft("llm-d-epp")),
+        }
         tests[source] = slo_tests.render(validate(load(specs_with(edits))).model)["promtool/slo.test.yaml"]
     assert designs.count("vllm-availability") == 2 and designs.count("vllm-ttft") == 1, designs
     for source, text in tests.items():

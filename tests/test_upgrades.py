@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from conftest import run_servewatch
 from servewatch import generate
 from servewatch.errors import SpecErrors
 from servewatch.spec.loader import load
@@ -91,6 +92,28 @@ def test_a_cross_field_rule_is_checked_on_the_merged_config_at_the_teams_section
         load(specs)
     [err] = caught.value.errors
     assert f"{specs / 'config.yaml'}:" in str(err) and "cluster_label" in str(err), str(err)
+
+
+def test_a_client_source_in_the_teams_config_moves_the_default_slos_as_in_a_full_copy(
+    tmp_path, specs_with, default_model
+):
+    """The defaults' SLIs and client-error signals are resolved against the merged config: a team's
+    client_side moves the default TTFT and availability SLOs to the client as the same line in a
+    full copy does, and a default SLO that config makes wrong is refused at its line in the defaults,
+    with what the team can do (replace it by name), nothing written."""
+    client = "  client_side: {source: llm-d-epp}\n"
+    team = _team(tmp_path, {"config.yaml": f"{EXTENDS}config:\n{client}"})
+    copy = specs_with({"config.yaml": [("  client_side: null\n", client)]})
+    mine, theirs = load(team), load(copy)
+    assert {n: s.sli.side for n, s in mine.slos.items()} == {n: s.sli.side for n, s in theirs.slos.items()}
+    assert {s.sli.side for s in mine.slos.values()} == {"client"}
+    assert mine.slos == theirs.slos and mine.signals == theirs.signals
+    out = tmp_path / "out"
+    done = run_servewatch("generate", "--specs", team, "--out", out)
+    assert done.returncode == 2 and "Traceback" not in done.stderr and not out.exists(), done.stderr
+    threshold = default_model.slos.slos["vllm-ttft"].sli.threshold
+    assert f"slos.vllm-ttft.sli.threshold: {threshold:g} s is not a bucket bound" in done.stderr, done.stderr
+    assert "replaces the default by name" in done.stderr, done.stderr
 
 
 # -- a full copy: defaults diff and take ---------------------------------------------------------------

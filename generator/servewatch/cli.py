@@ -240,6 +240,17 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _in_defaults(error, specs) -> bool:
+    """Whether a spec error lies in the installed servewatch's default specs (spec/layers.py) that
+    another specs folder extends."""
+    from .spec import layers
+
+    where, defaults = error.location.file if error.location else None, layers.defaults_dir().resolve()
+    if where is None or specs is None or Path(specs).resolve() == defaults:
+        return False
+    return Path(where).resolve().is_relative_to(defaults)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
@@ -248,6 +259,13 @@ def main(argv: list[str] | None = None) -> int:
         for e in exc.errors:
             print(f"servewatch: error: {e}", file=sys.stderr)
         print(f"servewatch: {len(exc.errors)} problem(s) in the specs; nothing was written", file=sys.stderr)
+        if any(_in_defaults(e, getattr(args, "specs", None)) for e in exc.errors):
+            print(
+                "servewatch: a problem in the installed servewatch's default specs (`extends: servewatch`) "
+                "comes from your config: write the entry it names in your specs, where it replaces the "
+                "default by name (docs/upgrading.md), or change the config",
+                file=sys.stderr,
+            )
         return 2
     except ServewatchError as exc:
         return _fail(f"{exc}; nothing was written" if args.command == "generate" else str(exc))

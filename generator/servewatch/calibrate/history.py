@@ -210,8 +210,8 @@ class CalibrateHistory:
         return self.counted, m.histogram
 
     def _bounds(self, m: Measure, win: str, at: float) -> tuple[float, ...]:
-        """The bucket bounds the client's histogram has in the step (a gateway's are not documented:
-        an SLO threshold at the client must be one it exports)."""
+        """The bucket bounds the client's histogram has in the step (an SLO threshold at the client
+        must be one it exports; the catalog lists them only where the source's code fixes them)."""
         bucket = self.sb.select(f"{self.sb.metric_name(self._reads(m)[1])}_bucket")
         rows = self.client.query(f"group by (le) (last_over_time({bucket}[{win}]))", at)
         return tuple(sorted(float(row["metric"]["le"]) for row in rows if row["metric"].get("le") != "+Inf"))

@@ -241,11 +241,15 @@ class SloProposer:
         )
 
     def _bounds(self, slo, measure: Measure, step) -> list[float]:
-        """The bucket bounds the SLI counts `le` of: the catalog's for the engines' histogram, the
-        ones the history shows for a gateway's (undocumented)."""
+        """The bucket bounds the SLI counts `le` of: the catalog's for the engines' histogram; for a
+        gateway's, the ones the history shows, else the catalog's where the source's code fixes
+        them (catalog/gateway.yaml `buckets:`), so bench files alone can propose one."""
+        cat = self.model.builder.catalog
         if slo.side == "client":
-            return sorted(step.bounds.get(measure.key, ()))
-        return sorted(self.model.builder.catalog.lookup(slo.sli.histogram).buckets)
+            client = self.model.config.client_side
+            twin = cat.lookup(client.metric(cat.client_quantity(slo.sli.histogram)) or "")
+            return sorted(step.bounds.get(measure.key) or (twin.buckets if twin else None) or ())
+        return sorted(cat.lookup(slo.sli.histogram).buckets)
 
     # -- availability ----------------------------------------------------------------------------
     def availability(self, name: str, slo) -> Proposal:

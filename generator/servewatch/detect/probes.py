@@ -23,6 +23,7 @@ from ..promql import builders as b
 from ..signals import SignalBuilder
 from ..slo.exprs import SloExprs
 from ..slo.kinds import kind_of, le_value
+from ..validation.slo_checks import bound_problem
 
 CLUSTER_HINT = "cluster"
 SHOW_MAX = 10  # twice-scraped GPUs listed at most
@@ -697,8 +698,27 @@ def client_side(ctx: ProbeContext) -> ProbeOutcome:
                 f"no label of {ttft} names a model the vLLM engines serve: set client_side.model_label"
             )
         out.suggested["client_side"] = suggested
+        _thresholds_at(ctx, source, out)
         return out
     return out
+
+
+def _thresholds_at(ctx: ProbeContext, source, out: ProbeOutcome) -> None:
+    """The latency SLO thresholds (per-model ones too) the suggested source has no bucket at, where
+    the catalog lists its bounds: an SLO that leaves sli.side out moves there with the suggestion,
+    and generate refuses the threshold (validation/slo_checks.py), so say so now."""
+    for name, slo in sorted(ctx.slos.items()):
+        quantity = ctx.catalog.client_quantity(getattr(slo.sli, "histogram", ""))
+        twin = ctx.catalog.lookup(source.metric(quantity) or "") if quantity else None
+        if twin is None or not twin.buckets:
+            continue
+        thresholds = [slo.sli.threshold] + [o.threshold for o in slo.per_model.values() if o.threshold]
+        for problem in filter(None, (bound_problem(twin, t) for t in dict.fromkeys(thresholds))):
+            out.warning(
+                f"slos.{name}: with client_side {{source: {source.name}}} an SLO that leaves sli.side out "
+                f"is measured at the client, and {problem}: generate refuses it; set a bound {source.name} "
+                "has, or sli.side: instance"
+            )
 
 
 def _pools(ctx: ProbeContext, source, selector: str, out: ProbeOutcome) -> None:

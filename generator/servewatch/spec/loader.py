@@ -6,7 +6,7 @@ yet cross-checked: servewatch.validate checks it as a whole before anything is b
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -101,11 +101,23 @@ def load(root: Path | str) -> Spec:
         raise SpecError(f"no spec files (*.yaml, *.jsonnet) in {root}")
     parsed = _parse(files, root)
     if not _extends(parsed):
-        return _merge(parsed, files, root)
+        return _resolved(_merge(parsed, files, root))
     base_root = layers.defaults_dir()
     base_files = spec_files(base_root)
     base = _merge(_parse(base_files, base_root), base_files, base_root)
-    return layers.overlay(base, _merge(parsed, files, root))
+    return _resolved(layers.overlay(base, _merge(parsed, files, root)))
+
+
+def _resolved(spec: Spec) -> Spec:
+    """`spec` with what its config decides filled in, once the config is whole (a team's over the
+    defaults' included): each SLI's side (with_side) and the cause a client-error signal keeps
+    (with_cause)."""
+    client = spec.config.client_side
+    return replace(
+        spec,
+        signals={name: with_cause(s, client) for name, s in spec.signals.items()},
+        slos={name: with_side(slo, client) for name, slo in spec.slos.items()},
+    )
 
 
 def _extends(parsed: list[tuple[SourceDoc, SpecDoc]]) -> bool:
@@ -208,13 +220,13 @@ def _merge(parsed: list[tuple[SourceDoc, SpecDoc]], files: list[Path], root: Pat
             if alertmanager
             else {},
         },
-        signals={name: with_cause(s, (config or Config()).client_side) for name, s in signals.items()},
+        signals=signals,
         groups=tuple(groups),
         overrides=Overrides(**overrides),
         scenarios=tuple(scenarios),
         dashboards=Settings(**dashboards),
         runbooks=runbooks,
-        slos={name: with_side(slo, (config or Config()).client_side) for name, slo in slos.items()},
+        slos=slos,
         alertmanager=alertmanager or Alertmanager(),
         files=tuple(f.as_posix() for f in files),
         sources=sources,

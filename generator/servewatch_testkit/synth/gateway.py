@@ -14,11 +14,11 @@ request of DeepSeek-V3 from step 20 (``llm_d_epp_request_error_total``, ``error_
 then), half its requests, while its engine finishes all it sees without an error.
 
 ``gateway_incident``: from step 20 team-a's first tokens reach the client at 3.0 s on both EPP pods
-(10 of 20 per step: the p95 lies in 2.5-5 s, past the 2 s threshold) and its tokens 0.2 s apart
+(10 of 20 per step: the p95 lies in 2-3 s, past the 2 s threshold) and its tokens 0.2 s apart
 (half the gaps the gateway sees) while the engines stay at 0.3 s and 0.04 s (the time is spent
 outside them); the EPP reports no Kimi-K2 at all (its engine serves on); and one EPP pod still
 exports the endpoint picker's older name (``llm_d_router_epp_*``) beside the new one. Each EPP
-histogram has the catalog's bucket bounds where it lists them (the ITL's), else its test layout.
+histogram has the bucket bounds the catalog lists for it (the endpoint picker's code fixes them).
 
 Both EPP pods (job ``epp``, an instance each) also report each model's InferencePool (``POOLS``): 2
 ready pods, KV cache 0.45 and a queue of 1 on average. In ``gateway_incident`` Kimi-K2's pool has no

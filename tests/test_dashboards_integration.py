@@ -365,14 +365,16 @@ def _legend_problems(legend: str, result: list[dict]) -> list[str]:
     return problems
 
 
-def panel_problems(query, board: dict, values: dict[str, str], problem_lists: set[str] | None) -> list[str]:
-    """Every target of every panel (each copy of a repeated one), run with `query(expr)`: it returns
-    data with the labels its legend names. A problem list (by title) must instead be empty and say
-    so; with `problem_lists` None, problem lists are not checked."""
+def panel_problems(
+    query, board: dict, values: dict[str, str], problem_lists: set[str] | None, models=SERVING_MODELS
+) -> list[str]:
+    """Every target of every panel (each copy of a repeated one, one per model of `models`), run
+    with `query(expr)`: it returns data with the labels its legend names. A problem list (by title)
+    must instead be empty and say so; with `problem_lists` None, problem lists are not checked."""
     problems = []
     for p in all_panels(board):
         listing = p["type"] == "table" and p["fieldConfig"]["defaults"].get("noValue")
-        for copy in copies(p, values):
+        for copy in copies(p, values, models):
             for t in p["targets"]:
                 result = query(interpolate(t["expr"], copy))
                 where = f"{board['uid']} / {p['title']} / {t['refId']}"

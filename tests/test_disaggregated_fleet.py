@@ -3,7 +3,8 @@ Prometheus 3.5, under rules generated with config.role and config.track: healthy
 (prefill's `length` finishes, its empty inter-token latency, each request seen twice, the NIXL
 connector's series on both roles); a slow canary fires for the canary only, each alert on the side
 that measured it; a degraded KV transfer path fires the KV-transfer alerts and the deferred alert for
-the failing pools only; `servewatch detect` finds the role and track labels and suggests the config.
+the failing pools only; `servewatch detect` finds the role and track labels and suggests the config;
+every panel of every generated board shows data on that fleet.
 
 Each alert's expression is queried over the whole scenario on the evaluation grid, as in
 tests/test_alerts_on_incidents.py: an alert fires at the last step only if it held at every
@@ -19,7 +20,7 @@ from servewatch import generate, writer
 from servewatch.detect.runner import detect
 from servewatch.spec.schema import seconds
 from servewatch_testkit.localprom import LocalPrometheus, backfill_start
-from test_dashboards_integration import grafana_regex, interpolate, panel_problems
+from test_dashboards_integration import ALL, all_panels, grafana_regex, interpolate, panel_problems
 from servewatch_testkit.synth.disaggregated import (
     KV_FAILURE_TRACK,
     ROLE_LABEL,
@@ -59,15 +60,17 @@ def configured(specs_with, tmp_path_factory):
     specs = specs_with({"config.yaml": CONFIG})
     model, files = generate.build(specs)
     out = tmp_path_factory.mktemp("pd-rules")
-    writer.write(out, {k: v for k, v in files.items() if k in ("rules/vllm.rules.yaml",)})
-    return model, out / "rules" / "vllm.rules.yaml", files
+    # the GPU and SLO rules too: the boards read their records (framebuffer, cost, SLO panels)
+    written = ("rules/vllm.rules.yaml", "rules/gpu.rules.yaml", "rules/slo.rules.yaml")
+    writer.write(out, {k: v for k, v in files.items() if k in written})
+    return model, [out / name for name in written], files
 
 
 class Served:
     def __init__(self, scenario, rules):
         self.scenario = scenario
         self.start = backfill_start(scenario.steps, scenario.step)
-        self.prom = LocalPrometheus(scenario.openmetrics(self.start), rule_files=[rules]).start()
+        self.prom = LocalPrometheus(scenario.openmetrics(self.start), rule_files=rules).start()
         self.t = scenario.time_at(self.start, scenario.eval_step)
 
     def fired(self, alert) -> list[dict]:
@@ -355,3 +358,42 @@ def test_the_fleet_finishes_each_request_on_both_roles(served):
     )
     roles = {e[ROLE_LABEL] for e in truth["engines"]}
     assert float(finished[0]["value"][1]) == pytest.approx(len(roles) * truth["requests_per_s"])
+
+
+def _boards(files) -> dict[str, dict]:
+    """{board: dashboard} of every generated board."""
+    return {
+        path.removeprefix("dashboards/").removesuffix(".json"): json.loads(text)
+        for path, text in files.items()
+        if path.startswith("dashboards/") and path.endswith(".json") and path.count("/") == 1
+    }
+
+
+def _says_what_empty_means(dashboard: dict) -> set[str]:
+    """Titles of the stats that show a text when they have no data (e.g. "not burning")."""
+    return {p["title"] for p in all_panels(dashboard) if p["fieldConfig"]["defaults"].get("noValue")}
+
+
+@pytest.mark.parametrize("scenario", ["healthy", "slow"])
+def test_every_panel_of_every_board_shows_data_on_the_pd_fleet(configured, served, scenario):
+    """Every board as generated for role and track, on the P/D fleet with a canary: every panel
+    returns data with the labels its legend names, each per-model copy for the fleet's model. A
+    stat that says what no data means (`noValue`: "not burning") may be empty; on the slow canary
+    the TTFT budget is being spent, so its time-to-exhaustion shows."""
+    _, _, files = configured
+    s = served[scenario]
+    values = {**ALL, "role": ".*", "track": ".*"}
+    values |= {"namespace": grafana_regex(s.scenario.truth["namespace"])}
+    values |= {"model": grafana_regex(s.scenario.truth["model_name"])}
+    boards = _boards(files)
+    assert set(ROWS) | {"slo", "gpu-fleet"} <= set(boards)
+    problems = []
+    for dashboard in boards.values():
+        found = panel_problems(
+            lambda e: s.prom.query(e, s.t), dashboard, values, None, [s.scenario.truth["model_name"]]
+        )
+        may_be_empty = [f"{dashboard['uid']} / {title} /" for title in _says_what_empty_means(dashboard)]
+        problems += [p for p in found if not p.startswith(tuple(may_be_empty))]
+        if scenario == "slow" and dashboard["uid"] == "servewatch-slo":
+            assert not [p for p in found if "vllm-ttft: budget spent in" in p], found
+    assert not problems, "\n".join(problems)

@@ -14,7 +14,10 @@ p95 0.7 s (queue + prefill), decode TTFT p95 0.285 s (the KV transfer wait only)
 KV 0.45 on decode and 0.1 on prefill, 2 waiting on prefill, 1 deferred on decode, no errors. Both
 roles run vLLM's NIXL connector and export its series (``fleet.nixl_engine``): each decode engine
 pulls its 20 requests' KV caches per step in (0.025, 0.05] s with no failure; each prefill engine
-pulls nothing (an empty transfer-time histogram) and frees no block unpulled.
+pulls nothing (an empty transfer-time histogram) and frees no block unpulled. Decode drafts with
+speculative decoding (3 tokens, 60% accepted). Each pod runs on a host of its own with 2 GPUs,
+dcgm-exporter mapping them to the pod (``exported_pod``): 52,000 MiB used on prefill, 71,000 MiB on
+decode, so the boards' framebuffer and cost panels have a deployment to show.
 
 ``pd_slow_canary``: from step 80 the canary's decode pod decodes 3x slower (ITL p95 0.04875 ->
 0.14625 s, past 0.1 s, 3 x the stable's past 1.5 x) and its prefill pod prefills 4x slower
@@ -34,9 +37,10 @@ from dataclasses import replace
 from .fleet import NIXL_FAILURES, nixl_engine
 from .histogram import ITL_BUCKETS, TTFT_BUCKETS, allocate, quantile_of_observations
 from .scenario import Scenario
-from .scrape import stable_suffix, up
+from .dcgm import dcgm_gpu, dcgm_target
+from .scrape import stable_suffix, stable_uuid, up
 from .series import Series
-from .vllm import CHAT_MIX, vllm_engine, vllm_target
+from .vllm import CHAT_MIX, SpecDecode, vllm_engine, vllm_target
 
 STEP, STEPS, INCIDENT_STEP = 30, 120, 80
 EVAL_STEP = STEPS - 1
@@ -57,6 +61,35 @@ PREFILL_MIX = tuple(
 DECODE_MIX = tuple(replace(p, queue_s=0.0, prefill_s=round(min(p.prefill_s, 0.25), 6)) for p in CHAT_MIX)
 SLOW_PREFILL = tuple(replace(p, prefill_s=round(p.prefill_s * 4, 6)) for p in PREFILL_MIX)
 SLOW_DECODE = tuple(replace(p, itl_s=round(p.itl_s * 3, 6)) for p in DECODE_MIX)
+
+
+# each pod's GPUs (one host per pod, dcgm-exporter mapping them to it): prefill holds a smaller KV
+# cache than decode; what the MoE board's framebuffer and cost panels read
+GPUS_PER_POD = 2
+FB_USED_MIB = {"prefill": 52000, "decode": 71000}
+FB_TOTAL_MIB = 81559
+
+
+def _gpus(pod: str, role: str) -> list[Series]:
+    host = f"node-{pod}"
+    target = dcgm_target(host)
+    out = [up(target, 1, steps=STEPS)]
+    for idx in range(GPUS_PER_POD):
+        used = FB_USED_MIB[role]
+        out += dcgm_gpu(
+            host,
+            idx,
+            stable_uuid("pd", host, str(idx)),
+            used,
+            FB_TOTAL_MIB - used,
+            steps=STEPS,
+            step=STEP,
+            util=0.9,
+            pod=pod,
+            namespace=NS,
+            targets=[target],
+        )
+    return out
 
 
 def _pod(track: str, role: str) -> str:
@@ -96,6 +129,7 @@ def _build(name: str, incident: str | None = None) -> Scenario:
             target = replace(vllm_target(NS, pod), extra=labels)
             base, worse = (PREFILL_MIX, SLOW_PREFILL) if role == "prefill" else (DECODE_MIX, SLOW_DECODE)
             series.append(up(target, 1, steps=STEPS))
+            series += _gpus(pod, role)
             deferred = _after_incident(1, DEFERRED_PILED_UP) if kv_failing else 1
             series += nixl_engine(
                 target.labels(),
@@ -119,6 +153,8 @@ def _build(name: str, incident: str | None = None) -> Scenario:
                 running=10 if role == "decode" else 2,
                 waiting=2 if role == "prefill" else deferred,  # decode waits only for its transfers
                 waiting_deferred=deferred if role == "decode" else 0,
+                # decode drafts ahead (EAGLE-style heads are common on MoE decode pools)
+                spec_decode=SpecDecode() if role == "decode" else None,
                 prior_steps=PRIOR,
                 target=target,
             )

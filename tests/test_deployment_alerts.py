@@ -18,7 +18,7 @@ from servewatch.render import rules, unit_tests
 from servewatch.render.churn_tests import churn_tests
 from servewatch.spec.loader import load
 from servewatch.spec.deployment import COUNTING_ROLES, ROLES
-from test_rule_tests import inclusive
+from test_rule_tests import assert_exact_cases_pin_the_comparison
 
 ROLE_LABEL, TRACK_LABEL = "llm_d_ai_role", "track"
 CONFIG = [
@@ -253,12 +253,7 @@ def test_a_canary_exactly_at_the_threshold_is_silent_and_fires_once_the_comparis
     for alert in CANARY_ALERTS:
         assert f"boundary: {alert} exactly at its threshold" in names, alert
     tests = yaml.safe_dump(suite, sort_keys=False)
-    result = vllm_boundaries(tmp_path, rules, tests)
-    assert result.returncode == 0, result.stdout + result.stderr
-    for alert in CANARY_ALERTS:
-        result = vllm_boundaries(tmp_path, inclusive(rules, alert), tests)
-        assert result.returncode == 1, alert
-        assert f"boundary: {alert} exactly at its threshold" in result.stdout + result.stderr
+    assert_exact_cases_pin_the_comparison(vllm_boundaries, tmp_path, rules, tests, CANARY_ALERTS)
 
 
 def _counts(values: str) -> bool:

@@ -95,6 +95,21 @@ FRONTEND = "  client_side: {source: dynamo-frontend, model_label: model, selecto
 EPP_SLOS = list(client_ttft("llm-d-epp"))
 
 
+def _slo_files(files: dict[str, str]) -> dict[str, str]:
+    """The SLO rules and their promtool files of a build."""
+    return {k: v for k, v in files.items() if k == "rules/slo.rules.yaml" or k.startswith("promtool/slo.")}
+
+
+def _one_slo_proof(files: dict[str, str], slo: str) -> dict[str, str]:
+    """`_slo_files` with the proof cut to `slo`'s tests, each file whole."""
+    wanted = _slo_files(files)
+    proof = yaml.safe_load(wanted["promtool/slo.test.yaml"])
+    proof["tests"] = [t for t in proof["tests"] if t["name"].startswith(f"{slo}:")]
+    assert proof["tests"], slo
+    wanted["promtool/slo.test.yaml"] = yaml.safe_dump(proof, sort_keys=False)
+    return wanted
+
+
 def test_client_side_left_out_builds_the_default_output(default_build, specs_with):
     """Without client_side every generated file is byte for byte what null gives (the committed
     outputs: `generate --check` holds them)."""
@@ -668,8 +683,7 @@ def test_the_generated_slo_tests_of_a_client_side_sli_pass_under_promtool(specs_
     slos = [*(EPP_SLOS if (CLIENT, EPP) in edits else []), (TTFT_SLI, AT_CLIENT)]
     specs = specs_with({"config.yaml": edits, "slos.yaml": slos})
     _, files = generate.build(specs)
-    wanted = {k: v for k, v in files.items() if k == "rules/slo.rules.yaml" or k.startswith("promtool/slo.")}
-    writer.write(tmp_path, wanted)
+    writer.write(tmp_path, _slo_files(files))
     said: list[str] = []
     assert verify.run(tmp_path, echo=said.append, specs=specs, jobs=2), "\n".join(said)
 
@@ -856,11 +870,7 @@ def test_the_generated_slo_tests_of_a_client_side_itl_sli_pass_and_catch_a_wrong
     the good events are read at the next bound up. Only that SLO's tests run, each file whole."""
     specs = specs_with({"config.yaml": [(CLIENT, source)], "slos.yaml": _with_itl(source)})
     model, files = generate.build(specs)
-    wanted = {k: v for k, v in files.items() if k == "rules/slo.rules.yaml" or k.startswith("promtool/slo.")}
-    proof = yaml.safe_load(wanted["promtool/slo.test.yaml"])
-    proof["tests"] = [t for t in proof["tests"] if t["name"].startswith("vllm-itl:")]
-    assert proof["tests"]
-    wanted["promtool/slo.test.yaml"] = yaml.safe_dump(proof, sort_keys=False)
+    wanted = _one_slo_proof(files, "vllm-itl")
     if mutation is not None:
         threshold = model.slos.slos["vllm-itl"].sli.threshold
         bounds = catalog.load().test_buckets(model.config.client_side.metric("itl"))
@@ -1167,11 +1177,7 @@ def test_the_generated_slo_tests_of_a_client_side_availability_sli_pass_and_catc
     confirmed on the whole file again."""
     model, files = epp_build
     causes = catalog.load().clients["llm-d-epp"].outcome.test_causes
-    wanted = {k: v for k, v in files.items() if k == "rules/slo.rules.yaml" or k.startswith("promtool/slo.")}
-    proof = yaml.safe_load(wanted["promtool/slo.test.yaml"])
-    proof["tests"] = [t for t in proof["tests"] if t["name"].startswith("vllm-availability:")]
-    assert proof["tests"]
-    wanted["promtool/slo.test.yaml"] = yaml.safe_dump(proof, sort_keys=False)
+    wanted = _one_slo_proof(files, "vllm-availability")
     if mutation is not None:
         errors = model.signal("client_errors_rate").record
         wrong = {
@@ -1233,11 +1239,7 @@ def test_the_generated_slo_tests_of_a_frontend_availability_sli_pass_and_catch_a
     successes' status for the failures'. Only that SLO's tests run, each file whole."""
     _, files = frontend_build
     o = catalog.load().clients["dynamo-frontend"].outcome
-    wanted = {k: v for k, v in files.items() if k == "rules/slo.rules.yaml" or k.startswith("promtool/slo.")}
-    proof = yaml.safe_load(wanted["promtool/slo.test.yaml"])
-    proof["tests"] = [t for t in proof["tests"] if t["name"].startswith("vllm-availability:")]
-    assert proof["tests"]
-    wanted["promtool/slo.test.yaml"] = yaml.safe_dump(proof, sort_keys=False)
+    wanted = _one_slo_proof(files, "vllm-availability")
     inputs = "promtool/slo.inputs.rules.yaml"
     (failed,), (succeeded,) = o.failed, o.succeeded
     status = f'{failed[0]}="{failed[1]}"'

@@ -201,6 +201,17 @@ def inclusive(rules: str, alert: str) -> str:
     return yaml.safe_dump(doc, sort_keys=False)
 
 
+def assert_exact_cases_pin_the_comparison(vllm_boundaries, tmp_path, rules: str, tests: str, alerts) -> None:
+    """The boundary tests pass under `rules`, and each of `alerts` made inclusive (`>=`) fails its
+    "exactly at its threshold" case."""
+    result = vllm_boundaries(tmp_path, rules, tests)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for alert in alerts:
+        result = vllm_boundaries(tmp_path, inclusive(rules, alert), tests)
+        assert result.returncode == 1, alert
+        assert f"boundary: {alert} exactly at its threshold" in result.stdout + result.stderr
+
+
 @pytest.mark.tools("promtool")
 @pytest.mark.parametrize("tuning", TUNINGS)
 def test_a_tuned_exact_case_is_silent_and_fails_when_the_comparison_includes_the_threshold(
@@ -216,12 +227,7 @@ def test_a_tuned_exact_case_is_silent_and_fails_when_the_comparison_includes_the
     exact = [a for a in thresholds if f"boundary: {a} exactly at its threshold" in names]
     if tuning != "odd":  # round rates and bucket bounds are always exact
         assert exact == list(thresholds)
-    result = vllm_boundaries(tmp_path, rules, tests)
-    assert result.returncode == 0, result.stdout + result.stderr
-    for alert in exact:
-        result = vllm_boundaries(tmp_path, inclusive(rules, alert), tests)
-        assert result.returncode == 1, alert
-        assert f"boundary: {alert} exactly at its threshold" in result.stdout + result.stderr
+    assert_exact_cases_pin_the_comparison(vllm_boundaries, tmp_path, rules, tests, exact)
 
 
 @pytest.mark.tools("promtool")

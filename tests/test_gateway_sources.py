@@ -316,9 +316,9 @@ def test_the_generated_vllm_tests_pass_under_promtool(specs_with, tmp_path, edit
 
 
 def _both_served(rules):
-    """The healthy and the incident gateway fleet, each on its own Prometheus with `rules`."""
+    """The healthy and the incident gateway fleet, each on its own Prometheus with the rule file `rules`."""
     made = {
-        name: Served(build(), rules)
+        name: Served(build(), [rules])
         for name, build in (("healthy", gateway_healthy), ("incident", gateway_incident))
     }
     yield made

@@ -3,7 +3,9 @@ longest ago go, an entry read recently stays, and a cache that cannot be written
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from pathlib import Path
 
 from servewatch import diskcache
 
@@ -41,3 +43,25 @@ def test_a_cache_that_cannot_be_written_only_costs_time(tmp_path, monkeypatch):
     monkeypatch.setenv("SERVEWATCH_CACHE_HOME", str(blocked))
     diskcache.put("demo", "k", "v")
     assert diskcache.get("demo", "k") is None
+
+
+def test_a_spec_changed_in_memory_is_planned_anew(repo, tmp_path, monkeypatch):
+    """The SLO plans are kept by the validated spec, not the files it was read from: a spec
+    changed after loading builds the same bytes from a warm cache as from an empty one."""
+    from servewatch.generate import plan, render
+    from servewatch.spec.loader import load
+    from servewatch.validation import validate
+
+    def built(spec, cache: Path) -> dict[str, str]:
+        monkeypatch.setenv("SERVEWATCH_CACHE_HOME", str(cache))
+        validated = validate(spec)
+        plan(validated)
+        return render(validated)
+
+    spec = load(repo / "specs")
+    built(spec, tmp_path / "warm")
+    name, slo = next(iter(spec.slos.items()))
+    changed = dataclasses.replace(
+        spec, slos={**spec.slos, name: slo.model_copy(update={"description": "changed in memory"})}
+    )
+    assert built(changed, tmp_path / "warm") == built(changed, tmp_path / "empty")

@@ -19,7 +19,6 @@ from ..model import AlertRule, Model
 from ..slo.exprs import MODEL, quoted
 from ..slo.kinds import ClientAvailabilityKind, kind_of, le_value
 from ..slo.plan import INPUTS_ALERT, INPUTS_FOR, BurnAlert, InputsAlert, budget_left_text
-from ..spec import layers
 from ..spec.schema import seconds
 from ..slo.scenarios import (
     IDLE,
@@ -53,20 +52,27 @@ CACHE_KIND = "slo-plans"
 
 
 def made_from(model: Model) -> str:
-    """Everything the SLO tests are made from besides the code: every spec file as read, named
-    within its specs folder, so two copies of the same specs in other folders share one design."""
-    roots = (model.spec.root, layers.defaults_dir().as_posix())
-    docs = {_within(doc.file, roots): doc.data for doc, _ in model.spec.sources.values()}
-    return json.dumps(sorted(docs.items()), sort_keys=True, default=str)
+    """Everything the SLO tests are made from besides the code (and the catalog it ships): the
+    validated spec as the model holds it, not the files it was read from, so a spec changed in
+    memory after loading (`dataclasses.replace`, `model_copy(update=...)`) is designed anew. Where
+    the files are (`files`, `sources`, `root`) is left out, so two copies of the same specs in
+    other folders share one design."""
+    spec = model.spec
+    parts = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
+    for where in ("files", "sources", "root", "written"):
+        parts.pop(where, None)
+    return json.dumps(parts, sort_keys=True, default=_plain)
 
 
-def _within(file: str, roots: tuple[str, ...]) -> str:
-    """`file` relative to the first of `roots` (the user's specs, then the defaults they extend)
-    that holds it, tagged with which one."""
-    for tag, root in enumerate(roots):
-        if file.startswith(root.rstrip("/") + "/"):
-            return f"{tag}:{file[len(root.rstrip('/')) + 1 :]}"
-    return file
+def _plain(value):
+    """A validated spec part as JSON data: pydantic models by their dump, dataclasses by field."""
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=repr)
+    return repr(value)
 
 
 def _kept_or_designed(model: Model) -> SloTestPlan:

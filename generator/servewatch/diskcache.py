@@ -9,6 +9,15 @@ unreadable or foreign entry is made again, and an entry never changes what is ma
       slo-proofs/<key>    the SLO test files as written (render/slo_tests.py)
       spec-schema/<key>   the specs' JSON Schema as written (render/spec_schema.py)
 
+Every key starts with the code and catalog (code_fingerprint). Past that, each kind is keyed by
+what it reads as it reads it, never by where that came from, so a spec changed in memory after
+loading (the Python API, the tests) is never given an entry made for its files:
+  verdicts      the bytes promtool reads from disk: what is tested is the files, not a spec
+  slo-designs   the validated SLO and the model facts its proof reads (slo_proofs._proof)
+  slo-plans     the validated spec, without where its files are (slo_proofs.made_from)
+  slo-proofs    the same key as slo-plans
+  spec-schema   pydantic's version only: the schema is made from the code, not the specs
+
 Each kind keeps at most KIND_BYTES: past it, the entries read or written longest ago go first, so a
 CI cache or a fuzz run that makes thousands of spec sets does not grow without end.
 """

@@ -140,8 +140,7 @@ class Model:
         for group in self.spec.groups:
             if not self._enabled(group):
                 continue
-            gov = self.spec.overrides.groups.get(group.name)
-            interval = gov.interval if gov and gov.interval else group.interval
+            interval = self.spec.group_interval(group)
             specs = [a for a in (effective_alert(a, self.spec) for a in group.alerts) if a.enabled]
             records = list(self._group_records(group.records))
             # memories recorded less often than their group, per interval and group name suffix

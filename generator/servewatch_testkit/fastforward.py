@@ -49,8 +49,7 @@ def compressed_specs(specs: Path, out: Path, factor: float, cluster_label: str |
     ov = doc.get("overrides") or {}
     alerts, groups = ov.setdefault("alerts", {}), ov.setdefault("groups", {})
     for group in spec.groups:
-        gov = spec.overrides.groups.get(group.name)
-        interval = (gov.interval if gov else None) or group.interval
+        interval = spec.group_interval(group)
         if interval:
             groups.setdefault(group.name, {})["interval"] = fast(interval)
         for alert in group.alerts:

@@ -54,6 +54,12 @@ class Spec:
         ov = self.overrides.groups.get(group.name)
         return group.enabled if ov is None or ov.enabled is None else ov.enabled
 
+    def group_interval(self, group: Group) -> str | None:
+        """How often a group is evaluated: its override's interval, else its own (None: the global
+        evaluation_interval)."""
+        ov = self.overrides.groups.get(group.name)
+        return (ov.interval if ov is not None else None) or group.interval
+
     def signals_read(self) -> dict[str, Signal]:
         """The signals rules may read: all but those recorded only by groups whose deployment
         dimensions are not configured (an absence alert asks for no metric of theirs)."""

@@ -88,8 +88,7 @@ def _cadence_problems(spec) -> list[SpecError]:
     rules cannot keep. Named at the field that made it so (the group's or the alert's override)."""
     out = []
     for group in spec.groups:
-        g_override = spec.overrides.groups.get(group.name)
-        interval = (g_override.interval if g_override else None) or group.interval
+        interval = spec.group_interval(group)
         if not interval:
             continue
         for alert in group.alerts:
@@ -98,7 +97,7 @@ def _cadence_problems(spec) -> list[SpecError]:
                 a_override = spec.overrides.alerts.get(alert.alert)
                 if a_override is not None and a_override.for_ is not None:
                     where = ("override of alert", alert.alert, "for")
-                elif g_override is not None and g_override.interval:
+                elif interval != group.interval:
                     where = ("override of group", group.name, "interval")
                 else:
                     where = ("alert", alert.alert, "for")

@@ -16,12 +16,14 @@ and family.
 from __future__ import annotations
 
 import math
-import re
+
+import promql_parser as pp
 
 from .. import alert_context as ctx
 from .. import scenarios, templates
 from ..model import Model
 from ..promql import builders as b
+from ..promql import tree
 from ..promql.histograms import LE, count_below
 from ..spec.deployment import ROLES
 from ..spec.schema import seconds
@@ -37,8 +39,6 @@ from .synthetic import (
     series_text,
 )
 from .scenario_tests import series_with_selectors
-
-SELECTOR_RE = re.compile(r"\{([^{}]*)\}")  # a selector's matchers in a rule's expression
 
 TOLERANCE = 1e-9  # relative: recorded values are checked within it, not to the last bit
 KINDS = ("boundaries", "records")
@@ -358,7 +358,7 @@ def _source_labels(model: Model, synth: Synth, signal, rule, taken: list[str]) -
     """The labels a client source's series of the record's metric differ by beyond the identity
     (its flows, priorities, endpoints: catalog/gateway.yaml), less those the record matches on or
     keeps and the model label: two series apart in one of them are different requests, added up."""
-    matched = {label for body in SELECTOR_RE.findall(rule.expr) for label, _, _ in b.parse_matchers(body)}
+    matched = {m.name for sel in tree.selectors(pp.parse(rule.expr)) for m in sel.matchers.matchers}
     skip = {*taken, *signal.by, *matched, synth.labels.client_model, LE}
     keys = synth.labels.client_keys(model.builder.metric_name(signal.metric))
     return [label for label in keys if label not in skip]

@@ -254,6 +254,27 @@ def test_an_inconsistent_profile_is_refused_with_the_place(scratch_catalog):
         catalog.load()
 
 
+@pytest.mark.parametrize(
+    ("only", "refusal"),
+    [
+        (
+            {"ttft": {"stream": "true"}},
+            r"clients\.llm-d-epp\.only\.ttft: llm_d_epp_request_ttft_seconds has no label 'stream'",
+        ),
+        ({"ttfb": {"streaming": "true"}}, r"clients\.llm-d-epp\.only\.ttfb: llm-d-epp has no field 'ttfb'"),
+    ],
+)
+def test_a_client_series_filter_the_histogram_cannot_have_is_refused(scratch_catalog, only, refusal):
+    """`only:` says which series of a client histogram measure its quantity: a label the histogram
+    lacks would select none of them (an SLO on no data), a field it lacks filters nothing."""
+    path = scratch_catalog / "gateway.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc["clients"]["llm-d-epp"]["only"] = only
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    with pytest.raises(catalog.CatalogError, match=refusal):
+        catalog.load()
+
+
 def test_a_misspelt_profile_is_a_spec_error_with_a_suggestion(specs_with):
     with pytest.raises(SpecErrors) as exc:
         generate_with(specs_with, fb_units="byte")

@@ -110,11 +110,15 @@ class LabelNames:
         return self.client.metric(field)
 
     def client_matchers(self, name: str) -> tuple[str, ...]:
-        """The matchers a read of `client_requests` or `client_errors` needs to count the source's
-        valid or bad events (catalog/gateway.yaml, `outcome:`); none for any other name."""
+        """The matchers a read of a client source's series needs (catalog/gateway.yaml): the valid
+        or bad events of `client_requests` and `client_errors` (`outcome:`), the series of a
+        histogram that measure its quantity (`only:`); none for any other name."""
         if not name or not name.startswith(CLIENT_PREFIX):
             return ()
-        return self.errors_source.matchers(name.removeprefix(CLIENT_PREFIX))
+        field = name.removeprefix(CLIENT_PREFIX)
+        if field in catalog_mod.CLIENT_COUNTERS:
+            return self.errors_source.matchers(field)
+        return self.client.matchers(field)
 
     def client_keys(self, metric: str) -> list[str]:
         """What one gateway pod's series of `metric` differ by: the engine identity with the model
@@ -588,9 +592,9 @@ class SignalBuilder:
         """bucket_rates of a gateway or frontend histogram: deduplicated per gateway pod and flow,
         the model label read as model_name, summed to `keep`."""
         h, lb = self.histograms, self.labels
-        pod = lb.client_keys(name)
-        buckets = lb.as_model_name(h.deduped_rate(self.select(f"{name}_bucket"), window, pod + ["le"]))
-        counts = lb.as_model_name(h.deduped_rate(self.select(f"{name}_count"), window, pod))
+        pod, only = lb.client_keys(name), lb.client.only_of(name)  # the series that measure it
+        buckets = lb.as_model_name(h.deduped_rate(self.select(f"{name}_bucket", *only), window, pod + ["le"]))
+        counts = lb.as_model_name(h.deduped_rate(self.select(f"{name}_count", *only), window, pod))
         return b.agg("sum", h.grouping(keep + ["le"]), buckets), f"{b.agg('sum', keep, counts)} > 0"
 
     def client_rate(self, name: str, window: str, *matchers: str) -> str:
@@ -603,7 +607,7 @@ class SignalBuilder:
         """Rate of a gateway or frontend counter per model (and `by`) as the client sees it:
         deduplicated per gateway pod and flow, the model label read as model_name."""
         h, lb = self.histograms, self.labels
-        series = self.select(name, *matchers)
+        series = self.select(name, *matchers, *lb.client.only_of(name))  # only those that measure it
         per_pod = lb.as_model_name(h.deduped_rate(series, window, lb.client_keys(name)))
         return b.agg("sum", lb.client_identity() + by, per_pod)
 

@@ -83,6 +83,8 @@ class ClientSource:
     pool: tuple[tuple[str, str], ...] = ()
     # how it counts requests and failed ones; None: it counts none servewatch knows
     outcome: ClientOutcome | None = None
+    # a histogram field (ttft) -> the label=value pairs of its series that measure that quantity
+    only: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
 
     def metric(self, field: str) -> str | None:
         """A client-side histogram (ttft, itl), a counter (requests, errors), or a pool gauge as
@@ -92,8 +94,22 @@ class ClientSource:
         return dict(self.fields).get(field) or counter or pool.get(field)
 
     def matchers(self, field: str) -> tuple[str, ...]:
-        """The matchers a read of `field` needs: a counter's valid or bad events; none elsewhere."""
-        return self.outcome.matchers(field) if self.outcome and field in CLIENT_COUNTERS else ()
+        """The matchers a read of `field` needs: a counter's valid or bad events, a histogram's
+        series that measure its quantity (`only`); none elsewhere."""
+        if field in CLIENT_COUNTERS:
+            return self.outcome.matchers(field) if self.outcome else ()
+        return tuple(f'{label}="{value}"' for label, value in dict(self.only).get(field, ()))
+
+    def measuring(self, series: str) -> dict[str, str]:
+        """The label values (`only`) of those series of one of its histograms (`_bucket`, `_count`)
+        that measure its quantity; none where all do."""
+        base = series.removesuffix("_bucket").removesuffix("_count").removesuffix("_sum")
+        field = next((f for f, m in self.fields if m == base), None)
+        return dict(dict(self.only).get(field, ()))
+
+    def only_of(self, series: str) -> tuple[str, ...]:
+        """The matchers a read of one of its histograms' series needs to measure its quantity."""
+        return tuple(f'{label}="{value}"' for label, value in self.measuring(series).items())
 
     @property
     def measures_errors(self) -> bool:
@@ -320,9 +336,24 @@ def _clients(raw: dict, metrics: dict[str, Metric]) -> dict[str, ClientSource]:
                     f"catalog/gateway.yaml: clients.{name}.pool.{f}: {m!r} is not a gauge of the catalog"
                 )
         outcome = _outcome(name, facts["outcome"], metrics) if facts.get("outcome") else None
+        only = _only(name, facts.get("only") or {}, dict(fields), metrics)
         about = " ".join(facts["about"].split())
-        out[name] = ClientSource(name, about, facts.get("model_label"), fields, pool, outcome)
+        out[name] = ClientSource(name, about, facts.get("model_label"), fields, pool, outcome, only)
     return out
+
+
+def _only(name: str, raw: dict, fields: dict[str, str], metrics: dict[str, Metric]):
+    """A source's `only:` checked against its fields' histograms: each label one the histogram has."""
+    out = []
+    for f, pairs in raw.items():
+        where = f"catalog/gateway.yaml: clients.{name}.only.{f}"
+        if f not in fields:
+            raise CatalogError(f"{where}: {name} has no field {f!r}")
+        for label in pairs:
+            if label not in metrics[fields[f]].labels:
+                raise CatalogError(f"{where}: {fields[f]} has no label {label!r}")
+        out.append((f, tuple((label, str(v)) for label, v in pairs.items())))
+    return tuple(out)
 
 
 def _outcome(name: str, raw: dict, metrics: dict[str, Metric]) -> ClientOutcome:

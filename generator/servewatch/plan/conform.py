@@ -183,6 +183,9 @@ class Conform:
         name, body = found.group(1), (found.group(2) or "{}")[1:-1]
         labels = {label: value for label, _, value in b.parse_matchers(body)} if body.strip() else {}
         new = self.labels(source_of(name), labels)
+        # a client histogram's series that measure its quantity, where the scenario names none
+        measuring = self.model.builder.labels.client.measuring(name)
+        new = {**new, **{k: v for k, v in measuring.items() if k not in new}}
         if new == labels and list(new) == list(labels):
             return series
         return _text(name, new)

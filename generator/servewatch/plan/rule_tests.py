@@ -335,6 +335,11 @@ def _signal_record(model: Model, rule) -> dict | None:
         series += made
         per_thing.append((thing, value))
     series += _record_input(synth, signal, values[0], {**things[0], "job": "duplicate"}, quantile) or []
+    # beside the first thing, series of its histogram that do not measure the quantity (catalog
+    # `only:`, a non-streaming request's TTFT), with another thing's value: the record leaves them out
+    for label in synth.labels.client.measuring(model.builder.metric_name(signal.metric or "")):
+        unmeasured = {**things[0], label: f"{label.lower()}-other"}
+        series += _record_input(synth, signal, values[-1], unmeasured, quantile) or []
     # idle things: one of its own, and one beside each busy thing that differs from it in one label only,
     # so a result kept for the busy one cannot carry the idle one along
     for idle in [synth.identity(level, variant="idle")] + [
@@ -357,10 +362,12 @@ def _signal_record(model: Model, rule) -> dict | None:
 def _source_labels(model: Model, synth: Synth, signal, rule, taken: list[str]) -> list[str]:
     """The labels a client source's series of the record's metric differ by beyond the identity
     (its flows, priorities, endpoints: catalog/gateway.yaml), less those the record matches on or
-    keeps and the model label: two series apart in one of them are different requests, added up."""
+    keeps and the model label: two series apart in one of them are different requests, added up.
+    The labels that say which series measure the quantity (catalog `only:`) keep their one value."""
     matched = {m.name for sel in tree.selectors(pp.parse(rule.expr)) for m in sel.matchers.matchers}
-    skip = {*taken, *signal.by, *matched, synth.labels.client_model, LE}
-    keys = synth.labels.client_keys(model.builder.metric_name(signal.metric))
+    name = model.builder.metric_name(signal.metric)
+    skip = {*taken, *signal.by, *matched, *synth.labels.client.measuring(name), synth.labels.client_model, LE}
+    keys = synth.labels.client_keys(name)
     return [label for label in keys if label not in skip]
 
 

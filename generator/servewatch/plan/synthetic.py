@@ -274,6 +274,8 @@ class Synth:
                 if k not in self.labels.vllm_only()
             }
             labels.update(self.pinned("gateway"))
+            measuring = self.labels.client.measuring(name)  # the series that measure it, unless told
+            labels.update({k: v for k, v in measuring.items() if k not in labels})
         value = self.counter_per_sample if per_sample else (lambda _: f"7x{self.steps}")
         out = []
         for bound in bounds:

@@ -5,8 +5,10 @@ own TTFT histogram: every first token at 0.3 s on the engine). Two EPP pods rout
 ``deepseek-ai/DeepSeek-V3``, each for two flows (``fairness_id`` team-a and team-b), 5 first tokens
 per step per pod and flow: 20 per 30 s step, 0.667 per second in all; every request streams 50 tokens
 0.04 s apart, at the gateway as on the engine. Healthy, every first token reaches the client at
-0.6 s; ``moonshotai/Kimi-K2`` is routed the same way. Half an hour at 30 s (60 steps), evaluated at
-the last step.
+0.6 s; ``moonshotai/Kimi-K2`` is routed the same way. Each EPP pod also passes 5 non-streaming
+requests per step and model (flow ``batch``, ``streaming="false"``), whose "first token" the EPP
+times as the whole 20 s response: a client-side TTFT that read them would page on a healthy fleet.
+Half an hour at 30 s (60 steps), evaluated at the last step.
 
 Each EPP pod and flow counts its requests (``llm_d_epp_request_total``, one per first token); the
 healthy fleet has no error series at all. In ``gateway_incident`` the EPP also fails every team-b
@@ -48,6 +50,7 @@ SLOW_ITL_S = 0.2  # gateway_incident: the slow flow's inter-token gaps at the ga
 SLOW_FLOW = FLOWS[0]  # gateway_incident: the flow whose first tokens and tokens reach the client late
 OLD_TTFT = "llm_d_router_epp_request_ttft_seconds"
 ENGINE_TTFT_S, CLIENT_TTFT_S, SLOW_TTFT_S = 0.3, 0.6, 3.0
+NON_STREAMING_S, BATCH_FLOW = 20.0, "batch"  # a non-streaming flow: the EPP's "TTFT" is the whole response
 POOLS = {MODELS[0]: "deepseek-v3-pool", MODELS[1]: "kimi-k2-pool"}  # each model's InferencePool
 POOL_VALUES = {"ready_pods": 2.0, "kv_cache": 0.45, "queue": 1.0}  # a healthy pool's gauges
 FAILING_FLOW, ERROR_CODE = "team-b", "503"  # gateway_incident: the EPP fails this flow's requests
@@ -73,6 +76,8 @@ def _engine(model: str, pod: str) -> list[Series]:
 
 
 def _epp(name: str, model: str, pod: str, flow: str, slow: bool) -> list[Series]:
+    """The EPP's TTFT histogram of one pod and streaming flow: every first token at CLIENT_TTFT_S, at
+    SLOW_TTFT_S from INCIDENT_STEP where the flow is slow."""
     labels = {
         "namespace": NS,
         "pod": pod,
@@ -88,6 +93,15 @@ def _epp(name: str, model: str, pod: str, flow: str, slow: bool) -> list[Series]
     ]
     # the older name (OLD_TTFT) is a twin of the new one: its bounds are the new name's
     return histogram_series(name, labels, catalog.load().test_buckets(TTFT), per_step)
+
+
+def _whole_responses(model: str, pod: str) -> list[Series]:
+    """The EPP's TTFT histogram of one pod's non-streaming requests (streaming="false"): each one's
+    whole response, NON_STREAMING_S, no first token of any client; healthy and incident alike."""
+    labels = {"namespace": NS, "pod": pod, **_target(pod), "model_name": model, "target_model_name": model}
+    labels |= {"fairness_id": BATCH_FLOW, "priority": "0", "streaming": "false"}
+    per_step = [[(NON_STREAMING_S, PER_FLOW)]] * STEPS
+    return histogram_series(TTFT, labels, catalog.load().test_buckets(TTFT), per_step)
 
 
 def _requests(model: str, pod: str, flow: str, failing: bool) -> list[Series]:
@@ -160,6 +174,7 @@ def _build(name: str, incident: bool) -> Scenario:
                 series += _epp(TTFT, model, pod, flow, incident and flow == SLOW_FLOW)
                 series += _itl(model, pod, flow, incident and flow == SLOW_FLOW)
                 series += _requests(model, pod, flow, incident and flow == FAILING_FLOW)
+            series += _whole_responses(model, pod)
     if incident:
         series += _epp(OLD_TTFT, MODELS[0], EPP_PODS[0], FLOWS[0], True)
     series += _pools(incident) + _up()

@@ -836,6 +836,8 @@ def test_a_client_side_itl_slo_reads_the_gateway_and_says_so(itl_slo_build, defa
     assert summary in files["runbooks/VLLMITLErrorBudgetBurn.md"]
     board = json.loads(files["dashboards/slo.json"])
     assert f"vllm-itl: {slo.summary}" in [p["title"] for p in board["panels"]]  # its row on the SLO board
+    # an event of it is a gap between two tokens, not a request (catalog `observes:`)
+    assert "% of token gaps: " in slo.summary and "% of requests: " in model.slos.slos["vllm-ttft"].summary
     assert "# vllm-itl, measured at the client:" in files["promtool/slo.test.yaml"]
     routes = files["alertmanager/alertmanager.yaml"].split("- source_matchers:")
     [muted] = [r for r in routes if f'metric="{slo.sli.histogram}_count"' in r]

@@ -37,6 +37,7 @@ class Metric:
     saturation: bool = False  # the fullest engine/GPU fails first: never average it away
     buckets_per_deployment: bool = False  # bucket bounds depend on the deployment (max_model_len)
     values: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (label, every value it takes)
+    observes: str = "requests"  # what one observation of a histogram is: an SLI's events
 
     def label_values(self, label: str) -> tuple[str, ...]:
         """Every value the catalog knows `label` takes on this metric (empty: not listed)."""
@@ -226,6 +227,7 @@ def _load_source(raw: dict, source: str) -> tuple[dict[str, Metric], dict[str, R
             saturation=bool(facts.get("saturation", False)),
             buckets_per_deployment=isinstance(buckets, str),
             values=tuple((label, tuple(v)) for label, v in (facts.get("values") or {}).items()),
+            observes=facts.get("observes", "requests"),
         )
     renamed = {
         old: Rename(old=old, replacement=r.get("replacement"), gone_in=str(r.get("gone_in")))

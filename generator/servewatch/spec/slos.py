@@ -277,8 +277,11 @@ class SLO(Strict):
 
     @property
     def summary(self) -> str:
-        """e.g. "99% of requests: first token within 2.5 s, over 28d"; a client-side SLI says so."""
-        text = f"{self.objective * 100:.10g}% of requests: {self.description}, over {self.window}"
+        """e.g. "99% of requests: first token within 2.5 s, over 28d" ("of token gaps" where the
+        histogram observes each gap); a client-side SLI says so."""
+        metric = catalog.load().lookup(getattr(self.sli, "histogram", ""))
+        events = metric.observes if metric else "requests"
+        text = f"{self.objective * 100:.10g}% of {events}: {self.description}, over {self.window}"
         text += ", measured at the client" if self.side == "client" else ""
         return text + (f", for {self.scope.text}" if self.scope else "")
 

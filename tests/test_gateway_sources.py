@@ -461,6 +461,25 @@ def test_live_detect_finds_the_endpoint_picker_and_its_older_names(served, defau
     assert _said(found, "differs") and renamed in _said(found, "warning")[0]
 
 
+@pytest.mark.integration
+@pytest.mark.tools("promtool", "prometheus")
+def test_live_detect_warns_of_older_names_only_on_the_configured_gateways_series(served, epp_build):
+    """epp-0 exports the older names beside the new ones: a selector that keeps only epp-1 (say,
+    another team runs epp-0) leaves nothing to warn of, and one that keeps epp-0 still warns."""
+    model, _ = epp_build
+    s = served["incident"]
+
+    def warned(selector: str) -> bool:
+        client = Config(client_side={"source": "llm-d-epp", "selector": selector}).client_side
+        config = model.config.model_copy(update={"client_side": client})
+        return any(
+            "older gateway metric names" in m for m in _said(detect(s.prom.client, config, s.t), "warning")
+        )
+
+    assert not warned('pod="epp-1"')
+    assert warned('pod="epp-0"')
+
+
 def _said(found, level: str) -> list[str]:
     return [f.message for f in found.findings if f.topic == "client_side" and f.level == level]
 

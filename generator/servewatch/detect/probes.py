@@ -642,8 +642,10 @@ def _model_label(ctx: ProbeContext, series: list[dict]) -> str | None:
 
 def _old_gateway_names(ctx: ProbeContext, old: list[str], out: ProbeOutcome) -> None:
     """Warn of gateway series still exposed under a name the catalog lists as renamed, each with
-    its new name: a query on the old one reads nothing once the gateway stops exporting it."""
-    expr = b.agg("count", ["__name__"], b.selector("", f'__name__=~"{regex(old)}(_count)?"'))
+    its new name: a query on the old one reads nothing once the gateway stops exporting it. Only
+    the series the configured selector keeps: another team's gateway is not this deployment's."""
+    names = f'__name__=~"{regex(old)}(_count)?"'
+    expr = b.agg("count", ["__name__"], b.selector("", names, ctx.config.selector("gateway")))
     exposed = sorted({r["metric"].get("__name__", "").removesuffix("_count") for r in ctx.ask.rows(expr)})
     if exposed:
         renames = [ctx.catalog.renamed[n] for n in exposed if n in ctx.catalog.renamed]

@@ -117,6 +117,27 @@ def test_the_vllm_family_and_slos_pass_promtool_with_role_and_track(configured, 
     assert res.returncode == 0, res.stdout[-3000:]
 
 
+@pytest.mark.tools("promtool")
+def test_a_scenario_about_a_role_is_written_only_where_a_role_is_configured(
+    specs_with, configured, tmp_path, prove
+):
+    """A decode canary's scenario names the decode role (`needs: [role]`): written beside a role,
+    where it proves the canary guard counts decode traffic; with a track and no role its labels
+    would name a dimension the rules lack, so it is not written and the family still passes."""
+    needing = {s.name for s in configured[0].spec.scenarios if "role" in s.needs}
+    assert needing
+
+    def written(model) -> set[str]:
+        return {test["name"] for _, test in scenario_tests(model)[0]}
+
+    assert needing <= written(configured[0])
+    track_only = generate.build(specs_with({"config.yaml": CONFIG[1:]}))
+    assert track_only[0].config.role is None and not needing & written(track_only[0])
+    writer.write(tmp_path, {k: v for k, v in track_only[1].items() if k.startswith(("rules/", "promtool/"))})
+    res = prove(tmp_path / "promtool" / "vllm.test.yaml")
+    assert res.returncode == 0, res.stdout[-3000:]
+
+
 def _scaled(rules: str, record: str, factor: float) -> str:
     """The rules with `record`'s value times `factor`: its labels, its count unchanged."""
     doc = yaml.safe_load(rules)

@@ -388,6 +388,12 @@ def switched_off(spec, scenario) -> bool:
     return override is not None and not override.enabled
 
 
+def unmet(config, scenario) -> bool:
+    """Whether `scenario` needs an identity dimension (`needs:`) config does not set: nothing is
+    resolved or rendered from it."""
+    return any(getattr(config, dimension) is None for dimension in scenario.needs)
+
+
 def unguarded(model, scenario) -> bool:
     """Whether `scenario` proves a guard (`proves:`) that its resolved alert does not have: an
     override of min_traffic to 0 leaves a "too little traffic" scenario silent for want of data, a

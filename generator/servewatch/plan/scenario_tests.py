@@ -70,7 +70,11 @@ def _scenario_tests(model: Model) -> tuple[list[tuple[str, dict]], list[tuple[ob
     deployment = model.builder.labels.deployment_defaults()
     records = labels.record_labels(model.records()) if deployment else {}
     for scenario in model.spec.scenarios:
-        if scenarios.switched_off(model.spec, scenario) or scenarios.unguarded(model, scenario):
+        if (
+            scenarios.switched_off(model.spec, scenario)
+            or scenarios.unmet(model.config, scenario)
+            or scenarios.unguarded(model, scenario)
+        ):
             continue
         alert = model.alert(scenario.alert)
         if alert is None:  # disabled alert (or group): nothing to test

@@ -68,6 +68,7 @@ def churn_tests(model: Model) -> list[tuple[str, dict]]:
             rule is None
             or rule.alert in done
             or scenarios.switched_off(model.spec, scenario)
+            or scenarios.unmet(model.config, scenario)
             or scenarios.unguarded(model, scenario)
         ):
             continue

@@ -602,3 +602,6 @@ class Scenario(Strict):
     # the alert's guards this scenario proves (a silence below min_traffic): written only where the
     # resolved alert has each (min_traffic > 0); without one, its silence would prove nothing
     proves: tuple[Literal["min_traffic"], ...] = ()
+    # the identity dimensions of config it is about (a decode canary names the role): written only
+    # where config sets each; elsewhere its labels name dimensions the rules do not have
+    needs: tuple[Literal["role", "track", "client_side"], ...] = ()

@@ -18,7 +18,11 @@ def scenario_problems(spec) -> list[SpecError]:
     tuned = Model(spec) if spec.overrides.alerts else None
     errors = []
     for scenario in spec.scenarios:
-        if scenarios.switched_off(spec, scenario) or defaults.alert(scenario.alert) is None:
+        if (
+            scenarios.switched_off(spec, scenario)
+            or scenarios.unmet(spec.config, scenario)
+            or defaults.alert(scenario.alert) is None
+        ):
             continue  # nothing is rendered from it
         problem = _problem(defaults, scenario)
         if problem is None and tuned is not None and tuned.alert(scenario.alert) is not None:

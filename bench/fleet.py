@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO / "generator"))
 
 from servewatch import tools  # noqa: E402
 from servewatch_testkit.localprom import LocalPrometheus  # noqa: E402
-from servewatch_testkit.synth.scaled_fleet import FleetShape, write_fleet  # noqa: E402
+from servewatch_testkit.synth.scaled_fleet import FleetShape, Identity, write_fleet  # noqa: E402
 
 from . import anchors, dashboard_cost, generation_cost, interleave, machine, report, rule_cost  # noqa: E402
 from .dashboard_cost import Window  # noqa: E402
@@ -92,6 +92,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "alternation for ROUNDS rounds (both sides under the same load)",
     )
     p.add_argument(
+        "--specs",
+        type=_folder,
+        help="measure what servewatch generates from this specs folder instead of the committed "
+        "rules/ and dashboards/, on a fleet with the role, track and gateway its config names",
+    )
+    p.add_argument(
         "--rules-only",
         action="store_true",
         help="measure the rules only: no dashboards, anchors or generation time",
@@ -106,7 +112,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def shape_for(args: argparse.Namespace, i: int) -> FleetShape:
+def shape_for(args: argparse.Namespace, i: int, identity: Identity | None = None) -> FleetShape:
     return FleetShape.sized(
         args.gpus[i],
         args.engines[i] if args.engines else None,
@@ -116,7 +122,25 @@ def shape_for(args: argparse.Namespace, i: int) -> FleetShape:
         mig_share=args.mig_share,
         minutes=args.minutes,
         step=SCRAPE_S,
+        identity=identity,
     )
+
+
+def generated(specs: Path, into: Path) -> Identity:
+    """Write what servewatch generates from `specs` under `into` (rules/, dashboards/, ...) and
+    return the identity its config names."""
+    from servewatch import generate
+    from servewatch.errors import ServewatchError
+
+    try:
+        model, files = generate.build(specs, out=into)
+    except ServewatchError as e:
+        raise SystemExit(f"bench-fleet: {specs}: {e}") from None
+    for rel, text in files.items():
+        path = into / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return Identity.of(model.config)
 
 
 def overlapping(blocks: list[dict]) -> bool:
@@ -192,8 +216,13 @@ def block_aligned_start(steps: int, step: float, now: float | None = None) -> fl
 
 
 def run_size(
-    args: argparse.Namespace, shape: FleetShape, groups: list[dict], before: list[dict] | None = None
+    args: argparse.Namespace,
+    shape: FleetShape,
+    groups: list[dict],
+    before: list[dict] | None = None,
+    outputs: Path = REPO,
 ) -> dict:
+    """One fleet size: the rules (and the dashboards) of `outputs` (rules/, dashboards/) measured."""
     aba, rules_only = getattr(args, "aba", False), getattr(args, "rules_only", False)
     start = block_aligned_start(shape.steps, shape.step)
     end = start + (shape.steps - 1) * shape.step
@@ -211,7 +240,7 @@ def run_size(
         _log(
             f"{shape.gpus} GPUs: {written.series} series, {written.samples} samples, {written.bytes:,} bytes"
         )
-        rule_files = sorted((REPO / "rules").glob("*.rules.yaml"))
+        rule_files = sorted((outputs / "rules").glob("*.rules.yaml"))
         with LocalPrometheus(om, rule_files=rule_files, ready_timeout=1800) as prom:
             om.unlink()
             waited = wait_compacted(prom)
@@ -243,7 +272,7 @@ def run_size(
                 return result
             model, namespace = pick_model(prom, args.model, end)
             result["model"] = {"model_name": model, "namespace": namespace}
-            boards = [json.loads(p.read_text()) for p in sorted((REPO / "dashboards").glob("*.json"))]
+            boards = [json.loads(p.read_text()) for p in sorted((outputs / "dashboards").glob("*.json"))]
             result["dashboards"] = {
                 d["uid"]: cpu.add(dashboard_cost.refresh(prom, runner, d, window), to="all_panels")
                 for d in boards
@@ -300,11 +329,18 @@ def _log(msg: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="bench-fleet-specs-") as scratch:
+        outputs = Path(scratch) if args.specs else REPO
+        identity = generated(args.specs, outputs) if args.specs else None
+        return _run(args, outputs, identity)
+
+
+def _run(args: argparse.Namespace, outputs: Path, identity: Identity | None) -> int:
     try:
-        shapes = [shape_for(args, i) for i in range(len(args.gpus))]
+        shapes = [shape_for(args, i, identity) for i in range(len(args.gpus))]
     except ValueError as e:
         raise SystemExit(f"bench-fleet: {e}") from None
-    groups = rule_cost.rule_groups(REPO / "rules")
+    groups = rule_cost.rule_groups(outputs / "rules")
     before = rule_cost.rule_groups_at(REPO, args.before) if args.before else None
     results = {
         "label": args.label,
@@ -322,15 +358,16 @@ def main(argv: list[str] | None = None) -> int:
             **({"aba": True} if args.aba else {}),
             **({"interleave": args.interleave} if args.interleave else {}),
             **({"rules_only": True} if args.rules_only else {}),
+            **({"specs": str(args.specs)} if args.specs else {}),
             **({"before": {"ref": args.before, "commit": before[0]}} if before else {}),
         },
         "sizes": [],
     }
     for shape in shapes:
-        results["sizes"].append(run_size(args, shape, groups, before[1] if before else None))
+        results["sizes"].append(run_size(args, shape, groups, before[1] if before else None, outputs))
     if not args.rules_only:
         _log("generation time")
-        results["generation"] = generation_cost.run(REPO / "specs", args.deployments, args.repeats)
+        results["generation"] = generation_cost.run(args.specs or REPO / "specs", args.deployments, args.repeats)
     results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"{args.label}.json"

@@ -1,10 +1,15 @@
 """The benchmark fleet: its shape, its labels, and the streaming OpenMetrics writer."""
 
+from pathlib import Path
+
 import pytest
 
+from servewatch import catalog, generate
 from servewatch_testkit.synth import Series, to_openmetrics
 from servewatch_testkit.synth.omstream import write_openmetrics
-from servewatch_testkit.synth.scaled_fleet import FleetShape, series_batches, write_fleet
+from servewatch_testkit.synth.scaled_fleet import FleetShape, Identity, series_batches, write_fleet
+
+REPO = Path(__file__).resolve().parents[1]
 
 SMALL = FleetShape(hosts=4, mig_hosts=1, models=2, pods_per_model=1, engines_per_pod=2, steps=6)
 
@@ -100,3 +105,92 @@ def test_stream_rejects_a_duplicate_and_leaves_nothing(tmp_path):
     with pytest.raises(ValueError, match="duplicate"):
         write_openmetrics([[s], [s]], tmp_path / "x.om", 0, 30, 1)
     assert list(tmp_path.iterdir()) == []
+
+
+# -- identity: roles, tracks, a gateway (scaled_identity) -----------------------------------------
+PD = Identity(role_label="llm_d_ai_role", track_label="track", client="llm-d-epp")
+PAIRED = FleetShape(hosts=8, mig_hosts=0, models=2, pods_per_model=4, engines_per_pod=2, steps=6, identity=PD)
+
+
+def _pods(series) -> dict[str, dict[str, str]]:
+    """Each vLLM pod's role and track, from its liveness gauge."""
+    return {
+        s.label("pod"): {
+            "role": s.label("llm_d_ai_role"),
+            "track": s.label("track"),
+            "model": s.label("model_name"),
+        }
+        for s in series
+        if s.name == "vllm:num_requests_running"
+    }
+
+
+def test_every_series_of_a_pod_carries_its_role_and_track_and_each_model_has_a_canary_pair():
+    series = _all(PAIRED)
+    pods = _pods(series)
+    for s in series:
+        if s.label("pod") in pods:  # up, the engines' and the NIXL connector's series alike
+            assert (s.label("llm_d_ai_role"), s.label("track")) == (
+                pods[s.label("pod")]["role"],
+                pods[s.label("pod")]["track"],
+            ), s.name
+    for model in {p["model"] for p in pods.values()}:
+        mine = [p for p in pods.values() if p["model"] == model]
+        pairs = {(p["role"], p["track"]) for p in mine}
+        assert pairs == {(r, t) for r in ("prefill", "decode") for t in ("stable", "canary")}
+        assert sum(p["track"] == "canary" for p in mine) == 2  # one pair of the model's two
+
+
+def test_prefill_legs_finish_with_length_and_only_decode_pulls_kv_caches():
+    series = _all(PAIRED)
+    pods = _pods(series)
+    finished = {}
+    for s in series:
+        if s.name == "vllm:request_success_total" and s.values[-1] > s.values[0]:
+            finished.setdefault(pods[s.label("pod")]["role"], set()).add(s.label("finished_reason"))
+    assert finished["prefill"] == {"length"}
+    assert "stop" in finished["decode"]
+    pulled = {
+        pods[s.label("pod")]["role"]: s.values[-1] - s.values[0]
+        for s in series
+        if s.name == "vllm:nixl_xfer_time_seconds_count"
+    }
+    assert pulled["prefill"] == 0 < pulled["decode"]
+
+
+def test_the_gateway_counts_each_user_request_once_and_times_streaming_apart():
+    series = _all(PAIRED)
+    pods = _pods(series)
+    decode_finished = sum(
+        s.values[-1] - s.values[0]
+        for s in series
+        if s.name == "vllm:request_success_total" and pods[s.label("pod")]["role"] == "decode"
+    )
+    epp = catalog.load().clients["llm-d-epp"]
+    counted = sum(s.values[-1] - s.values[0] for s in series if s.name == epp.metric("requests"))
+    assert counted == decode_finished > 0
+    ttft = {s.label("streaming") for s in series if s.name == f"{epp.metric('ttft')}_count"}
+    assert ttft == {"true", "false"}
+    assert {s.label("name") for s in series if s.name == epp.metric("pool_ready_pods")} == {
+        f"{m}-pool" for m in ("deepseek-v3", "qwen3-235b-a22b")
+    }
+
+
+def test_an_identity_fleet_is_the_same_bytes_each_time_and_the_plain_one_unchanged(tmp_path):
+    a, b = tmp_path / "a.om", tmp_path / "b.om"
+    write_fleet(PAIRED, a, 1_700_000_000)
+    write_fleet(PAIRED, b, 1_700_000_000)
+    assert a.read_bytes() == b.read_bytes()
+    plain = FleetShape(hosts=8, mig_hosts=0, models=2, pods_per_model=4, engines_per_pod=2, steps=6)
+    assert not any(s.label("llm_d_ai_role") or s.label("track") for s in _all(plain))
+    assert not any(s.name.startswith(("vllm:nixl_", "llm_d_epp_")) for s in _all(plain))
+
+
+def test_the_identity_comes_from_a_teams_config_and_pairs_need_an_even_pod_count():
+    model, _ = generate.build(REPO / "bench" / "mutation" / "specs", out=REPO)
+    assert Identity.of(model.config) == PD
+    assert Identity.of(generate.build(REPO / "specs", out=REPO)[0].config) == Identity()
+    with pytest.raises(ValueError, match="even number of pods per model, not 3"):
+        FleetShape(hosts=8, mig_hosts=0, models=2, pods_per_model=3, identity=PD)
+    with pytest.raises(ValueError, match="no 'dynamo-frontend' gateway"):
+        Identity(client="dynamo-frontend")

@@ -38,6 +38,7 @@ from .fleet import NIXL_FAILURES, nixl_engine
 from .histogram import ITL_BUCKETS, TTFT_BUCKETS, allocate, quantile_of_observations
 from .scenario import Scenario
 from .dcgm import dcgm_gpu, dcgm_target
+from .scaled_identity import decode_leg, prefill_leg
 from .scrape import stable_suffix, stable_uuid, up
 from .series import Series
 from .vllm import CHAT_MIX, SpecDecode, vllm_engine, vllm_target
@@ -53,12 +54,7 @@ DEFERRED_PILED_UP = 30  # pd_kv_failure: requests the failing decode engine defe
 # the NIXL counters each role counts (fleet.NIXL_FAILURES): decode pulls and notifies, prefill expires
 NIXL_COUNTED = {"decode": NIXL_FAILURES[:2], "prefill": NIXL_FAILURES[2:]}
 
-# the prefill leg: max_tokens=1, so one token, no inter-token latency, finished with length
-PREFILL_MIX = tuple(
-    replace(p, generation_tokens=1, finished_reason="length", cached_tokens=0) for p in CHAT_MIX
-)
-# the decode leg: its "prefill" is the wait for the KV cache to arrive from the prefill pod
-DECODE_MIX = tuple(replace(p, queue_s=0.0, prefill_s=round(min(p.prefill_s, 0.25), 6)) for p in CHAT_MIX)
+PREFILL_MIX, DECODE_MIX = prefill_leg(CHAT_MIX), decode_leg(CHAT_MIX)
 SLOW_PREFILL = tuple(replace(p, prefill_s=round(p.prefill_s * 4, 6)) for p in PREFILL_MIX)
 SLOW_DECODE = tuple(replace(p, itl_s=round(p.itl_s * 3, 6)) for p in DECODE_MIX)
 

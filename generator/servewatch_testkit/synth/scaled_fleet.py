@@ -24,13 +24,15 @@ from __future__ import annotations
 import hashlib
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterator
 
 from .dcgm import H100_USABLE_MIB, MIG_3G_40GB_MIB, dcgm_gpu, dcgm_target
 from .histogram import allocate, histogram_series, token_buckets
+from .fleet import nixl_engine
 from .omstream import WriteStats, write_openmetrics
+from .scaled_identity import Identity, gateway, role_mix
 from .scrape import stable_suffix, stable_uuid, up
 from .series import Series
 from .vllm import CHAT_MIX, RequestProfile, SpecDecode, vllm_engine, vllm_target
@@ -77,9 +79,14 @@ class FleetShape:
     gpus_per_host: int = 8
     steps: int = 120
     step: int = 30
+    identity: Identity | None = None  # roles, tracks, a gateway (scaled_identity); None: as before
 
     def __post_init__(self):
         problems = []
+        if self.identity is not None and self.identity.paired and self.pods_per_model % 2:
+            problems.append(
+                f"prefill/decode pairs need an even number of pods per model, not {self.pods_per_model}"
+            )
         if min(self.hosts, self.models, self.pods_per_model, self.engines_per_pod, self.steps) < 1:
             problems.append("hosts, models, pods per model, engines per pod and steps must be >= 1")
         if self.engines_per_pod * self.gpus_per_engine > self.gpus_per_host:
@@ -110,6 +117,7 @@ class FleetShape:
         mig_share: float = 0.125,
         minutes: int = 60,
         step: int = 30,
+        identity: Identity | None = None,
     ) -> "FleetShape":
         """``gpus`` physical GPUs and ``engines`` engines (default one per 8 GPUs)."""
         engines = gpus // 8 if engines is None else engines
@@ -130,6 +138,7 @@ class FleetShape:
             gpus_per_host=gpus_per_host,
             steps=minutes * 60 // step,
             step=step,
+            identity=identity,
         )
 
     @property
@@ -157,6 +166,7 @@ class FleetShape:
             "gpus_per_engine": self.gpus_per_engine,
             "steps": self.steps,
             "step_s": self.step,
+            **({"identity": self.identity.summary()} if self.identity else {}),
         }
 
 
@@ -329,8 +339,12 @@ def _exposition_extras(labels: dict, traffic: _Engine, mix, m: Model, steps: int
 # ----------------------------------------------------------------------------------- the fleet
 
 
+def _short(m: Model) -> str:
+    return m.name.split("/")[-1].lower().replace(".", "-")[:40].rstrip("-")
+
+
 def _pod_name(m: Model, replica: int) -> str:
-    short = m.name.split("/")[-1].lower().replace(".", "-")[:40].rstrip("-")
+    short = _short(m)
     replicaset = stable_suffix("scaled", m.name, "rs", length=9)
     return f"{short}-{replicaset}-{stable_suffix('scaled', m.name, str(replica))}"
 
@@ -353,13 +367,20 @@ def series_batches(shape: FleetShape) -> Iterator[list[Series]]:
             for slot in _slots(shape, h, g, first_mig, pods, traffic):
                 batch += templates.gpu(host, uuid, slot)
         yield batch
+    identity = shape.identity or Identity()
     for k, (m, replica) in enumerate(pods):
         pod = _pod_name(m, replica)
-        target = vllm_target(m.namespace, pod)
-        mix = request_mix(m)
+        role = identity.role(replica)
+        target = replace(
+            vllm_target(m.namespace, pod), extra=identity.pod_labels(replica, shape.pods_per_model)
+        )
+        mix = role_mix(request_mix(m), role)
         batch = [up(target, 1, steps=shape.steps)]
         for e in range(shape.engines_per_pod):
             t = traffic[(k, e)]
+            if role is not None:  # vLLM's NIXL connector on both sides; decode pulls its requests' KV
+                pulls = round(sum(t.requests) / shape.steps) if role == "decode" else 0
+                batch += nixl_engine(target.labels(), m.name, e, shape.steps, pulls=pulls)
             batch += vllm_engine(
                 m.namespace,
                 pod,
@@ -371,12 +392,40 @@ def series_batches(shape: FleetShape) -> Iterator[list[Series]]:
                 profiles=mix,
                 max_model_len=m.max_model_len,
                 spec_decode=m.spec_decode,
+                waiting_deferred=1 if role == "decode" else 0,  # a request waiting for its KV cache
                 prior_steps=PRIOR,
                 target=target,
             )
             labels = {"model_name": m.name, "engine": str(e), **target.labels()}
             batch += _exposition_extras(labels, t, mix, m, shape.steps)
         yield batch
+    if identity.client:
+        yield from _gateways(shape, pods, traffic, identity)
+
+
+def _gateways(shape: FleetShape, pods, traffic, identity: Identity) -> Iterator[list[Series]]:
+    """Each model's endpoint picker, one batch per model: the user requests its engines finish
+    (with roles, those of its decode engines: each request is counted once), first tokens and
+    gaps at the latency of its mix."""
+    for i in range(shape.models):
+        m = model(i)
+        serving = [
+            k
+            for k, (pm, replica) in enumerate(pods)
+            if pm == m and identity.role(replica) in (None, "decode")
+        ]
+        requests = [
+            sum(traffic[(k, e)].requests[s] for k in serving for e in range(shape.engines_per_pod))
+            for s in range(shape.steps)
+        ]
+        mix = request_mix(m)
+        first = sum(p.weight * p.ttft_s for p in mix) / sum(p.weight for p in mix)
+        gap = sum(p.weight * p.itl_s for p in mix) / sum(p.weight for p in mix)
+        tokens = round(sum(p.weight * p.generation_tokens for p in mix) / sum(p.weight for p in mix))
+        pool = f"{_short(m)}-pool"
+        yield gateway(
+            m.name, m.namespace, pool, requests, first, gap, tokens, shape.pods_per_model, shape.steps, PRIOR
+        )
 
 
 def _slots(shape: FleetShape, h: int, g: int, first_mig: int, pods, traffic) -> list[_Slot]:
@@ -414,4 +463,13 @@ def write_fleet(shape: FleetShape, path: str | Path, start: float) -> WriteStats
     return write_openmetrics(series_batches(shape), path, start, shape.step, shape.steps)
 
 
-__all__ = ["FleetShape", "MODELS", "Model", "model", "request_mix", "series_batches", "write_fleet"]
+__all__ = [
+    "FleetShape",
+    "Identity",
+    "MODELS",
+    "Model",
+    "model",
+    "request_mix",
+    "series_batches",
+    "write_fleet",
+]

@@ -367,7 +367,9 @@ def _run(args: argparse.Namespace, outputs: Path, identity: Identity | None) -> 
         results["sizes"].append(run_size(args, shape, groups, before[1] if before else None, outputs))
     if not args.rules_only:
         _log("generation time")
-        results["generation"] = generation_cost.run(args.specs or REPO / "specs", args.deployments, args.repeats)
+        results["generation"] = generation_cost.run(
+            args.specs or REPO / "specs", args.deployments, args.repeats
+        )
     results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"{args.label}.json"

@@ -123,12 +123,14 @@ class LabelNames:
     def client_keys(self, metric: str) -> list[str]:
         """What one gateway pod's series of `metric` differ by: the engine identity with the model
         label in model_name's place, and the catalog's labels of the metric (the endpoint picker's
-        flows and priorities are different requests, summed, not duplicates)."""
+        flows and priorities are different requests, summed, not duplicates). The engines' role and
+        track are left out: a gateway pod is neither a prefill or decode engine nor of one track."""
         entry = self.catalog.lookup(metric)
+        engines_only = {*self.vllm_only(), *self.deployment()}  # vLLM's rank, the pods' role and track
         named = [
             self.client_model if label == MODEL else label
             for label in self.identity("engine")
-            if label not in self.vllm_only()  # the scrape's labels, not vLLM's rank
+            if label not in engines_only
         ]
         return list(dict.fromkeys([*named, *(entry.labels if entry else ())]))
 

@@ -105,7 +105,7 @@ def test_compressed_specs_divide_every_time_the_rules_use(repo, tmp_path):
     assert alerts["VLLMKVCacheUsageHigh"]["for"] == "10s"  # 5m
     assert alerts["VLLMInterTokenLatencyP95High"]["for"] == "20s"  # 10m
     assert alerts["VLLMKVCacheUsageHigh"]["expr"].endswith("> 0.95")  # thresholds stay
-    assert groups["servewatch-vllm-request-lengths"]["interval"] == "2s"  # 1m
+    assert groups["servewatch-vllm-request-lengths"]["interval"] == "4s"  # 2m
     # every window is compressed but a memory's read of its own previous value, which covers a stop of
     # rule evaluation (wall-clock time, promql.builders.MEMORY_GAP)
     windows = files["rules/vllm.rules.yaml"].replace(f"[{MEMORY_GAP}]) > time()", "")

@@ -9,7 +9,7 @@ from typing import Callable
 import pytest
 
 import in_process
-from servewatch import catalog, cli, generate, tools, verify
+from servewatch import catalog, cli, generate, promapi, tools, verify
 from servewatch.model import Model
 from servewatch.spec.loader import load
 
@@ -106,6 +106,13 @@ def client_ttft(source: str) -> tuple[tuple[str, str], ...]:
         (f"within {threshold:g} s\n", f"within {bound:g} s\n"),
         (f"threshold: {threshold:g} ", f"threshold: {bound:g} "),
     )
+
+
+@pytest.fixture
+def no_prometheus_env(monkeypatch):
+    """No Prometheus URL or credentials of the user's environment reach the command under test."""
+    for var in promapi.ENVIRONMENT:
+        monkeypatch.delenv(var, raising=False)
 
 
 @pytest.fixture(scope="session")

@@ -33,20 +33,13 @@ from servewatch_testkit.synth.scrape import Target
 
 REPO_SPECS = Path(__file__).resolve().parents[1] / "specs"
 
-pytestmark = [pytest.mark.integration, pytest.mark.tools("promtool", "prometheus")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.tools("promtool", "prometheus"),
+    pytest.mark.usefixtures("no_prometheus_env"),  # the servers these tests start, not the user's
+]
 
 STEPS, STEP = 40, 30
-
-
-@pytest.fixture(autouse=True)
-def _no_credentials(monkeypatch):
-    for var in (
-        "SERVEWATCH_PROMETHEUS_TOKEN",
-        "SERVEWATCH_PROMETHEUS_USER",
-        "SERVEWATCH_PROMETHEUS_PASSWORD",
-        "SERVEWATCH_PROMETHEUS_URL",
-    ):
-        monkeypatch.delenv(var, raising=False)
 
 
 def _serve(sc_or_series, steps: int, step: float, eval_step: int):

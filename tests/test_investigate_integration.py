@@ -34,7 +34,11 @@ from servewatch_testkit.synth import vllm_engine, vllm_target
 from servewatch_testkit.synth.fleet import MIXTRAL
 from servewatch_testkit.synth.fleet import NS as FLEET_NS
 
-pytestmark = [pytest.mark.integration, pytest.mark.tools("promtool", "prometheus")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.tools("promtool", "prometheus"),
+    pytest.mark.usefixtures("no_prometheus_env"),  # the servers these tests start, not the user's
+]
 
 REPO = Path(__file__).resolve().parents[1]
 SPECS = str(REPO / "specs")
@@ -101,17 +105,6 @@ def served():
     yield get
     for s in cache.values():
         s.prom.close()
-
-
-@pytest.fixture(autouse=True)
-def _no_credentials(monkeypatch):
-    for var in (
-        "SERVEWATCH_PROMETHEUS_TOKEN",
-        "SERVEWATCH_PROMETHEUS_USER",
-        "SERVEWATCH_PROMETHEUS_PASSWORD",
-        "SERVEWATCH_PROMETHEUS_URL",
-    ):
-        monkeypatch.delenv(var, raising=False)
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from ..promapi import Auth, Client, PromApiError
+from ..promapi import ENV_URL, Auth, Client, PromApiError
 from ..spec.schema import seconds
 from . import report
 from .evaluate import BacktestError, QueryBounds
@@ -19,7 +19,6 @@ from .evaluate import BacktestError, QueryBounds
 if TYPE_CHECKING:  # the back-test itself is imported when it runs, not for --help
     from . import rules
 
-ENV_URL = "SERVEWATCH_PROMETHEUS_URL"
 DEFAULT_INTERVAL = "1m"  # Prometheus's own default global evaluation_interval
 
 DESCRIPTION = """Evaluate every generated alert over a range of history, at its group's interval, with `for`

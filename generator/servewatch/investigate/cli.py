@@ -11,10 +11,10 @@ from pathlib import Path
 
 from ..errors import ServewatchError
 from ..spec.schema import seconds
+from ..promapi import ENV_URL
 from .client import ENV_PASSWORD, ENV_TOKEN, ENV_USER, Auth, Client, InvestigateError
 from .report import FORMATS
 
-ENV_URL = "SERVEWATCH_PROMETHEUS_URL"
 DESCRIPTION = f"""Run an alert's runbook steps against a Prometheus and judge each one (healthy / suspicious /
 unhealthy by the spec's thresholds). Without ALERTNAME, triage every firing alert the Prometheus reports.
 With ALERTNAME, every step is narrowed to the worst series where the alert's condition holds; where it

@@ -7,9 +7,12 @@ from dataclasses import dataclass
 
 from .errors import PromApiError
 
+ENV_URL = "SERVEWATCH_PROMETHEUS_URL"  # the default of every command's --prometheus
 ENV_TOKEN = "SERVEWATCH_PROMETHEUS_TOKEN"
 ENV_USER = "SERVEWATCH_PROMETHEUS_USER"
 ENV_PASSWORD = "SERVEWATCH_PROMETHEUS_PASSWORD"
+# everything read from the environment to reach a Prometheus
+ENVIRONMENT = (ENV_URL, ENV_TOKEN, ENV_USER, ENV_PASSWORD)
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,10 @@ MAX_MODEL_LEN = 131072
 HOSTS = ("gpu-node-a", "gpu-node-b")
 PODS = tuple(f"deepseek-v3-7d9f6c5b8-{stable_suffix('incident', str(p))}" for p in range(2))
 POD_0, POD_1 = PODS
+# every engine of the deployment, by the labels an alert on one carries (two data-parallel ranks a pod)
+ENGINES = tuple(
+    {"namespace": NS, "pod": pod, "model_name": MODEL, "engine": str(e)} for pod in PODS for e in range(2)
+)
 PRIOR = 2880
 BASE_REQUESTS = 20
 BASE_KV = 0.45
@@ -117,11 +121,7 @@ def _build(
         "namespace": NS,
         "pods": PODS,
         "hosts": HOSTS,
-        "engines": [
-            {"namespace": NS, "pod": pod, "model_name": MODEL, "engine": str(e)}
-            for pod in PODS
-            for e in range(2)
-        ],
+        "engines": list(ENGINES),
         "gpus": [
             {"host": HOSTS[p], "gpu": str(g), "UUID": gpu_uuid(p, g), "pod": PODS[p], "engine": str(g // 2)}
             for p in range(2)
@@ -280,11 +280,7 @@ def ttft_queueing() -> Scenario:
         "ttft_queueing",
         engine_kw=engine_kw,
         truth={
-            "bad": [
-                {"namespace": NS, "pod": pod, "model_name": MODEL, "engine": str(e)}
-                for pod in PODS
-                for e in range(2)
-            ],
+            "bad": list(ENGINES),
             "requests_per_s": 40 / STEP,
             "requests_per_s_before": BASE_REQUESTS / STEP,
             "arrivals_change": 40 / BASE_REQUESTS,  # request rate now / 30 minutes earlier
@@ -333,11 +329,7 @@ def ttft_long_prompts() -> Scenario:
         "ttft_long_prompts",
         engine_kw=engine_kw,
         truth={
-            "bad": [
-                {"namespace": NS, "pod": pod, "model_name": MODEL, "engine": str(e)}
-                for pod in PODS
-                for e in range(2)
-            ],
+            "bad": list(ENGINES),
             "ttft_p95_before": _p(0.95, CHAT_MIX, "ttft_s", TTFT_BUCKETS),
             "ttft_p95_after": _p(0.95, LONG_MIX, "ttft_s", TTFT_BUCKETS),
             "e2e_p95_after": _p(0.95, LONG_MIX, "e2e_s", REQ_BUCKETS),

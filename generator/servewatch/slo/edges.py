@@ -22,6 +22,7 @@ from ..spec.schema import seconds
 from .simulate import STEP_S, Counters, avg_with_last, recorded
 
 Lists = tuple[list[float], list[float]]  # cumulative good and valid counts, sample i at minute i
+# The edge sits at an evaluation, and the last sample searched is the one taken at that minute.
 MakeCounters = Callable[[list[float], list[float]], Counters]  # -> the SLI's input series
 
 SECANT_STEPS = 12
@@ -46,14 +47,18 @@ class EdgeProbe:
     """The rules' value of an edge's quantity for candidate last samples of the two counters, the
     earlier samples fixed (their recorded rates and window sums are computed once)."""
 
-    def __init__(self, lists: Lists, make: MakeCounters, edge: Edge, rate_window: str, budget: float):
+    def __init__(
+        self, lists: Lists, make: MakeCounters, edge: Edge, rate_window: str, budget: float, every: int = 1
+    ):
         self.good, self.valid = lists
         self.make, self.edge, self.budget = make, edge, budget
         self.rate_s = seconds(rate_window)
         self.direct = edge.window == rate_window  # the SLI record itself, no window average
         at, counters = edge.at, make(*lists)
+        assert at % every == 0, f"the edge at minute {at} is no evaluation"
         first = max(0, math.floor(at - seconds(edge.window) / STEP_S) + 1)
-        before = [recorded(counters, m, self.rate_s) for m in range(first, at)]
+        # the window's earlier records: one per evaluation, every `every` minutes
+        before = [recorded(counters, m, self.rate_s) for m in range(first, at) if m % every == 0]
         self.avg_good = avg_with_last([g for g, _ in before if g is not None])
         self.avg_valid = avg_with_last([v for _, v in before if v is not None])
         self.tail = int(self.rate_s // STEP_S) + 2  # samples one rate window needs

@@ -8,8 +8,9 @@ Prometheus' own arithmetic where the last digits matter: `rate()`'s extrapolatio
 edges (`extrapolated` below), Kahan-compensated `avg_over_time` and `sum`, left-open ranges `(t - w, t]`.
 promtool then checks every one of these numbers against the real rules.
 
-Time is in steps of one minute: input sample i is at i minutes, and the rules are evaluated every
-minute on the same grid (the generated test file sets both).
+Time is in minutes: input sample i is at i minutes, and the rules are evaluated every `every` minutes
+on the same grid, from minute 0 (the generated test file sets both): every group the proof loads is
+evaluated at each of those steps, so a recorded series has a sample at each and none between.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ..spec import slos as s
 from ..spec.schema import seconds as _seconds
 from ..templates import humanize, humanize_percentage
 
-STEP_S = 60
+STEP_S = 60  # seconds between two input samples
 
 
 @functools.cache
@@ -213,7 +214,8 @@ def _text_is_stable(value: float, fmt) -> bool:
 
 
 class Timeline:
-    """One model's SLO rules evaluated at steps 0..steps-1.
+    """One model's SLO rules evaluated every `every` minutes over minutes 0..steps-1; between two
+    evaluations the alerts stay as the last one left them (what promtool checks there).
 
     The recorded event rates are exact. Window averages are kept as running sums, which is fast and
     exact to float noise: enough to decide, at every step, which rows hold (a comparison within that
@@ -229,8 +231,9 @@ class Timeline:
         steps: int,
         rate_window: str,
         exact_steps: frozenset[int] = frozenset(),
+        every: int = 1,
     ):
-        self.slo, self.rate_window = slo, rate_window
+        self.slo, self.rate_window, self.every = slo, rate_window, every
         self.budget = 1 - objective  # the rules compute 1 - slo:objective:ratio, and 0 * x + o is o
         # steps whose inputs were searched to sit on an edge (edges.py): decided with Prometheus'
         # own sums, and an edge met there is the point, not a close call
@@ -239,7 +242,7 @@ class Timeline:
         self.valid: list[float | None] = []
         self.good: list[float | None] = []
         for at in range(steps):
-            good, valid = recorded(counters, at, rate_s)
+            good, valid = recorded(counters, at, rate_s) if self.evaluated(at) else (None, None)
             self.valid.append(valid)
             self.good.append(good)
         self._running = {"valid": _running(self.valid), "good": _running(self.good)}
@@ -247,6 +250,10 @@ class Timeline:
         self._exact: dict[tuple[str, int, float], float | None] = {}
         self._rough: list[list[s.BurnWindow]] = []
         self._decide(steps)
+
+    def evaluated(self, at: int) -> bool:
+        """Whether the rules are evaluated at minute `at`."""
+        return at % self.every == 0
 
     # -- window averages ----------------------------------------------------------------------------
     def _avg(self, which: str, at: int, window_s: float, exact: bool) -> float | None:
@@ -305,6 +312,9 @@ class Timeline:
         since: dict[int, int] = {}
         for_s = seconds(self.slo.alerting.for_)
         for at in range(steps):
+            if not self.evaluated(at):
+                self._rough.append(self._rough[-1])
+                continue
             now = []
             for ri, row in enumerate(self.slo.alerting.windows):
                 if not self.holds(at, row, exact=at in self.exact_steps):
@@ -334,7 +344,9 @@ class Timeline:
         return any(row.tier == "page" for row in self._rough[at])
 
     def firing(self, at: int) -> list[Firing]:
-        """The firing rows at `at`, with the burn rate and remaining budget Prometheus computes."""
+        """The firing rows at evaluation `at`, with the burn rate and remaining budget Prometheus
+        computes."""
+        assert self.evaluated(at), f"minute {at} is no evaluation"
         out = []
         remaining = self.remaining(at)
         for row in self._rough[at]:

@@ -148,7 +148,7 @@ def _promtool(tmp_path, rules: dict, tests: list[dict], files=None):
     generated, rule_files = write_rule_files(files or _DEFAULT["files"], tmp_path)
     (tmp_path / "rules" / "slo.rules.yaml").write_text(yaml.safe_dump(rules, sort_keys=False, width=1000))
     path = tmp_path / "slo.test.yaml"
-    body = {"rule_files": rule_files, "evaluation_interval": "1m", "tests": tests}
+    body = {"rule_files": rule_files, "evaluation_interval": generated["evaluation_interval"], "tests": tests}
     if "group_eval_order" in generated:
         body["group_eval_order"] = generated["group_eval_order"]
     path.write_text(yaml.safe_dump(body, sort_keys=False, width=1000))

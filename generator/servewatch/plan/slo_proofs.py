@@ -6,25 +6,31 @@ turns them into promtool tests: one test per batch of scenarios with one synthet
 and at each check time every burn-rate alert that fires, with its labels and annotations (burn rate
 and remaining budget in the text), beside the claim each model proves. A claim the design cannot show
 with the spec's settings is a spec error, raised here before anything is rendered.
+
+The tests evaluate the rules every `EVALUATION_EVERY` (their evaluation_interval), not every minute:
+promtool's cost is per evaluation, and each claim holds at any step the design plans for.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 
 from .. import diskcache, templates
-from ..model import AlertRule, Model
+from ..errors import SpecError
+from ..model import AlertRule, Model, RuleGroup
 from ..slo.exprs import MODEL, quoted
 from ..slo.kinds import ClientAvailabilityKind, kind_of, le_value
-from ..slo.plan import INPUTS_ALERT, INPUTS_FOR, BurnAlert, InputsAlert, budget_left_text
+from ..slo.plan import FAMILY, INPUTS_ALERT, INPUTS_FOR, BurnAlert, InputsAlert, budget_left_text
 from ..spec.schema import seconds
 from ..slo.scenarios import (
     IDLE,
     IDLE_CHECK,
     OUTSIDE,
     Designer,
+    minutes,
     scenario_model,
 )
 from .scenario_tests import series_with_selectors
@@ -32,13 +38,20 @@ from .slo_shown import BatchShown, FiringShown, ProofShown, RunShown, ScenarioSh
 from .slo_engines import SloEngines, slo_engines
 
 
+# How often the SLO tests evaluate the rules: a third of the evaluations a minute's step costs, and
+# every duration the proof reads (the rate window, `for`, the windows) is still met at an evaluation.
+EVALUATION_EVERY = "3m"
+
+
 @dataclass(frozen=True)
 class SloTestPlan:
-    """The SLO tests as designed: promtool tests (plain data, series in their exact notation) and the
-    claims each synthetic model proves, as the file's header lists them."""
+    """The SLO tests as designed: promtool tests (plain data, series in their exact notation), the
+    claims each synthetic model proves, as the file's header lists them, and how often they evaluate
+    the rules (their evaluation_interval)."""
 
     tests: list[dict]
     claims: list[str]
+    every: str = EVALUATION_EVERY
 
 
 def slo_test_plan(model: Model) -> SloTestPlan:
@@ -85,19 +98,64 @@ def _kept_or_designed(model: Model) -> SloTestPlan:
             pass  # a damaged entry is made again
     plan = _design(model)
     # keys in build order, as the renderer writes them
-    diskcache.put(CACHE_KIND, key, json.dumps({"tests": plan.tests, "claims": plan.claims}))
+    diskcache.put(CACHE_KIND, key, json.dumps(dataclasses.asdict(plan)))
     return plan
 
 
 def _design(model: Model) -> SloTestPlan:
     tests, claims = [], []
+    every = evaluation_every(model)
     for name, slo in model.slos.slos.items():
         where = model.spec.locate("slo", name)
         engines = slo_engines(model, name, slo)
-        proof = _proof(model, name, slo, where, engines)
+        proof = _proof(model, name, slo, where, engines, every)
         tests += [_test(model, name, slo, batch, engines) for batch in proof.batches]
         claims += [_heading(name, slo, engines.solo)] + [_claim(b, sc) for b, sc in proof.scenarios]
-    return SloTestPlan(tests, claims)
+    return SloTestPlan(tests, claims, every)
+
+
+def evaluation_every(model: Model) -> str:
+    """EVALUATION_EVERY, checked against the groups the SLO tests load. promtool 3.5 evaluates every
+    group at every step of the test, whatever its interval, and the design reads each group's records
+    as evaluated at every step: true of the SLO groups (no interval: the global one) and of a group
+    whose interval divides the step (its records are as fresh at each step as the design assumes).
+    A group evaluated less often, or out of step, would feed the proof timings it does not have."""
+    step = seconds(EVALUATION_EVERY)
+    for group in input_groups(model):
+        if group.interval is not None and step % seconds(group.interval):
+            override = model.spec.overrides.groups.get(group.name)
+            kind = "override of group" if override is not None and override.interval else "group"
+            where = model.spec.locate(kind, group.name)
+            raise SpecError(
+                f"group {group.name} is evaluated every {group.interval}, and the SLO rules read its "
+                f"records: the generated SLO tests evaluate them every {EVALUATION_EVERY} and need every "
+                f"group they read evaluated at each of those steps; give it an interval that divides "
+                f"{EVALUATION_EVERY} (1m, 3m)",
+                where,
+            )
+    return EVALUATION_EVERY
+
+
+NAME_TOKEN = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
+
+
+def input_groups(model: Model) -> list[RuleGroup]:
+    """The groups of other families holding a record the SLO rules read (directly or through another
+    record), each with only those records, in the model's order: the SLO tests load these besides
+    the SLO groups (render/slo_tests.py)."""
+    produced = {r.record for g in model.groups if g.family != FAMILY for r in g.records}
+    exprs = [r.expr for g in model.groups if g.family == FAMILY for r in (*g.records, *g.alerts)]
+    needed: set[str] = set()
+    while exprs:
+        found = {t for e in exprs for t in NAME_TOKEN.findall(e)} & produced - needed
+        needed |= found
+        exprs = [r.expr for g in model.groups if g.family != FAMILY for r in g.records if r.record in found]
+    out = []
+    for g in model.groups:
+        records = tuple(r for r in g.records if r.record in needed)
+        if g.family != FAMILY and records:
+            out.append(replace(g, records=records, alerts=()))
+    return out
 
 
 # What proofs showed (slo_shown.py), kept in this process and on disk by everything the design reads:
@@ -112,12 +170,12 @@ PROOFS_KEPT = 8
 DESIGN_CACHE_KIND = "slo-designs"
 
 
-def _proof(model: Model, name: str, slo, where, engines: SloEngines) -> ProofShown:
+def _proof(model: Model, name: str, slo, where, engines: SloEngines, every: str) -> ProofShown:
     by_part = bool(model.slos.x.records_read(slo))
     also_read = _bounds_read_by_others(model, name, slo)
     native = model.builder.histograms.native
     rate_window = model.config.rate_window
-    made_from = [name, slo.model_dump(mode="json"), rate_window, by_part, native, engines.solo]
+    made_from = [name, slo.model_dump(mode="json"), rate_window, by_part, native, engines.solo, every]
     made_from += [also_read] if also_read else []
     # availability at the client: how the source counts, which series its tests write, good, bad
     # or neither (catalog/gateway.yaml `outcome:`)
@@ -130,7 +188,17 @@ def _proof(model: Model, name: str, slo, where, engines: SloEngines) -> ProofSho
         proof = _kept_design(disk_key)
         if proof is None:
             designer = Designer(
-                name, slo, rate_window, _token, where, by_part, native, also_read, engines.solo, outcome
+                name,
+                slo,
+                rate_window,
+                _token,
+                where,
+                by_part,
+                native,
+                also_read,
+                engines.solo,
+                outcome,
+                minutes(every),
             )
             proof = shown(designer.proof())
             diskcache.put(DESIGN_CACHE_KIND, disk_key, proof.to_json())

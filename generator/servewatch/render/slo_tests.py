@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import json
 import posixpath
-import re
-from dataclasses import replace
 
 from .. import diskcache
-from ..model import Model, RuleGroup
-from ..plan.slo_proofs import made_from, slo_test_plan
+from ..model import Model
+from ..plan.slo_proofs import input_groups, made_from, slo_test_plan
 from ..slo.plan import FAMILY
 from .native_series import native_tests
 from .rules import group_dict, plain_path
@@ -47,17 +45,17 @@ def _render(model: Model) -> dict[str, str]:
     if not plan.tests:
         return {}
     path = test_path(FAMILY)
-    inputs = _input_groups(model)
+    inputs = input_groups(model)
     rule_files = [posixpath.relpath(plain_path(FAMILY), posixpath.dirname(path))]
     files = {}
     if inputs:
         # only the groups the SLO rules read, as the rule files ship them: every other group would be
-        # evaluated at every minute of the proof for nothing (it costs promtool as much as the SLO's own)
+        # evaluated at every step of the proof for nothing (it costs promtool as much as the SLO's own)
         body = {"groups": [group_dict(model, g) for g in inputs]}
         files[INPUTS_PATH] = dump(body, INPUTS_HEADER)
         rule_files.insert(0, posixpath.relpath(INPUTS_PATH, posixpath.dirname(path)))
     tests = native_tests(plan.tests, model.builder.histograms)
-    body = {"rule_files": rule_files, "evaluation_interval": "1m", "tests": tests}
+    body = {"rule_files": rule_files, "evaluation_interval": plan.every, "tests": tests}
     if inputs:
         # the SLO groups read records of other groups: evaluated first, as one evaluation of
         # Prometheus sees them (without an order promtool picks one at random at every step)
@@ -65,7 +63,12 @@ def _render(model: Model) -> dict[str, str]:
         slo_groups = [g for g in model.groups if g.family == FAMILY]
         body["group_eval_order"] = [f"{prefix}-{g.name}" for g in [*inputs, *slo_groups]]
     header = "\n# ".join(
-        [HEADER, "One synthetic model per scenario; the claim each one proves:", *plan.claims]
+        [
+            HEADER,
+            f"One synthetic model per scenario, the rules evaluated every {plan.every}; "
+            "the claim each one proves:",
+            *plan.claims,
+        ]
     )
     return {**files, path: dump(body, header)}
 
@@ -78,22 +81,3 @@ INPUTS_HEADER = "\n# ".join(
         "promtool/<family>.records.test.yaml); the proof loads only these instead of their whole files.",
     ]
 )
-NAME_TOKEN = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
-
-
-def _input_groups(model: Model) -> list[RuleGroup]:
-    """The groups of other families holding a record the SLO rules read (directly or through another
-    record), each with only those records, in the model's order."""
-    produced = {r.record for g in model.groups if g.family != FAMILY for r in g.records}
-    exprs = [r.expr for g in model.groups if g.family == FAMILY for r in (*g.records, *g.alerts)]
-    needed: set[str] = set()
-    while exprs:
-        found = {t for e in exprs for t in NAME_TOKEN.findall(e)} & produced - needed
-        needed |= found
-        exprs = [r.expr for g in model.groups if g.family != FAMILY for r in g.records if r.record in found]
-    out = []
-    for g in model.groups:
-        records = tuple(r for r in g.records if r.record in needed)
-        if g.family != FAMILY and records:
-            out.append(replace(g, records=records, alerts=()))
-    return out

@@ -7,6 +7,8 @@ within the workbook's bound, a 2x burn never pages, ... The claim is checked her
 of the rules (simulate.py) at every evaluation, and gives the times promtool checks. All scenarios
 of an SLO run side by side in one promtool test, one model each, because promtool's cost is per
 evaluation step, not per series; at each check time the test lists every alert of every model.
+The rules are evaluated every `every` minutes (plan/slo_proofs.py), and every check, edge and
+searched sample is at one of those evaluations.
 A claim that the SLO's own settings make impossible is a spec error naming the SLO.
 """
 
@@ -162,12 +164,12 @@ class Proof:
         return [r for b in self.batches for r in b.runs]
 
 
-# promtool's cost of a test, measured on the default SLOs: each evaluated minute costs about as much as
-# this many input series evaluated for a minute (the rules' fixed work against the range reads).
+# promtool's cost of a test, measured on the default SLOs: each evaluation costs about as much as this
+# many input series evaluated once (the rules' fixed work against the range reads).
 MINUTE_COST_IN_SERIES = 8
 
 
-def batched(scenarios: list[SloScenario]) -> list[list[SloScenario]]:
+def batched(scenarios: list[SloScenario], every: int = 1) -> list[list[SloScenario]]:
     """The scenarios in the batches promtool proves fastest: by length, each batch a run of similar
     lengths (a short claim in a long test pays for minutes it does not need, and every test pays each
     of its minutes once)."""
@@ -177,7 +179,8 @@ def batched(scenarios: list[SloScenario]) -> list[list[SloScenario]]:
         series = 0
         for i in range(j - 1, -1, -1):
             series += sum(len(r.series) for r in ordered[i].runs)
-            cost = best[i] + (MINUTE_COST_IN_SERIES + series) * (max(ordered[j - 1].checks) + 1)
+            evaluations = max(ordered[j - 1].checks) // every + 1
+            cost = best[i] + (MINUTE_COST_IN_SERIES + series) * evaluations
             if cost < best[j]:
                 best[j], cut[j] = cost, i
     out, j = [], len(ordered)
@@ -206,8 +209,10 @@ class Designer:
         also_read: tuple[float, ...] = (),
         solo: bool = False,
         outcome: ClientOutcome | None = None,
+        every: int = 1,
     ):
         self.name, self.slo, self.rate_window = name, slo, rate_window
+        self.every = every  # minutes between two evaluations of the rules
         # the SLI's kind; at the client, counting as the source's outcome says (catalog/gateway.yaml)
         self.kind = kind_of(slo.sli, outcome)
         # the scope selects one deployment (plan/slo_engines.py): every engine in it has the same
@@ -253,14 +258,20 @@ class Designer:
                 )
             sc.checks = sorted(set(checks))
         scenarios = [sc for sc in scenarios if sc.checks or not sc.optional]
-        batches = [[part] for part in _one_engine_each(scenarios)] if self.solo else batched(scenarios)
+        late = [at for sc in scenarios for at in sc.checks if at % self.every]
+        assert not late, f"checks {late} are between two evaluations"  # a design's bug, not the spec's
+        if self.solo:
+            batches = [[part] for part in _one_engine_each(scenarios)]
+        else:
+            batches = batched(scenarios, self.every)
         proof = Proof([Batch(b) for b in batches], steps)
         if any(r.timeline.fires(QUIET_UNTIL) for r in proof.runs):
             raise SpecError(
                 f"the generated SLO tests need minute {QUIET_UNTIL} quiet for every model", self.where
             )
-        for batch in proof.batches:
-            batch.scenarios = _without_clashes(batch)
+        for batch in proof.batches:  # the list grows: a clash's scenario is proven in a test of its own
+            batch.scenarios, apart = _without_clashes(batch)
+            proof.batches += [Batch([sc]) for sc in apart]
             batch.checks = sorted(
                 {self._steady(batch, steps, at) for sc in batch.scenarios for at in sc.checks}
             )
@@ -275,23 +286,32 @@ class Designer:
             name, self.slo.sli, run.param, None if run.good_missing else good, valid, run.decoys, run.aborted
         )
         counters = self.counters([] if run.outside else run.series)
-        run.timeline = Timeline(self.slo, run.objective, counters, steps, self.rate_window, run.exact_steps)
+        run.timeline = Timeline(
+            self.slo, run.objective, counters, steps, self.rate_window, run.exact_steps, self.every
+        )
 
-    @staticmethod
-    def _steady(batch: Batch, steps: int, at: int) -> int:
-        """`at`, or the next minute whose outcome float noise cannot flip for any model of the batch.
-        A minute where a model sits exactly on an edge stays: it was searched for, and is decided
-        exactly."""
+    def _steady(self, batch: Batch, steps: int, at: int) -> int:
+        """`at`, or the next evaluation whose outcome float noise cannot flip for any model of the
+        batch. An evaluation where a model sits exactly on an edge stays: it was searched for, and is
+        decided exactly."""
         if any(at in r.exact_steps for r in batch.runs):
             return at
-        while at + 1 < steps:
+        while at + self.every < steps:
             batch.firing(at)  # computes the step exactly, noting close calls
             if not any(at in r.timeline.close_calls for r in batch.runs):
                 break
-            at += 1
+            at += self.every
         return at
 
     # -- helpers --------------------------------------------------------------------------------
+    def step_down(self, minute: int) -> int:
+        """The last evaluation at or before `minute`: what promtool checks there."""
+        return minute - minute % self.every
+
+    def step_up(self, minute: int) -> int:
+        """The first evaluation at or after `minute`."""
+        return -(-minute // self.every) * self.every
+
     def counters(self, series: Synthetic) -> Counters:
         return Counters(
             good=tuple((x.part, x.values) for x in series if x.good),
@@ -328,22 +348,24 @@ class Designer:
         b = self.feasible(fast.burn_rate * 15 / 14.4)
         bound = minutes(fast.long) * fast.burn_rate / b  # the workbook's detection time
         prefix = max(minutes(r.long) for r in self.pages)  # every page window starts clean
-        due = prefix + math.ceil(bound) + self.rate_min + self.for_min
+        # the first evaluation once the bound, the rate window and `for` have passed
+        due = self.step_up(prefix + math.ceil(bound) + self.rate_min + self.for_min)
         run = self.run(scenario_model("steady-burn"))
         run.traffic.add(prefix, self.per_min, 0.0).add(due + 10 - prefix, self.per_min, self.error_ratio(b))
 
         def prove(sc: SloScenario) -> list[int] | None:
-            early, first = prefix + math.floor(0.9 * bound), sc.first_page(prefix)
+            early, first = self.step_down(prefix + math.floor(0.9 * bound)), sc.first_page(prefix)
             if first is None or first > due or sc.pages(early):
                 return None
-            return [early, first - 1, first, sc.steps - 1]
+            return [early, first - self.every, first, self.step_down(sc.steps - 1)]
 
         return SloScenario(
             "steady-burn",
             f"a steady {b:g}x burn pages within the workbook's bound",
             f"after {prefix} clean minutes the error ratio jumps to {b:g}x the budget; the {fast.long} row "
             f"pages within {fast.long} x {fast.burn_rate:g} / {b:g} = {bound:.1f} minutes (plus the "
-            f"{self.rate_window} rate window and `for`), and not at 90% of that",
+            f"{self.rate_window} rate window, `for` and the wait for the next evaluation), and not at 90% "
+            "of that",
             due + 10,
             [run],
             prove,
@@ -362,7 +384,8 @@ class Designer:
         def prove(sc: SloScenario) -> list[int] | None:
             if any(sc.pages(at) for at in range(sc.steps)) or not sc.fires(sc.steps - 1):
                 return None
-            return list(range(prefix + 30, sc.steps, 30)) + [sc.steps - 1]
+            last = self.step_down(sc.steps - 1)
+            return [self.step_down(at) for at in range(prefix + 30, sc.steps, 30)] + [last]
 
         return SloScenario(
             "slow-burn",
@@ -380,7 +403,8 @@ class Designer:
         b = self.feasible(4 * fast.burn_rate)
         length = math.ceil(1.5 * minutes(fast.long) * fast.burn_rate / b) + self.rate_min + self.for_min
         prefix = max(minutes(r.long) for r in self.pages)
-        settle = max(minutes(r.short) for r in self.pages) + self.for_min + 2
+        length = self.step_up(prefix + length) - prefix  # the burst's last minute is an evaluation
+        settle = self.step_up(max(minutes(r.short) for r in self.pages) + self.for_min) + 2 * self.every
         end = prefix + length
         run = self.run(scenario_model("burst"))
         run.traffic.add(prefix, self.per_min, 0.0).add(length, self.per_min, self.error_ratio(b))
@@ -409,7 +433,7 @@ class Designer:
             return (
                 None
                 if any(sc.fires(at) for at in range(sc.steps))
-                else [10, QUIET_UNTIL, IDLE_CHECK, sc.steps - 1]
+                else [self.step_down(10), QUIET_UNTIL, IDLE_CHECK, self.step_down(sc.steps - 1)]
             )
 
         return SloScenario(
@@ -443,7 +467,7 @@ class Designer:
             f"{INPUTS_ALERT} names the bucket instead",
             length + 1,
             [run],
-            never_fires(length),
+            never_fires(self.step_down(length)),
         )
 
     def out_of_scope(self) -> SloScenario | None:
@@ -473,7 +497,7 @@ class Designer:
             ),
             length + 1,
             runs,
-            never_fires(length),
+            never_fires(self.step_down(length)),
         )
 
     def client_aborts(self) -> SloScenario | None:
@@ -498,7 +522,7 @@ class Designer:
             "SLO's to catch",
             length + 1,
             [run],
-            never_fires(length),
+            never_fires(self.step_down(length)),
         )
 
     def counter_reset(self) -> SloScenario:
@@ -510,7 +534,10 @@ class Designer:
         def prove(sc: SloScenario) -> list[int] | None:
             if any(sc.fires(at) for at in range(sc.steps)):
                 return None
-            return [reset + 1, reset + 2, reset + self.rate_min, reset + 30, sc.steps - 1]
+            # the evaluations whose rate window holds the reset, the first one past it, later, the end
+            held = [at for at in range(reset, reset + self.rate_min) if at % self.every == 0]
+            after = [self.step_up(reset + self.rate_min), self.step_up(reset + 30)]
+            return held + after + [self.step_down(sc.steps - 1)]
 
         return SloScenario(
             "counter-reset",
@@ -539,7 +566,7 @@ class Designer:
                 f"min_events ({guard})",
                 length + 1,
                 [tiny],
-                never_fires(length),
+                never_fires(self.step_down(length)),
             )
         # the control starts failing after the first checks, which then see no alert of any model
         healthy = QUIET_UNTIL + 10
@@ -548,7 +575,7 @@ class Designer:
         def prove(sc: SloScenario) -> list[int] | None:
             if any(sc.fires(at, run=0) for at in range(sc.steps)) or not sc.fires(length, run=1):
                 return None
-            return [QUIET_UNTIL, length // 2, length]
+            return [QUIET_UNTIL, self.step_down(length // 2), self.step_down(length)]
 
         return SloScenario(
             "tiny-traffic",
@@ -580,7 +607,7 @@ class Designer:
         )
 
         def prove(sc: SloScenario) -> list[int] | None:
-            return [end] if sc.fires(end) else None
+            return [self.step_down(end)] if sc.fires(end) else None
 
         return SloScenario(
             model,
@@ -604,7 +631,7 @@ class Designer:
         # guard over twice the window would see half the events (the series is there, idle, before).
         doubled = long_min <= max((minutes(r.long) for r in self.pages), default=0)
         start = max(QUIET_UNTIL, long_min) if doubled else QUIET_UNTIL
-        at = start + (long_min if doubled else 2 * QUIET_UNTIL) + settle
+        at = self.step_up(start + (long_min if doubled else 2 * QUIET_UNTIL) + settle)
         unit = self._events_per_request_a_minute(start, at, row.long)
         past = self.run(scenario_model(f"guard-edge-{i}-past"))
         short = self.run(scenario_model(f"guard-edge-{i}-short"))
@@ -613,7 +640,7 @@ class Designer:
 
         def prove(sc: SloScenario) -> list[int] | None:
             p, q = sc.runs[0].timeline, sc.runs[1].timeline
-            before = at - self.for_min
+            before = self.step_down(at - self.for_min)
             if not p.fires_row(at, row) or q.fires_row(at, row):
                 return None
             if not (guard < p.events(before, row.long) and p.events(at, row.long) < 1.2 * guard):
@@ -648,6 +675,7 @@ class Designer:
         )
         if burning is None:
             return None
+        settle += self.step_up(QUIET_UNTIL + burning + settle) - (QUIET_UNTIL + burning + settle)
         at = QUIET_UNTIL + burning + settle
         run = self.run(scenario_model(f"short-edge-{i}"))
         run.traffic.add(QUIET_UNTIL, self.per_min, 0.0).add(burning, self.per_min, self.error_ratio(high))
@@ -673,7 +701,7 @@ class Designer:
             t = sc.runs[0].timeline
             if t.fires_row(at, row):
                 return None
-            for m in range(at - self.for_min, at + 1):
+            for m in range(self.step_up(at - self.for_min), at + 1, self.every):
                 if not (0.8 * f < t.burn(m, short_of) < 0.95 * f and t.burn(m, past) > 1.05 * f):
                     return None
             return [at]
@@ -686,6 +714,7 @@ class Designer:
         base = 0.45 * f  # 0.45x: off every workbook rate (0.5 x 6 = 3)
         settle = minutes(row.short) + self.rate_min + self.for_min + 2
         before = min(max(long_min - settle, 1), 2 * QUIET_UNTIL)  # minutes at the base burn
+        settle += self.step_up(QUIET_UNTIL + before + settle) - (QUIET_UNTIL + before + settle)
         window = min(long_min, QUIET_UNTIL + before + settle)  # the long window's minutes at the end
         base_minutes = min(before, window - settle)
         if base_minutes < 0:
@@ -718,11 +747,12 @@ class Designer:
         return (high * min(burning, window - settle) + low * settle) / window
 
     def _events_per_request_a_minute(self, start: int, at: int, window: str) -> float:
-        """A row's guard value at `at` for one request a minute from minute `start` on (0 before)."""
+        """A row's guard value at evaluation `at` for one request a minute from minute `start` on (0
+        before)."""
         _, valid = Traffic("").add(start, 0.0, 0.0).add(at - start, 1.0, 0.0).counters()
         rate_s, window_s = seconds(self.rate_window), seconds(window)
         first = max(0, math.floor(at - window_s / 60) + 1)
-        rates = [rate(valid, m, rate_s) for m in range(first, at + 1)]
+        rates = [rate(valid, m, rate_s) for m in range(first, at + 1) if m % self.every == 0]
         return avg_over_time([r for r in rates if r is not None]) * window_s
 
     # -- exactly on one edge of a row (edges.py): where `>` and `>=` part -----------------------------
@@ -733,6 +763,7 @@ class Designer:
         k = min(1.5, (1 + 1 / fb) / 2)  # the short stretch burns k x the rate, the calm one none
         settle = minutes(row.short) + self.rate_min + 2
         calm = max(1, round(settle * (k - 1)))
+        calm += self.step_up(QUIET_UNTIL + calm + settle) - (QUIET_UNTIL + calm + settle)
         at = QUIET_UNTIL + calm + settle
 
         def build(model: str, e: float) -> Traffic:
@@ -761,6 +792,7 @@ class Designer:
         hot_ratio = min(2.1 * fb, (1 + fb) / 2)  # 2.1x: off every workbook rate
         settle = minutes(row.short) + self.rate_min + 2
         hot = max(2, settle // 2)
+        hot += self.step_up(QUIET_UNTIL + hot + settle) - (QUIET_UNTIL + hot + settle)
         at = QUIET_UNTIL + hot + settle
 
         def build(model: str, e: float) -> Traffic:
@@ -791,7 +823,7 @@ class Designer:
         if not guard:
             return None
         ratio = min(2.1 * fb, (1 + fb) / 2)
-        span = minutes(row.short) + self.rate_min + 2
+        span = self.step_up(QUIET_UNTIL + minutes(row.short) + self.rate_min + 2) - QUIET_UNTIL
         at = QUIET_UNTIL + span
 
         def build(model: str, per_min: float) -> Traffic:
@@ -826,7 +858,7 @@ class Designer:
 
         def probe(k: float) -> EdgeProbe:
             return EdgeProbe(
-                build(run.traffic.model, k).counters(), make, edge, self.rate_window, self.budget
+                build(run.traffic.model, k).counters(), make, edge, self.rate_window, self.budget, self.every
             )
 
         def quantity(k: float) -> float | None:
@@ -879,11 +911,12 @@ def _one_engine_each(scenarios: list[SloScenario]) -> list[SloScenario]:
     return out
 
 
-def _without_clashes(batch: Batch) -> list[SloScenario]:
-    """The batch's scenarios without those whose edge minute (which cannot move) is a close call for
-    another model: at every check the test lists every model's alerts, and a close call there is no
-    claim."""
+def _without_clashes(batch: Batch) -> tuple[list[SloScenario], list[SloScenario]]:
+    """The batch's scenarios but those whose edge minute (which cannot move) is a close call for
+    another model (at every check the test lists every model's alerts, and a close call there is no
+    claim), and those: each is proven in a test of its own instead."""
     for at in {at for r in batch.runs for at in r.exact_steps}:
         batch.firing(at)  # notes close calls
     clash = {at for r in batch.runs for at in r.timeline.close_calls if at not in r.exact_steps}
-    return [sc for sc in batch.scenarios if not any(r.exact_steps & clash for r in sc.runs)]
+    apart = [sc for sc in batch.scenarios if any(r.exact_steps & clash for r in sc.runs)]
+    return [sc for sc in batch.scenarios if sc not in apart], apart

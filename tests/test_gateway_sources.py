@@ -666,7 +666,7 @@ def _claims(tests: str, slo: str) -> list[str]:
         if not line.startswith("#   "):
             break
         out.append(line.split(":")[0])
-    return out
+    return sorted(out)  # the header lists them by test, and batching follows each side's series
 
 
 def test_a_client_side_slo_is_proven_on_every_claim_an_engine_side_one_is(client_slo_build, default_build):

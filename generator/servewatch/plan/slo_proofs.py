@@ -130,7 +130,7 @@ def evaluation_every(model: Model) -> str:
                 f"group {group.name} is evaluated every {group.interval}, and the SLO rules read its "
                 f"records: the generated SLO tests evaluate them every {EVALUATION_EVERY} and need every "
                 f"group they read evaluated at each of those steps; give it an interval that divides "
-                f"{EVALUATION_EVERY} (1m, 3m)",
+                f"{EVALUATION_EVERY}",
                 where,
             )
     return EVALUATION_EVERY

@@ -23,7 +23,7 @@ from ..errors import SpecError
 from ..spec import slos as s
 from ..spec.schema import seconds
 from .kinds import ABORT, Synthetic, kind_of
-from .plan import INPUTS_ALERT
+from .plan import INPUTS_ALERT, INPUTS_FOR
 from .edges import Edge, EdgeProbe, on_edge, secant
 from .simulate import Counters, Firing, Timeline, avg_over_time, rate
 
@@ -458,16 +458,24 @@ class Designer:
         run = self.run(scenario_model(INPUT_MISSING))
         run.good_missing = True
         run.traffic.add(length, self.per_min, 0.0)
+        quiet = never_fires(self.step_down(length))
+        # its input is missing from the first evaluation on: the alert is still pending at the last
+        # evaluation before its `for` has passed, and fires at the first one after
+        named = self.step_up(minutes(INPUTS_FOR))
+
+        def prove(sc: SloScenario) -> list[int] | None:
+            checks = quiet(sc)
+            return None if checks is None else [named - self.every, named, *checks]
 
         return SloScenario(
             INPUT_MISSING,
             "a model whose good-events bucket is not scraped never burns",
             "every request is fast, but a relabelling dropped the bucket at the threshold: the good "
             "events are unknown, so the SLI is absent rather than 100% bad, and "
-            f"{INPUTS_ALERT} names the bucket instead",
+            f"{INPUTS_ALERT} names the bucket instead, once its {INPUTS_FOR} `for` has passed",
             length + 1,
             [run],
-            never_fires(self.step_down(length)),
+            prove,
         )
 
     def out_of_scope(self) -> SloScenario | None:

@@ -459,13 +459,13 @@ class Designer:
         run.good_missing = True
         run.traffic.add(length, self.per_min, 0.0)
         quiet = never_fires(self.step_down(length))
-        # its input is missing from the first evaluation on: the alert is still pending at the last
-        # evaluation before its `for` has passed, and fires at the first one after
-        named = self.step_up(minutes(INPUTS_FOR))
+        # the inputs-missing alert is pending from the first evaluation on or later, so it must not
+        # fire yet at the last evaluation before its `for` has passed since the first
+        pending = self.step_up(minutes(INPUTS_FOR)) - self.every
 
         def prove(sc: SloScenario) -> list[int] | None:
             checks = quiet(sc)
-            return None if checks is None else [named - self.every, named, *checks]
+            return None if checks is None else [pending, *checks]
 
         return SloScenario(
             INPUT_MISSING,

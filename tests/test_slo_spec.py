@@ -10,7 +10,7 @@ import yaml
 
 from conftest import client_ttft
 from servewatch import generate
-from servewatch.errors import SpecError, SpecErrors
+from servewatch.errors import SpecErrors
 from servewatch.slo.plan import INPUTS_ALERT
 from servewatch.spec.loader import load
 from servewatch.validation import validate
@@ -181,25 +181,6 @@ def test_the_generated_proofs_hold_for_any_tuning(specs_with, tmp_path, servewat
     assert res.returncode == 0, res.stdout + res.stderr
     tests = yaml.safe_load((out / "promtool" / "slo.test.yaml").read_text())["tests"]
     assert {t["name"].split(":")[0] for t in tests} == set(load(specs).slos)
-
-
-def test_a_group_the_slo_proof_reads_is_evaluated_at_each_of_its_steps(specs_with):
-    """The SLO tests evaluate every group they load at each of their steps (every 3m, promtool/
-    slo.test.yaml's evaluation_interval): a group whose records the SLO rules read at an interval that
-    does not divide the step is refused at the override that sets it; one they do not read may
-    have any interval."""
-    step = yaml.safe_load(generate.build(specs_with())[1]["promtool/slo.test.yaml"])["evaluation_interval"]
-    assert step == "3m"
-    refused = "overrides:\n  groups:\n    vllm-traffic: {interval: 2m}\n"
-    with pytest.raises(SpecError) as info:
-        generate.build(specs_with({"overrides.yaml": [("overrides: {}\n", refused)]}))
-    assert "overrides.yaml" in str(info.value.location), info.value
-    assert "group vllm-traffic is evaluated every 2m" in info.value.message
-    assert "an interval that divides 3m" in info.value.message
-    kept = "overrides:\n  groups:\n    vllm-traffic: {interval: 3m}\n"
-    kept += "    vllm-request-lengths: {interval: 2m}\n"  # dashboards' only: not in the proof
-    _, files = generate.build(specs_with({"overrides.yaml": [("overrides: {}\n", kept)]}))
-    assert "interval: 3m" in files["promtool/slo.inputs.rules.yaml"]
 
 
 def test_per_model_overrides_get_their_own_branches_and_proofs(specs_with):

@@ -19,7 +19,6 @@ import re
 from dataclasses import dataclass, replace
 
 from .. import diskcache, templates
-from ..errors import SpecError
 from ..model import AlertRule, Model, RuleGroup
 from ..slo.exprs import MODEL, quoted
 from ..slo.kinds import ClientAvailabilityKind, kind_of, le_value
@@ -104,7 +103,7 @@ def _kept_or_designed(model: Model) -> SloTestPlan:
 
 def _design(model: Model) -> SloTestPlan:
     tests, claims = [], []
-    every = evaluation_every(model)
+    every = EVALUATION_EVERY
     for name, slo in model.slos.slos.items():
         where = model.spec.locate("slo", name)
         engines = slo_engines(model, name, slo)
@@ -112,28 +111,6 @@ def _design(model: Model) -> SloTestPlan:
         tests += [_test(model, name, slo, batch, engines) for batch in proof.batches]
         claims += [_heading(name, slo, engines.solo)] + [_claim(b, sc) for b, sc in proof.scenarios]
     return SloTestPlan(tests, claims, every)
-
-
-def evaluation_every(model: Model) -> str:
-    """EVALUATION_EVERY, checked against the groups the SLO tests load. promtool 3.5 evaluates every
-    group at every step of the test, whatever its interval, and the design reads each group's records
-    as evaluated at every step: true of the SLO groups (no interval: the global one) and of a group
-    whose interval divides the step (its records are as fresh at each step as the design assumes).
-    A group evaluated less often, or out of step, would feed the proof timings it does not have."""
-    step = seconds(EVALUATION_EVERY)
-    for group in input_groups(model):
-        if group.interval is not None and step % seconds(group.interval):
-            override = model.spec.overrides.groups.get(group.name)
-            kind = "override of group" if override is not None and override.interval else "group"
-            where = model.spec.locate(kind, group.name)
-            raise SpecError(
-                f"group {group.name} is evaluated every {group.interval}, and the SLO rules read its "
-                f"records: the generated SLO tests evaluate them every {EVALUATION_EVERY} and need every "
-                f"group they read evaluated at each of those steps; give it an interval that divides "
-                f"{EVALUATION_EVERY}",
-                where,
-            )
-    return EVALUATION_EVERY
 
 
 NAME_TOKEN = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")

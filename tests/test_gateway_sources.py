@@ -37,6 +37,7 @@ from servewatch_testkit.synth.gateway import (
     gateway_incident,
 )
 from servewatch_testkit.mutate import build as mutate_build
+from servewatch_testkit.slo_proof import SLO_TEST, first_failure
 from servewatch.plan.dashboards.board import ABSENCE_LISTS
 from test_dashboards_integration import all_panels, grafana_regex, interpolate, panel_problems
 from test_disaggregated_fleet import Served
@@ -108,6 +109,17 @@ def _one_slo_proof(files: dict[str, str], slo: str) -> dict[str, str]:
     assert proof["tests"], slo
     wanted["promtool/slo.test.yaml"] = yaml.safe_dump(proof, sort_keys=False)
     return wanted
+
+
+def _judged(folder: Path, files: dict[str, str], specs: Path, mutated: bool) -> None:
+    """`files` written under `folder` and proven: as generated, the whole proof passes as `servewatch
+    test --whole` runs it; a mutant fails it, found at its first failing test (one is enough)."""
+    writer.write(folder, files)
+    if mutated:
+        assert first_failure(folder / SLO_TEST), "the mutant passes every test of the proof"
+        return
+    said: list[str] = []
+    assert verify.run(folder, echo=said.append, specs=specs, jobs=2, whole=True), "\n".join(said)
 
 
 def test_client_side_left_out_builds_the_default_output(default_build, specs_with):
@@ -900,10 +912,7 @@ def test_the_generated_slo_tests_of_a_client_side_itl_sli_pass_and_catch_a_wrong
         rules = wanted["rules/slo.rules.yaml"]
         assert rules.count(good) == 1
         wanted["rules/slo.rules.yaml"] = rules.replace(good, good.replace(f"{threshold:g}", f"{later:g}"))
-    writer.write(tmp_path, wanted)
-    said: list[str] = []
-    passed = verify.run(tmp_path, echo=said.append, specs=specs, jobs=2, whole=True)
-    assert passed == (mutation is None), "\n".join(said)
+    _judged(tmp_path, wanted, specs, mutation is not None)
 
 
 @pytest.mark.parametrize("field", ["sli", "per_model"])
@@ -1208,16 +1217,8 @@ def test_the_generated_slo_tests_of_a_client_side_availability_sli_pass_and_catc
         rules = wanted["rules/slo.rules.yaml"]
         assert rules.count(f"({errors})") == 1
         wanted["rules/slo.rules.yaml"] = rules.replace(f"({errors})", f"({wrong})")
-    writer.write(tmp_path, wanted)
-    said: list[str] = []
-    passed = verify.run(
-        tmp_path,
-        echo=said.append,
-        specs=specs_with({"config.yaml": [(CLIENT, EPP)], "slos.yaml": EPP_SLOS}),
-        jobs=2,
-        whole=True,
-    )
-    assert passed == (mutation is None), "\n".join(said)
+    specs = specs_with({"config.yaml": [(CLIENT, EPP)], "slos.yaml": EPP_SLOS})
+    _judged(tmp_path, wanted, specs, mutation is not None)
 
 
 @pytest.fixture(scope="module")
@@ -1272,11 +1273,7 @@ def test_the_generated_slo_tests_of_a_frontend_availability_sli_pass_and_catch_a
     elif mutation == "wrong-status":
         assert wanted[inputs].count(status) == 1
         wanted[inputs] = wanted[inputs].replace(status, f'{succeeded[0]}="{succeeded[1]}"')
-    writer.write(tmp_path, wanted)
-    said: list[str] = []
-    specs = specs_with({"config.yaml": [(CLIENT, FRONTEND)]})
-    passed = verify.run(tmp_path, echo=said.append, specs=specs, jobs=2, whole=True)
-    assert passed == (mutation is None), "\n".join(said)
+    _judged(tmp_path, wanted, specs_with({"config.yaml": [(CLIENT, FRONTEND)]}), mutation is not None)
 
 
 @pytest.mark.integration

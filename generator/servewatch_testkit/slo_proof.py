@@ -37,3 +37,26 @@ def promtool_sliced(path: Path):
     scratch = Path(tempfile.mkdtemp(prefix=f"{path.stem}-slices-", dir=path.parent))
     cut = verify.sliced(path, yaml.safe_load(path.read_text()), scratch)
     return tools.run("promtool", "test", "rules", *([path] if cut is None else [s.test_file for s in cut]))
+
+
+def first_failure(path: Path) -> str | None:
+    """promtool's output on the first test of the file at `path` that fails, its tests run one at a
+    time on the whole rule files, the cheapest first; None when every test passes. A mutant needs one
+    failure to be caught: the rest of the proof would only cost time. promtool failing with no test
+    named (a rule file that does not load) is not a test that caught anything: it raises."""
+    from servewatch import promtool_cost, tools, verify
+    from servewatch.promtool_runs import environment
+
+    doc = yaml.safe_load(path.read_text())
+    step = promtool_cost.interval_s(doc)
+    for test in sorted(doc["tests"], key=lambda t: promtool_cost.test_cost(t, step, 0)):
+        name = test["name"]
+        only = f"--run=^{verify._go_literal(name)}$"
+        res = tools.run("promtool", "test", "rules", only, path, env=environment())
+        if res.returncode == 0:
+            continue
+        said = res.stdout + res.stderr
+        if name not in verify.failed_tests(said):
+            raise AssertionError(f"promtool failed on {path} without failing {name!r}:\n{said}")
+        return said
+    return None

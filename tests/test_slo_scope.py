@@ -18,7 +18,7 @@ from servewatch.slo.plan import INPUTS_ALERT
 from servewatch.slo.scenarios import OUTSIDE, scenario_model
 from servewatch.spec.loader import load
 from servewatch.validation import validate
-from servewatch_testkit.slo_proof import promtool_sliced, write_rule_files
+from servewatch_testkit.slo_proof import first_failure, promtool_sliced, write_rule_files
 
 SLOS = "slos.yaml"
 DEEPSEEK = "deepseek-ai/DeepSeek-V3"
@@ -256,8 +256,8 @@ def test_the_generated_tests_run_in_the_scope_and_one_model_outside(split):
 
 @pytest.mark.tools("promtool")
 def test_promtool_proves_the_split_and_fails_on_rules_without_the_scope(split, tmp_path):
-    """One promtool run of the whole generated SLO test file, and one of it against rules generated
-    without the scopes: there the out-of-scope models are counted and fire."""
+    """One promtool run of the whole generated SLO test file, and its tests run against rules
+    generated without the scopes until one fails: there the out-of-scope models are counted and fire."""
     _, files = split
     body, rule_files = write_rule_files(files, tmp_path)
     path = tmp_path / "slo.test.yaml"
@@ -277,5 +277,5 @@ def test_promtool_proves_the_split_and_fails_on_rules_without_the_scope(split, t
     # only the tests that hold the out-of-scope models: they are what a missing scope breaks
     outside = [t for t in body["tests"] if any(OUTSIDE in s["series"] for s in t["input_series"])]
     path.write_text(yaml.safe_dump({**body, "rule_files": rule_files, "tests": outside}, width=1000))
-    res = promtool_sliced(path)
-    assert res.returncode != 0 and "out-of-scope" in res.stdout + res.stderr, res.stdout[-3000:]
+    said = first_failure(path)  # one failure is enough
+    assert said and "out-of-scope" in said, said

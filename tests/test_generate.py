@@ -162,6 +162,9 @@ def test_identity_labels_come_from_config(specs_with):
             "workload_labels: exported": "workload_labels: plain",
         },
         {"cluster_label: null": "cluster_label: cluster", "dcgm: ''": "dcgm: 'job=\"dcgm-exporter\"'"},
+        # the SLO proofs under a cluster label (moved from test_slo_spec.py); its SLO and vLLM files are
+        # the bytes of the profile above, whose verdicts `servewatch test` keeps: only the GPU's run again
+        {"cluster_label: null": "cluster_label: cluster"},
     ],
 )
 @pytest.mark.tools("promtool")
@@ -172,6 +175,9 @@ def test_scenarios_hold_for_every_exporter_profile(specs_with, tmp_path, profile
     assert servewatch("generate", "--specs", specs, "--out", out).returncode == 0
     res = servewatch("test", "--out", out, "--extra", tmp_path / "none")
     assert res.returncode == 0, res.stdout + res.stderr
+    proofs = yaml.load((out / "promtool" / "slo.test.yaml").read_text(), Loader=LOADER)["tests"]
+    slos = yaml.safe_load((specs / "slos.yaml").read_text())["slos"]
+    assert {t["name"].split(":")[0] for t in proofs} == set(slos)  # every SLO is proven
     rules = (out / "rules" / "gpu.rules.yaml").read_text()
     if "fb_units: bytes" in (specs / "config.yaml").read_text():
         assert "DCGM_FI_DEV_FB_USED_BYTES" in rules and "DCGM_FI_DEV_FB_USED)" not in rules

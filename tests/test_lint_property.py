@@ -31,7 +31,9 @@ DCGM_GAUGES = [
     "DCGM_FI_DEV_GPU_TEMP",
     "DCGM_FI_DEV_POWER_USAGE",
 ]
-VLLM_GAUGES = ["vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"]
+VLLM_COUNTS = ["vllm:num_requests_running", "vllm:num_requests_waiting"]
+VLLM_SATURATION = "vllm:kv_cache_usage_perc"
+VLLM_GAUGES = [*VLLM_COUNTS, VLLM_SATURATION]
 VLLM_COUNTERS = ["vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:num_preemptions_total"]
 HISTOGRAMS = [
     "vllm:e2e_request_latency_seconds",
@@ -50,18 +52,23 @@ def gpu_series(draw):
 
 
 @st.composite
-def engine_series(draw):
+def engine_series(draw, gauges=tuple(VLLM_GAUGES)):
     """One series per engine: a gauge, or a counter's rate, deduplicated to the engine."""
     if draw(st.booleans()):
-        return b.dedup(draw(st.sampled_from(VLLM_GAUGES)), ENGINE)
+        return b.dedup(draw(st.sampled_from(gauges)), ENGINE)
     return b.dedup(b.rate(draw(st.sampled_from(VLLM_COUNTERS)), draw(WINDOWS)), ENGINE)
 
 
 @st.composite
 def model_series(draw):
-    """One series per model: engines summed, or a latency quantile that keeps le and the model."""
-    if draw(st.booleans()):
-        return b.agg("sum", MODEL, draw(engine_series()))
+    """One series per model: the engines' counts and rates summed, the fullest engine's KV cache
+    (a saturation is never summed across engines: saturation-avg), or a latency quantile that keeps
+    le and the model."""
+    how = draw(st.sampled_from(["sum", "fullest", "quantile"]))
+    if how == "sum":
+        return b.agg("sum", MODEL, draw(engine_series(tuple(VLLM_COUNTS))))
+    if how == "fullest":
+        return b.agg("max", MODEL, b.dedup(VLLM_SATURATION, ENGINE))
     buckets = b.dedup(b.rate(draw(st.sampled_from(HISTOGRAMS)) + "_bucket", draw(WINDOWS)), [*ENGINE, "le"])
     return b.quantile(draw(st.sampled_from([0.5, 0.95, 0.99])), b.agg("sum", [*MODEL, "le"], buckets))
 
@@ -129,3 +136,12 @@ def test_the_same_without_on_do_not(expr):
 def test_a_gpu_identity_that_is_not_unique_does_not(part, rest, identity):
     problems = {p.check for p in lint(b.matched_ratio(part, rest, identity), CTX)}
     assert "match-not-unique" in problems
+
+
+def test_a_sum_of_kv_caches_over_another_is_a_pooled_saturation():
+    """Why model_series never sums a saturation: hypothesis once composed the engines' summed KV
+    cache over a ratio with the same sum inside, and saturation-avg reports that pooling, rightly."""
+    kv = b.agg("sum", MODEL, b.dedup(VLLM_SATURATION, ENGINE))
+    running = b.agg("sum", MODEL, b.dedup("vllm:num_requests_running", ENGINE))
+    expr = b.guarded_div(kv, b.guarded_div(running, kv, MODEL), MODEL)
+    assert [p.check for p in lint(expr, CTX)] == ["saturation-avg"], expr

@@ -16,6 +16,7 @@ evaluated at each of those steps, so a recorded series has a sample at each and 
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -47,18 +48,30 @@ def kahan_inc(inc: float, total: float, c: float) -> tuple[float, float]:
     return t, c
 
 
+def kahan_add(values, total: float, c: float) -> tuple[float, float]:
+    """kahan_inc over `values` in order, inlined: the simulation's hottest loop (the same operations
+    in the same order, so the same bits)."""
+    isinf = math.isinf
+    for inc in values:
+        t = total + inc
+        if isinf(t):
+            c = 0.0
+        elif abs(total) >= abs(inc):
+            c += (total - t) + inc
+        else:
+            c += (inc - t) + total
+        total = t
+    return total, c
+
+
 def kahan_sum(values: list[float]) -> float:
-    total, c = 0.0, 0.0
-    for v in values:
-        total, c = kahan_inc(v, total, c)
+    total, c = kahan_add(values, 0.0, 0.0)
     return total + c
 
 
 def avg_over_time(values: list[float]) -> float:
     """avg_over_time of the samples, as Prometheus 3.5 computes it (first sample pre-set, then Kahan)."""
-    total, c = values[0], 0.0
-    for v in values[1:]:
-        total, c = kahan_inc(v, total, c)
+    total, c = kahan_add(itertools.islice(values, 1, None), values[0], 0.0)
     n = float(len(values))
     return total / n + c / n
 
@@ -76,15 +89,20 @@ def extrapolated(
     where Prometheus returns no sample (fewer than two samples in the window). `histogram`: the
     counter is a field of a native histogram (its count, a bucket), which Prometheus 3.5 extrapolates
     without the float counter's stop at zero."""
-    lo = at - window_s / step_s
-    pts = [(i, values[i]) for i in range(max(0, math.floor(lo)), min(at, len(values) - 1) + 1) if i > lo]
-    pts = [(i, v) for i, v in pts if v is not None]
+    first_i = max(0, math.floor(at - window_s / step_s) + 1)  # the first sample in (t - window, t]
+    last_i = min(at, len(values) - 1)
+    pts = values[first_i : last_i + 1]
+    if None in pts:  # the rare series with gaps: the samples there, by minute
+        present = [(i, v) for i, v in enumerate(pts, first_i) if v is not None]
+        if present:
+            first_i, last_i = present[0][0], present[-1][0]
+        pts = [v for _, v in present]
     if len(pts) < 2:
         return None
-    (first_i, first_v), (last_i, last_v) = pts[0], pts[-1]
+    first_v, last_v = pts[0], pts[-1]
     result = last_v - first_v
     prev = first_v
-    for _, v in pts[1:]:
+    for v in itertools.islice(pts, 1, None):
         if v < prev:  # a counter reset: the new run started from zero
             result += prev
         prev = v
@@ -115,9 +133,7 @@ def avg_with_last(prefix: list[float]):
     of the prefix is done once (Prometheus adds in time order, so the last sample comes last)."""
     if not prefix:
         return lambda last: avg_over_time([last])
-    total, c = prefix[0], 0.0
-    for v in prefix[1:]:
-        total, c = kahan_inc(v, total, c)
+    total, c = kahan_add(itertools.islice(prefix, 1, None), prefix[0], 0.0)
     n = float(len(prefix) + 1)
 
     def avg(last: float) -> float:
@@ -365,6 +381,8 @@ class Timeline:
 
 def _sum(values: list[float | None]) -> float | None:
     present = [v for v in values if v is not None]
+    if len(present) == 1:  # the usual one engine: kahan_sum of one value is 0.0 + v, nothing to compensate
+        return present[0] + 0.0
     return kahan_sum(present) if present else None
 
 

@@ -265,6 +265,7 @@ class Timeline:
         self.close_calls: set[int] = set()
         self._exact: dict[tuple[str, int, float], float | None] = {}
         self._rough: list[list[s.BurnWindow]] = []
+        self._rough_avg: dict[tuple[str, str], tuple[range, list[float | None]]] = {}
         self._decide(steps)
 
     def evaluated(self, at: int) -> bool:
@@ -322,18 +323,97 @@ class Timeline:
             held = held and events >= guard
         return held
 
+    def _rough_burns(self, window: str) -> list[float | None]:
+        """burn(at, window) from the running sums at every evaluation, at once: what holds() computes
+        per row and step (the same operations), for the windows the rows share."""
+        burns: list[float | None] = [None] * len(self.valid)
+        budget = self.budget
+        if window == self.rate_window:
+            pairs = ((at, self.good[at], self.valid[at]) for at in range(0, len(burns), self.every))
+        else:
+            pairs = zip(*self._rough_avgs("good", window), self._rough_avgs("valid", window)[1], strict=True)
+        for at, good, valid in pairs:
+            if good is not None and valid is not None and valid > 0:
+                burns[at] = (1 - good / valid) / budget
+        return burns
+
+    def _rough_avgs(self, which: str, window: str) -> tuple[range, list[float | None]]:
+        """_avg(which, at, window, exact=False) at every evaluation `at` (once per window: the rows'
+        burns and guards share them)."""
+        key = (which, window)
+        if key not in self._rough_avg:
+            self._rough_avg[key] = self._rough_avgs_of(which, window)
+        return self._rough_avg[key]
+
+    def _rough_avgs_of(self, which: str, window: str) -> tuple[range, list[float | None]]:
+        sums, counts = self._running[which]
+        span = seconds(window) / STEP_S
+        evaluations = range(0, len(self.valid), self.every)
+        avgs = []
+        for at in evaluations:
+            first = max(0, math.floor(at - span) + 1)
+            n = counts[at + 1] - counts[first]
+            avgs.append((sums[at + 1] - sums[first]) / n if n else None)
+        return evaluations, avgs
+
+    def _rough_holds(self, rows) -> dict[int, list[bool]]:
+        """holds(at, row, exact=False) at every evaluation, per row index, noting close calls the
+        same way (the caller decides the steps in exact_steps exactly, so none of them is needed)."""
+        burns = {w: self._rough_burns(w) for row in rows for w in (row.long, row.short)}
+        guard = self.slo.alerting.min_events
+        events: dict[str, list[float | None]] = {}
+        if guard:
+            for row in rows:
+                if row.long not in events:
+                    window_s = seconds(row.long)
+                    events[row.long] = [None] * len(self.valid)
+                    for at, avg in zip(*self._rough_avgs("valid", row.long), strict=True):
+                        if avg is not None:
+                            events[row.long][at] = avg * window_s
+        close, near = self.close_calls, _near
+        out: dict[int, list[bool]] = {}
+        for ri, row in enumerate(rows):
+            held_at = out[ri] = [False] * len(self.valid)
+            long_, short, threshold = burns[row.long], burns[row.short], row.burn_rate
+            rows_events = events.get(row.long)
+            for at in range(0, len(held_at), self.every):
+                if at in self.exact_steps:
+                    continue
+                held = True
+                for burn in (long_[at], short[at]):
+                    if burn is None:
+                        held = None
+                        break
+                    if near(burn, threshold):
+                        close.add(at)
+                    held = held and burn > threshold
+                if held is None:
+                    continue
+                if guard:
+                    n = rows_events[at]
+                    if n is None:
+                        continue
+                    if near(n, guard):
+                        close.add(at)
+                    held = held and n >= guard
+                held_at[at] = held
+        return out
+
     # -- alert states ---------------------------------------------------------------------------------
     def _decide(self, steps: int) -> None:
         """Which rows fire at each step: held for `for` (Prometheus: firing once now - active >= for)."""
         since: dict[int, int] = {}
         for_s = seconds(self.slo.alerting.for_)
+        rows = self.slo.alerting.windows
+        rough = self._rough_holds(rows)
         for at in range(steps):
             if not self.evaluated(at):
                 self._rough.append(self._rough[-1])
                 continue
             now = []
-            for ri, row in enumerate(self.slo.alerting.windows):
-                if not self.holds(at, row, exact=at in self.exact_steps):
+            exact = at in self.exact_steps
+            for ri, row in enumerate(rows):
+                if not (self.holds(at, row, exact=True) if exact else rough[ri][at]):
                     since.pop(ri, None)
                     continue
                 if (at - since.setdefault(ri, at)) * STEP_S >= for_s:

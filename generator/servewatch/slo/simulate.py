@@ -347,18 +347,19 @@ class Timeline:
 
     def _rough_avgs_of(self, which: str, window: str) -> tuple[range, list[float | None]]:
         sums, counts = self._running[which]
-        span = seconds(window) / STEP_S
+        span, floor = seconds(window) / STEP_S, math.floor
         evaluations = range(0, len(self.valid), self.every)
-        avgs = []
-        for at in evaluations:
-            first = max(0, math.floor(at - span) + 1)
-            n = counts[at + 1] - counts[first]
-            avgs.append((sums[at + 1] - sums[first]) / n if n else None)
+        firsts = [max(0, floor(at - span) + 1) for at in evaluations]
+        avgs = [
+            (sums[at + 1] - sums[first]) / n if (n := counts[at + 1] - counts[first]) else None
+            for at, first in zip(evaluations, firsts, strict=True)
+        ]
         return evaluations, avgs
 
     def _rough_holds(self, rows) -> dict[int, list[bool]]:
         """holds(at, row, exact=False) at every evaluation, per row index, noting close calls the
-        same way (the caller decides the steps in exact_steps exactly, so none of them is needed)."""
+        same way (the caller decides the steps in exact_steps exactly, so none of them is needed).
+        _near is written out: this loop runs for every row at every step of every timeline."""
         burns = {w: self._rough_burns(w) for row in rows for w in (row.long, row.short)}
         guard = self.slo.alerting.min_events
         events: dict[str, list[float | None]] = {}
@@ -370,30 +371,31 @@ class Timeline:
                     for at, avg in zip(*self._rough_avgs("valid", row.long), strict=True):
                         if avg is not None:
                             events[row.long][at] = avg * window_s
-        close, near = self.close_calls, _near
+        close, exact = self.close_calls, self.exact_steps
+        abs_guard = abs(guard) if guard else 0
         out: dict[int, list[bool]] = {}
         for ri, row in enumerate(rows):
             held_at = out[ri] = [False] * len(self.valid)
             long_, short, threshold = burns[row.long], burns[row.short], row.burn_rate
+            abs_threshold = abs(threshold)
             rows_events = events.get(row.long)
             for at in range(0, len(held_at), self.every):
-                if at in self.exact_steps:
+                burn = long_[at]
+                if burn is None or at in exact:
                     continue
-                held = True
-                for burn in (long_[at], short[at]):
-                    if burn is None:
-                        held = None
-                        break
-                    if near(burn, threshold):
-                        close.add(at)
-                    held = held and burn > threshold
-                if held is None:
+                if abs(burn - threshold) <= CLOSE * max(abs(burn), abs_threshold, 1e-300):
+                    close.add(at)
+                burn_short = short[at]
+                if burn_short is None:
                     continue
+                if abs(burn_short - threshold) <= CLOSE * max(abs(burn_short), abs_threshold, 1e-300):
+                    close.add(at)
+                held = burn > threshold and burn_short > threshold
                 if guard:
                     n = rows_events[at]
                     if n is None:
                         continue
-                    if near(n, guard):
+                    if abs(n - guard) <= CLOSE * max(abs(n), abs_guard, 1e-300):
                         close.add(at)
                     held = held and n >= guard
                 held_at[at] = held

@@ -33,7 +33,7 @@ from ..slo.scenarios import (
     scenario_model,
 )
 from .scenario_tests import series_with_selectors
-from .slo_shown import BatchShown, FiringShown, ProofShown, RunShown, ScenarioShown, shown
+from .slo_shown import BatchShown, FiringShown, ProofShown, RunShown, ScenarioShown, as_json, shown
 from .slo_engines import SloEngines, slo_engines
 
 
@@ -97,7 +97,7 @@ def _kept_or_designed(model: Model) -> SloTestPlan:
             pass  # a damaged entry is made again
     plan = _design(model)
     # keys in build order, as the renderer writes them
-    diskcache.put(CACHE_KIND, key, json.dumps(dataclasses.asdict(plan)))
+    diskcache.put(CACHE_KIND, key, as_json(plan))
     return plan
 
 

@@ -67,7 +67,7 @@ class ProofShown:
         return [(b, sc) for b in self.batches for sc in b.scenarios]
 
     def to_json(self) -> str:
-        return json.dumps(self, default=_fields, sort_keys=True)
+        return as_json(self, sort_keys=True)
 
     @staticmethod
     def from_json(text: str) -> ProofShown:
@@ -75,9 +75,14 @@ class ProofShown:
         return ProofShown(tuple(_batch(b) for b in data["batches"]))
 
 
+def as_json(data, **options) -> str:
+    """json.dumps(dataclasses.asdict(data)), the same text without asdict's deep copy of every
+    float of every series: json writes the tuples and lists itself, and asks for the dataclasses'
+    fields (in their order, as asdict gives them)."""
+    return json.dumps(data, default=_fields, **options)
+
+
 def _fields(obj) -> dict:
-    """A dataclass's fields for json.dumps, which writes the tuples in them as lists itself: the same
-    text as dataclasses.asdict, without its deep copy of every float of every series."""
     return {f.name: getattr(obj, f.name) for f in fields(obj)}
 
 

@@ -89,43 +89,65 @@ def extrapolated(
     where Prometheus returns no sample (fewer than two samples in the window). `histogram`: the
     counter is a field of a native histogram (its count, a bucket), which Prometheus 3.5 extrapolates
     without the float counter's stop at zero."""
-    first_i = max(0, math.floor(at - window_s / step_s) + 1)  # the first sample in (t - window, t]
-    last_i = min(at, len(values) - 1)
-    pts = values[first_i : last_i + 1]
-    if None in pts:  # the rare series with gaps: the samples there, by minute
-        present = [(i, v) for i, v in enumerate(pts, first_i) if v is not None]
-        if present:
-            first_i, last_i = present[0][0], present[-1][0]
-        pts = [v for _, v in present]
-    if len(pts) < 2:
-        return None
-    first_v, last_v = pts[0], pts[-1]
-    result = last_v - first_v
-    prev = first_v
-    for v in itertools.islice(pts, 1, None):
-        if v < prev:  # a counter reset: the new run started from zero
-            result += prev
-        prev = v
-    to_start = (first_i - at) * step_s + window_s
-    to_end = (at - last_i) * step_s
-    sampled = (last_i - first_i) * step_s
-    average = sampled / (len(pts) - 1)
-    threshold = average * 1.1
-    if to_start >= threshold:  # the series starts inside the window: extrapolate half an interval
-        to_start = average / 2
-    if result > 0 and first_v >= 0 and not histogram:  # never extrapolate a counter below zero
-        to_start = min(to_start, sampled * (first_v / result))
-    if to_end >= threshold:
-        to_end = average / 2
-    factor = (sampled + to_start + to_end) / sampled
-    if is_rate:
-        factor /= window_s
-    return result * factor
+    return extrapolated_at(values, (at,), window_s, step_s, is_rate, histogram)[0]
+
+
+def extrapolated_at(
+    values: Values,
+    steps,
+    window_s: float,
+    step_s: float = STEP_S,
+    is_rate: bool = True,
+    histogram: bool = False,
+) -> list[float | None]:
+    """extrapolated() at each of `steps`, in one loop: a timeline asks for every evaluation."""
+    span, floor, last = window_s / step_s, math.floor, len(values) - 1
+    out: list[float | None] = []
+    for at in steps:
+        first_i = max(0, floor(at - span) + 1)  # the first sample in (t - window, t]
+        last_i = min(at, last)
+        pts = values[first_i : last_i + 1]
+        if None in pts:  # the rare series with gaps: the samples there, by minute
+            present = [(i, v) for i, v in enumerate(pts, first_i) if v is not None]
+            if present:
+                first_i, last_i = present[0][0], present[-1][0]
+            pts = [v for _, v in present]
+        if len(pts) < 2:
+            out.append(None)
+            continue
+        first_v, last_v = pts[0], pts[-1]
+        result = last_v - first_v
+        prev = first_v
+        for v in itertools.islice(pts, 1, None):
+            if v < prev:  # a counter reset: the new run started from zero
+                result += prev
+            prev = v
+        to_start = (first_i - at) * step_s + window_s
+        to_end = (at - last_i) * step_s
+        sampled = (last_i - first_i) * step_s
+        average = sampled / (len(pts) - 1)
+        threshold = average * 1.1
+        if to_start >= threshold:  # the series starts inside the window: extrapolate half an interval
+            to_start = average / 2
+        if result > 0 and first_v >= 0 and not histogram:  # never extrapolate a counter below zero
+            to_start = min(to_start, sampled * (first_v / result))
+        if to_end >= threshold:
+            to_end = average / 2
+        factor = (sampled + to_start + to_end) / sampled
+        if is_rate:
+            factor /= window_s
+        out.append(result * factor)
+    return out
 
 
 def rate(values: Values, at: int, window_s: float, histogram: bool = False) -> float | None:
     """rate(counter[window]) at step `at` of the one-minute grid."""
     return extrapolated(values, at, window_s, histogram=histogram)
+
+
+def rates(values: Values, steps, window_s: float, histogram: bool = False) -> list[float | None]:
+    """rate() at each of `steps`."""
+    return extrapolated_at(values, steps, window_s, histogram=histogram)
 
 
 def avg_with_last(prefix: list[float]):
@@ -169,41 +191,65 @@ class Counters:
 
 def recorded(counters: Counters, at: int, rate_s: float) -> tuple[float | None, float | None]:
     """The good and valid event rates the rules record at step `at` (None: no sample)."""
+    return recorded_at(counters, (at,), rate_s)[0]
+
+
+Recorded = tuple[float | None, float | None]
+
+
+def recorded_at(counters: Counters, steps, rate_s: float) -> list[Recorded]:
+    """recorded() at each of `steps`: each counter's rates at all of them first, series by series,
+    then summed per step in the order the rules sum them."""
     if counters.native:
-        return _native_recorded(counters, at, rate_s)
-    valid = _sum_rates(counters.valid, at, rate_s, counters.by_part)
+        return _native_recorded(counters, steps, rate_s)
+    valid = _sum_rates(counters.valid, steps, rate_s, counters.by_part)
     if counters.subtracts:  # valid - (bad or 0 * valid), as the good-events rule reads
-        bad = _sum_rates(counters.bad, at, rate_s, counters.by_part)
-        return (None if valid is None else valid - (0 * valid if bad is None else bad)), valid
-    good = _sum_rates(counters.good, at, rate_s, counters.by_part)
-    if good is None and valid is not None and counters.absent_good_is_zero:
-        good = 0 * valid  # the good recording falls back to 0 where there are valid events
-    return good, valid
+        bad = _sum_rates(counters.bad, steps, rate_s, counters.by_part)
+        return [
+            (None if v is None else v - (0 * v if b is None else b), v)
+            for v, b in zip(valid, bad, strict=True)
+        ]
+    good = _sum_rates(counters.good, steps, rate_s, counters.by_part)
+    zero = counters.absent_good_is_zero  # the good recording falls back to 0 where there are valid events
+    return [
+        (0 * v if g is None and v is not None and zero else g, v) for g, v in zip(good, valid, strict=True)
+    ]
 
 
-def _native_recorded(counters: Counters, at: int, rate_s: float) -> tuple[float | None, float | None]:
+def _native_recorded(counters: Counters, steps, rate_s: float) -> list[Recorded]:
     """recorded() over native histograms: per engine, good = (g / c) * c as histogram_fraction (the
     buckets up to the threshold over the count) times histogram_count computes it, 0 where the
     engine observed nothing (promql/histograms.py count_below)."""
-    valid = [rate(v, at, rate_s, histogram=True) for _, v in counters.valid]
-    good = [rate(g, at, rate_s, histogram=True) for _, g in counters.good]
-    per_engine = [
-        None if g is None or c is None else (g / c) * c if c else 0.0
-        for g, c in zip(good, valid, strict=True)
-    ]
-    valid_sum, good_sum = _sum(valid), _sum(per_engine)
-    if good_sum is None and valid_sum is not None and counters.absent_good_is_zero:
-        good_sum = 0 * valid_sum
-    return good_sum, valid_sum
+    valid_rates = [rates(v, steps, rate_s, histogram=True) for _, v in counters.valid]
+    good_rates = [rates(g, steps, rate_s, histogram=True) for _, g in counters.good]
+    out = []
+    for i in range(len(steps)):
+        valid, good = [r[i] for r in valid_rates], [r[i] for r in good_rates]
+        per_engine = [
+            None if g is None or c is None else (g / c) * c if c else 0.0
+            for g, c in zip(good, valid, strict=True)
+        ]
+        valid_sum, good_sum = _sum(valid), _sum(per_engine)
+        if good_sum is None and valid_sum is not None and counters.absent_good_is_zero:
+            good_sum = 0 * valid_sum
+        out.append((good_sum, valid_sum))
+    return out
 
 
-def _sum_rates(series, at: int, rate_s: float, by_part: bool) -> float | None:
+def _sum_rates(series, steps, rate_s: float, by_part: bool) -> list[float | None]:
     if not by_part:
-        return _sum([rate(v, at, rate_s) for _, v in series])
-    parts: dict[str, list[float | None]] = {}
+        return _sum_each([rates(v, steps, rate_s) for _, v in series], len(steps))
+    parts: dict[str, list[list[float | None]]] = {}
     for part, values in series:
-        parts.setdefault(part, []).append(rate(values, at, rate_s))
-    return _sum([_sum(parts[p]) for p in sorted(parts)])
+        parts.setdefault(part, []).append(rates(values, steps, rate_s))
+    return _sum_each([_sum_each(parts[p], len(steps)) for p in sorted(parts)], len(steps))
+
+
+def _sum_each(columns: list[list[float | None]], steps: int) -> list[float | None]:
+    """_sum at each step of `columns` (a list per series, a value per step)."""
+    if len(columns) == 1:  # the usual one engine: _sum of one value, v + 0.0
+        return [None if v is None else v + 0.0 for v in columns[0]]
+    return [_sum(at) for at in zip(*columns, strict=True)] if columns else [None] * steps
 
 
 @dataclass(frozen=True)
@@ -255,12 +301,11 @@ class Timeline:
         # own sums, and an edge met there is the point, not a close call
         self.exact_steps = exact_steps
         rate_s = seconds(rate_window)
-        self.valid: list[float | None] = []
-        self.good: list[float | None] = []
-        for at in range(steps):
-            good, valid = recorded(counters, at, rate_s) if self.evaluated(at) else (None, None)
-            self.valid.append(valid)
-            self.good.append(good)
+        self.valid: list[float | None] = [None] * steps
+        self.good: list[float | None] = [None] * steps
+        evaluations = range(0, steps, every)
+        for at, (good, valid) in zip(evaluations, recorded_at(counters, evaluations, rate_s), strict=True):
+            self.good[at], self.valid[at] = good, valid
         self._running = {"valid": _running(self.valid), "good": _running(self.good)}
         self.close_calls: set[int] = set()
         self._exact: dict[tuple[str, int, float], float | None] = {}

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..spec.schema import seconds
-from .simulate import STEP_S, Counters, avg_with_last, recorded
+from .simulate import STEP_S, Counters, avg_with_last, recorded, recorded_at
 
 Lists = tuple[list[float], list[float]]  # cumulative good and valid counts, sample i at minute i
 # The edge sits at an evaluation, and the last sample searched is the one taken at that minute.
@@ -58,7 +58,7 @@ class EdgeProbe:
         assert at % every == 0, f"the edge at minute {at} is no evaluation"
         first = max(0, math.floor(at - seconds(edge.window) / STEP_S) + 1)
         # the window's earlier records: one per evaluation, every `every` minutes
-        before = [recorded(counters, m, self.rate_s) for m in range(first, at) if m % every == 0]
+        before = recorded_at(counters, [m for m in range(first, at) if m % every == 0], self.rate_s)
         self.avg_good = avg_with_last([g for g, _ in before if g is not None])
         self.avg_valid = avg_with_last([v for _, v in before if v is not None])
         self.tail = int(self.rate_s // STEP_S) + 2  # samples one rate window needs

@@ -311,6 +311,7 @@ class Timeline:
         self._exact: dict[tuple[str, int, float], float | None] = {}
         self._rough: list[list[s.BurnWindow]] = []
         self._rough_avg: dict[tuple[str, str], tuple[range, list[float | None]]] = {}
+        self._firsts: dict[str, list[int]] = {}
         self._decide(steps)
 
     def evaluated(self, at: int) -> bool:
@@ -392,12 +393,13 @@ class Timeline:
 
     def _rough_avgs_of(self, which: str, window: str) -> tuple[range, list[float | None]]:
         sums, counts = self._running[which]
-        span, floor = seconds(window) / STEP_S, math.floor
         evaluations = range(0, len(self.valid), self.every)
-        firsts = [max(0, floor(at - span) + 1) for at in evaluations]
+        if window not in self._firsts:  # the window's first minute at each evaluation, as _avg finds it
+            span, floor = seconds(window) / STEP_S, math.floor
+            self._firsts[window] = [max(0, floor(at - span) + 1) for at in evaluations]
         avgs = [
             (sums[at + 1] - sums[first]) / n if (n := counts[at + 1] - counts[first]) else None
-            for at, first in zip(evaluations, firsts, strict=True)
+            for at, first in zip(evaluations, self._firsts[window], strict=True)
         ]
         return evaluations, avgs
 

@@ -270,6 +270,17 @@ def _near(a: float, b: float) -> bool:
     return abs(a - b) <= CLOSE * max(abs(a), abs(b), 1e-300)
 
 
+def _near_range(b: float) -> tuple[float, float]:
+    """Bounds that hold every finite `a` with _near(a, b) (for a finite b), with room to spare (there
+    |a - b| <= CLOSE * |b| * (1 + 2 * CLOSE), or CLOSE * 1e-300): a comparison that rules out almost
+    every value before _near runs. _near also holds for an infinite `a` (_INFINITE)."""
+    margin = abs(b) * 1e-6 + 1e-290
+    return b - margin, b + margin
+
+
+_INFINITE = (math.inf, -math.inf)
+
+
 def _text_is_stable(value: float, fmt) -> bool:
     """Whether float noise in `value` could change how a template prints it."""
     return fmt(value * (1 + CLOSE)) == fmt(value) == fmt(value * (1 - CLOSE))
@@ -406,7 +417,7 @@ class Timeline:
     def _rough_holds(self, rows) -> dict[int, list[bool]]:
         """holds(at, row, exact=False) at every evaluation, per row index, noting close calls the
         same way (the caller decides the steps in exact_steps exactly, so none of them is needed).
-        _near is written out: this loop runs for every row at every step of every timeline."""
+        This loop runs for every row at every step of every timeline: _near only runs in its range."""
         burns = {w: self._rough_burns(w) for row in rows for w in (row.long, row.short)}
         guard = self.slo.alerting.min_events
         events: dict[str, list[float | None]] = {}
@@ -419,30 +430,30 @@ class Timeline:
                         if avg is not None:
                             events[row.long][at] = avg * window_s
         close, exact = self.close_calls, self.exact_steps
-        abs_guard = abs(guard) if guard else 0
+        guard_lo, guard_hi = _near_range(guard or 0)
         out: dict[int, list[bool]] = {}
         for ri, row in enumerate(rows):
             held_at = out[ri] = [False] * len(self.valid)
             long_, short, threshold = burns[row.long], burns[row.short], row.burn_rate
-            abs_threshold = abs(threshold)
+            lo, hi = _near_range(threshold)
             rows_events = events.get(row.long)
             for at in range(0, len(held_at), self.every):
                 burn = long_[at]
                 if burn is None or at in exact:
                     continue
-                if abs(burn - threshold) <= CLOSE * max(abs(burn), abs_threshold, 1e-300):
+                if (lo <= burn <= hi or burn in _INFINITE) and _near(burn, threshold):
                     close.add(at)
                 burn_short = short[at]
                 if burn_short is None:
                     continue
-                if abs(burn_short - threshold) <= CLOSE * max(abs(burn_short), abs_threshold, 1e-300):
+                if (lo <= burn_short <= hi or burn_short in _INFINITE) and _near(burn_short, threshold):
                     close.add(at)
                 held = burn > threshold and burn_short > threshold
                 if guard:
                     n = rows_events[at]
                     if n is None:
                         continue
-                    if abs(n - guard) <= CLOSE * max(abs(n), abs_guard, 1e-300):
+                    if (guard_lo <= n <= guard_hi or n in _INFINITE) and _near(n, guard):
                         close.add(at)
                     held = held and n >= guard
                 held_at[at] = held

@@ -330,25 +330,22 @@ class Timeline:
         return at % self.every == 0
 
     # -- window averages ----------------------------------------------------------------------------
-    def _avg(self, which: str, at: int, window_s: float, exact: bool) -> float | None:
-        first = max(0, math.floor(at - window_s / STEP_S) + 1)
-        if exact:
-            key = (which, at, window_s)
-            if key not in self._exact:  # the same steps are asked for again and again (checks, text)
-                values = [v for v in getattr(self, which)[first : at + 1] if v is not None]
-                self._exact[key] = avg_over_time(values) if values else None
-            return self._exact[key]
-        sums, counts = self._running[which]
-        n = counts[at + 1] - counts[first]
-        return (sums[at + 1] - sums[first]) / n if n else None
+    def _avg(self, which: str, at: int, window_s: float) -> float | None:
+        """avg_over_time of the recorded `which` over the window, with Prometheus' own sums."""
+        key = (which, at, window_s)
+        if key not in self._exact:  # the same steps are asked for again and again (checks, text)
+            first = max(0, math.floor(at - window_s / STEP_S) + 1)
+            values = [v for v in getattr(self, which)[first : at + 1] if v is not None]
+            self._exact[key] = avg_over_time(values) if values else None
+        return self._exact[key]
 
-    def error(self, at: int, window: str, exact: bool = True) -> float | None:
+    def error(self, at: int, window: str) -> float | None:
         """slo:sli_error:ratio_rate<window> at step `at` (None: no sample)."""
         if window == self.rate_window:
             good, valid = self.good[at], self.valid[at]
         else:
-            good = self._avg("good", at, seconds(window), exact)
-            valid = self._avg("valid", at, seconds(window), exact)
+            good = self._avg("good", at, seconds(window))
+            valid = self._avg("valid", at, seconds(window))
         if good is None or valid is None or not valid > 0:
             return None
         return 1 - good / valid
@@ -358,11 +355,12 @@ class Timeline:
         err = self.error(at, self.slo.window)
         return None if err is None else 1 - err / self.budget
 
-    def holds(self, at: int, row: s.BurnWindow, exact: bool) -> bool:
-        """Whether the row's condition holds at `at`; a comparison within float noise is a close call."""
+    def holds(self, at: int, row: s.BurnWindow) -> bool:
+        """Whether the row's condition holds at `at`, with Prometheus' own sums; a comparison within
+        float noise is a close call (every evaluation at once from the running sums: _rough_holds)."""
         held = True
         for w in (row.long, row.short):
-            err = self.error(at, w, exact)
+            err = self.error(at, w)
             if err is None:
                 return False
             burn = err / self.budget
@@ -371,7 +369,7 @@ class Timeline:
             held = held and burn > row.burn_rate
         guard = self.slo.alerting.min_events
         if guard:
-            rate_ = self._avg("valid", at, seconds(row.long), exact)
+            rate_ = self._avg("valid", at, seconds(row.long))
             if rate_ is None:
                 return False
             events = rate_ * seconds(row.long)
@@ -395,8 +393,8 @@ class Timeline:
         return burns
 
     def _rough_avgs(self, which: str, window: str) -> tuple[range, list[float | None]]:
-        """_avg(which, at, window, exact=False) at every evaluation `at` (once per window: the rows'
-        burns and guards share them)."""
+        """The window average of the recorded `which` at every evaluation, from the running sums (once
+        per window: the rows' burns and guards share them)."""
         key = (which, window)
         if key not in self._rough_avg:
             self._rough_avg[key] = self._rough_avgs_of(which, window)
@@ -415,8 +413,8 @@ class Timeline:
         return evaluations, avgs
 
     def _rough_holds(self, rows) -> dict[int, list[bool]]:
-        """holds(at, row, exact=False) at every evaluation, per row index, noting close calls the
-        same way (the caller decides the steps in exact_steps exactly, so none of them is needed).
+        """holds(at, row) at every evaluation from the running sums, per row index, noting close calls
+        the same way (the caller decides the steps in exact_steps exactly, so none of them is needed).
         This loop runs for every row at every step of every timeline: _near only runs in its range."""
         burns = {w: self._rough_burns(w) for row in rows for w in (row.long, row.short)}
         guard = self.slo.alerting.min_events
@@ -473,7 +471,7 @@ class Timeline:
             now = []
             exact = at in self.exact_steps
             for ri, row in enumerate(rows):
-                if not (self.holds(at, row, exact=True) if exact else rough[ri][at]):
+                if not (self.holds(at, row) if exact else rough[ri][at]):
                     since.pop(ri, None)
                     continue
                 if (at - since.setdefault(ri, at)) * STEP_S >= for_s:
@@ -488,7 +486,7 @@ class Timeline:
 
     def events(self, at: int, window: str) -> float | None:
         """What a row's low-traffic guard compares with min_events: the valid events over `window`."""
-        rate_ = self._avg("valid", at, seconds(window), exact=True)
+        rate_ = self._avg("valid", at, seconds(window))
         return None if rate_ is None else rate_ * seconds(window)
 
     def burn(self, at: int, window: str) -> float | None:
@@ -506,7 +504,7 @@ class Timeline:
         out = []
         remaining = self.remaining(at)
         for row in self._rough[at]:
-            if not self.holds(at, row, exact=True):
+            if not self.holds(at, row):
                 self.close_calls.add(at)  # the running sums and Prometheus' sums disagree here
                 continue
             value = self.error(at, row.long) / self.budget

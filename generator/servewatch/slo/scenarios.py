@@ -312,6 +312,10 @@ class Designer:
         """The first evaluation at or after `minute`."""
         return -(-minute // self.every) * self.every
 
+    def wait(self, minute: int) -> int:
+        """The minutes from `minute` to the first evaluation at or after it."""
+        return self.step_up(minute) - minute
+
     def counters(self, series: Synthetic) -> Counters:
         return Counters(
             good=tuple((x.part, x.values) for x in series if x.good),
@@ -683,7 +687,7 @@ class Designer:
         )
         if burning is None:
             return None
-        settle += self.step_up(QUIET_UNTIL + burning + settle) - (QUIET_UNTIL + burning + settle)
+        settle += self.wait(QUIET_UNTIL + burning + settle)
         at = QUIET_UNTIL + burning + settle
         run = self.run(scenario_model(f"short-edge-{i}"))
         run.traffic.add(QUIET_UNTIL, self.per_min, 0.0).add(burning, self.per_min, self.error_ratio(high))
@@ -722,7 +726,7 @@ class Designer:
         base = 0.45 * f  # 0.45x: off every workbook rate (0.5 x 6 = 3)
         settle = minutes(row.short) + self.rate_min + self.for_min + 2
         before = min(max(long_min - settle, 1), 2 * QUIET_UNTIL)  # minutes at the base burn
-        settle += self.step_up(QUIET_UNTIL + before + settle) - (QUIET_UNTIL + before + settle)
+        settle += self.wait(QUIET_UNTIL + before + settle)
         window = min(long_min, QUIET_UNTIL + before + settle)  # the long window's minutes at the end
         base_minutes = min(before, window - settle)
         if base_minutes < 0:
@@ -771,7 +775,7 @@ class Designer:
         k = min(1.5, (1 + 1 / fb) / 2)  # the short stretch burns k x the rate, the calm one none
         settle = minutes(row.short) + self.rate_min + 2
         calm = max(1, round(settle * (k - 1)))
-        calm += self.step_up(QUIET_UNTIL + calm + settle) - (QUIET_UNTIL + calm + settle)
+        calm += self.wait(QUIET_UNTIL + calm + settle)
         at = QUIET_UNTIL + calm + settle
 
         def build(model: str, e: float) -> Traffic:
@@ -800,7 +804,7 @@ class Designer:
         hot_ratio = min(2.1 * fb, (1 + fb) / 2)  # 2.1x: off every workbook rate
         settle = minutes(row.short) + self.rate_min + 2
         hot = max(2, settle // 2)
-        hot += self.step_up(QUIET_UNTIL + hot + settle) - (QUIET_UNTIL + hot + settle)
+        hot += self.wait(QUIET_UNTIL + hot + settle)
         at = QUIET_UNTIL + hot + settle
 
         def build(model: str, e: float) -> Traffic:

@@ -219,7 +219,7 @@ def _units(paths: list[Path], cores: int, scratch: Path | None = None) -> list[P
         is_slice = part.test_file != origin
         for i in range(shards):
             these = names[i::shards]
-            runs = tuple(f"--run=^{_go_literal(n)}$" for n in these) if shards > 1 else ()
+            runs = tuple(run_only(n) for n in these) if shards > 1 else ()
             label = _tests_text(len(these)) if len(these) == total else f"{len(these)} of {total} tests"
             out.append(
                 PromtoolJob(
@@ -287,7 +287,7 @@ def _confirmed(result: PromtoolResult, cache: bool) -> PromtoolResult:
     if result.passed or not job.names:
         return result
     failed = [n for n in failed_tests(result.output) if n in job.names] or job.names
-    runs = tuple(f"--run=^{_go_literal(n)}$" for n in failed)
+    runs = tuple(run_only(n) for n in failed)
     reads = _reads(job.origin, _load(job.origin))
     whole = PromtoolJob(("test", "rules", *runs), (job.origin,), reads, job.label)
     again = run_one(whole, cache)
@@ -326,6 +326,11 @@ def _reads(test_file: Path, doc: dict) -> tuple[Path, ...]:
 
 GLOB_RE = re.compile(r"[*?\[]")
 GO_SPECIAL = set("\\.+*?()|[]{}^$")
+
+
+def run_only(name: str) -> str:
+    """promtool's `--run` flag that selects the test named `name` and no other."""
+    return f"--run=^{_go_literal(name)}$"
 
 
 def _go_literal(text: str) -> str:

@@ -51,8 +51,7 @@ def first_failure(path: Path) -> str | None:
     step = promtool_cost.interval_s(doc)
     for test in sorted(doc["tests"], key=lambda t: promtool_cost.test_cost(t, step, 0)):
         name = test["name"]
-        only = f"--run=^{verify._go_literal(name)}$"
-        res = tools.run("promtool", "test", "rules", only, path, env=environment())
+        res = tools.run("promtool", "test", "rules", verify.run_only(name), path, env=environment())
         if res.returncode == 0:
             continue
         said = res.stdout + res.stderr

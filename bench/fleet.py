@@ -129,17 +129,14 @@ def shape_for(args: argparse.Namespace, i: int, identity: Identity | None = None
 def generated(specs: Path, into: Path) -> Identity:
     """Write what servewatch generates from `specs` under `into` (rules/, dashboards/, ...) and
     return the identity its config names."""
-    from servewatch import generate
+    from servewatch import generate, writer
     from servewatch.errors import ServewatchError
 
     try:
         model, files = generate.build(specs, out=into)
+        writer.write(into, files)
     except ServewatchError as e:
         raise SystemExit(f"bench-fleet: {specs}: {e}") from None
-    for rel, text in files.items():
-        path = into / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
     return Identity.of(model.config)
 
 

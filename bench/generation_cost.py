@@ -34,7 +34,7 @@ def scaled_specs(copies: int, src: Path, dst: Path) -> Path:
             for name in alerts:
                 text = re.sub(rf"\b{name}\b", f"{name}Copy{i}", text)
             text = re.sub(
-                r"- name: ([a-z-]+)\n(\s+)family: (\w+)", rf"- name: \1-copy{i}\n\2family: \3", text
+                r"- name: ([a-z0-9-]+)\n(\s+)family: (\w+)", rf"- name: \1-copy{i}\n\2family: \3", text
             )
             text = re.sub(r"- name: (.+)\n(\s+)alert:", rf"- name: \1 (copy {i})\n\2alert:", text)
             (f.parent / f"{f.stem}-copy{i}.yaml").write_text(text)

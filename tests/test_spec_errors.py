@@ -753,7 +753,7 @@ GPU_SCENARIO = '{series: \'[[fb_used]]{UUID="GPU-aaaa", gpu="0"'
             "alerts/vllm.yaml",
             "absence: {kind: metrics_absent, source: vllm, startup_grace: 45m}\n        for: 10m",
             "absence: {kind: metrics_absent, source: vllm, startup_grace: 45m}\n        for: 200y",
-            "groups[6].alerts[0].for",
+            "groups[7].alerts[0].for",
             "promtool loads at most 100,000 per series",
         ),
         (

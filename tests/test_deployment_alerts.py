@@ -9,7 +9,7 @@ import re
 import pytest
 import yaml
 
-from servewatch import generate, writer
+from servewatch import generate, writer, yamlio
 from servewatch.model import Model
 from servewatch.plan.rule_tests import boundary_tests
 from servewatch.plan.scenario_tests import scenario_tests
@@ -154,7 +154,7 @@ def test_the_track_ratio_records_are_checked_by_value(configured, prove, tmp_pat
     model, files = configured
     records = [r for r in model.records() if r.signal and model.signal(r.signal).kind == "track_ratio"]
     assert records
-    suite = yaml.safe_load(files["promtool/vllm.records.test.yaml"])
+    suite = yamlio.load(files["promtool/vllm.records.test.yaml"])
     suite["tests"] = [t for t in suite["tests"] if t["name"] in {f"record: {r.record}" for r in records}]
     assert len(suite["tests"]) == len(records)
     for test in suite["tests"]:

@@ -217,7 +217,7 @@ def test_the_client_records_tests_add_up_the_sources_own_series(epp_build):
     labels of the metric); each client record's test has a series apart in each of them, which the
     record must add up, not take as a duplicate scrape."""
     model, files = epp_build
-    tests = yaml.safe_load(files["promtool/vllm.records.test.yaml"])["tests"]
+    tests = yamlio.load(files["promtool/vllm.records.test.yaml"])["tests"]
     labels = model.builder.labels
     for record in model.records():
         signal = model.spec.signals.get(record.signal) if record.signal else None

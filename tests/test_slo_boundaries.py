@@ -11,7 +11,7 @@ import re
 import pytest
 import yaml
 
-from servewatch import generate, tools
+from servewatch import generate, tools, yamlio
 from servewatch_testkit.slo_proof import promtool_sliced, write_rule_files
 
 ALERT = "VLLMTTFTErrorBudgetBurn"
@@ -30,7 +30,7 @@ def default_files(specs_with):
 
 def _ttft_tests(files) -> list[dict]:
     """The TTFT SLO's tests: its scenarios in batches, each batch one promtool test."""
-    tests = [t for t in yaml.safe_load(files["promtool/slo.test.yaml"])["tests"] if "vllm-ttft" in t["name"]]
+    tests = [t for t in yamlio.load(files["promtool/slo.test.yaml"])["tests"] if "vllm-ttft" in t["name"]]
     assert len(tests) > 1, "the scenarios are proven in batches"
     return tests
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from servewatch import generate, tools
+from servewatch import generate, tools, yamlio
 from servewatch.model import Model
 from servewatch.slo.kinds import le_value
 from servewatch.slo.plan import INPUTS_ALERT
@@ -57,7 +57,7 @@ def test_client_aborts_are_not_bad_by_default(built):
 def _slo_test(files, *keys: str) -> tuple[dict, list[dict]]:
     """The generated SLO test file, and only its batches holding the scenarios `keys`, cut down to
     those scenarios' series and checks (promtool's cost is per series and step)."""
-    body = yaml.safe_load(files["promtool/slo.test.yaml"])
+    body = yamlio.load(files["promtool/slo.test.yaml"])
     models = [f"slo-test/{k}" for k in keys]
     out = []
     for t in body["tests"]:

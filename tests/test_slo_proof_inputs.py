@@ -11,6 +11,7 @@ import promql_parser as pp
 import pytest
 import yaml
 
+from servewatch import yamlio
 from servewatch.promql.tree import selectors
 
 SLO_TEST = "promtool/slo.test.yaml"
@@ -18,7 +19,7 @@ SLO_TEST = "promtool/slo.test.yaml"
 
 def _loaded(files: dict[str, str]) -> dict[str, dict]:
     """The rule files the SLO proof loads, by path, parsed."""
-    doc = yaml.safe_load(files[SLO_TEST])
+    doc = yamlio.load(files[SLO_TEST])
     paths = [posixpath.normpath(posixpath.join("promtool", p)) for p in doc["rule_files"]]
     return {p: yaml.safe_load(files[p]) for p in paths}
 

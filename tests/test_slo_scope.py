@@ -12,7 +12,7 @@ import re
 import pytest
 import yaml
 
-from servewatch import generate
+from servewatch import generate, yamlio
 from servewatch.errors import SpecErrors
 from servewatch.slo.plan import INPUTS_ALERT
 from servewatch.slo.scenarios import OUTSIDE, scenario_model
@@ -241,7 +241,7 @@ def test_the_dashboard_and_runbook_follow_the_scope(split):
 
 def test_the_generated_tests_run_in_the_scope_and_one_model_outside(split):
     _, files = split
-    body = yaml.safe_load(files["promtool/slo.test.yaml"])
+    body = yamlio.load(files["promtool/slo.test.yaml"])
     series = [
         s["series"]
         for t in body["tests"]

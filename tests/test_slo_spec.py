@@ -10,7 +10,7 @@ import yaml
 
 from conftest import client_ttft
 from test_slo_scope import SHORT_ROWS
-from servewatch import generate
+from servewatch import generate, yamlio
 from servewatch.errors import SpecErrors
 from servewatch.slo.plan import INPUTS_ALERT
 from servewatch.spec.loader import load
@@ -176,7 +176,7 @@ def test_the_generated_proofs_hold_for_any_tuning(specs_with, tmp_path, servewat
     assert res.returncode == 0, res.stderr
     res = servewatch("test", "--out", out, "--extra", tmp_path / "none")
     assert res.returncode == 0, res.stdout + res.stderr
-    tests = yaml.safe_load((out / "promtool" / "slo.test.yaml").read_text())["tests"]
+    tests = yamlio.load((out / "promtool" / "slo.test.yaml").read_text())["tests"]
     assert {t["name"].split(":")[0] for t in tests} == set(load(specs).slos)
 
 

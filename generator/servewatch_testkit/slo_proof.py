@@ -7,7 +7,7 @@ import posixpath
 import tempfile
 from pathlib import Path
 
-import yaml
+from servewatch import yamlio
 
 SLO_TEST = "promtool/slo.test.yaml"
 
@@ -15,7 +15,7 @@ SLO_TEST = "promtool/slo.test.yaml"
 def write_rule_files(files: dict[str, str], folder: Path) -> tuple[dict, list[str]]:
     """The generated SLO test file, parsed, and its `rule_files` for a test file in `folder`: each rule
     file it loads is written below `folder` (rules/slo.rules.yaml at that path, the others beside)."""
-    body = yaml.safe_load(files[SLO_TEST])
+    body = yamlio.load(files[SLO_TEST])
     out = []
     for read in body["rule_files"]:
         source = posixpath.normpath(posixpath.join(posixpath.dirname(SLO_TEST), read))
@@ -35,7 +35,7 @@ def promtool_sliced(path: Path):
 
     # a fresh folder per call: a test may prove the same file again on other rules
     scratch = Path(tempfile.mkdtemp(prefix=f"{path.stem}-slices-", dir=path.parent))
-    cut = verify.sliced(path, yaml.safe_load(path.read_text()), scratch)
+    cut = verify.sliced(path, yamlio.load(path.read_text()), scratch)
     return tools.run("promtool", "test", "rules", *([path] if cut is None else [s.test_file for s in cut]))
 
 
@@ -47,7 +47,7 @@ def first_failure(path: Path) -> str | None:
     from servewatch import promtool_cost, tools, verify
     from servewatch.promtool_runs import environment
 
-    doc = yaml.safe_load(path.read_text())
+    doc = yamlio.load(path.read_text())
     step = promtool_cost.interval_s(doc)
     for test in sorted(doc["tests"], key=lambda t: promtool_cost.test_cost(t, step, 0)):
         name = test["name"]

@@ -41,8 +41,8 @@ import time as _time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-import yaml
 
+from servewatch import yamlio
 from servewatch.promapi import Client, PromApiError, TimeLike, timestamp
 
 from . import rule_stages
@@ -216,7 +216,7 @@ class LocalPrometheus(LocalServer):
         end = timestamp(
             self.rules_end if self.rules_end is not None else hi + _seconds(self.rule_eval_interval)
         )
-        bodies = [yaml.safe_load(f.read_text()) or {} for f in self.rule_files]
+        bodies = [yamlio.load(f.read_text()) or {} for f in self.rule_files]
         # a record that reads another one is backfilled after it (rule_stages.py). Each stage's files
         # keep one path per rule file, relative to the work dir (promtool's cwd): every stage, and
         # every run, evaluates a group at the same phase

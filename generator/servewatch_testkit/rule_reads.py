@@ -12,9 +12,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
-import yaml
-
-from servewatch import rule_slices
+from servewatch import rule_slices, yamlio
 
 from .rule_stages import reads
 from .synth.scenario import Scenario
@@ -23,7 +21,7 @@ __all__ = ["alerts_closure", "names_read", "read_by_rules", "selected_names"]
 
 
 def _groups(paths: Iterable[str | os.PathLike]) -> list[dict]:
-    return [g for p in paths for g in (yaml.safe_load(Path(p).read_text()) or {}).get("groups") or []]
+    return [g for p in paths for g in (yamlio.load(Path(p).read_text()) or {}).get("groups") or []]
 
 
 def names_read(groups: Iterable[dict]) -> set[str] | None:

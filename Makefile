@@ -41,10 +41,12 @@ lint: $(STAMP)
 	$(BIN)/servewatch lint rules dashboards
 
 # lint runs first (it is listed before tools). Every test runs: a missing binary is installed, never skipped.
+# The workers take modules in conftest.py's order (those with servers, binaries or minutes of CPU
+# first), not xdist's (fewest tests last), so the last modules handed out are short.
 test: lint tools
 	$(BIN)/servewatch generate --check
 	$(BIN)/servewatch test
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --install-tools --durations=25
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --install-tools --durations=25
 
 # In-process only, for a quick answer while editing: no servers, no downloads, no real binaries
 # (promtool, prometheus), none of the minutes-long SLO designs and fuzzing. `make test` runs them all.

@@ -38,6 +38,20 @@ def _skip_reason(name: str, install: bool) -> str | None:
     return _tool_skips[name]
 
 
+# Markers of a module whose tests take long (servers, real binaries, minutes of CPU): pyproject.toml
+HEAVY_MARKERS = ("integration", "slow", "tools")
+
+
+def pytest_collection_modifyitems(items):
+    """Modules with a test marked integration, slow or tools first, the in-process rest after, each
+    module's tests together and in their order. `make test` gives xdist this order (--dist loadfile
+    --no-loadscope-reorder), so the modules handed out last are short ones and both workers finish
+    about together; xdist's own order (fewest tests last) handed out minute-long modules of two or
+    three tests (test_fuzz_specs, test_alertmanager_e2e) at the end, one worker idle meanwhile."""
+    heavy = {item.path for item in items if any(item.get_closest_marker(m) for m in HEAVY_MARKERS)}
+    items.sort(key=lambda item: item.path not in heavy)  # stable: collection order otherwise
+
+
 def pytest_runtest_setup(item):
     install = item.config.getoption("--install-tools")
     for marker in item.iter_markers("tools"):

@@ -371,7 +371,11 @@ def fleet_as(request, tmp_path_factory, profile_build):
         if re.fullmatch(r"rules/[^/]+\.rules\.yaml", path):
             (rules / Path(path).name).write_text(text)
     om = synth.to_openmetrics(series, start, scenario.step)
-    with LocalPrometheus(om, rule_files=sorted(rules.iterdir())) as prom:
+    # the rule files whose records the boards read, as the 4.8 fleet's server has them (no SLO records)
+    read = live._rule_files_read(
+        sorted(rules.iterdir()), [json.loads(files[f"dashboards/{b}.json"]) for b in live.NAMES]
+    )
+    with LocalPrometheus(om, rule_files=read) as prom:
         yield profile, live, prom, scenario.time_at(start, scenario.eval_step), files, series, scenario
 
 

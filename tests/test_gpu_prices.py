@@ -16,6 +16,7 @@ from servewatch_testkit.localprom import LocalPrometheus, backfill_start
 from servewatch_testkit.synth.dcgm import dcgm_gpu, dcgm_target
 from servewatch_testkit.synth.scrape import stable_uuid, up
 from servewatch_testkit.synth.vllm import vllm_engine, vllm_target
+from test_dashboards_integration import _rule_files_read
 
 pytestmark = [pytest.mark.integration, pytest.mark.tools("promtool", "prometheus")]
 
@@ -93,6 +94,9 @@ def test_each_gpu_is_priced_by_its_profile_or_model_on_a_real_prometheus(priced,
     default_expr = _panel(default_build[1], "vllm-serving", COST_PANEL)["targets"][0]["expr"]
     for name, v in values.items():
         default_expr = default_expr.replace(f"${name}", v)
+    # the rule files whose records the board reads (no SLO records: fewer backfill stages)
+    board = json.loads(files["dashboards/vllm-serving.json"])
+    rule_files = _rule_files_read(rule_files, [board])
     with LocalPrometheus(synth.to_openmetrics(series, start, STEP), rule_files=rule_files) as prom:
         tokens = prom.query_value(f'sum(rate(vllm:generation_tokens_total{{model_name="{MODEL}"}}[5m]))', t)
         got = prom.query_value(expr, t)

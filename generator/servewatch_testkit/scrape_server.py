@@ -29,7 +29,7 @@ from typing import Iterable, Mapping
 
 from .synth.series import Series
 
-__all__ = ["ScrapeServer", "exposition"]
+__all__ = ["Exposition", "ScrapeServer", "exposition", "value_at"]
 
 COUNTING = ("counter", "histogram")  # kinds whose values only grow: scaled with time
 
@@ -84,34 +84,56 @@ def _escape(v: str) -> str:
 def exposition(series: Iterable[Series], step: int, drop: Iterable[str] = (), scale: float = 1.0) -> str:
     """Prometheus text format 0.0.4 of `series` at `step`: labels in `drop` left out, counter and
     histogram values divided by `scale`, series without a value at that step left out."""
-    drop = set(drop)
-    families: dict[str, list[tuple[Series, float]]] = {}
-    for s in series:
-        v = value_at(s, step)
-        if v is not None:
-            families.setdefault(s.family, []).append((s, v / scale if s.kind in COUNTING else v))
-    out = []
-    for family in sorted(families):
-        group = families[family]
-        kind = group[0][0].kind
-        typed = kind if kind in ("gauge", "histogram") else "untyped"
-        if kind == "counter" and all(s.name.endswith("_total") for s, _ in group):
-            typed, family = "counter", group[0][0].name  # the 0.0.4 text names a counter with _total
-        out.append(f"# TYPE {family} {typed}\n")
-        order = _histogram_order if kind == "histogram" else (lambda sv: (sv[0].name, sv[0].labels))
-        for s, v in sorted(group, key=order):
-            labels = ",".join(f'{k}="{_escape(val)}"' for k, val in s.labels if k not in drop)
-            out.append(f"{s.name}{{{labels}}} {_fmt(v)}\n" if labels else f"{s.name} {_fmt(v)}\n")
-    return "".join(out)
+    return Exposition(series, drop).at(step, scale)
+
+
+class Exposition:
+    """The text format of a fixed set of series, laid out once (families, their order, each line's
+    name and labels) so that a step only formats values: a replay serves tens of thousands of
+    series per scrape. ``at(step, timestamp_ms=...)`` stamps every line, for a scraper that honours
+    timestamps."""
+
+    def __init__(self, series: Iterable[Series], drop: Iterable[str] = ()):
+        drop = set(drop)
+        families: dict[str, list[Series]] = {}
+        for s in series:
+            families.setdefault(s.family, []).append(s)
+        self._families: list[tuple[str, bool, list[tuple[Series, str]]]] = []
+        for family in sorted(families):
+            group = families[family]
+            kind = group[0].kind
+            typed = kind if kind in ("gauge", "histogram") else "untyped"
+            if kind == "counter" and all(s.name.endswith("_total") for s in group):
+                typed, family = "counter", group[0].name  # the 0.0.4 text names a counter with _total
+            order = _histogram_order if kind == "histogram" else (lambda s: (s.name, s.labels))
+            rows = []
+            for s in sorted(group, key=order):
+                labels = ",".join(f'{k}="{_escape(val)}"' for k, val in s.labels if k not in drop)
+                rows.append((s, f"{s.name}{{{labels}}} " if labels else f"{s.name} "))
+            self._families.append((f"# TYPE {family} {typed}\n", kind in COUNTING, rows))
+
+    def at(self, step: int, scale: float = 1.0, timestamp_ms: int | None = None) -> str:
+        """The text at `step` (counting values divided by `scale`), each line stamped if given."""
+        end = "\n" if timestamp_ms is None else f" {timestamp_ms}\n"
+        out = []
+        for header, counting, rows in self._families:
+            lines = []
+            for s, prefix in rows:
+                v = value_at(s, step)
+                if v is not None:
+                    lines.append(prefix + _fmt(v / scale if counting else v) + end)
+            if lines:
+                out.append(header)
+                out.extend(lines)
+        return "".join(out)
 
 
 _SUFFIX_ORDER = {"_bucket": 0, "_count": 1, "_sum": 2}
 
 
-def _histogram_order(sv: tuple[Series, float]) -> tuple:
+def _histogram_order(s: Series) -> tuple:
     """As a client library writes a histogram: each label set whole (buckets by ascending le, then
     count and sum), which Prometheus' conversion to native histograms (NHCB) reads one set at a time."""
-    s = sv[0]
     suffix = next((x for x in _SUFFIX_ORDER if s.name.endswith(x)), "")
     labels = tuple((k, v) for k, v in s.labels if k != "le")
     le = dict(s.labels).get("le")

@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.tools("prometheus", "promtool
 HIST = "vllm:time_to_first_token_seconds"
 
 
-def test_replayed_fleet_is_stored_whole_and_both_histogram_forms_answer_alike():
+def test_replayed_fleet_is_stored_whole_and_both_histogram_forms_answer_alike(tmp_path):
     shape = FleetShape.sized(8, 2, models=1, mig_share=0, minutes=5)  # one host, one pod of two engines
     series = [s for batch in series_batches(shape) for s in batch]
     replay = FleetReplay(series, start=time.time() - shape.steps * shape.step)
@@ -53,3 +53,9 @@ def test_replayed_fleet_is_stored_whole_and_both_histogram_forms_answer_alike():
         assert classic and native == pytest.approx(classic, rel=1e-9)
         counted = prom.query_map(f"{HIST}_count", at, by=("engine",))
         assert prom.query_map(f"histogram_count({HIST})", at, by=("engine",)) == counted
+        # the bench loads its records into the running server once the replay has caught up
+        rules = tmp_path / "r.rules.yaml"
+        rules.write_text(f"groups: [{{name: g, rules: [{{record: r, expr: 'sum(rate({HIST}[1m]))'}}]}}]\n")
+        prom.reload(rule_files=[rules], scrape_configs=[])
+        assert [g["name"] for g in prom.rules()] == ["g"]
+        assert prom.api("/api/v1/targets")["activeTargets"] == []

@@ -38,6 +38,8 @@ import os
 import re
 import subprocess
 import time as _time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -120,6 +122,7 @@ class LocalPrometheus(LocalServer):
         self.lookback_delta = lookback_delta
         self._loaded_rules: list[Path] = self.rule_files  # what the next serve() loads
         self._client: Client | None = None
+        self._live_backfills = 0
 
     # ------------------------------------------------------------------ paths
 
@@ -148,6 +151,7 @@ class LocalPrometheus(LocalServer):
             f"--storage.tsdb.path={self.data_dir}",
             f"--web.listen-address=127.0.0.1:{port}",
             f"--storage.tsdb.retention.time={self.retention}",
+            "--web.enable-lifecycle",  # reload() asks /-/reload, which answers once the config is applied
         ]
         if self.lookback_delta:
             args.append(f"--query.lookback-delta={self.lookback_delta}")
@@ -216,20 +220,65 @@ class LocalPrometheus(LocalServer):
         end = timestamp(
             self.rules_end if self.rules_end is not None else hi + _seconds(self.rule_eval_interval)
         )
-        bodies = [yamlio.load(f.read_text()) or {} for f in self.rule_files]
-        # a record that reads another one is backfilled after it (rule_stages.py). Each stage's files
-        # keep one path per rule file, relative to the work dir (promtool's cwd): every stage, and
-        # every run, evaluates a group at the same phase
-        staged = [Path("rule-stage") / f"{i}-{f.name}" for i, f in enumerate(self.rule_files)]
-        (self.workdir / "rule-stage").mkdir()
         self._loaded_rules = []  # evaluate against the stored data only
+        for n, used in self._stages(self.rule_files, "rule-stage"):
+            self._backfill_stage(self.workdir / f"rule-blocks-{n}", start, end, used)
+        self._loaded_rules = self.rule_files
+
+    def _stages(self, rule_files: Sequence[Path], folder: str) -> Iterable[tuple[int, list[Path]]]:
+        """Each backfill stage's rule files (rule_stages.py), written under ``folder`` of the work dir,
+        as (stage number, the files that hold rules). Each stage's files keep one path per rule file,
+        relative to the work dir (promtool's cwd): every stage, and every run, evaluates a group at
+        the same phase."""
+        bodies = [yamlio.load(f.read_text()) or {} for f in rule_files]
+        staged = [Path(folder) / f"{i}-{f.name}" for i, f in enumerate(rule_files)]
+        (self.workdir / folder).mkdir()
         for n, files in enumerate(rule_stages.stages(bodies)):
             used = [path for path, body in zip(staged, files, strict=True) if body["groups"]]
             for path, body in zip(staged, files, strict=True):
                 (self.workdir / path).write_text(json.dumps(body, indent=1) + "\n")  # JSON is YAML
             if used:
-                self._backfill_stage(self.workdir / f"rule-blocks-{n}", start, end, used)
-        self._loaded_rules = self.rule_files
+                yield n, used
+
+    def backfill_live(self, rule_files: Sequence[str | os.PathLike], start: TimeLike, end: TimeLike) -> None:
+        """Backfill the recording rules of `rule_files` over ``[start, end]`` into the running server,
+        stage by stage, without stopping it: each stage's blocks are moved into the data dir and
+        the next stage waits until the TSDB has loaded them (it looks for new blocks every minute).
+        Records that hold native histograms come out empty: promtool's importer writes floats only."""
+        files = [Path(f).resolve() for f in rule_files]
+        self._live_backfills += 1
+        folder = f"live-stage-{self._live_backfills}"
+        for n, used in self._stages(files, folder):
+            reloads = self._own_metric("prometheus_tsdb_reloads_total")
+            out = self.workdir / f"{folder}-blocks-{n}"
+            self._promtool(
+                "tsdb",
+                "create-blocks-from",
+                "rules",
+                "--quiet",
+                f"--url={self.url}",
+                f"--start={timestamp(start)}",
+                f"--end={timestamp(end)}",
+                f"--output-dir={out}",
+                f"--eval-interval={self.rule_eval_interval}",
+                *map(str, used),
+                what="promtool tsdb create-blocks-from rules",
+            )
+            for block in sorted(out.glob("*/meta.json")):
+                block.parent.rename(self.data_dir / block.parent.name)
+            deadline = _time.monotonic() + 300
+            while self._own_metric("prometheus_tsdb_reloads_total") <= reloads:
+                if _time.monotonic() > deadline:
+                    raise ServerError(f"the TSDB did not load the backfilled blocks of {out} within 300 s")
+                _time.sleep(1)
+
+    def _own_metric(self, name: str) -> float:
+        """A sample of the server's own /metrics (an unlabelled counter or gauge)."""
+        with urllib.request.urlopen(self.url + "/metrics", timeout=30) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith(name + " "):
+                    return float(line.split()[1])
+        raise ServerError(f"{name} not in Prometheus' own metrics")
 
     def _backfill_stage(self, out: Path, start: str, end: str, rule_files: list[Path]) -> None:
         self.serve()
@@ -251,6 +300,24 @@ class LocalPrometheus(LocalServer):
             self.halt()
         for block in sorted(out.glob("*/meta.json")):
             block.parent.rename(self.data_dir / block.parent.name)
+
+    def reload(
+        self,
+        rule_files: Sequence[str | os.PathLike] | None = None,
+        scrape_configs: Sequence[dict] | None = None,
+    ) -> None:
+        """Apply other rule files and/or scrape configs to the running server, as an operator's config
+        change would (no restart: the head and its scrapes go on); returns once they are in force."""
+        if rule_files is not None:
+            self._loaded_rules = [Path(f).resolve() for f in rule_files]
+        if scrape_configs is not None:
+            self.scrape_configs = list(scrape_configs)
+        self._write_config(self._loaded_rules)
+        request = urllib.request.Request(self.url + "/-/reload", method="POST")
+        try:
+            urllib.request.urlopen(request, timeout=120).close()
+        except urllib.error.HTTPError as e:
+            raise ServerError(f"Prometheus refused the new config: {e.read().decode().strip()}") from None
 
     def _write_config(self, rule_files: Iterable[Path]) -> Path:
         cfg = {

@@ -244,7 +244,7 @@ def run_size(
             result["tsdb"] = {**prom.timings, "compaction_wait_s": waited, "blocks": len(prom.blocks())}
             _log(f"backfilled: {result['tsdb']}")
             runner = Runner(prom, args.repeats, args.warmup)
-            cpu = _CpuMeter(prom.pid, args.warmup + args.repeats)
+            cpu = CpuMeter(prom.pid, args.warmup + args.repeats)
             if before and aba:  # the same rules on both sides of this tree's: the order effect shows
                 result["rules_before_first"] = cpu.add(rule_cost.measure(runner, before, end), to="total")
                 _log(f"rules before, first: {result['rules_before_first']['total']}")
@@ -301,7 +301,7 @@ def run_size(
     return result
 
 
-class _CpuMeter:
+class CpuMeter:
     """Prometheus' CPU time per run of a measurement (warm-up and measured runs alike): unlike the
     eval times, it does not grow when other processes compete for the cores."""
 

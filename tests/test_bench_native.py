@@ -1,0 +1,48 @@
+"""bench/native.py's harness: the two outputs side by side in one Prometheus."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from bench import native
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_renaming_touches_whole_record_names_only():
+    names = ["model:x_bucket:rate5m", "model:x"]
+    text = 'histogram_count(model:x_bucket:rate5m) / model:x + model:xy + vllm:model:x{a="b"}'
+    assert native.renamed(text, names, ":n") == (
+        'histogram_count(model:x_bucket:rate5m:n) / model:x:n + model:xy + vllm:model:x{a="b"}'
+    )
+
+
+def test_each_form_is_generated_from_a_copy_of_the_specs_and_its_records_renamed(tmp_path):
+    specs = native.form_specs(REPO / "specs", "native", tmp_path / "specs")
+    assert yaml.safe_load((specs / "config.yaml").read_text())["config"]["histograms"] == "native"
+    assert yaml.safe_load((REPO / "specs" / "config.yaml").read_text())["config"]["histograms"] == "classic"
+    native.generated(specs, tmp_path / "out")
+    before = native.records(tmp_path / "out" / "rules")
+    assert native.rename_records(tmp_path / "out") == before
+    after = native.records(tmp_path / "out" / "rules")
+    assert after == sorted(n + native.SUFFIX for n in before)
+    # every read of a record follows it: the rules and the dashboards read the renamed names only
+    exprs = [r["expr"] for g in native.rule_cost.rule_groups(tmp_path / "out" / "rules") for r in g["rules"]]
+    boards = [
+        (tmp_path / "out" / "dashboards" / p.name).read_text() for p in (REPO / "dashboards").glob("*.json")
+    ]
+    for text in exprs + boards:
+        assert native.renamed(text, before, "!") == text  # no old name is left whole
+        assert native.SUFFIX * 2 not in text
+    assert any(n in "".join(boards) for n in after)
+
+
+def test_the_live_phase_runs_the_recording_rules_alone(tmp_path):
+    files = native.records_only(REPO / "rules", tmp_path)
+    assert [f.name for f in files] == sorted(p.name for p in (REPO / "rules").glob("*.rules.yaml"))
+    rules = [r for f in files for g in json.loads(f.read_text())["groups"] for r in g["rules"]]
+    assert rules and all("record" in r for r in rules)
+    assert {r["record"] for r in rules} == set(native.records(REPO / "rules"))

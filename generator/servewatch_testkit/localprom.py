@@ -249,7 +249,6 @@ class LocalPrometheus(LocalServer):
         self._live_backfills += 1
         folder = f"live-stage-{self._live_backfills}"
         for n, used in self._stages(files, folder):
-            reloads = self._own_metric("prometheus_tsdb_reloads_total")
             out = self.workdir / f"{folder}-blocks-{n}"
             self._promtool(
                 "tsdb",
@@ -264,13 +263,25 @@ class LocalPrometheus(LocalServer):
                 *map(str, used),
                 what="promtool tsdb create-blocks-from rules",
             )
-            for block in sorted(out.glob("*/meta.json")):
+            loaded = self._own_metric("prometheus_tsdb_blocks_loaded")
+            blocks = sorted(out.glob("*/meta.json"))
+            for block in blocks:
                 block.parent.rename(self.data_dir / block.parent.name)
-            deadline = _time.monotonic() + 300
-            while self._own_metric("prometheus_tsdb_reloads_total") <= reloads:
-                if _time.monotonic() > deadline:
-                    raise ServerError(f"the TSDB did not load the backfilled blocks of {out} within 300 s")
-                _time.sleep(1)
+            self._wait_loaded(loaded + len(blocks), out)
+
+    def _wait_loaded(self, blocks: float, what: Path) -> None:
+        """Until the TSDB holds `blocks` blocks, or a whole reload has run since the call (a merge of
+        overlapping blocks right after loading them can lower the count): a reload that was under
+        way when the blocks were moved in may have listed the folder before them."""
+        reloads = self._own_metric("prometheus_tsdb_reloads_total")
+        deadline = _time.monotonic() + 300
+        while (
+            self._own_metric("prometheus_tsdb_blocks_loaded") < blocks
+            and self._own_metric("prometheus_tsdb_reloads_total") < reloads + 2
+        ):
+            if _time.monotonic() > deadline:
+                raise ServerError(f"the TSDB did not load the backfilled blocks of {what} within 300 s")
+            _time.sleep(1)
 
     def _own_metric(self, name: str) -> float:
         """A sample of the server's own /metrics (an unlabelled counter or gauge)."""

@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # pytest workers (pytest-xdist): one per core; a module's tests and its servers stay on one worker
 TEST_WORKERS ?= auto
 
-.PHONY: setup tools generate check test test-fast lint bench bench-fleet fuzz mutate clean
+.PHONY: setup tools generate check test test-fast lint bench bench-fleet bench-native fuzz mutate clean
 
 # Python dependencies in a local virtualenv (Debian needs python3-venv for that; installed if missing).
 $(STAMP): pyproject.toml
@@ -67,6 +67,13 @@ $(VENV)/.bench-installed: $(STAMP)
 
 bench-fleet: tools $(VENV)/.bench-installed
 	$(BIN)/python -m bench.fleet $(BENCH_ARGS)
+
+# The same fleet's rules and dashboards generated with `histograms: classic` and `native`, measured
+# on one Prometheus that scrapes the fleet's hour replayed (classic series and NHCB side by side;
+# about 15 min at 1,024 GPUs; bench/README.md). A quick run:
+#   make bench-native BENCH_ARGS="--gpus 128 --minutes 10 --live-minutes 1 --repeats 1 --label quick"
+bench-native: tools $(VENV)/.bench-installed
+	$(BIN)/python -m bench.native $(BENCH_ARGS)
 
 # 10,000 hostile mutations of specs/ through the whole pipeline, split over FUZZ_JOBS processes, each
 # on its own seed (`make test` runs 120, derandomized). Each shard's log and summary go to

@@ -37,7 +37,7 @@ from servewatch_testkit.synth.scaled_fleet import series_batches
 
 from . import dashboard_cost, machine, native_report, rule_cost
 from .dashboard_cost import Window
-from .fleet import REPO, SCRAPE_S, CpuMeter, _folder, _ints, generated, pick_model, shape_for
+from .fleet import REPO, SCRAPE_S, CpuMeter, _folder, _ints, generated, pick_model, shape_for, wait_compacted
 from .promstats import Runner
 
 FORMS = ("classic", "native")
@@ -150,6 +150,7 @@ def run_size(args: argparse.Namespace, i: int, outputs: dict[str, Path], scratch
             while time.time() < live_from + args.live_minutes * 60:
                 time.sleep(5)
             prom.reload(rule_files=[], scrape_configs=[])  # quiet: only the measurement's queries run
+            result["compaction_wait_s"] = wait_compacted(prom)  # the stages' blocks overlap until merged
             at = replay.last_timestamp()
             result["measured_at"] = at
             result["history"] = {f: history(prom, outputs[f] / "rules", at, start) for f in FORMS}

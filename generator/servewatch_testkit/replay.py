@@ -26,7 +26,7 @@ import time
 from http.server import BaseHTTPRequestHandler
 from typing import Callable, Iterable
 
-from .scrape_server import Exposition, _Quiet
+from .scrape_server import Exposition, QuietHTTPServer
 from .synth.series import Series
 
 __all__ = ["FleetReplay", "NATIVE_FLAG", "JOB"]
@@ -50,7 +50,7 @@ class FleetReplay:
         self.start, self.step_s, self.clock = start, step_s, clock
         self.served = 0  # scrapes answered in full: the next step to serve
         self._lock = threading.Lock()
-        self._httpd: _Quiet | None = None
+        self._httpd: QuietHTTPServer | None = None
         self.url = ""
 
     # -- time -------------------------------------------------------------------------------------
@@ -74,7 +74,7 @@ class FleetReplay:
         """The timestamp of the last step served in full."""
         if not self.served:
             raise ValueError("no step served yet")
-        return self.timestamp(min(self.served, self.due() + 1) - 1)
+        return self.timestamp(self.served - 1)
 
     # -- what the scraper needs -------------------------------------------------------------------
     def text(self, step: int) -> str:
@@ -129,7 +129,7 @@ class FleetReplay:
             def log_message(self, *args):
                 pass
 
-        self._httpd = _Quiet(("127.0.0.1", 0), Handler)
+        self._httpd = QuietHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
         threading.Thread(target=self._httpd.serve_forever, name="fleet-replay", daemon=True).start()

@@ -29,7 +29,7 @@ from typing import Iterable, Mapping
 
 from .synth.series import Series
 
-__all__ = ["Exposition", "ScrapeServer", "exposition", "value_at"]
+__all__ = ["Exposition", "QuietHTTPServer", "ScrapeServer", "exposition", "value_at"]
 
 COUNTING = ("counter", "histogram")  # kinds whose values only grow: scaled with time
 
@@ -140,7 +140,7 @@ def _histogram_order(s: Series) -> tuple:
     return (labels, _SUFFIX_ORDER.get(suffix, 3), float(le) if le is not None else 0.0, s.name)
 
 
-class _Quiet(ThreadingHTTPServer):
+class QuietHTTPServer(ThreadingHTTPServer):
     """A scraper that gives up (a scrape timeout on a loaded machine) is no error of ours: the default
     prints a traceback per hang-up, which fills the stderr of `servewatch demo` and the user's terminal."""
 
@@ -243,7 +243,7 @@ class ScrapeServer:
             def log_message(self, *args):  # quiet: scrapers call every second
                 pass
 
-        self._httpd = _Quiet(("127.0.0.1", 0), Handler)
+        self._httpd = QuietHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
         self.t0 = time.time()

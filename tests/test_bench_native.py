@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from bench import native
+from bench import native, native_report
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -46,3 +46,27 @@ def test_the_live_phase_runs_the_recording_rules_alone(tmp_path):
     rules = [r for f in files for g in json.loads(f.read_text())["groups"] for r in g["rules"]]
     assert rules and all("record" in r for r in rules)
     assert {r["record"] for r in rules} == set(native.records(REPO / "rules"))
+
+
+def _side(samples: int, eval_ms: float, cpu_ms: float) -> dict:
+    group = {"name": "g", "interval_s": 60, "samples": samples, "eval_ms": eval_ms}
+    total = {"samples": samples, "eval_ms": eval_ms, "cpu_ms": cpu_ms, "concurrent_ms": eval_ms}
+    total.update(samples_per_30s=samples // 2, eval_ms_per_30s=eval_ms / 2)
+    return {"groups": [group], "total": total}
+
+
+def test_the_report_sets_each_group_of_one_form_against_the_other():
+    size = {
+        "rules": {
+            "classic_first": _side(100, 4.0, 8.0),
+            "native": _side(250, 1.0, 2.0),
+            "classic": _side(100, 2.0, 6.0),
+        },
+        "floor": {"classic": {"samples_per_30s": 90}, "native": {"samples_per_30s": 120}},
+    }
+    rules = native_report.rules_table(size)
+    assert "| g (60 s) | 100 | 250 | 2.50x | 2.0 | 1.0 |" in rules  # classic: the second A
+    totals = native_report.totals_table(size)
+    # per 30 s: the group runs every 60 s, so half its samples, time and CPU
+    assert "| native (B) | 125 | 0.5 ms | 1.0 ms | 1.0 ms |" in totals
+    assert "| classic (A, first) | 50 | 2.0 ms | 4.0 ms | 4.0 ms |" in totals

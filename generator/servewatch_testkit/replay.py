@@ -94,10 +94,20 @@ class FleetReplay:
         }
 
     # -- serving ----------------------------------------------------------------------------------
-    def _answered(self, step: int) -> None:
+    def _claim(self, step: int) -> bool:
+        """Count `step` as served before its body goes out (whoever reads `served` once the scraper
+        has the body sees it); False if it was served already (a repeat while caught up)."""
         with self._lock:
-            if step == self.served:
-                self.served += 1
+            if step != self.served:
+                return False
+            self.served += 1
+            return True
+
+    def _release(self, step: int) -> None:
+        """The body of `step` did not get out: serve it again."""
+        with self._lock:
+            if self.served == step + 1:
+                self.served = step
 
     def __enter__(self) -> "FleetReplay":
         return self.start_serving()
@@ -119,12 +129,13 @@ class FleetReplay:
                 self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
+                claimed = replay._claim(step)
                 try:
                     self.wfile.write(body)
                     self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):
-                    return  # the scraper gave up: serve this step again
-                replay._answered(step)
+                    if claimed:  # the scraper gave up: serve this step again
+                        replay._release(step)
 
             def log_message(self, *args):
                 pass

@@ -39,14 +39,14 @@ SCRAPE_S = 30  # the fleet's scrape interval and the data source's timeInterval 
 BLOCK_S = 7200  # Prometheus' TSDB block range
 
 
-def _ints(text: str) -> tuple[int, ...]:
+def int_list(text: str) -> tuple[int, ...]:
     try:
         return tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got {text!r}") from None
 
 
-def _folder(text: str) -> Path:
+def existing_folder(text: str) -> Path:
     path = Path(text)
     if not path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} is not a folder; create it first (mkdir -p {text})")
@@ -55,8 +55,8 @@ def _folder(text: str) -> Path:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.fleet", description=__doc__.split("\n\n")[0])
-    p.add_argument("--gpus", type=_ints, default=(512, 1024, 2048, 4096), help="fleet sizes in GPUs")
-    p.add_argument("--engines", type=_ints, help="vLLM engines per size (default: one per 8 GPUs)")
+    p.add_argument("--gpus", type=int_list, default=(512, 1024, 2048, 4096), help="fleet sizes in GPUs")
+    p.add_argument("--engines", type=int_list, help="vLLM engines per size (default: one per 8 GPUs)")
     p.add_argument("--models", type=int, default=8)
     p.add_argument("--engines-per-pod", type=int, default=2, help="data-parallel engines per pod")
     p.add_argument("--gpus-per-engine", type=int, default=4, help="tensor-parallel GPUs per engine")
@@ -65,11 +65,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=5, help="measured runs per query (median)")
     p.add_argument("--warmup", type=int, default=1, help="unmeasured runs per query first")
     p.add_argument("--model", help="the model selected where one is (default: the first offered)")
-    p.add_argument("--deployments", type=_ints, default=(1, 100), help="spec scales for generation time")
+    p.add_argument("--deployments", type=int_list, default=(1, 100), help="spec scales for generation time")
     p.add_argument("--label", default=datetime.date.today().isoformat(), help="results file name")
     p.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     p.add_argument(
-        "--workdir", type=_folder, help="where the OpenMetrics text and the TSDB go (default: tmp)"
+        "--workdir", type=existing_folder, help="where the OpenMetrics text and the TSDB go (default: tmp)"
     )
     p.add_argument("--note", default="", help="free text stored with the results (e.g. the machine's load)")
     p.add_argument(
@@ -93,7 +93,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument(
         "--specs",
-        type=_folder,
+        type=existing_folder,
         help="measure what servewatch generates from this specs folder instead of the committed "
         "rules/ and dashboards/, on a fleet with the role, track and gateway its config names",
     )

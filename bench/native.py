@@ -37,7 +37,17 @@ from servewatch_testkit.synth.scaled_fleet import series_batches
 
 from . import dashboard_cost, machine, native_report, rule_cost
 from .dashboard_cost import Window
-from .fleet import REPO, SCRAPE_S, CpuMeter, _folder, _ints, generated, pick_model, shape_for, wait_compacted
+from .fleet import (
+    REPO,
+    SCRAPE_S,
+    CpuMeter,
+    existing_folder,
+    int_list,
+    generated,
+    pick_model,
+    shape_for,
+    wait_compacted,
+)
 from .promstats import Runner
 
 FORMS = ("classic", "native")
@@ -46,9 +56,12 @@ SUFFIX = ":native"  # the native set's records, renamed to live beside the class
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.native", description=__doc__.split("\n\n")[0])
-    p.add_argument("--gpus", type=_ints, default=(1024,), help="fleet sizes in GPUs")
+    p.add_argument("--gpus", type=int_list, default=(1024,), help="fleet sizes in GPUs")
     p.add_argument(
-        "--specs", type=_folder, default=REPO / "specs", help="the specs both forms are generated from"
+        "--specs",
+        type=existing_folder,
+        default=REPO / "specs",
+        help="the specs both forms are generated from",
     )
     p.add_argument("--minutes", type=int, default=60, help="replayed data length (30 s steps)")
     p.add_argument("--scrape-interval", default="2s", help="how often Prometheus scrapes the replay")

@@ -6,6 +6,8 @@ must pass `servewatch check` and `servewatch test`."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 
 import pytest
@@ -93,23 +95,29 @@ def pd_gateway():
         yield lt, ["--prometheus", prom.url, "--range", f"{a:.0f}..{z:.0f}", "--step-every", lt.step_every]
 
 
+def _printing(command, *args, **kw):
+    """(what `command` returns, what it printed): module fixtures have no capsys."""
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        got = command(*args, **kw)
+    return got, out.getvalue()
+
+
 @pytest.fixture(scope="module")
 def prom_only(run, specs_with):
+    """The default specs calibrated on the history alone: (specs, alerts written, what it printed),
+    one run that several tests read."""
     specs = specs_with()
-    code, alerts = calibrate(specs, *run["prom"], *ARGS)
+    (code, alerts), out = _printing(calibrate, specs, *run["prom"], *ARGS)
     assert code == 0
-    return specs, alerts
+    return specs, alerts, out
 
 
-def test_the_history_finds_the_knee(run, specs_with, capsys):
-    code, _ = calibrate(specs_with(), *run["prom"], *ARGS, write=False)
-    out = capsys.readouterr().out
-    assert code == 0
-    assert sustainable_line(out).startswith(f"#{RATES.index(KNEE) + 1} at {KNEE:g} req/s")
+def test_the_history_finds_the_knee(prom_only):
+    assert sustainable_line(prom_only[2]).startswith(f"#{RATES.index(KNEE) + 1} at {KNEE:g} req/s")
 
 
 def test_saturation_thresholds_part_the_sustainable_step_from_the_broken_one(prom_only):
-    _, alerts = prom_only
+    _, alerts, _ = prom_only
     knee, broke = at(KNEE), at(NEXT)
     # strictly between, so the alert (`>`) fires at the broken load and not at the sustainable one;
     # the fullest engine (engine 0) is the one compared
@@ -122,7 +130,7 @@ def test_saturation_thresholds_part_the_sustainable_step_from_the_broken_one(pro
 
 
 def test_for_rides_out_the_burst_seen_at_sustainable_load(prom_only, default_model):
-    _, alerts = prom_only
+    _, alerts, _ = prom_only
     # the KV burst at the knee (above the threshold) lasts BURST_S: `for` must outlast it, by less
     # than one more evaluation (1m) rounded up to a minute
     kv_for = alerts["VLLMKVCacheUsageHigh"]["for"]
@@ -138,7 +146,7 @@ def _seconds(d: str) -> int:
 
 
 def test_latency_thresholds_lie_between_the_knee_and_the_target(prom_only):
-    _, alerts = prom_only
+    _, alerts, _ = prom_only
     knee = at(KNEE)
     # the histogram's p95 interpolates in the bucket that holds the long prompts: (0.5, 0.75]
     assert 0.5 < alerts["VLLMTimeToFirstTokenP95High"]["threshold"] < TTFT_TARGET
@@ -146,17 +154,15 @@ def test_latency_thresholds_lie_between_the_knee_and_the_target(prom_only):
     assert 0 < alerts["VLLMRequestErrorRateHigh"]["threshold"] < ERR_TARGET
 
 
-def test_a_signal_that_does_not_move_with_load_gives_no_threshold(run, specs_with, capsys):
+def test_a_signal_that_does_not_move_with_load_gives_no_threshold(prom_only):
     # vLLM holds its share of the framebuffer from the start: the FB ratio is FB_USED at every step
-    code, alerts = calibrate(specs_with(), *run["prom"], *ARGS)
-    out = capsys.readouterr().out
-    assert code == 0
+    _, alerts, out = prom_only
     assert f"gpu_fb_used_ratio does not tell the steps apart: {FB_USED:g} at sustainable step" in out
     assert "GPUFramebufferUsageHigh" not in alerts
 
 
 def test_bench_prometheus_and_both_agree(run, prom_only, specs_with, capsys):
-    _, prom_alerts = prom_only
+    _, prom_alerts, _ = prom_only
     _, bench_alerts = calibrate(specs_with(), "--bench", *run["bench"], *ARGS)
     capsys.readouterr()
     code, both_alerts = calibrate(specs_with(), "--bench", *run["bench"], *run["prom"], *ARGS)
@@ -212,9 +218,8 @@ def test_the_written_overrides_and_slo_pass_check_and_test(run, prom_only, specs
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
 
 
-def test_for_without_a_new_threshold_is_measured_against_the_current_one(run, specs_with, capsys):
-    calibrate(specs_with(), *run["prom"], *ARGS, write=False)
-    out = capsys.readouterr().out
+def test_for_without_a_new_threshold_is_measured_against_the_current_one(prom_only):
+    out = prom_only[2]
     assert "VLLMEndToEndLatencyP95High for: " in out
     assert "longest run above the current 60 none" in out
 
@@ -280,24 +285,38 @@ def test_a_range_with_two_models_needs_model(run, prom_only, specs_with, capsys)
     assert alerts == prom_only[1]
 
 
-def _json_report(specs, capsys, *args) -> dict:
-    code = main(
-        ["calibrate", "--specs", str(specs), *map(str, args), *ARGS, "--gpus", "2", "--format", "json"]
+def _json_report(specs, *args) -> dict:
+    code, out = _printing(
+        main, ["calibrate", "--specs", str(specs), *map(str, args), *ARGS, "--gpus", "2", "--format", "json"]
     )
     assert code == 0
-    return json.loads(capsys.readouterr().out)
+    return json.loads(out)
+
+
+@pytest.fixture(scope="module")
+def gateway_report(pd_gateway, specs_with):
+    """spec edits -> the JSON report on pd_gateway's history of the default specs so edited, computed
+    once: several tests read the same report."""
+    reports: dict[str, dict] = {}
+
+    def report(edits: dict) -> dict:
+        if repr(edits) not in reports:
+            reports[repr(edits)] = _json_report(specs_with(edits), *pd_gateway[1])
+        return reports[repr(edits)]
+
+    return report
 
 
 def _server_steps(report: dict) -> list[dict]:
     return next(sw["steps"] for sw in report["sources"] if sw["source"] == "prometheus")
 
 
-def test_a_prefill_decode_run_counts_each_request_once(run, pd_run, specs_with, capsys):
+def test_a_prefill_decode_run_counts_each_request_once(run, pd_run, specs_with):
     # every request finishes twice, its prefill leg with `length` on the prefill pod: with config.role
     # the load, the requests, the error share and the good tokens (the cost) read the decode side
     # only, so they are the aggregated run's, and the client's request rate still pairs with them
-    aggregated = _server_steps(_json_report(specs_with(), capsys, *run["prom"]))
-    report = _json_report(specs_with({"config.yaml": ROLE_CONFIG}), capsys, "--bench", *run["bench"], *pd_run)
+    aggregated = _server_steps(_json_report(specs_with(), *run["prom"]))
+    report = _json_report(specs_with({"config.yaml": ROLE_CONFIG}), "--bench", *run["bench"], *pd_run)
     pd = _server_steps(report)
     assert not [n for n in report["notes"] if "same run" in n]
     cost = next(k for k in pd[0] if k.startswith("cost_per_1m_good_tokens"))
@@ -319,11 +338,11 @@ def _measured(steps: list[dict], key: str) -> list[float]:
     return [s["measures"][key] for s in steps]
 
 
-def test_without_a_gateway_latency_is_read_on_the_decode_engines(pd_gateway, specs_with, capsys):
+def test_without_a_gateway_latency_is_read_on_the_decode_engines(pd_gateway, gateway_report):
     # the TTFT SLO and the counting read the decode engines: so do the steps' TTFT and e2e, not the
     # worse of prefill and decode (a prefill pod's queue and prefill are not a decode engine's)
-    lt, prom = pd_gateway
-    steps = _server_steps(_json_report(specs_with({"config.yaml": ROLE_CONFIG}), capsys, *prom))
+    lt, _ = pd_gateway
+    steps = _server_steps(gateway_report(ENGINES_SPECS))
     for key in ("ttft_p95", "ttft_p99", "e2el_p95"):
         assert _measured(steps, key) == _truth(lt, "decode", key), key
     # the prefill side is worse: always for TTFT, past the knee for e2e
@@ -337,12 +356,11 @@ def _proposal(report: dict, subject: str, field: str) -> dict:
     return next(p for p in report["proposals"] if p["subject"] == subject and p["field"] == field)
 
 
-def test_with_a_gateway_ttft_and_its_alert_are_the_clients(pd_gateway, specs_with, capsys):
+def test_with_a_gateway_ttft_and_its_alert_are_the_clients(pd_gateway, gateway_report):
     # with config.client_side the TTFT (and ITL) the targets and the client-side alert read is the
     # gateway's: queue, prefill and transfer together, more than either role's own
-    lt, prom = pd_gateway
-    specs = specs_with(CLIENT_SPECS)
-    report = _json_report(specs, capsys, *prom)
+    lt, _ = pd_gateway
+    report = gateway_report(CLIENT_SPECS)
     steps = _server_steps(report)
     for key in ("ttft_p95", "ttft_p99", "itl_p95"):
         assert _measured(steps, key) == _truth(lt, "client", key), key
@@ -358,12 +376,12 @@ def test_with_a_gateway_ttft_and_its_alert_are_the_clients(pd_gateway, specs_wit
     assert f"(its own signal; the step's ttft_p95 {show(knee, 's')})" in engine
 
 
-def test_a_client_side_slo_is_measured_at_the_gateway(pd_gateway, specs_with, capsys):
+def test_a_client_side_slo_is_measured_at_the_gateway(pd_gateway, specs_with):
     # vllm-ttft leaves sli.side out, so with a gateway it counts the gateway's histogram: its
     # evidence is the client's p99 and its threshold a bound that histogram has in the history
     lt, prom = pd_gateway
     specs = specs_with(CLIENT_SPECS)
-    report = _json_report(specs, capsys, *prom, f"--target={P99_TARGET}")
+    report = _json_report(specs, *prom, f"--target={P99_TARGET}")
     p99 = lt.quantile(KNEE, "client", "ttft", 0.99)
     assert p99 != lt.quantile(KNEE, "prefill", "ttft", 0.99)
     objective = _proposal(report, "SLO vllm-ttft", "objective")
@@ -374,13 +392,13 @@ def test_a_client_side_slo_is_measured_at_the_gateway(pd_gateway, specs_with, ca
     assert f"ttft_p99 {show(p99, 's')} (p99" in threshold["evidence"]
 
 
-def test_an_slo_on_the_instance_side_is_measured_on_the_engines(pd_gateway, specs_with, capsys):
+def test_an_slo_on_the_instance_side_is_measured_on_the_engines(pd_gateway, specs_with):
     # sli.side: instance beside a gateway: the SLO's percentile is the decode engines', under a key
     # that says so, while the targets and alerts read the client
     lt, prom = pd_gateway
     side = [("      threshold: 2.5 ", "      side: instance\n      threshold: 2.5 ")]
     specs = specs_with({"config.yaml": ROLE_CONFIG + CLIENT_CONFIG, "slos.yaml": side})
-    report = _json_report(specs, capsys, *prom)
+    report = _json_report(specs, *prom)
     steps = _server_steps(report)
     assert _measured(steps, "ttft_p99@instance") == _truth(lt, "decode", "ttft_p99")
     assert _measured(steps, "ttft_p95") == _truth(lt, "client", "ttft_p95")
@@ -391,7 +409,7 @@ def test_an_slo_on_the_instance_side_is_measured_on_the_engines(pd_gateway, spec
     )
 
 
-def test_model_narrows_the_gateways_series_too(specs_with, capsys):
+def test_model_narrows_the_gateways_series_too(specs_with):
     # another model behind the same gateway, at twice the load: --model keeps its first tokens out
     ours = LoadTest(**PD_GATEWAY)
     other = LoadTest(**PD_GATEWAY, rates=tuple(2 * r for r in RATES), model="acme/other-1b", pod="other-0")
@@ -400,7 +418,7 @@ def test_model_narrows_the_gateways_series_too(specs_with, capsys):
         a, z = ours.run_range(start)
         args = ["--prometheus", prom.url, "--range", f"{a:.0f}..{z:.0f}", "--step-every", ours.step_every]
         specs = specs_with(CLIENT_SPECS)
-        steps = _server_steps(_json_report(specs, capsys, *args, "--model", ours.model))
+        steps = _server_steps(_json_report(specs, *args, "--model", ours.model))
     assert _measured(steps, "ttft_p95") == _truth(ours, "client", "ttft_p95")
     assert _truth(ours, "client", "ttft_p95") != _truth(other, "client", "ttft_p95")
 
@@ -424,13 +442,16 @@ def _engine_errors(lt: LoadTest) -> list[float]:
 
 
 AVAILABILITY_INSTANCE = [("      bad: [error]\n", "      bad: [error]\n      side: instance\n")]
+ENGINES_SPECS = {"config.yaml": ROLE_CONFIG}  # prefill and decode apart, the gateway not configured
+# behind the gateway, the availability SLO counted on the engines
+INSTANCE_AVAILABILITY_SPECS = {**CLIENT_SPECS, "slos.yaml": CLIENT_SPECS["slos.yaml"] + AVAILABILITY_INSTANCE}
 
 
-def test_with_a_gateway_the_error_share_is_the_gateways(pd_gateway, specs_with, capsys):
+def test_with_a_gateway_the_error_share_is_the_gateways(pd_gateway, gateway_report):
     # the availability SLO reads the gateway's counters (config.client_side): so do the steps'
     # error share and its N, which count the requests the gateway fails before any engine sees them
-    lt, prom = pd_gateway
-    report = _json_report(specs_with(CLIENT_SPECS), capsys, *prom)
+    lt, _ = pd_gateway
+    report = gateway_report(CLIENT_SPECS)
     steps = _server_steps(report)
     assert _measured(steps, "errors") == _client_errors(lt)
     assert "errors@instance" not in steps[0]["measures"]
@@ -441,7 +462,7 @@ def test_with_a_gateway_the_error_share_is_the_gateways(pd_gateway, specs_with, 
     assert f"({round(sum(failed.values()) * STEP_SCRAPES)} of {n} requests)" in verdict["evidence"]
     assert verdict["reason"].startswith("NOT MET at sustainable load: errors ")
     # on the engines alone the same run keeps the objective
-    engines = _json_report(specs_with({"config.yaml": ROLE_CONFIG}), capsys, *prom)
+    engines = gateway_report(ENGINES_SPECS)
     assert _measured(_server_steps(engines), "errors") == _engine_errors(lt)
     assert _proposal(engines, "SLO vllm-availability", "objective")["proposed"] == "0.995"
 
@@ -463,22 +484,21 @@ def pd_frontend():
         yield lt, ["--prometheus", prom.url, "--range", f"{a:.0f}..{z:.0f}", "--step-every", lt.step_every]
 
 
-def test_behind_dynamos_frontend_the_error_share_leaves_the_clients_own_out(pd_frontend, specs_with, capsys):
+def test_behind_dynamos_frontend_the_error_share_leaves_the_clients_own_out(pd_frontend, specs_with):
     # the frontend's failures (status="error") over its requests, neither counting those the clients
     # cancelled: the same share as the endpoint picker's counters give of the same run
     lt, prom = pd_frontend
-    report = _json_report(specs_with({"config.yaml": ROLE_CONFIG + FRONTEND_CONFIG}), capsys, *prom)
+    report = _json_report(specs_with({"config.yaml": ROLE_CONFIG + FRONTEND_CONFIG}), *prom)
     steps = _server_steps(report)
     assert _measured(steps, "errors") == _client_errors(lt)
     assert any(_measured(steps, "errors"))
 
 
-def test_an_availability_slo_on_the_instance_side_reads_the_engines(pd_gateway, specs_with, capsys):
+def test_an_availability_slo_on_the_instance_side_reads_the_engines(pd_gateway, gateway_report):
     # sli.side: instance beside a gateway: the SLO's error share is the decode engines', under a key
     # that says so, while the targets read the client's
-    lt, prom = pd_gateway
-    specs = specs_with({**CLIENT_SPECS, "slos.yaml": CLIENT_SPECS["slos.yaml"] + AVAILABILITY_INSTANCE})
-    report = _json_report(specs, capsys, *prom)
+    lt, _ = pd_gateway
+    report = gateway_report(INSTANCE_AVAILABILITY_SPECS)
     steps = _server_steps(report)
     assert _measured(steps, "errors@instance") == _engine_errors(lt)
     assert _measured(steps, "errors") == _client_errors(lt)
@@ -497,13 +517,12 @@ def test_a_history_without_the_gateways_counters_is_refused(pd_run, specs_with, 
     assert f"has no {counter} from " in err
 
 
-def test_goodput_at_the_client_counts_the_gateways_failures(pd_gateway, specs_with, capsys):
+def test_goodput_at_the_client_counts_the_gateways_failures(pd_gateway, gateway_report):
     # a good token's request must not have failed at the gateway: at the client the availability
     # share is (requests - errors) / requests, so the cost per good token rises by that share
-    lt, prom = pd_gateway
-    client = _server_steps(_json_report(specs_with(CLIENT_SPECS), capsys, *prom))
-    instance = {**CLIENT_SPECS, "slos.yaml": CLIENT_SPECS["slos.yaml"] + AVAILABILITY_INSTANCE}
-    engines = _server_steps(_json_report(specs_with(instance), capsys, *prom))
+    lt, _ = pd_gateway
+    client = _server_steps(gateway_report(CLIENT_SPECS))
+    engines = _server_steps(gateway_report(INSTANCE_AVAILABILITY_SPECS))
     cost = next(k for k in client[0] if k.startswith("cost_per_1m_good_tokens"))
     gateway, decode = _client_errors(lt), _engine_errors(lt)
     for k, (c, e) in enumerate(zip(client, engines, strict=True)):

@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
+from servewatch import yamlio
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ def load(rules_dir: Path) -> list[Rule]:
     """Every rule of rules_dir/*.rules.yaml, in file order (files sorted by name)."""
     raw = []
     for path in sorted(rules_dir.glob("*.rules.yaml")):
-        doc = yaml.safe_load(path.read_text()) or {}
+        doc = yamlio.load(path.read_text()) or {}
         for g, group in enumerate(doc.get("groups") or []):
             for i, rule in enumerate(group.get("rules") or []):
                 kind = "alert" if "alert" in rule else "record"

@@ -32,9 +32,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-import yaml
-
-from servewatch import tools, verdicts, verify
+from servewatch import tools, verdicts, verify, yamlio
 
 from . import tree, workspace
 from .mutants import Mutant
@@ -178,7 +176,7 @@ class _Checker:
         """`test`'s slices that did not pass before on the same bytes, each run as promtool reads it
         from its own folder; the failures are named after the test file the user has."""
         path = work / test
-        doc = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
+        doc = yamlio.load(path.read_text()) or {}
         cut = verify.sliced(path, doc, scratch)
         if cut is None:
             return self._whole_files(work, [test], deadline)

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import yaml
 
+from servewatch import yamlio
+
 from .rules import Rule
 
 RULES = "rules"
@@ -40,7 +42,7 @@ def test_files(root: Path) -> list[Path]:
 
 def rule_files_of(root: Path, test: Path) -> set[str]:
     """Names of the files under root/rules/ that a test file loads."""
-    doc = yaml.safe_load((root / test).read_text()) or {}
+    doc = yamlio.load((root / test).read_text()) or {}
     rules = (root / RULES).resolve()
     out = set()
     for entry in doc.get("rule_files") or []:
@@ -59,7 +61,7 @@ def _write_rules(src: Path, dst: Path, edits: list[Edit]) -> None:
         if path.name not in by_file:
             shutil.copyfile(path, dst / path.name)
             continue
-        doc = yaml.safe_load(path.read_text())
+        doc = yamlio.load(path.read_text())
         for e in by_file[path.name]:
             rule = doc["groups"][e.rule.group]["rules"][e.rule.index]
             if e.expr is not None:

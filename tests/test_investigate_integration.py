@@ -654,7 +654,9 @@ class Proxy:
             self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
             scheme = "https"
         self.url = f"{scheme}://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # close() waits for the loop's next poll: half a second by default, for every test with a proxy
+        loop = {"poll_interval": 0.05}
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs=loop, daemon=True)
         self.thread.start()
 
     def close(self):

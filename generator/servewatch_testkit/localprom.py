@@ -250,24 +250,9 @@ class LocalPrometheus(LocalServer):
         folder = f"live-stage-{self._live_backfills}"
         for n, used in self._stages(files, folder):
             out = self.workdir / f"{folder}-blocks-{n}"
-            self._promtool(
-                "tsdb",
-                "create-blocks-from",
-                "rules",
-                "--quiet",
-                f"--url={self.url}",
-                f"--start={timestamp(start)}",
-                f"--end={timestamp(end)}",
-                f"--output-dir={out}",
-                f"--eval-interval={self.rule_eval_interval}",
-                *map(str, used),
-                what="promtool tsdb create-blocks-from rules",
-            )
+            self._rules_to_blocks(out, timestamp(start), timestamp(end), used)
             loaded = self._own_metric("prometheus_tsdb_blocks_loaded")
-            blocks = sorted(out.glob("*/meta.json"))
-            for block in blocks:
-                block.parent.rename(self.data_dir / block.parent.name)
-            self._wait_loaded(loaded + len(blocks), out)
+            self._wait_loaded(loaded + self._move_blocks(out), out)
 
     def _wait_loaded(self, blocks: float, what: Path) -> None:
         """Until the TSDB holds `blocks` blocks, or a whole reload has run since the call (a merge of
@@ -291,26 +276,37 @@ class LocalPrometheus(LocalServer):
                     return float(line.split()[1])
         raise ServerError(f"{name} not in Prometheus' own metrics")
 
+    def _rules_to_blocks(self, out: Path, start: str, end: str, rule_files: Sequence[Path]) -> None:
+        """promtool's rule backfill of `rule_files` over [start, end], queried from this server,
+        into blocks under `out`."""
+        self._promtool(
+            "tsdb",
+            "create-blocks-from",
+            "rules",
+            "--quiet",
+            f"--url={self.url}",
+            f"--start={start}",
+            f"--end={end}",
+            f"--output-dir={out}",
+            f"--eval-interval={self.rule_eval_interval}",
+            *map(str, rule_files),
+            what="promtool tsdb create-blocks-from rules",
+        )
+
+    def _move_blocks(self, out: Path) -> int:
+        """Move the blocks a backfill wrote under `out` into the data dir; how many there were."""
+        blocks = sorted(out.glob("*/meta.json"))
+        for block in blocks:
+            block.parent.rename(self.data_dir / block.parent.name)
+        return len(blocks)
+
     def _backfill_stage(self, out: Path, start: str, end: str, rule_files: list[Path]) -> None:
         self.serve()
         try:
-            self._promtool(
-                "tsdb",
-                "create-blocks-from",
-                "rules",
-                "--quiet",
-                f"--url={self.url}",
-                f"--start={start}",
-                f"--end={end}",
-                f"--output-dir={out}",
-                f"--eval-interval={self.rule_eval_interval}",
-                *map(str, rule_files),
-                what="promtool tsdb create-blocks-from rules",
-            )
+            self._rules_to_blocks(out, start, end, rule_files)
         finally:
             self.halt()
-        for block in sorted(out.glob("*/meta.json")):
-            block.parent.rename(self.data_dir / block.parent.name)
+        self._move_blocks(out)
 
     def reload(
         self,

@@ -23,10 +23,9 @@ from __future__ import annotations
 import math
 import threading
 import time
-from http.server import BaseHTTPRequestHandler
 from typing import Callable, Iterable
 
-from .scrape_server import Exposition, QuietHTTPServer
+from .scrape_server import Exposition, LoopbackServer, TextHandler
 from .synth.series import Series
 
 __all__ = ["FleetReplay", "NATIVE_FLAG", "JOB"]
@@ -35,7 +34,7 @@ NATIVE_FLAG = "--enable-feature=native-histograms"  # Prometheus 3.5 stores no s
 JOB = "fleet-replay"  # the scrape job; its own `up` is the one series no fleet target carries
 
 
-class FleetReplay:
+class FleetReplay(LoopbackServer):
     """Serves `series` at ``/metrics`` on 127.0.0.1, one ``step_s`` step per scrape from ``start``
     (a context manager). ``clock`` is the wall clock (tests pass their own)."""
 
@@ -50,8 +49,6 @@ class FleetReplay:
         self.start, self.step_s, self.clock = start, step_s, clock
         self.served = 0  # scrapes answered in full: the next step to serve
         self._lock = threading.Lock()
-        self._httpd: QuietHTTPServer | None = None
-        self.url = ""
 
     # -- time -------------------------------------------------------------------------------------
     def timestamp(self, step: int) -> float:
@@ -112,23 +109,17 @@ class FleetReplay:
     def __enter__(self) -> "FleetReplay":
         return self.start_serving()
 
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     def start_serving(self) -> "FleetReplay":
         replay = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(TextHandler):
             def do_GET(self):  # noqa: N802 (http.server's name)
                 if self.path != "/metrics":
                     self.send_error(404)
                     return
                 step = replay.next_step()
                 body = replay.text(step).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
+                self.send_text_headers(len(body))
                 claimed = replay._claim(step)
                 try:
                     self.wfile.write(body)
@@ -137,18 +128,5 @@ class FleetReplay:
                     if claimed:  # the scraper gave up: serve this step again
                         replay._release(step)
 
-            def log_message(self, *args):
-                pass
-
-        self._httpd = QuietHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
-        threading.Thread(target=self._httpd.serve_forever, name="fleet-replay", daemon=True).start()
+        self._listen(Handler, "fleet-replay")
         return self
-
-    def close(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-        self.url = ""

@@ -29,7 +29,15 @@ from typing import Iterable, Mapping
 
 from .synth.series import Series
 
-__all__ = ["Exposition", "QuietHTTPServer", "ScrapeServer", "exposition", "value_at"]
+__all__ = [
+    "Exposition",
+    "LoopbackServer",
+    "QuietHTTPServer",
+    "ScrapeServer",
+    "TextHandler",
+    "exposition",
+    "value_at",
+]
 
 COUNTING = ("counter", "histogram")  # kinds whose values only grow: scaled with time
 
@@ -149,7 +157,45 @@ class QuietHTTPServer(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
-class ScrapeServer:
+class TextHandler(BaseHTTPRequestHandler):
+    """A handler that answers with the Prometheus text format and logs no request (scrapers call
+    every second)."""
+
+    def send_text_headers(self, length: int) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+        self.send_header("Content-Length", str(length))
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+class LoopbackServer:
+    """An HTTP server on 127.0.0.1 serving from a daemon thread; ``close`` (or leaving the ``with``
+    block) stops it."""
+
+    _httpd: ThreadingHTTPServer | None = None
+    url = ""
+
+    def _listen(self, handler: type[BaseHTTPRequestHandler], name: str) -> None:
+        self._httpd = QuietHTTPServer(("127.0.0.1", 0), handler)
+        self._httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        threading.Thread(target=self._httpd.serve_forever, name=name, daemon=True).start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+        self.url = ""
+
+
+class ScrapeServer(LoopbackServer):
     """Serves scenarios (one per cluster) as scrape targets on 127.0.0.1 (a context manager)."""
 
     def __init__(
@@ -165,8 +211,6 @@ class ScrapeServer:
         self.seconds_per_step = seconds_per_step
         self.scale = scenario_step / seconds_per_step
         self.t0 = 0.0
-        self._httpd: ThreadingHTTPServer | None = None
-        self.url = ""
 
     # -- time -------------------------------------------------------------------------------------
     def step(self, now: float | None = None) -> int:
@@ -213,13 +257,10 @@ class ScrapeServer:
     def __enter__(self) -> "ScrapeServer":
         return self.start()
 
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     def start(self) -> "ScrapeServer":
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(TextHandler):
             def do_GET(self):  # noqa: N802 (http.server's name)
                 parts = self.path.strip("/").split("/")
                 try:
@@ -234,25 +275,9 @@ class ScrapeServer:
                     self.send_error(503, "target down in the scenario")
                     return
                 body = text.encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
+                self.send_text_headers(len(body))
                 self.wfile.write(body)
 
-            def log_message(self, *args):  # quiet: scrapers call every second
-                pass
-
-        self._httpd = QuietHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        self._listen(Handler, "scrape-server")
         self.t0 = time.time()
-        threading.Thread(target=self._httpd.serve_forever, name="scrape-server", daemon=True).start()
         return self
-
-    def close(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-        self.url = ""

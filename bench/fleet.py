@@ -339,16 +339,9 @@ def _run(args: argparse.Namespace, outputs: Path, identity: Identity | None) -> 
         raise SystemExit(f"bench-fleet: {e}") from None
     groups = rule_cost.rule_groups(outputs / "rules")
     before = rule_cost.rule_groups_at(REPO, args.before) if args.before else None
-    results = {
-        "label": args.label,
-        "note": args.note,
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "machine": machine.describe(str(tools.ensure("prometheus")), str(tools.ensure("promtool"))),
-        "settings": {
-            "repeats": args.repeats,
-            "warmup": args.warmup,
-            "scrape_s": SCRAPE_S,
-            "window_s": args.minutes * 60,
+    results = started(
+        args,
+        {
             "step_s": SCRAPE_S,
             "rate_interval": Window(0, 1, SCRAPE_S, SCRAPE_S).macros()["__rate_interval"],
             "rule_interval_s": 30,
@@ -358,8 +351,7 @@ def _run(args: argparse.Namespace, outputs: Path, identity: Identity | None) -> 
             **({"specs": str(args.specs)} if args.specs else {}),
             **({"before": {"ref": args.before, "commit": before[0]}} if before else {}),
         },
-        "sizes": [],
-    }
+    )
     for shape in shapes:
         results["sizes"].append(run_size(args, shape, groups, before[1] if before else None, outputs))
     if not args.rules_only:
@@ -367,13 +359,38 @@ def _run(args: argparse.Namespace, outputs: Path, identity: Identity | None) -> 
         results["generation"] = generation_cost.run(
             args.specs or REPO / "specs", args.deployments, args.repeats
         )
+    path = finished(args, results)
+    report.write(results, args.out / f"{args.label}.md", args.out / f"{args.label}.png")
+    _log(f"wrote {path} and its report")
+    return 0
+
+
+def started(args: argparse.Namespace, settings: dict) -> dict:
+    """A results document of one bench run: its label, note, start time, machine and settings (the
+    repeats, warm-up, scrape interval and window of every run, then `settings`)."""
+    return {
+        "label": args.label,
+        "note": args.note,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": machine.describe(str(tools.ensure("prometheus")), str(tools.ensure("promtool"))),
+        "settings": {
+            "repeats": args.repeats,
+            "warmup": args.warmup,
+            "scrape_s": SCRAPE_S,
+            "window_s": args.minutes * 60,
+            **settings,
+        },
+        "sizes": [],
+    }
+
+
+def finished(args: argparse.Namespace, results: dict) -> Path:
+    """Stamp the end time and write the results as `<out>/<label>.json`; returns that path."""
     results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"{args.label}.json"
     path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
-    report.write(results, args.out / f"{args.label}.md", args.out / f"{args.label}.png")
-    _log(f"wrote {path} and its report")
-    return 0
+    return path
 
 
 if __name__ == "__main__":

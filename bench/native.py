@@ -30,7 +30,6 @@ from pathlib import Path
 
 import yaml
 
-from servewatch import tools
 from servewatch_testkit.localprom import LocalPrometheus
 from servewatch_testkit.replay import JOB, NATIVE_FLAG, FleetReplay
 from servewatch_testkit.synth.scaled_fleet import series_batches
@@ -42,10 +41,12 @@ from .fleet import (
     SCRAPE_S,
     CpuMeter,
     existing_folder,
+    finished,
     int_list,
     generated,
     pick_model,
     shape_for,
+    started,
     wait_compacted,
 )
 from .promstats import Runner
@@ -245,23 +246,15 @@ def _log(msg: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    results = {
-        "label": args.label,
-        "note": args.note,
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "machine": machine.describe(str(tools.ensure("prometheus")), str(tools.ensure("promtool"))),
-        "settings": {
-            "repeats": args.repeats,
-            "warmup": args.warmup,
-            "scrape_s": SCRAPE_S,
+    results = started(
+        args,
+        {
             "replay_scrape_interval": args.scrape_interval,
             "live_minutes": args.live_minutes,
-            "window_s": args.minutes * 60,
             "specs": str(args.specs),
             "renamed_suffix": SUFFIX,
         },
-        "sizes": [],
-    }
+    )
     with tempfile.TemporaryDirectory(prefix="bench-native-specs-") as tmp:
         scratch = Path(tmp)
         outputs = {}
@@ -271,10 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         results["settings"]["renamed_records"] = len(rename_records(outputs["native"]))
         for i in range(len(args.gpus)):
             results["sizes"].append(run_size(args, i, outputs, scratch))
-    results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"{args.label}.json"
-    path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    path = finished(args, results)
     (args.out / f"{args.label}.md").write_text(native_report.render(results))
     _log(f"wrote {path} and {path.with_suffix('.md').name}")
     return 0

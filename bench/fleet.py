@@ -1,10 +1,10 @@
 """``make bench-fleet``: servewatch's rules and dashboards measured on a synthetic fleet in a real
 Prometheus 3.5, at several fleet sizes, next to vLLM's and NVIDIA's dashboards.
 
-Per size: the fleet (``servewatch_testkit.synth.scaled_fleet``) is streamed to an OpenMetrics file,
-backfilled with ``promtool tsdb create-blocks-from openmetrics`` and the generated recording rules
-with ``create-blocks-from rules`` (``LocalPrometheus``). Once Prometheus has merged those blocks,
-its query statistics give: one evaluation of every rule group at the last sample; a refresh of
+Per size: the fleet (``servewatch_testkit.synth.scaled_fleet``) is loaded into Prometheus with the
+history of the generated recording rules, backfilled as TSDB blocks or (``--load scrape``) scraped
+into the head as a running Prometheus holds its recent hours (``bench/loading.py``). Then its
+query statistics give: one evaluation of every rule group at the last sample; a refresh of
 every dashboard over the hour (default view, and one model selected); the anchor dashboards with
 the same model; the quantities both show. Last, ``servewatch generate`` is timed for the default
 specs and N deployments. Writes ``<out>/<label>.json`` and, through ``bench/report.py``,
@@ -14,11 +14,8 @@ specs and N deployments. Writes ``<out>/<label>.json`` and, through ``bench/repo
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import json
-import math
-import resource
 import sys
 import tempfile
 import time
@@ -29,14 +26,22 @@ sys.path.insert(0, str(REPO / "generator"))
 
 from servewatch import tools  # noqa: E402
 from servewatch_testkit.localprom import LocalPrometheus  # noqa: E402
-from servewatch_testkit.synth.scaled_fleet import FleetShape, Identity, write_fleet  # noqa: E402
+from servewatch_testkit.synth.scaled_fleet import FleetShape, Identity  # noqa: E402
 
-from . import anchors, dashboard_cost, generation_cost, interleave, machine, report, rule_cost  # noqa: E402
+from . import (  # noqa: E402
+    anchors,
+    dashboard_cost,
+    generation_cost,
+    interleave,
+    loading,
+    machine,
+    report,
+    rule_cost,
+)
 from .dashboard_cost import Window  # noqa: E402
 from .promstats import Runner  # noqa: E402
 
 SCRAPE_S = 30  # the fleet's scrape interval and the data source's timeInterval (dashboards/provisioning)
-BLOCK_S = 7200  # Prometheus' TSDB block range
 
 
 def int_list(text: str) -> tuple[int, ...]:
@@ -98,6 +103,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "rules/ and dashboards/, on a fleet with the role, track and gateway its config names",
     )
     p.add_argument(
+        "--load",
+        choices=loading.WAYS,
+        default="backfill",
+        help="how the fleet's hour reaches Prometheus: promtool's blocks (quick; every query decodes "
+        "its series from the block index) or scraped into the head, as on a running Prometheus "
+        "(about 10 min at 4,096 GPUs); bench/loading.py",
+    )
+    p.add_argument(
+        "--scrape-interval", default="2s", help="with --load scrape: how often Prometheus scrapes the replay"
+    )
+    p.add_argument(
         "--rules-only",
         action="store_true",
         help="measure the rules only: no dashboards, anchors or generation time",
@@ -140,31 +156,6 @@ def generated(specs: Path, into: Path) -> Identity:
     return Identity.of(model.config)
 
 
-def overlapping(blocks: list[dict]) -> bool:
-    """Whether any two TSDB blocks (``meta.json`` dicts) share time; maxTime is exclusive."""
-    spans = sorted((b["minTime"], b["maxTime"]) for b in blocks)
-    return any(later[0] < earlier[1] for earlier, later in zip(spans, spans[1:], strict=False))
-
-
-def wait_compacted(prom: LocalPrometheus, timeout_s: float = 1800) -> float:
-    """Wait until Prometheus has merged the backfilled blocks; returns the seconds waited.
-
-    The data block and one block per backfilled recording rule overlap in time. Prometheus merges
-    them (vertical compaction) about a minute after it starts; measured before that, every query
-    reads many blocks, and measured during it, the compaction competes for the CPU. A Prometheus
-    that has been running holds compacted blocks, so that is the state to measure.
-    """
-    t0 = time.monotonic()
-    while overlapping(prom.blocks()):
-        if not prom.running:  # killed from outside: it will never compact, so do not wait it out
-            raise SystemExit(f"Prometheus exited before it compacted the backfilled blocks: {prom.log_path}")
-        if time.monotonic() - t0 > timeout_s:
-            raise SystemExit(f"Prometheus did not compact the backfilled blocks within {timeout_s:.0f} s")
-        time.sleep(2)
-    time.sleep(2)  # the obsolete blocks' deletion follows the compaction
-    return round(time.monotonic() - t0, 1)
-
-
 def pick_model(prom: LocalPrometheus, wanted: str | None, at: float) -> tuple[str, str]:
     """The model to select (and its namespace): ``wanted``, else the first in name order."""
     rows = prom.query("group by (namespace, model_name) (vllm:num_requests_running)", at)
@@ -198,20 +189,6 @@ def compare(anchor_views: dict, one_model: dict) -> list[dict]:
     return rows
 
 
-def block_aligned_start(steps: int, step: float, now: float | None = None) -> float:
-    """A start whose data and recorded series all fall into one 2 h TSDB block range, ending 5 min
-    before the last 2 h boundary: Prometheus then merges every backfilled block into one, whatever
-    the hour (data that straddles a boundary stays split in blocks that each query must read)."""
-    now = time.time() if now is None else now
-    end = math.floor(now / BLOCK_S) * BLOCK_S - 300
-    start = end - (steps - 1) * step
-    if start <= end + 300 - BLOCK_S:
-        raise SystemExit(
-            f"{steps} steps of {step} s do not fit one {BLOCK_S // 3600} h block: use less --minutes"
-        )
-    return start
-
-
 def run_size(
     args: argparse.Namespace,
     shape: FleetShape,
@@ -221,28 +198,17 @@ def run_size(
 ) -> dict:
     """One fleet size: the rules (and the dashboards) of `outputs` (rules/, dashboards/) measured."""
     aba, rules_only = getattr(args, "aba", False), getattr(args, "rules_only", False)
-    start = block_aligned_start(shape.steps, shape.step)
-    end = start + (shape.steps - 1) * shape.step
-    window = Window(end - args.minutes * 60, end, SCRAPE_S, SCRAPE_S)
     result: dict = {"shape": shape.summary(), "load_before": machine.load()}
     with tempfile.TemporaryDirectory(prefix="bench-fleet-", dir=args.workdir) as tmp:
-        om = Path(tmp) / "fleet.om"
-        t0 = time.perf_counter()
-        written = write_fleet(shape, om, start)
-        result["openmetrics"] = {
-            **dataclasses.asdict(written),
-            "write_s": round(time.perf_counter() - t0, 1),
-            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10,  # so far, this process
-        }
-        _log(
-            f"{shape.gpus} GPUs: {written.series} series, {written.samples} samples, {written.bytes:,} bytes"
-        )
         rule_files = sorted((outputs / "rules").glob("*.rules.yaml"))
-        with LocalPrometheus(om, rule_files=rule_files, ready_timeout=1800) as prom:
-            om.unlink()
-            waited = wait_compacted(prom)
-            result["tsdb"] = {**prom.timings, "compaction_wait_s": waited, "blocks": len(prom.blocks())}
-            _log(f"backfilled: {result['tsdb']}")
+        if getattr(args, "load", "backfill") == "scrape":
+            loader = loading.scraped(shape, rule_files, Path(tmp), args.scrape_interval)
+        else:
+            loader = loading.backfilled(shape, rule_files, Path(tmp))
+        with loader as loaded:
+            prom, end = loaded.prom, loaded.at
+            window = Window(end - args.minutes * 60, end, SCRAPE_S, SCRAPE_S)
+            result.update(loaded.facts)
             runner = Runner(prom, args.repeats, args.warmup)
             cpu = CpuMeter(prom.pid, args.warmup + args.repeats)
             if before and aba:  # the same rules on both sides of this tree's: the order effect shows
@@ -348,6 +314,7 @@ def _run(args: argparse.Namespace, outputs: Path, identity: Identity | None) -> 
             **({"aba": True} if args.aba else {}),
             **({"interleave": args.interleave} if args.interleave else {}),
             **({"rules_only": True} if args.rules_only else {}),
+            "load": args.load,
             **({"specs": str(args.specs)} if args.specs else {}),
             **({"before": {"ref": args.before, "commit": before[0]}} if before else {}),
         },

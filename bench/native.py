@@ -31,10 +31,9 @@ from pathlib import Path
 import yaml
 
 from servewatch_testkit.localprom import LocalPrometheus
-from servewatch_testkit.replay import JOB, NATIVE_FLAG, FleetReplay
-from servewatch_testkit.synth.scaled_fleet import series_batches
+from servewatch_testkit.replay import NATIVE_FLAG
 
-from . import dashboard_cost, machine, native_report, rule_cost
+from . import dashboard_cost, loading, machine, native_report, rule_cost
 from .dashboard_cost import Window
 from .fleet import (
     REPO,
@@ -47,7 +46,6 @@ from .fleet import (
     pick_model,
     shape_for,
     started,
-    wait_compacted,
 )
 from .promstats import Runner
 
@@ -116,84 +114,23 @@ def rename_records(outputs: Path, suffix: str = SUFFIX) -> list[str]:
     return names
 
 
-def records_only(rules_dir: Path, into: Path) -> list[Path]:
-    """The recording rules of each ``*.rules.yaml``, written under `into` (what the live phase runs)."""
-    into.mkdir(parents=True, exist_ok=True)
-    out = []
-    for f in sorted(rules_dir.glob("*.rules.yaml")):
-        body = yaml.safe_load(f.read_text()) or {}
-        groups = [
-            {**g, "rules": [r for r in g.get("rules") or [] if "record" in r]}
-            for g in body.get("groups") or []
-        ]
-        path = into / f.name
-        path.write_text(json.dumps({"groups": [g for g in groups if g["rules"]]}, indent=1) + "\n")
-        out.append(path)
-    return out
-
-
 # ------------------------------------------------------------------------------ one fleet size
 
 
 def run_size(args: argparse.Namespace, i: int, outputs: dict[str, Path], scratch: Path) -> dict:
     shape = shape_for(args, i)
-    series = [s for batch in series_batches(shape) for s in batch]
-    result: dict = {"shape": shape.summary(), "series": len(series), "load_before": machine.load()}
-    start = time.time() - shape.steps * shape.step  # the hour ends about now
-    replay = FleetReplay(series, start, shape.step)
-    del series
-    with replay:
-        scrape = replay.scrape_config(args.scrape_interval)
-        with LocalPrometheus(scrape_configs=[scrape], extra_args=[NATIVE_FLAG], ready_timeout=600) as prom:
-            t0 = time.monotonic()
-            while not replay.caught_up():
-                if not prom.running:
-                    raise SystemExit(f"Prometheus exited during the replay: {prom.log_path}")
-                time.sleep(2)
-                _log(f"replay: step {replay.served}, {replay.due() - replay.served + 1} behind")
-            result["replay"] = {"steps": replay.served, "seconds": round(time.monotonic() - t0, 1)}
-            result["replay"]["check"] = check_steps(prom, shape, start)
-            _log(f"replayed: {result['replay']}")
-            live_from = time.time()
-            files = {f: records_only(outputs[f] / "rules", scratch / f"live-{i}" / f) for f in FORMS}
-            prom.reload(rule_files=[p for f in FORMS for p in files[f]])
-            t0 = time.monotonic()
-            prom.backfill_live([p for f in FORMS for p in files[f]], start, live_from - 1)
-            result["backfill_s"] = round(time.monotonic() - t0, 1)
-            _log(f"backfilled the float records in {result['backfill_s']} s")
-            while time.time() < live_from + args.live_minutes * 60:
-                time.sleep(5)
-            prom.reload(rule_files=[], scrape_configs=[])  # quiet: only the measurement's queries run
-            result["compaction_wait_s"] = wait_compacted(prom)  # the stages' blocks overlap until merged
-            at = replay.last_timestamp()
-            result["measured_at"] = at
-            result["history"] = {f: history(prom, outputs[f] / "rules", at, start) for f in FORMS}
-            result.update(measure(args, prom, outputs, at))
+    result: dict = {"shape": shape.summary(), "load_before": machine.load()}
+    rule_files = [p for f in FORMS for p in sorted((outputs[f] / "rules").glob("*.rules.yaml"))]
+    live = scratch / f"live-{i}"
+    with loading.scraped(
+        shape, rule_files, live, args.scrape_interval, [NATIVE_FLAG], args.live_minutes
+    ) as loaded:
+        result.update(loaded.facts)
+        result["measured_at"] = at = loaded.at
+        result["history"] = {f: history(loaded.prom, outputs[f] / "rules", at, loaded.start) for f in FORMS}
+        result.update(measure(args, loaded.prom, outputs, at))
     result["load_after"] = machine.load()
     return result
-
-
-def check_steps(prom: LocalPrometheus, shape, start: float) -> dict:
-    """Samples per series over the replayed hour, for one series family of each kind: every series
-    must hold every step."""
-    end = start + (shape.steps - 1) * shape.step
-    window = f"{shape.steps * shape.step}s"
-    out = {}
-    for name in (
-        "DCGM_FI_DEV_GPU_UTIL",
-        "vllm:num_requests_running",
-        "vllm:prompt_tokens_total",
-        "vllm:time_to_first_token_seconds_bucket",
-        "vllm:time_to_first_token_seconds",
-        "up",
-    ):
-        sel = f'{{__name__="{name}", job!="{JOB}"}}'
-        row = {"series": prom.query_value(f"count({sel})", end)}
-        for agg in ("min", "max"):
-            row[f"{agg}_samples"] = prom.query_value(f"{agg}(count_over_time({sel}[{window}]))", end)
-        out[name] = row
-    out["expected_samples"] = shape.steps
-    return out
 
 
 def history(prom: LocalPrometheus, rules_dir: Path, at: float, start: float) -> dict:

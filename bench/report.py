@@ -62,6 +62,26 @@ def quantity_target(kind: str, ratio: float | None) -> tuple[str, str]:
     return "none set", f"{ratio:.2f}x"
 
 
+def _loaded(size: dict) -> list[str]:
+    """The series, how the data got into Prometheus, and the recorded series' backfill time."""
+    if "replay" in size:
+        replay = size["replay"]
+        return [
+            _fmt_int(size["series"]),
+            f"scraped: {replay['steps']} steps in {replay['seconds']:.0f} s",
+            f"{size['backfill_s']:.0f} s",
+        ]
+    om, db = size["openmetrics"], size["tsdb"]
+    return [
+        _fmt_int(om["series"]),
+        f"{_fmt_int(om['samples'])} samples backfilled: {om['bytes'] / 2**30:.2f} GiB of OpenMetrics "
+        f"in {om['write_s']} s"
+        + (f", {om['peak_rss_mib']} MiB peak RSS" if "peak_rss_mib" in om else "")
+        + f", promtool {db.get('backfill_openmetrics', 0):.0f} s",
+        f"{db.get('backfill_rules', 0):.0f} s",
+    ]
+
+
 def render(results: dict) -> str:
     sizes = results["sizes"]
     gpus = [s["shape"]["gpus"] for s in sizes]
@@ -81,39 +101,28 @@ def render(results: dict) -> str:
         "## Fleets",
         "",
     ]
-    rows = []
-    for s in sizes:
-        sh, om, db = s["shape"], s["openmetrics"], s["tsdb"]
-        rows.append(
-            [
-                _fmt_int(sh["gpus"]),
-                _fmt_int(sh["hosts"]),
-                _fmt_int(sh["mig_instances"]),
-                f"{sh['engines']} ({sh['pods']} pods, {sh['models']} models)",
-                _fmt_int(om["series"]),
-                _fmt_int(om["samples"]),
-                f"{om['bytes'] / 2**30:.2f} GiB in {om['write_s']} s"
-                + (f", {om['peak_rss_mib']} MiB peak RSS" if "peak_rss_mib" in om else ""),
-                f"{db.get('backfill_openmetrics', 0):.0f} s",
-                f"{db.get('backfill_rules', 0):.0f} s",
-                f"{s['load_before'][0]} -> {s['load_after'][0]}",
-            ]
-        )
-    out += _table(
+    rows = [
         [
-            "GPUs",
-            "hosts",
-            "MIG instances",
-            "engines",
-            "series",
-            "samples",
-            "OpenMetrics",
-            "backfill",
-            "rule backfill",
-            "load (1 min)",
-        ],
+            _fmt_int(s["shape"]["gpus"]),
+            _fmt_int(s["shape"]["hosts"]),
+            _fmt_int(s["shape"]["mig_instances"]),
+            f"{s['shape']['engines']} ({s['shape']['pods']} pods, {s['shape']['models']} models)",
+            *_loaded(s),
+            f"{s['load_before'][0]} -> {s['load_after'][0]}",
+        ]
+        for s in sizes
+    ]
+    out += _table(
+        ["GPUs", "hosts", "MIG instances", "engines", "series", "data", "rule backfill", "load (1 min)"],
         rows,
     )
+    if any("replay" in s for s in sizes):
+        out += [
+            "",
+            "The raw series were scraped into the head (`--load scrape`): the state of a Prometheus "
+            "that has been scraping the fleet. Backfilled blocks (the default) make every query decode "
+            "its series' labels from the block index as well (bench/loading.py).",
+        ]
 
     out += rules_section(sizes, "rules", head, "## Rule groups: one evaluation at the last sample")
     out += costliest_section(sizes, "rules")

@@ -215,7 +215,7 @@ def test_quantity_targets():
 
 
 def test_overlapping_blocks():
-    from bench.fleet import overlapping
+    from bench.loading import overlapping
 
     assert overlapping([{"minTime": 0, "maxTime": 100}, {"minTime": 50, "maxTime": 60}])
     assert overlapping(
@@ -286,7 +286,7 @@ def test_the_rule_set_per_30_s_weights_each_group_by_its_interval():
 
 
 def test_the_fleet_fits_one_tsdb_block_whatever_the_hour():
-    from bench.fleet import BLOCK_S, block_aligned_start
+    from bench.loading import BLOCK_S, block_aligned_start
 
     for now in (7200 * 1000 + 1, 7200 * 1000 + 3599, 7200 * 1000 + 7199):
         start = block_aligned_start(120, 30, now)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from bench import native, native_report
+from bench import loading, native, native_report
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -41,9 +41,12 @@ def test_each_form_is_generated_from_a_copy_of_the_specs_and_its_records_renamed
 
 
 def test_the_live_phase_runs_the_recording_rules_alone(tmp_path):
-    files = native.records_only(REPO / "rules", tmp_path)
-    assert [f.name for f in files] == sorted(p.name for p in (REPO / "rules").glob("*.rules.yaml"))
-    rules = [r for f in files for g in json.loads(f.read_text())["groups"] for r in g["rules"]]
+    sources = sorted((REPO / "rules").glob("*.rules.yaml"))
+    files = loading.records_only(sources + sources, tmp_path)  # two sets with the same file names
+    assert len({f.name for f in files}) == len(files) == 2 * len(sources)
+    assert all(f.name.endswith(s.name) for f, s in zip(files, sources + sources, strict=True))
+    first = files[: len(sources)]
+    rules = [r for f in first for g in json.loads(f.read_text())["groups"] for r in g["rules"]]
     assert rules and all("record" in r for r in rules)
     assert {r["record"] for r in rules} == set(native.records(REPO / "rules"))
 

@@ -62,7 +62,7 @@ def quantity_target(kind: str, ratio: float | None) -> tuple[str, str]:
     return "none set", f"{ratio:.2f}x"
 
 
-def _loaded(size: dict) -> list[str]:
+def data_cells(size: dict) -> list[str]:
     """The series, how the data got into Prometheus, and the recorded series' backfill time."""
     if "replay" in size:
         replay = size["replay"]
@@ -107,7 +107,7 @@ def render(results: dict) -> str:
             _fmt_int(s["shape"]["hosts"]),
             _fmt_int(s["shape"]["mig_instances"]),
             f"{s['shape']['engines']} ({s['shape']['pods']} pods, {s['shape']['models']} models)",
-            *_loaded(s),
+            *data_cells(s),
             f"{s['load_before'][0]} -> {s['load_after'][0]}",
         ]
         for s in sizes

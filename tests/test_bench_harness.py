@@ -366,3 +366,25 @@ def test_interleave_pairs_only_the_rules_whose_expression_differs():
     ]
     with pytest.raises(SystemExit):
         fleet.parse_args(["--interleave", "3", "--gpus", "512"])
+
+
+def test_the_fleet_table_says_how_the_data_reached_prometheus():
+    backfilled = {
+        "openmetrics": {"series": 1000, "samples": 120000, "bytes": 2**30, "write_s": 3.0},
+        "tsdb": {"backfill_openmetrics": 7.4, "backfill_rules": 2.2},
+    }
+    scraped = {"series": 1000, "replay": {"steps": 121, "seconds": 95.2}, "backfill_s": 61.0}
+    assert report.data_cells(backfilled) == [
+        "1,000",
+        "120,000 samples backfilled: 1.00 GiB of OpenMetrics in 3.0 s, promtool 7 s",
+        "2 s",
+    ]
+    assert report.data_cells(scraped) == ["1,000", "scraped: 121 steps in 95 s", "61 s"]
+
+
+def test_the_data_is_backfilled_unless_scraping_is_asked_for(capsys):
+    assert fleet.parse_args([]).load == "backfill"
+    assert fleet.parse_args(["--load", "scrape", "--scrape-interval", "5s"]).scrape_interval == "5s"
+    with pytest.raises(SystemExit):
+        fleet.parse_args(["--load", "remote-write"])
+    assert "invalid choice" in capsys.readouterr().err

@@ -67,6 +67,17 @@ def repo() -> Path:
 
 
 @pytest.fixture(scope="session")
+def prometheus_data(tmp_path_factory) -> Path:
+    """The folder where LocalPrometheus(reuse=...) keeps backfilled blocks, one per session and shared
+    by its xdist workers (each worker's temp dir is a folder of the session's): a module that serves
+    the data another has backfilled links its blocks instead of building them again."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "prometheus-data"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+@pytest.fixture(scope="session")
 def default_build() -> tuple[Model, dict[str, str]]:
     """The default specs built once for the session: (model, {path: text}). Read them, never change them."""
     return generate.build(REPO / "specs")

@@ -229,6 +229,30 @@ def test_sources_with_the_same_series_on_their_own_spans_share_one_server():
         assert prom.query_value("count_over_time(x[1h])", second) == 1.0  # nothing of the first span
 
 
+def test_servers_with_the_same_inputs_share_their_backfill(tmp_path):
+    """reuse=: the second server over the same data and rules links the first one's blocks (records
+    included) instead of backfilling; other data or other rules are built anew."""
+    rules = tmp_path / "r.rules.yaml"
+    rules.write_text("groups:\n  - name: g\n    rules:\n      - record: r:x\n        expr: x * 2\n")
+    start = backfill_start(3, 30) - 300  # off the hour: one block (test_lifecycle_...)
+    data = to_openmetrics([Series("x", {"a": "1"}, [1, 2, 3])], start, 30)
+    kept = tmp_path / "kept"
+    with LocalPrometheus(data, rule_files=[rules], reuse=kept) as first:
+        built = {b["ulid"] for b in first.blocks()}
+        assert "backfill_rules" in first.timings and "reused" not in first.timings
+    with LocalPrometheus(data, rule_files=[rules], reuse=kept) as again:
+        assert {b["ulid"] for b in again.blocks()} == built
+        assert "reused" in again.timings and "backfill_openmetrics" not in again.timings
+        # a record sits its group's phase after a grid point: one interval after the last one
+        assert again.query_value("r:x", start + 90) == 6.0
+    other = to_openmetrics([Series("x", {"a": "1"}, [1, 2, 4])], start, 30)
+    with LocalPrometheus(other, rule_files=[rules], reuse=kept) as changed:
+        assert "reused" not in changed.timings and changed.query_value("r:x", start + 90) == 8.0
+    rules.write_text(rules.read_text().replace("x * 2", "x * 3"))
+    with LocalPrometheus(data, rule_files=[rules], reuse=kept) as changed:
+        assert "reused" not in changed.timings and changed.query_value("r:x", start + 90) == 9.0
+
+
 def test_start_failure_carries_the_log_tail(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("groups:\n  - name: g\n    rules:\n      - record: r\n        expr: sum(\n")

@@ -47,7 +47,7 @@ from typing import Any, Iterable, Sequence
 from servewatch import yamlio
 from servewatch.promapi import Client, PromApiError, TimeLike, timestamp
 
-from . import rule_stages
+from . import kept_data, rule_stages
 from .servers import LocalServer, ServerError
 
 __all__ = ["LocalPrometheus", "backfill_start"]
@@ -85,6 +85,9 @@ class LocalPrometheus(LocalServer):
     ``scrape_configs``: Prometheus scrape configs (e.g. ScrapeServer.scrape_config) for live data;
     ``alertmanagers``: Alertmanager URLs the server sends its alerts to.
     ``keep=True`` leaves the temp dir (data, config, prometheus.log) behind for debugging.
+    ``reuse``: a folder shared by the servers of a test session (conftest's ``prometheus_data``):
+    the backfilled blocks are built once per set of inputs and linked into every server with the
+    same inputs (servewatch_testkit.kept_data).
     """
 
     tool = "prometheus"
@@ -106,9 +109,14 @@ class LocalPrometheus(LocalServer):
         extra_args: Sequence[str] = (),
         ready_timeout: float = 60.0,
         keep: bool = False,
+        reuse: str | os.PathLike | None = None,
     ):
         super().__init__(extra_args=extra_args, ready_timeout=ready_timeout, keep=keep)
         self.openmetrics = openmetrics
+        self.reuse = None if reuse is None else Path(reuse)
+        if self.reuse is not None and scrape_configs:
+            # the backfill stages' servers would scrape too: samples that kept blocks do not hold
+            raise ValueError("reuse= keeps backfilled data only: a server that scrapes cannot share it")
         self.scrape_configs = list(scrape_configs)
         self.alertmanagers = [a.removeprefix("http://") for a in alertmanagers]
         self.rule_files = [Path(f).resolve() for f in rule_files]
@@ -138,11 +146,45 @@ class LocalPrometheus(LocalServer):
     # ----------------------------------------------------- the server's start
 
     def prepare(self) -> None:
+        if self.reuse is None:
+            self._backfill()
+            return
+        kept = kept_data.Kept(self.reuse, kept_data.key_of(self._inputs()))
+        with kept.lock():
+            if kept.exists():
+                self.timed("reused", lambda: kept.copy_to(self.data_dir))
+            else:
+                self._backfill()
+                kept.store(self.data_dir)
+
+    def _backfill(self) -> None:
         self.data_dir.mkdir()
         if self.openmetrics is not None:
             self.timed("backfill_openmetrics", self._backfill_openmetrics)
         if self.rule_files and self.backfill_rules and self.blocks():
             self.timed("backfill_rules", self._backfill_rules)
+
+    def _inputs(self) -> Iterable[bytes]:
+        """Everything the backfilled blocks are made from: the binaries, the rules' range and
+        interval, the OpenMetrics sources and each rule file's name (a group's phase comes from
+        its file's path) and text."""
+        from servewatch import tools
+
+        binaries = [tools.find(name) for name in ("promtool", "prometheus")]
+        rules_range = [None if t is None else timestamp(t) for t in (self.rules_start, self.rules_end)]
+        yield json.dumps(
+            [[str(b), b.stat().st_size, b.stat().st_mtime_ns] for b in binaries]
+            + [rules_range, self.rule_eval_interval, self.backfill_rules]
+        ).encode()
+        sources = self.openmetrics if isinstance(self.openmetrics, (list, tuple)) else [self.openmetrics]
+        for source in sources:
+            if source is None:
+                yield b""
+            else:
+                yield source.encode() if isinstance(source, str) else Path(source).read_bytes()
+        for f in self.rule_files:
+            yield f.name.encode()
+            yield f.read_bytes()
 
     def args(self, port: int) -> list[str]:
         config = self._write_config(self._loaded_rules)

@@ -28,15 +28,16 @@ from servewatch.spec.loader import load
 from servewatch.spec.schema import seconds
 from servewatch_testkit import ahead, rule_reads
 from servewatch_testkit.ahead import Ahead
-from servewatch_testkit.localprom import LocalPrometheus, backfill_start
+from servewatch_testkit.mutate.runner import RULES_ENV
 from servewatch_testkit.synth import INCIDENTS, incident
 from servewatch_testkit.synth.scenario import Scenario
+from test_dashboards_integration import boards_of, incident_reads, incident_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.tools("promtool", "prometheus")]
 
 REPO = Path(__file__).resolve().parents[1]
 # `make mutate` (servewatch_testkit/mutate) points this at mutated copies of the rule files.
-RULES_DIR = Path(os.environ.get("SERVEWATCH_RULES_DIR") or REPO / "rules")
+RULES_DIR = Path(os.environ.get(RULES_ENV) or REPO / "rules")
 RULE_FILES = [RULES_DIR / "gpu.rules.yaml", RULES_DIR / "vllm.rules.yaml"]
 
 
@@ -322,13 +323,13 @@ def test_the_ground_truth_explains_the_table(name):
 
 
 class Served:
-    def __init__(self, name: str, read: set[str] | None):
-        """``read``: the metric names the rules select; the server holds only those series, since no
-        query here can see the others."""
+    def __init__(self, name: str, read: set[str] | None, rule_files: list[Path], reuse: Path):
+        """``read``: the metric names the server holds (at least those the rules select: no query
+        here can see the others); ``rule_files``: at least RULE_FILES (no alert here reads another's
+        records)."""
         self.scenario = sc = _incident(name)
-        self.start = backfill_start(sc.steps, sc.step)
-        data = rule_reads.read_by_rules(sc, read)
-        self.prom = LocalPrometheus(data.openmetrics(self.start), rule_files=RULE_FILES).start()
+        _, self.start, prom = incident_server(name, read, rule_files, reuse)
+        self.prom = prom.start()
         self.t = sc.time_at(self.start, sc.eval_step)
 
     def at(self, step: int) -> float:
@@ -339,12 +340,26 @@ class Served:
 PREPARING = len(os.sched_getaffinity(0)) + 1
 
 
+def _served_data(default_build) -> tuple[list[Path], set[str] | None]:
+    """(rule files, series names) of the incident servers. On the committed rules, those of
+    test_dashboards_integration's incident servers (every rule file, the series its panels show too),
+    whose blocks a session then builds once for both modules; on a mutant's rules (RULES_ENV, the
+    mutation runs) only the rule files the alerts are in and the series they read."""
+    if os.environ.get(RULES_ENV):
+        return RULE_FILES, rule_reads.selected_names(RULE_FILES)
+    model, files = default_build
+    rule_files = sorted(RULES_DIR.glob("*.rules.yaml"))
+    return rule_files, incident_reads(model, boards_of(files), rule_files)
+
+
 @pytest.fixture(scope="module")
-def served(request):
+def served(request, default_build, prometheus_data):
     """name -> Served; one Prometheus per scenario, those the selected tests read prepared in the
     background in the order they ask for them, all stopped when the module ends (or -x stops it)."""
-    read = rule_reads.selected_names(RULE_FILES)
-    servers = Ahead(lambda name: Served(name, read), ahead.asked(request), PREPARING)
+    rule_files, read = _served_data(default_build)
+    servers = Ahead(
+        lambda name: Served(name, read, rule_files, prometheus_data), ahead.asked(request), PREPARING
+    )
     yield servers
     servers.close(lambda s: s.prom.close())
 

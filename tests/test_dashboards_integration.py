@@ -201,6 +201,22 @@ def _start(scenario, extra: list, model: Model, boards: dict, rule_files: list[P
     return Env(prom, scenario.time_at(start, scenario.eval_step), scenario, extra, boards, model)
 
 
+def incident_server(name: str, names: set[str] | None, rule_files: list[Path], reuse: Path) -> tuple:
+    """(scenario, start, its Prometheus, not started) of incident `name`: the series named in
+    `names` (all of them for None) and `rule_files` (named as generated), backfilled in `reuse`.
+    test_alerts_on_incidents serves its incidents here too, so a session builds each one's blocks
+    once for both modules (servewatch_testkit.kept_data)."""
+    scenario = rule_reads.read_by_rules(incident(name), names)
+    start = backfill_start(scenario.steps, scenario.step)
+    prom = LocalPrometheus(scenario.openmetrics(start), rule_files=rule_files, reuse=reuse)
+    return scenario, start, prom
+
+
+def boards_of(files: dict[str, str]) -> dict[str, dict]:
+    """Every board an alert links to: the three, and the SLO board the burn-rate alerts open."""
+    return {n: json.loads(files[f"dashboards/{n}.json"]) for n in (*NAMES, "slo")}
+
+
 def _board_queries(board: dict) -> list[str]:
     """Every PromQL query a board makes (panels, annotations, variables), with its variables at All."""
     values = {**ALL, "model:raw": ".*"}
@@ -240,7 +256,7 @@ def _rule_files_read(rule_files: list[Path], boards: list[dict]) -> list[Path]:
 QUEUE_PANEL = ("vllm-serving", "Queue, prefill and decode p95")  # test_queue_and_prefill_... reads it
 
 
-def _incident_reads(model: Model, boards: dict, rule_files: list[Path]) -> set[str] | None:
+def incident_reads(model: Model, boards: dict, rule_files: list[Path]) -> set[str] | None:
     """The metric names the incident tests can see: what the rules read (the alerts' expressions
     too), and what the panels read that an alert's dashboard_url opens (and QUEUE_PANEL); None
     (everything) when one of them selects a series it does not name. An incident server holds only
@@ -272,14 +288,13 @@ FLEETS = ("busy", "env")  # the fleet as it is, and with troubles on top; the re
 
 
 @pytest.fixture(scope="module")
-def servers(request, tmp_path_factory, default_build):
+def servers(request, tmp_path_factory, default_build, prometheus_data):
     """name -> Env: "busy" (the fleet as it is: busy, nothing wrong, and the recording rules issue 8
     asks for, loaded), "env" (the fleet with troubles on top, see _extra_series) and one per incident;
     each its own Prometheus, prepared in the background in the order the selected tests ask for them,
     all stopped when the module ends."""
     model, files = default_build
-    # every board an alert links to: the three, and the SLO board the burn-rate alerts open
-    boards = {n: json.loads(files[f"dashboards/{n}.json"]) for n in (*NAMES, "slo")}
+    boards = boards_of(files)
     rule_files = _rule_files(files, tmp_path_factory.mktemp("rules"))
     more = tmp_path_factory.mktemp("more") / "more.rules.yaml"
     group = {"name": "more", "rules": [{"record": r, "expr": e} for r, e in SCALE_RULES.items()]}
@@ -288,7 +303,7 @@ def servers(request, tmp_path_factory, default_build):
     # the fleet tests read the three boards only: not the SLO records, say, three backfill stages
     fleet_rules = _rule_files_read(rule_files, [boards[n] for n in NAMES])
 
-    read = _incident_reads(model, boards, rule_files)
+    read = incident_reads(model, boards, rule_files)
 
     def make(name: str) -> Env:
         if name == "busy":
@@ -296,7 +311,8 @@ def servers(request, tmp_path_factory, default_build):
         if name == "env":
             scenario = synth.fleet()
             return _start(scenario, _extra_series(scenario), model, boards, fleet_rules)
-        return _start(rule_reads.read_by_rules(incident(name), read), [], model, boards, rule_files)
+        scenario, start, prom = incident_server(name, read, rule_files, prometheus_data)
+        return Env(prom.start(), scenario.time_at(start, scenario.eval_step), scenario, [], boards, model)
 
     fixtures = [f for f in FLEETS if any(f in item.fixturenames for item in _module_items(request))]
     incidents = [n for n in ahead.asked(request) if n in INCIDENTS]  # not the boards of the fleet tests

@@ -251,6 +251,22 @@ def test_a_profile_added_to_the_catalog_drives_rules_dashboards_runbooks_and_tes
     assert synth.truth.one(gpu, "DCGM_FI_DEV_MEMORY_USED_BYTES").values == (1000 * 2**20,)
 
 
+def test_a_spec_file_read_before_is_checked_again_under_another_catalog(
+    scratch_catalog, specs_with, monkeypatch
+):
+    """The loader keeps a valid file's document by its text (spec/loader.py): a config valid under a
+    catalog that has its exporter profile is refused, at the field, once the catalog has it no more."""
+    bytes_ = yaml.safe_load((scratch_catalog / "dcgm.yaml").read_text())["profiles"]["bytes"]
+    add_profile(scratch_catalog, "next", {**NEXT, "metrics": bytes_["metrics"]})
+    specs = specs_with({"config.yaml": [("fb_units: mib", "fb_units: next")]})
+    assert load(specs).config.dcgm.fb_units == "next"
+    monkeypatch.setattr(catalog, "DIRECTORY", Path(catalog.__file__).parent)
+    catalog.load.cache_clear()
+    with pytest.raises(SpecErrors) as refused:
+        load(specs)
+    assert any("config.yaml:" in str(e) and "fb_units" in str(e) for e in refused.value.errors), refused.value
+
+
 def test_an_inconsistent_profile_is_refused_with_the_place(scratch_catalog):
     add_profile(scratch_catalog, "broken", {**NEXT, "metrics": {"fb_usd": {"name": "X_USED"}}})
     with pytest.raises(catalog.CatalogError, match=r"profiles\.broken\.metrics\.fb_usd: no such field"):

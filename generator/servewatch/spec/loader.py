@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from .. import catalog
 from ..errors import Location, SpecError, SpecErrors
 from . import layers
 from .alertmanager import Alertmanager
@@ -20,7 +21,7 @@ from .document import SpecDoc
 from .runbooks import Runbook
 from .schema import Config, Group, Overrides, Scenario, Signal
 from .slos import SLO, with_side
-from .source import SourceDoc, read_jsonnet, read_yaml
+from .source import SourceDoc, parse_yaml, read_jsonnet, read_text
 from .translate import schema_errors
 
 SPEC_SUFFIXES = (".yaml", ".yml", ".jsonnet")
@@ -82,11 +83,47 @@ def spec_files(root: Path) -> list[Path]:
     return sorted(files, key=lambda p: p.relative_to(root).as_posix())
 
 
-def _read(path: Path, root: Path) -> SourceDoc:
+def _read_and_validate(path: Path, root: Path) -> tuple[SourceDoc, SpecDoc | None, list[SpecError]]:
+    """A spec file's data and its document, or the errors that name its file and line."""
     display = path.as_posix()
-    if path.suffix == ".jsonnet":
-        return read_jsonnet(path, display, root)
-    return read_yaml(path, display)
+    if path.suffix == ".jsonnet":  # its imports are files of their own: not keyed by its text alone
+        doc = read_jsonnet(path, display, root)
+        return doc, *_validate(doc)
+    text = read_text(path, display)
+    kept = _valid_yaml(text)
+    if kept is not None:
+        data, lines, spec_doc = kept
+        return SourceDoc(display, data, lines), spec_doc, []
+    doc = parse_yaml(text, display)
+    return doc, *_validate(doc)
+
+
+# A valid YAML spec file's text -> (the catalog it was checked against, its data, line map and document)
+_KEPT: dict[str, tuple[catalog.Catalog, dict, dict, SpecDoc]] = {}
+KEPT_FILES = 256  # a dozen default files and the edited copies of a test module's, not a fuzzer's all
+
+
+def _valid_yaml(text: str) -> tuple[dict, dict, SpecDoc] | None:
+    """A valid YAML spec file's data, line map and document, kept by its text: a process that loads
+    the same files again (the tests, the fuzzer: one file of a dozen edited) parses each once. All
+    three are read, never changed (the Spec is built of new dicts). A document is checked against the
+    catalog (metric names, profiles), so one kept under another catalog is checked again. None when
+    the file has a problem: the errors name the file, so its caller makes them again under its name."""
+    cat = catalog.load()
+    kept = _KEPT.get(text)
+    if kept is not None and kept[0] is cat:
+        return kept[1:]
+    try:
+        doc = parse_yaml(text, "")
+    except SpecError:
+        return None
+    spec_doc, errors = _validate(doc)
+    if errors:
+        return None
+    if len(_KEPT) >= KEPT_FILES:
+        _KEPT.clear()
+    _KEPT[text] = (cat, doc.data, doc.lines, spec_doc)
+    return doc.data, doc.lines, spec_doc
 
 
 def _validate(doc: SourceDoc) -> tuple[SpecDoc | None, list[SpecError]]:
@@ -140,11 +177,10 @@ def _parse(files: list[Path], root: Path) -> list[tuple[SourceDoc, SpecDoc]]:
     parsed: list[tuple[SourceDoc, SpecDoc]] = []
     for path in files:
         try:
-            doc = _read(path, root)
+            doc, spec_doc, errs = _read_and_validate(path, root)
         except SpecError as exc:
             errors.append(exc)
             continue
-        spec_doc, errs = _validate(doc)
         errors.extend(errs)
         if spec_doc is not None:
             parsed.append((doc, spec_doc))

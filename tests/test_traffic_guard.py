@@ -7,11 +7,12 @@ from __future__ import annotations
 import re
 
 import pytest
-import yaml
 
-from servewatch import generate
+from servewatch import generate, yamlio
+from servewatch.render import yamlout
 
 ALERT = "VLLMRequestErrorRateHigh"
+
 GUARD_RE = re.compile(r"(sum by \(([^)]*)\) \(max by \(([^)]*)\) \(rate\(([^\[]*)\[(\w+)\]\)\)\)) >= (\S+)")
 
 
@@ -22,17 +23,17 @@ def _build(specs_with, tuning: str | None = None):
 
 
 def _guard_tests(tests: str) -> list[dict]:
-    return [t for t in yaml.safe_load(tests)["tests"] if "min_traffic" in t["name"]]
+    return [t for t in yamlio.load(tests)["tests"] if "min_traffic" in t["name"]]
 
 
 def _broken(rules: str, how) -> str:
     """The rules with the guard of ALERT rewritten by `how(match) -> new guard text`."""
-    doc = yaml.safe_load(rules)
+    doc = yamlio.load(rules)
     rule = next(r for g in doc["groups"] for r in g["rules"] if r.get("alert") == ALERT)
     match = GUARD_RE.search(rule["expr"])
     assert match, rule["expr"]
     rule["expr"] = rule["expr"].replace(match.group(0), how(match))
-    return yaml.safe_dump(doc, sort_keys=False, width=1000)
+    return yamlout.dump(doc)  # as the renderer writes rules: libyaml, not PyYAML's own Python
 
 
 def _drop(labels: str, label: str) -> str:
@@ -125,5 +126,5 @@ def test_a_ratio_whose_matchers_cannot_be_split_gets_no_guard_or_exact_cases(spe
     specs = specs_with({"signals.yaml": [("'finished_reason=\"error\"'", "'job=~\".*\"'")]})
     _, files = generate.build(specs)
     assert 'job=~".*"' in files["rules/vllm.rules.yaml"]
-    names = [t["name"] for t in yaml.safe_load(files["promtool/vllm.boundaries.test.yaml"])["tests"]]
+    names = [t["name"] for t in yamlio.load(files["promtool/vllm.boundaries.test.yaml"])["tests"]]
     assert not [n for n in names if ALERT in n and ("min_traffic" in n or "exactly at" in n)], names

@@ -16,7 +16,7 @@ from servewatch.errors import SpecErrors
 from servewatch.model import Model
 from servewatch.plan.rule_tests import boundary_tests
 from servewatch.plan.scenario_tests import scenario_tests
-from servewatch.render import rules, unit_tests
+from servewatch.render import rules, unit_tests, yamlout
 from servewatch.spec.loader import load
 from servewatch.validation import validate
 
@@ -83,7 +83,7 @@ def test_every_alert_tuned_keeps_the_default_scenarios_green(specs_copy, tmp_pat
     assert mine
     suite = unit_tests.test_file(model, family, path, mine)
     files = {rules.plain_path(family): rules.render(model)[rules.plain_path(family)]}
-    files[path] = yaml.safe_dump(suite, sort_keys=False)
+    files[path] = yamlout.dump(suite)  # as the renderer writes it (libyaml, not PyYAML's own Python)
     writer.write(tmp_path / "out", files)
     res = prove(tmp_path / "out" / path)
     assert res.returncode == 0, res.stdout + res.stderr

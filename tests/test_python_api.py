@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 import servewatch
@@ -15,6 +17,21 @@ def test_main_runs_a_command_and_returns_its_exit_status(repo, specs_with, capsy
     bad = specs_with({"config.yaml": [("fb_units: mib", "fb_units: MiB")]})
     assert servewatch.main(["check", "--specs", str(bad)]) == 2
     assert "did you mean 'mib'?" in capsys.readouterr().err
+
+
+def test_main_leaves_the_callers_garbage_collector_as_it_found_it(repo, specs_with, capsys):
+    """A command collects garbage less often while it runs (cli.fewer_collections); the program that
+    called it gets its own thresholds back, whether the command passed or refused the specs."""
+    theirs = gc.get_threshold()
+    gc.set_threshold(123, 4, 5)
+    try:
+        assert servewatch.main(["check", "--specs", str(repo / "specs")]) == 0
+        assert gc.get_threshold() == (123, 4, 5)
+        bad = specs_with({"config.yaml": [("fb_units: mib", "fb_units: MiB")]})
+        assert servewatch.main(["check", "--specs", str(bad)]) == 2
+        assert gc.get_threshold() == (123, 4, 5)
+    finally:
+        gc.set_threshold(*theirs)
 
 
 def test_build_returns_the_outputs_without_writing(default_build, repo, specs_with):

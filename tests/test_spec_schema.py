@@ -5,6 +5,7 @@ what the loader accepts, and must flag the structural mistakes the loader refuse
 wrong type, an unknown value. Checks the loader makes beyond structure are listed at the end.
 """
 
+import functools
 import json
 import random
 
@@ -13,7 +14,7 @@ import pytest
 import yaml
 from test_dashboards import walk_json  # (path, value) of every value in a document
 
-from servewatch import diskcache
+from servewatch import diskcache, yamlio
 from servewatch.errors import SpecErrors
 from servewatch.render import spec_schema
 from servewatch.spec.loader import load
@@ -42,10 +43,20 @@ def loader_errors(tmp_path, name: str, data) -> list[str]:
 
 
 def spec_documents(repo) -> dict[str, dict]:
-    return {
-        p.relative_to(repo / "specs").as_posix(): yaml.safe_load(p.read_text())
-        for p in sorted((repo / "specs").rglob("*.yaml"))
-    }
+    """The default spec files' documents, a fresh copy per call for a test to edit."""
+    return json.loads(_spec_documents(repo))
+
+
+@functools.cache
+def _spec_documents(repo) -> str:
+    # read once per process, with libyaml: PyYAML's own parser took a third of this module's CPU on
+    # the dozen files each test edits one of
+    return json.dumps(
+        {
+            p.relative_to(repo / "specs").as_posix(): yamlio.load(p.read_text())
+            for p in sorted((repo / "specs").rglob("*.yaml"))
+        }
+    )
 
 
 def test_schema_is_valid_draft_2020_12_and_committed(repo, servewatch):

@@ -7,19 +7,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
-from servewatch import generate, scenarios, tools, verify
+from servewatch import generate, scenarios, tools, verify, yamlio
 from servewatch.plan import rule_tests
 from servewatch.plan.synthetic import Synth, bucket_quantile, exact_total
+from servewatch.render import yamlout
 
 
 def _generated(files: dict, kind: str) -> list[dict]:
     return [
-        t
-        for p, text in files.items()
-        if p.endswith(f".{kind}.test.yaml")
-        for t in yaml.safe_load(text)["tests"]
+        t for p, text in files.items() if p.endswith(f".{kind}.test.yaml") for t in yamlio.load(text)["tests"]
     ]
 
 
@@ -193,12 +190,12 @@ TUNINGS = {  # thresholds halved, quadrupled, and odd ones that are no bucket bo
 
 def inclusive(rules: str, alert: str) -> str:
     """The rules with `alert`'s `>` made `>=`."""
-    doc = yaml.safe_load(rules)
+    doc = yamlio.load(rules)
     rule = next(r for g in doc["groups"] for r in g["rules"] if r.get("alert") == alert)
     head, sep, tail = rule["expr"].rpartition(" > ")
     assert sep, rule["expr"]
     rule["expr"] = f"{head} >= {tail}"
-    return yaml.safe_dump(doc, sort_keys=False)
+    return yamlout.dump(doc)
 
 
 def assert_exact_cases_pin_the_comparison(vllm_boundaries, tmp_path, rules: str, tests: str, alerts) -> None:
@@ -223,7 +220,7 @@ def test_a_tuned_exact_case_is_silent_and_fails_when_the_comparison_includes_the
     overrides = "".join(f"    {a}: {{threshold: {t}}}\n" for a, t in thresholds.items())
     _, files = generate.build(specs_with({"overrides.yaml": f"overrides:\n  alerts:\n{overrides}"}))
     rules, tests = files["rules/vllm.rules.yaml"], files["promtool/vllm.boundaries.test.yaml"]
-    names = {t["name"] for t in yaml.safe_load(tests)["tests"]}
+    names = {t["name"] for t in yamlio.load(tests)["tests"]}
     exact = [a for a in thresholds if f"boundary: {a} exactly at its threshold" in names]
     if tuning != "odd":  # round rates and bucket bounds are always exact
         assert exact == list(thresholds)
@@ -269,7 +266,7 @@ def test_the_worked_out_values_are_to_the_bit_what_promtool_computes(default_mod
     rules = tmp_path / "empty.rules.yaml"
     rules.write_text("groups: []\n")
     path = tmp_path / "values.test.yaml"
-    path.write_text(yaml.safe_dump({"rule_files": [rules.name], "tests": [test]}))
+    path.write_text(yamlout.dump({"rule_files": [rules.name], "tests": [test]}))
     result = tools.run("promtool", "test", "rules", path)
     assert result.returncode == 0, result.stdout + result.stderr
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 
 import pytest
-import yaml
 
 from servewatch import generate, tools, yamlio
+from servewatch.render import yamlout
 from servewatch_testkit.slo_proof import promtool_sliced, write_rule_files
 
 ALERT = "VLLMTTFTErrorBudgetBurn"
@@ -146,12 +146,12 @@ def _promtool(tmp_path, rules: dict, tests: list[dict], files=None):
     test loads (the records the SLO groups read) as generated, in its group order; each test beside
     only the rules it observes, as `servewatch test` runs it."""
     generated, rule_files = write_rule_files(files or _DEFAULT["files"], tmp_path)
-    (tmp_path / "rules" / "slo.rules.yaml").write_text(yaml.safe_dump(rules, sort_keys=False, width=1000))
+    (tmp_path / "rules" / "slo.rules.yaml").write_text(yamlout.dump(rules))
     path = tmp_path / "slo.test.yaml"
     body = {"rule_files": rule_files, "evaluation_interval": generated["evaluation_interval"], "tests": tests}
     if "group_eval_order" in generated:
         body["group_eval_order"] = generated["group_eval_order"]
-    path.write_text(yaml.safe_dump(body, sort_keys=False, width=1000))
+    path.write_text(yamlout.dump(body))
     return promtool_sliced(path)
 
 
@@ -162,7 +162,7 @@ _DEFAULT: dict = {}
 def test_the_cut_down_edges_pass_on_the_rules_as_generated(default_files, tmp_path):
     res = _promtool(
         tmp_path,
-        yaml.safe_load(default_files["rules/slo.rules.yaml"]),
+        yamlio.load(default_files["rules/slo.rules.yaml"]),
         _only_edges(_ttft_tests(default_files)),
     )
     assert res.returncode == 0, res.stdout + res.stderr
@@ -173,7 +173,7 @@ def test_the_cut_down_edges_pass_on_the_rules_as_generated(default_files, tmp_pa
 def test_a_broken_row_fails_its_edges(default_files, tmp_path, how, edge):
     """Each break fails the edge designed for it, cut down to that edge alone: promtool's cost is per
     step, and the other edges' tests run longer."""
-    rules = yaml.safe_load(default_files["rules/slo.rules.yaml"])
+    rules = yamlio.load(default_files["rules/slo.rules.yaml"])
     how(rules)
     res = _promtool(
         tmp_path, rules, _only_edges(_ttft_tests(default_files), (edge,), _claimed(default_files, (edge,)))
@@ -183,9 +183,7 @@ def test_a_broken_row_fails_its_edges(default_files, tmp_path, how, edge):
 
 @pytest.mark.tools("promtool")
 def test_the_exact_edges_pass_on_the_rules_as_generated(default_files, tmp_path):
-    res = _promtool(
-        tmp_path, yaml.safe_load(default_files["rules/slo.rules.yaml"]), _only_exact(default_files)
-    )
+    res = _promtool(tmp_path, yamlio.load(default_files["rules/slo.rules.yaml"]), _only_exact(default_files))
     assert res.returncode == 0, res.stdout + res.stderr
 
 
@@ -207,7 +205,7 @@ assert {edge for _, edge in EXACT_BREAKS.values()} == set(EXACT), "every exact e
 @pytest.mark.parametrize("how, edge", EXACT_BREAKS.values(), ids=EXACT_BREAKS.keys())
 def test_a_row_taking_its_edge_the_wrong_way_fails_the_exact_edges(default_files, tmp_path, how, edge):
     """Each wrong comparison fails the exact edge designed for it, cut down to that edge alone."""
-    rules = yaml.safe_load(default_files["rules/slo.rules.yaml"])
+    rules = yamlio.load(default_files["rules/slo.rules.yaml"])
     how(rules)
     res = _promtool(tmp_path, rules, _only_exact(default_files, (edge,)))
     assert res.returncode != 0 and f"slo-test/{edge}" in res.stdout + res.stderr, res.stdout + res.stderr
@@ -215,17 +213,17 @@ def test_a_row_taking_its_edge_the_wrong_way_fails_the_exact_edges(default_files
 
 @pytest.mark.tools("promtool")
 def test_a_guard_reading_the_other_slos_events_fails_the_written_test(default_files, repo, tmp_path):
-    rules = yaml.safe_load(default_files["rules/slo.rules.yaml"])
+    rules = yamlio.load(default_files["rules/slo.rules.yaml"])
     _break_alert(
         lambda e: e.replace('slo:valid_events:rate5m{slo="vllm-ttft"}[6h]', "slo:valid_events:rate5m[6h]")
     )(rules)
     (tmp_path / "rules").mkdir()
-    (tmp_path / "rules" / "slo.rules.yaml").write_text(yaml.safe_dump(rules, sort_keys=False, width=1000))
+    (tmp_path / "rules" / "slo.rules.yaml").write_text(yamlout.dump(rules))
     (tmp_path / "rules" / "vllm.rules.yaml").write_text(default_files["rules/vllm.rules.yaml"])
-    test = yaml.safe_load((repo / "tests/promtool/slo-records.test.yaml").read_text())
+    test = yamlio.load((repo / "tests/promtool/slo-records.test.yaml").read_text())
     test["rule_files"] = ["rules/vllm.rules.yaml", "rules/slo.rules.yaml"]  # the records it reads
     path = tmp_path / "records.test.yaml"
-    path.write_text(yaml.safe_dump(test, sort_keys=False, width=1000))
+    path.write_text(yamlout.dump(test))
     res = tools.run("promtool", "test", "rules", path)
     assert res.returncode != 0 and "each SLO's guard counts its own events" in res.stdout + res.stderr, (
         res.stdout

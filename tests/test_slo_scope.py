@@ -10,9 +10,9 @@ import json
 import re
 
 import pytest
-import yaml
 
 from servewatch import generate, yamlio
+from servewatch.render import yamlout
 from servewatch.errors import SpecErrors
 from servewatch.slo.plan import INPUTS_ALERT
 from servewatch.slo.scenarios import OUTSIDE, scenario_model
@@ -151,7 +151,7 @@ def test_a_scope_of_one_deployment_is_proven_one_engine_per_test(specs_with, tmp
         assert inside <= {("llm-prod", DEEPSEEK)}, test["name"]
     assert any("guard" in t["name"] and "-past)" in t["name"] for t in mine)  # a two-engine claim, split
     path = tmp_path / "slo.test.yaml"
-    path.write_text(yaml.safe_dump({**body, "rule_files": rule_files, "tests": mine}, width=1000))
+    path.write_text(yamlout.dump({**body, "rule_files": rule_files, "tests": mine}))
     res = promtool_sliced(path)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr
 
@@ -160,7 +160,7 @@ def test_a_scope_of_one_deployment_is_proven_one_engine_per_test(specs_with, tmp
     assert unscoped != rules.read_text(), "test setup: the scope's model matcher was not found"
     rules.write_text(unscoped)
     outside = [t for t in mine if any(OUTSIDE in x["series"] for x in t["input_series"])]
-    path.write_text(yaml.safe_dump({**body, "rule_files": rule_files, "tests": outside}, width=1000))
+    path.write_text(yamlout.dump({**body, "rule_files": rule_files, "tests": outside}))
     res = promtool_sliced(path)
     assert res.returncode != 0 and "out-of-scope" in res.stdout + res.stderr, res.stdout[-3000:]
 
@@ -197,7 +197,7 @@ def split(specs_with):
 
 
 def _group(files, slo: str) -> dict[str, str]:
-    groups = yaml.safe_load(files["rules/slo.rules.yaml"])["groups"]
+    groups = yamlio.load(files["rules/slo.rules.yaml"])["groups"]
     rules = next(g for g in groups if g["name"] == f"servewatch-slo-{slo}")["rules"]
     return {
         r.get("record") or f"{r['alert']}/{r['labels'].get('le', r['labels'].get('long'))}": r for r in rules
@@ -268,7 +268,7 @@ def test_promtool_proves_the_split_and_fails_on_rules_without_the_scope(split, t
     _, files = split
     body, rule_files = write_rule_files(files, tmp_path)
     path = tmp_path / "slo.test.yaml"
-    path.write_text(yaml.safe_dump({**body, "rule_files": rule_files}, width=1000))
+    path.write_text(yamlout.dump({**body, "rule_files": rule_files}))
     res = promtool_sliced(path)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr
 
@@ -283,6 +283,6 @@ def test_promtool_proves_the_split_and_fails_on_rules_without_the_scope(split, t
     rules.write_text(unscoped)
     # only the tests that hold the out-of-scope models: they are what a missing scope breaks
     outside = [t for t in body["tests"] if any(OUTSIDE in s["series"] for s in t["input_series"])]
-    path.write_text(yaml.safe_dump({**body, "rule_files": rule_files, "tests": outside}, width=1000))
+    path.write_text(yamlout.dump({**body, "rule_files": rule_files, "tests": outside}))
     said = first_failure(path)  # one failure is enough
     assert said and "out-of-scope" in said, said

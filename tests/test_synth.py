@@ -49,6 +49,16 @@ def scenarios():
 # ------------------------------------------------------------------ OpenMetrics text
 
 
+def test_openmetrics_sample_values_whole_fractional_and_special():
+    """Whole numbers without a point below 1e15, Python's shortest text past it and for fractions,
+    and OpenMetrics' own words for the special values."""
+    values = [3.0, -2.0, 0.25, 1e15, 1e16, math.nan, math.inf, -math.inf]
+    text = to_openmetrics([Series("g", {}, values)], 0, 1)
+    assert [line.split(" ")[1] for line in text.splitlines()[1:-1]] == [
+        *["3", "-2", "0.25", "1000000000000000.0", "1e+16", "NaN", "+Inf", "-Inf"]
+    ]
+
+
 def test_openmetrics_exact_text():
     series = [
         Series("vllm:prompt_tokens_total", {"model_name": "m", "engine": "0"}, [1, 2], "counter"),

@@ -49,12 +49,13 @@ def prom_float(f: float) -> str:
 
 
 def _fmt_value(v: float) -> str:
-    if math.isnan(v):
+    # a backfill writes millions of samples: the common case (finite, below 1e15) is asked first
+    if -1e15 < v < 1e15:  # also false for NaN, as every comparison with it is
+        return str(int(v)) if v.is_integer() else repr(v)
+    if v != v:
         return "NaN"
     if math.isinf(v):
         return "+Inf" if v > 0 else "-Inf"
-    if v.is_integer() and abs(v) < 1e15:
-        return str(int(v))
     return repr(v)
 
 

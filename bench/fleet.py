@@ -39,7 +39,7 @@ from . import (  # noqa: E402
     rule_cost,
 )
 from .dashboard_cost import Window  # noqa: E402
-from .promstats import Runner  # noqa: E402
+from .promstats import Runner, Uncompressed  # noqa: E402
 
 SCRAPE_S = 30  # the fleet's scrape interval and the data source's timeInterval (dashboards/provisioning)
 
@@ -209,7 +209,7 @@ def run_size(
             prom, end = loaded.prom, loaded.at
             window = Window(end - args.minutes * 60, end, SCRAPE_S, SCRAPE_S)
             result.update(loaded.facts)
-            runner = Runner(prom, args.repeats, args.warmup)
+            runner = Runner(Uncompressed(prom.url), args.repeats, args.warmup)
             cpu = CpuMeter(prom.pid, args.warmup + args.repeats)
             if before and aba:  # the same rules on both sides of this tree's: the order effect shows
                 result["rules_before_first"] = cpu.add(rule_cost.measure(runner, before, end), to="total")
@@ -221,10 +221,11 @@ def run_size(
                 _log(f"rules before: {result['rules_before']['total']}")
             if before and getattr(args, "interleave", 0):
                 pairs = interleave.differing(before, groups)
-                result["interleaved"] = interleave.measure(prom, prom.pid, pairs, end, args.interleave)
+                api = Uncompressed(prom.url)
+                result["interleaved"] = interleave.measure(api, prom.pid, pairs, end, args.interleave)
                 _log(f"interleaved: {len(pairs)} rules, {args.interleave} rounds")
             # the least one evaluation must read; samples do not change between runs: measured once
-            once = Runner(prom, 1, 0)
+            once = Runner(Uncompressed(prom.url), 1, 0)
             result["rules"]["floor"] = rule_cost.floor(once, groups, end)
             if before:
                 result["rules_before"]["floor"] = rule_cost.floor(once, before, end)

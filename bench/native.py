@@ -47,7 +47,7 @@ from .fleet import (
     shape_for,
     started,
 )
-from .promstats import Runner
+from .promstats import Runner, Uncompressed
 
 FORMS = ("classic", "native")
 SUFFIX = ":native"  # the native set's records, renamed to live beside the classic set's
@@ -148,14 +148,14 @@ def history(prom: LocalPrometheus, rules_dir: Path, at: float, start: float) -> 
 
 def measure(args: argparse.Namespace, prom: LocalPrometheus, outputs: dict[str, Path], at: float) -> dict:
     groups = {f: rule_cost.rule_groups(outputs[f] / "rules") for f in FORMS}
-    runner = Runner(prom, args.repeats, args.warmup)
+    runner = Runner(Uncompressed(prom.url), args.repeats, args.warmup)
     cpu = CpuMeter(prom.pid, args.warmup + args.repeats)
     out: dict = {"rules": {}}
     # A-B-A: the side measured first pays for pages nothing has read yet
     for key, form in (("classic_first", "classic"), ("native", "native"), ("classic", "classic")):
         out["rules"][key] = cpu.add(rule_cost.measure(runner, groups[form], at), to="total")
         _log(f"rules {key}: {out['rules'][key]['total']}")
-    once = Runner(prom, 1, 0)
+    once = Runner(Uncompressed(prom.url), 1, 0)
     out["floor"] = {f: rule_cost.floor(once, groups[f], at) for f in FORMS}
     if args.rules_only:
         return out

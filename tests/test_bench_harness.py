@@ -388,3 +388,13 @@ def test_the_data_is_backfilled_unless_scraping_is_asked_for(capsys):
     with pytest.raises(SystemExit):
         fleet.parse_args(["--load", "remote-write"])
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_the_bench_asks_prometheus_for_uncompressed_answers():
+    """The bench's queries stand for rule evaluations, which Prometheus makes without an HTTP answer:
+    an answer it gzips costs a compressor's allocations that no rule evaluation pays."""
+    from bench.promstats import Uncompressed
+
+    api = Uncompressed("http://127.0.0.1:9090/")
+    assert api.url == "http://127.0.0.1:9090"
+    assert api.session.headers["Accept-Encoding"] == "identity"

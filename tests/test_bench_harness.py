@@ -393,8 +393,37 @@ def test_the_data_is_backfilled_unless_scraping_is_asked_for(capsys):
 def test_the_bench_asks_prometheus_for_uncompressed_answers():
     """The bench's queries stand for rule evaluations, which Prometheus makes without an HTTP answer:
     an answer it gzips costs a compressor's allocations that no rule evaluation pays."""
+    import http.server
+    import threading
+
     from bench.promstats import Uncompressed
 
-    api = Uncompressed("http://127.0.0.1:9090/")
-    assert api.url == "http://127.0.0.1:9090"
-    assert api.session.headers["Accept-Encoding"] == "identity"
+    asked = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            asked.append((self.path, self.headers.get("Accept-Encoding")))
+            ok = "bad" not in self.path
+            body = {"status": "success", "data": {"result": []}} if ok else {"status": "error", "error": "no"}
+            text = json.dumps(body).encode()
+            self.send_response(200 if ok else 400)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(text)))
+            self.end_headers()
+            self.wfile.write(text)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        api = Uncompressed(f"http://127.0.0.1:{server.server_port}/")
+        assert api.api("/api/v1/query", query="up", stats="all") == {"result": []}
+        with pytest.raises(RuntimeError, match="bad.*no"):
+            api.api("/api/v1/bad", query="up")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert [enc for _, enc in asked] == ["identity", "identity"]
+    assert asked[0][0].startswith("/api/v1/query?") and "stats=all" in asked[0][0]

@@ -60,6 +60,8 @@ bench: $(STAMP)
 # Rules and dashboards on a synthetic fleet in a real Prometheus 3.5, 512 to 4,096 GPUs (about 30 min
 # on 2 cores; bench/README.md). Not part of `make test`. A quick run:
 #   make bench-fleet BENCH_ARGS="--gpus 512 --repeats 1 --label quick"
+# With the hour scraped into Prometheus' head, as a running one holds it (bench/loading.py):
+#   make bench-fleet BENCH_ARGS="--gpus 4096 --rules-only --load scrape --before main"
 BENCH_ARGS ?=
 $(VENV)/.bench-installed: $(STAMP)
 	$(BIN)/pip install -q -e '.[test,bench]'

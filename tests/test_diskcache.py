@@ -65,3 +65,23 @@ def test_a_spec_changed_in_memory_is_planned_anew(repo, tmp_path, monkeypatch):
         spec, slos={**spec.slos, name: slo.model_copy(update={"description": "changed in memory"})}
     )
     assert built(changed, tmp_path / "warm") == built(changed, tmp_path / "empty")
+
+
+def test_a_model_with_other_dashboard_panels_is_not_given_their_slo_plan(repo, tmp_path, monkeypatch):
+    """The SLO tests expect each alert's dashboard_url, which opens the panel the dashboards show it
+    in (Model.with_dashboard_panels): a model of the same spec without that map (the Python API)
+    gets the plan a fresh design gives it, not the one a build kept."""
+    from servewatch.generate import plan
+    from servewatch.model import Model
+    from servewatch.plan.slo_proofs import slo_test_plan
+    from servewatch.spec.loader import load
+    from servewatch.validation import validate
+
+    spec = load(repo / "specs")
+    monkeypatch.setenv("SERVEWATCH_CACHE_HOME", str(tmp_path / "fresh"))
+    fresh = slo_test_plan(Model(spec))
+    monkeypatch.setenv("SERVEWATCH_CACHE_HOME", str(tmp_path / "warm"))
+    built = validate(spec)
+    plan(built)
+    assert built.model.dashboard_panels, "the build's alerts open a panel"
+    assert slo_test_plan(Model(spec)) == fresh != slo_test_plan(built.model)

@@ -14,7 +14,8 @@ what it reads as it reads it, never by where that came from, so a spec changed i
 loading (the Python API, the tests) is never given an entry made for its files:
   verdicts      the bytes promtool reads from disk: what is tested is the files, not a spec
   slo-designs   the validated SLO and the model facts its proof reads (slo_proofs._proof)
-  slo-plans     the validated spec, without where its files are (slo_proofs.made_from)
+  slo-plans     the model: the validated spec, without where its files are, and the dashboard
+                panel each alert's dashboard_url opens (plan/kept.made_from)
   slo-proofs    the same key as slo-plans
   spec-schema   pydantic's version only: the schema is made from the code, not the specs
 

@@ -15,4 +15,5 @@ it checks through this package, never through render/. Each plan is made once pe
   traffic_guard.py   the boundary tests of an alert's min_traffic guard
   slo_proofs.py      the SLO tests: the proofs, their claims, kept on disk (diskcache.py)
   slo_engines.py     the synthetic engines of an SLO's tests, moved into its scope
+  kept.py            plans kept on disk under everything their model holds (diskcache.py)
 """

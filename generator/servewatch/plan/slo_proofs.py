@@ -32,6 +32,7 @@ from ..slo.scenarios import (
     minutes,
     scenario_model,
 )
+from . import kept
 from .scenario_tests import series_with_selectors
 from .slo_shown import BatchShown, FiringShown, ProofShown, RunShown, ScenarioShown, as_json, shown
 from .slo_engines import SloEngines, slo_engines
@@ -63,42 +64,13 @@ def slo_test_plan(model: Model) -> SloTestPlan:
 CACHE_KIND = "slo-plans"
 
 
-def made_from(model: Model) -> str:
-    """Everything the SLO tests are made from besides the code (and the catalog it ships): the
-    validated spec as the model holds it, not the files it was read from, so a spec changed in
-    memory after loading (`dataclasses.replace`, `model_copy(update=...)`) is designed anew. Where
-    the files are (`files`, `sources`, `root`) is left out, so two copies of the same specs in
-    other folders share one design."""
-    spec = model.spec
-    parts = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
-    for where in ("files", "sources", "root", "written"):
-        parts.pop(where, None)
-    return json.dumps(parts, sort_keys=True, default=_plain)
-
-
-def _plain(value):
-    """A validated spec part as JSON data: pydantic models by their dump, dataclasses by field."""
-    if hasattr(value, "model_dump"):
-        return value.model_dump(mode="json")
-    if dataclasses.is_dataclass(value):
-        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-    if isinstance(value, (set, frozenset)):
-        return sorted(value, key=repr)
-    return repr(value)
-
-
 def _kept_or_designed(model: Model) -> SloTestPlan:
-    key = diskcache.key(made_from(model))
-    kept = diskcache.get(CACHE_KIND, key)
-    if kept is not None:
-        try:
-            return SloTestPlan(**json.loads(kept))
-        except (ValueError, TypeError):
-            pass  # a damaged entry is made again
-    plan = _design(model)
     # keys in build order, as the renderer writes them
-    diskcache.put(CACHE_KIND, key, as_json(plan))
-    return plan
+    return kept.kept_or_designed(model, CACHE_KIND, _design, lambda _, plan: as_json(plan), _from_json)
+
+
+def _from_json(_: Model, data) -> SloTestPlan:
+    return SloTestPlan(**data)
 
 
 def _design(model: Model) -> SloTestPlan:

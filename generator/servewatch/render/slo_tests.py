@@ -11,7 +11,8 @@ import posixpath
 
 from .. import diskcache
 from ..model import Model
-from ..plan.slo_proofs import input_groups, made_from, slo_test_plan
+from ..plan.kept import made_from
+from ..plan.slo_proofs import input_groups, slo_test_plan
 from ..slo.plan import FAMILY
 from .native_series import native_tests
 from .rules import group_dict, plain_path

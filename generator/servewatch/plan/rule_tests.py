@@ -15,6 +15,7 @@ and family.
 
 from __future__ import annotations
 
+import json
 import math
 
 import promql_parser as pp
@@ -27,6 +28,7 @@ from ..promql import tree
 from ..promql.histograms import LE, count_below
 from ..spec.deployment import ROLES
 from ..spec.schema import seconds
+from . import kept
 from .traffic_guard import guard_tests
 from .synthetic import (
     MARGIN_S,
@@ -46,8 +48,28 @@ KINDS = ("boundaries", "records")
 
 def rule_tests(model: Model) -> list[tuple[str, str, dict]]:
     """(kind, family, promtool test) of every rule-derived test; made once per model (validation's
-    selector check designs them too)."""
-    return model.planned("rule_tests", _rule_tests)
+    selector check designs them too), and taken from servewatch's cache when the same model was
+    designed with the same code before (plan/kept.py): every command validates, and designing them
+    was a third of it."""
+    return model.planned("rule_tests", _kept_or_designed)
+
+
+CACHE_KIND = "rule-tests"
+
+
+def _kept_or_designed(model: Model) -> list[tuple[str, str, dict]]:
+    return kept.kept_or_designed(
+        model, CACHE_KIND, _rule_tests, lambda _, tests: json.dumps(tests), _from_json
+    )
+
+
+def _from_json(_: Model, data) -> list[tuple[str, str, dict]]:
+    out = []
+    for kind, family, test in data:
+        if kind not in KINDS or not isinstance(family, str) or not isinstance(test, dict):
+            raise ValueError("not a rule test")
+        out.append((kind, family, test))
+    return out
 
 
 def _rule_tests(model: Model) -> list[tuple[str, str, dict]]:

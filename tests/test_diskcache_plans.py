@@ -11,19 +11,25 @@ import pytest
 
 from servewatch import diskcache
 from servewatch.model import Model
-from servewatch.plan import rule_tests
+from servewatch.plan import rule_tests, scenario_tests
 from servewatch.spec.loader import load
 from servewatch.validation import validate
 
 # plan -> (its module, the plan as a model asks for it, the name of its design)
 PLANS = {
     "rule tests": (rule_tests, rule_tests.rule_tests, "_rule_tests"),
+    "scenario tests": (scenario_tests, scenario_tests.scenario_tests, "_scenario_tests"),
 }
 
-# a threshold and a `for` tuned: every plan of the alerts follows them
+# a threshold and a `for` tuned: every plan of the alerts follows them; and a threshold that a
+# scenario cannot adapt to (a ratio is at most 1: tests/test_tuning.py), which verify.py reports
 TUNED = {
     "overrides.yaml": [
-        ("overrides: {}", "overrides: {alerts: {GPUFramebufferUsageHigh: {threshold: 0.97, for: 10m}}}")
+        (
+            "overrides: {}",
+            "overrides: {alerts: {GPUFramebufferUsageHigh: {threshold: 0.97, for: 10m}, "
+            "VLLMKVCacheUsageHigh: {threshold: 1.0}}}",
+        )
     ]
 }
 
@@ -53,9 +59,13 @@ def test_a_kept_plan_is_the_designed_one_exactly(plan, tuned, repo, specs_with, 
     designed = planned(validate(load(specs)).model)
     assert len(list(diskcache.folder(module.CACHE_KIND).iterdir())) == 1
     asked = _designs(monkeypatch, module, design)
-    kept = planned(validate(load(specs)).model)
+    model = validate(load(specs)).model
+    kept = planned(model)
     assert not asked, "designed again"
     assert _exactly(kept) == _exactly(designed)
+    if module is scenario_tests:  # the scenarios that cannot adapt are the model's own
+        assert bool(kept[1]) == tuned
+        assert all(any(sc is own for own in model.spec.scenarios) for sc, _ in kept[1])
 
 
 def _other_panels(model):

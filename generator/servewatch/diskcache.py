@@ -8,6 +8,7 @@ unreadable or foreign entry is made again, and an entry never changes what is ma
       slo-plans/<key>     the SLO tests as designed (plan/slo_proofs.py)
       slo-proofs/<key>    the SLO test files as written (render/slo_tests.py)
       rule-tests/<key>    the tests derived from the rules, as designed (plan/rule_tests.py)
+      scenario-tests/<key>  the spec's scenarios as tests, as designed (plan/scenario_tests.py)
       spec-schema/<key>   the specs' JSON Schema as written (render/spec_schema.py)
 
 Every key starts with the code and catalog (code_fingerprint). Past that, each kind is keyed by
@@ -19,6 +20,7 @@ loading (the Python API, the tests) is never given an entry made for its files:
                 panel each alert's dashboard_url opens (plan/kept.made_from)
   slo-proofs    the same key as slo-plans
   rule-tests    the same key as slo-plans: the model, which is all they read
+  scenario-tests  the same key as slo-plans; a scenario that cannot adapt by its place in the spec
   spec-schema   pydantic's version only: the schema is made from the code, not the specs
 
 Each kind keeps at most KIND_BYTES: past it, the entries read or written longest ago go first, so a

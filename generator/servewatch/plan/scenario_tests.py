@@ -7,10 +7,13 @@ checks labels, annotations and (through the description) the alert's value.
 
 from __future__ import annotations
 
+import json
+
 from .. import scenarios, templates
 from ..model import Model
 from ..promql import builders as b
 from ..promql import labels
+from . import kept
 from .conform import SERIES_RE, Conform, series_key
 
 
@@ -60,8 +63,35 @@ def deployment_labels(model: Model, rule, records: dict) -> dict[str, str]:
 def scenario_tests(model: Model) -> tuple[list[tuple[str, dict]], list[tuple[object, str]]]:
     """(family, promtool test) for every enabled scenario that adapts to the resolved alerts, and
     (scenario, why) for those that cannot (verify.py reports them). Made once per model: validation's
-    selector check builds them too."""
-    return model.planned("scenario_tests", _scenario_tests)
+    selector check builds them too; and taken from servewatch's cache when the same model was
+    designed with the same code before (plan/kept.py): every command validates."""
+    return model.planned("scenario_tests", _kept_or_designed)
+
+
+CACHE_KIND = "scenario-tests"
+
+
+def _kept_or_designed(model: Model) -> tuple[list[tuple[str, dict]], list[tuple[object, str]]]:
+    return kept.kept_or_designed(model, CACHE_KIND, _scenario_tests, _to_json, _from_json)
+
+
+def _to_json(model: Model, plan) -> str:
+    """The tests, and each scenario that cannot adapt by its place in the spec's scenarios."""
+    tests, unadaptable = plan
+    place = {id(scenario): i for i, scenario in enumerate(model.spec.scenarios)}
+    return json.dumps({"tests": tests, "unadaptable": [(place[id(sc)], why) for sc, why in unadaptable]})
+
+
+def _from_json(model: Model, data) -> tuple[list[tuple[str, dict]], list[tuple[object, str]]]:
+    tests = [(family, test) for family, test in data["tests"]]
+    if not all(isinstance(family, str) and isinstance(test, dict) for family, test in tests):
+        raise ValueError("not a scenario test")
+    unadaptable = []
+    for place, why in data["unadaptable"]:
+        if not isinstance(place, int) or place < 0 or not isinstance(why, str):
+            raise ValueError("not a scenario that cannot adapt")
+        unadaptable.append((model.spec.scenarios[place], why))
+    return tests, unadaptable
 
 
 def _scenario_tests(model: Model) -> tuple[list[tuple[str, dict]], list[tuple[object, str]]]:

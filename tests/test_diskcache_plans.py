@@ -1,7 +1,8 @@
 """The generated promtool tests' plans kept in servewatch's cache folder (plan/kept.py, diskcache.py):
 every command validates, and validation designs them. A kept plan is the designed one exactly, for
 the default specs and a tuned copy; a model that differs in a part the plan reads (a threshold, the
-panel an alert's dashboard_url opens) is given its own; a damaged or foreign entry is designed again."""
+panel an alert's dashboard_url opens, the catalog) is given its own; a damaged or foreign entry is
+designed again."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import json
 
 import pytest
 
-from servewatch import diskcache
+from servewatch import catalog, diskcache
 from servewatch.model import Model
 from servewatch.plan import rule_tests, scenario_tests
 from servewatch.spec.loader import load
@@ -76,16 +77,41 @@ def _other_panels(model):
     return model.with_dashboard_panels(panels)
 
 
+@pytest.fixture
+def catalog_copy(tmp_path, monkeypatch):
+    """A copy of the catalog whose default DCGM profile names the framebuffer's used MiB otherwise,
+    read by every module instead of the packaged one once the test calls it."""
+    dst = tmp_path / "catalog"
+    dst.mkdir()
+    for p in catalog.DIRECTORY.iterdir():
+        if p.name.endswith(".yaml"):
+            (dst / p.name).write_text(p.read_text())
+    dcgm = dst / "dcgm.yaml"
+    used = "{name: DCGM_FI_DEV_FB_USED, unit: MiB}"
+    assert used in dcgm.read_text(), "test setup: the mib profile's fb_used"
+    dcgm.write_text(dcgm.read_text().replace(used, "{name: DCGM_FI_DEV_FB_USED_MIB, unit: MiB}"))
+
+    def read() -> None:
+        monkeypatch.setattr(catalog, "DIRECTORY", dst)
+        catalog.load.cache_clear()
+
+    yield read
+    catalog.load.cache_clear()  # the next load() reads the packaged catalog once monkeypatch restores it
+
+
 @pytest.mark.parametrize("plan", PLANS)
-@pytest.mark.parametrize("part", ["threshold", "panels"])
+@pytest.mark.parametrize("part", ["threshold", "panels", "catalog"])
 def test_a_model_that_differs_in_a_part_the_plan_reads_gets_its_own(
-    plan, part, repo, specs_with, cache, monkeypatch
+    plan, part, repo, specs_with, cache, catalog_copy, monkeypatch
 ):
     module, planned, design = PLANS[plan]
     built = validate(load(repo / "specs")).model
     first = planned(built)
     if part == "threshold":  # the same panels: only the threshold and `for` moved
         other = Model(load(specs_with(TUNED)), built.dashboard_panels)
+    elif part == "catalog":  # the same specs and panels, read under another catalog
+        catalog_copy()
+        other = Model(load(repo / "specs"), built.dashboard_panels)
     else:
         other = _other_panels(built)
     fresh = getattr(module, design)(other)

@@ -16,8 +16,8 @@ what it reads as it reads it, never by where that came from, so a spec changed i
 loading (the Python API, the tests) is never given an entry made for its files:
   verdicts      the bytes promtool reads from disk: what is tested is the files, not a spec
   slo-designs   the validated SLO and the model facts its proof reads (slo_proofs._proof)
-  slo-plans     the model: the validated spec, without where its files are, and the dashboard
-                panel each alert's dashboard_url opens (plan/kept.made_from)
+  slo-plans     the model: the validated spec, without where its files are, the dashboard panel
+                each alert's dashboard_url opens and the catalog as read (plan/kept.made_from)
   slo-proofs    the same key as slo-plans
   rule-tests    the same key as slo-plans: the model, which is all they read
   scenario-tests  the same key as slo-plans; a scenario that cannot adapt by its place in the spec

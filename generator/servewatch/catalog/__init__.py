@@ -8,6 +8,7 @@ metrics are not listed one by one: they are every name an exporter profile of dc
 from __future__ import annotations
 
 import difflib
+import hashlib
 import re
 from dataclasses import dataclass, field
 from functools import cache
@@ -153,6 +154,9 @@ class Catalog:
     vllm_profiles: dict[str, VllmProfile] = field(default_factory=dict)  # config.vllm_profile
     # a client-side quantity (ttft, itl) -> the vLLM histogram of the same quantity at the engines
     engine_twins: dict[str, str] = field(default_factory=dict)
+    # a hash of the files it was read from: plans kept on disk are keyed by it (plan/kept.py), as a
+    # catalog read from another folder (DIRECTORY: the tests, a user's copy) is not the code's
+    read_from: str = ""
 
     def client_quantity(self, histogram: str) -> str | None:
         """The client-side quantity a vLLM histogram has a gateway twin of (ttft), or None."""
@@ -205,10 +209,6 @@ class Catalog:
         close = difflib.get_close_matches(name, list(self.metrics), n=1, cutoff=0.75)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         return f"metric {name!r} is not in the vLLM/DCGM catalogs{hint}"
-
-
-def _read(source: str) -> dict:
-    return yamlio.load(DIRECTORY.joinpath(f"{source}.yaml").read_text())
 
 
 def _load_source(raw: dict, source: str) -> tuple[dict[str, Metric], dict[str, Rename]]:
@@ -280,7 +280,8 @@ def profile_metrics(facts: DcgmFacts) -> dict[str, Metric]:
 def load() -> Catalog:
     metrics: dict[str, Metric] = {}
     renamed: dict[str, Rename] = {}
-    raw = {source: _read(source) for source in SOURCES}
+    texts = {source: DIRECTORY.joinpath(f"{source}.yaml").read_text() for source in SOURCES}
+    raw = {source: yamlio.load(text) for source, text in texts.items()}
     dcgm = load_dcgm_facts(raw["dcgm"])
     for source in SOURCES:
         m, r = _load_source(raw[source], source)
@@ -306,6 +307,7 @@ def load() -> Catalog:
         gateway_test_buckets=test_buckets,
         vllm_profiles=profiles,
         engine_twins=twins,
+        read_from=hashlib.sha256("\0".join(texts.values()).encode()).hexdigest(),
     )
 
 

@@ -1,7 +1,8 @@
 """Plans kept in servewatch's cache folder (diskcache.py) under everything the model they are designed
 from holds: the validated spec and the dashboard panel map its alerts' dashboard_url read
-(`Model.with_dashboard_panels`). A model is made of these two and the code (diskcache.key's first
-part), so a plan designed from the model alone is fully decided by this key.
+(`Model.with_dashboard_panels`). A model is made of these two, the code (diskcache.key's first part)
+and the catalog as read (the code's own, or a copy another folder holds), so a plan designed from
+the model alone is fully decided by this key.
 """
 
 from __future__ import annotations
@@ -11,18 +12,19 @@ import json
 from collections.abc import Callable
 from typing import TypeVar
 
-from .. import diskcache
+from .. import catalog, diskcache
 from ..model import Model
 
 T = TypeVar("T")
 
 
 def made_from(model: Model) -> str:
-    """Everything a plan of `model` is made from besides the code (and the catalog it ships): the
-    validated spec as the model holds it, not the files it was read from, so a spec changed in
-    memory after loading (`dataclasses.replace`, `model_copy(update=...)`) is designed anew, and
-    the panel each alert's dashboard_url opens. Where the files are (`files`, `sources`, `root`)
-    is left out, so two copies of the same specs in other folders share one design."""
+    """Everything a plan of `model` is made from besides the code: the validated spec as the model
+    holds it, not the files it was read from, so a spec changed in memory after loading
+    (`dataclasses.replace`, `model_copy(update=...)`) is designed anew; the panel each alert's
+    dashboard_url opens; and the catalog's files as read. Where the spec files are (`files`,
+    `sources`, `root`) is left out, so two copies of the same specs in other folders share one
+    design."""
     return model.planned("made_from", _made_from)
 
 
@@ -31,7 +33,8 @@ def _made_from(model: Model) -> str:
     parts = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
     for where in ("files", "sources", "root", "written"):
         parts.pop(where, None)
-    return json.dumps({"spec": parts, "panels": model.dashboard_panels}, sort_keys=True, default=_plain)
+    made = {"spec": parts, "panels": model.dashboard_panels, "catalog": catalog.load().read_from}
+    return json.dumps(made, sort_keys=True, default=_plain)
 
 
 def _plain(value):

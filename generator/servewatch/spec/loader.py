@@ -84,46 +84,33 @@ def spec_files(root: Path) -> list[Path]:
 
 
 def _read_and_validate(path: Path, root: Path) -> tuple[SourceDoc, SpecDoc | None, list[SpecError]]:
-    """A spec file's data and its document, or the errors that name its file and line."""
+    """A spec file's data and its document, or the errors that name its file and line. A valid YAML
+    file's data, line map and document are kept by its text (_KEPT): a process that loads the same
+    files again (the tests, the fuzzer: one file of a dozen edited) parses and checks each once."""
     display = path.as_posix()
     if path.suffix == ".jsonnet":  # its imports are files of their own: not keyed by its text alone
         doc = read_jsonnet(path, display, root)
         return doc, *_validate(doc)
     text = read_text(path, display)
-    kept = _valid_yaml(text)
-    if kept is not None:
-        data, lines, spec_doc = kept
-        return SourceDoc(display, data, lines), spec_doc, []
-    doc = parse_yaml(text, display)
-    return doc, *_validate(doc)
-
-
-# A valid YAML spec file's text -> (the catalog it was checked against, its data, line map and document)
-_KEPT: dict[str, tuple[catalog.Catalog, dict, dict, SpecDoc]] = {}
-KEPT_FILES = 256  # a dozen default files and the edited copies of a test module's, not a fuzzer's all
-
-
-def _valid_yaml(text: str) -> tuple[dict, dict, SpecDoc] | None:
-    """A valid YAML spec file's data, line map and document, kept by its text: a process that loads
-    the same files again (the tests, the fuzzer: one file of a dozen edited) parses each once. All
-    three are read, never changed (the Spec is built of new dicts). A document is checked against the
-    catalog (metric names, profiles), so one kept under another catalog is checked again. None when
-    the file has a problem: the errors name the file, so its caller makes them again under its name."""
     cat = catalog.load()
     kept = _KEPT.get(text)
     if kept is not None and kept[0] is cat:
-        return kept[1:]
-    try:
-        doc = parse_yaml(text, "")
-    except SpecError:
-        return None
+        _, data, lines, spec_doc = kept
+        return SourceDoc(display, data, lines), spec_doc, []
+    doc = parse_yaml(text, display)
     spec_doc, errors = _validate(doc)
-    if errors:
-        return None
-    if len(_KEPT) >= KEPT_FILES:
-        _KEPT.clear()
-    _KEPT[text] = (cat, doc.data, doc.lines, spec_doc)
-    return doc.data, doc.lines, spec_doc
+    if not errors:  # a file with a problem is not kept: its errors are made again under its name
+        if len(_KEPT) >= KEPT_FILES:
+            _KEPT.clear()
+        _KEPT[text] = (cat, doc.data, doc.lines, spec_doc)
+    return doc, spec_doc, errors
+
+
+# A valid YAML spec file's text -> (the catalog it was checked against, its data, line map and
+# document). The three are read, never changed (the Spec is built of new dicts). A document is
+# checked against the catalog (metric names, profiles), so one kept under another is checked again.
+_KEPT: dict[str, tuple[catalog.Catalog, dict, dict, SpecDoc]] = {}
+KEPT_FILES = 256  # a dozen default files and the edited copies of a test module's, not a fuzzer's all
 
 
 def _validate(doc: SourceDoc) -> tuple[SpecDoc | None, list[SpecError]]:

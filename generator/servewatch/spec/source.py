@@ -179,10 +179,6 @@ class _LineIndex:
         return bisect.bisect_left(self.newlines, index) + 1
 
 
-def read_yaml(path: Path, display: str) -> SourceDoc:
-    return parse_yaml(read_text(path, display), display)
-
-
 def parse_yaml(text: str, display: str) -> SourceDoc:
     try:
         node = yaml.compose(text, Loader=yamlio.SAFE_LOADER)

@@ -13,7 +13,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Iterable, Protocol, Sequence
 
-from servewatch.promapi import timestamp
+from servewatch.promapi import Client, timestamp
 
 
 @dataclass(frozen=True)
@@ -74,18 +74,10 @@ class Uncompressed:
     """
 
     def __init__(self, url: str, timeout: float = 600.0):
-        import requests  # the bench's own dependency, as servewatch.promapi's
-
-        self.url, self.timeout = url.rstrip("/"), timeout
-        self.session = requests.Session()
-        self.session.headers.update({"Accept": "application/json", "Accept-Encoding": "identity"})
+        self.client = Client(url, timeout=timeout, compressed=False)
 
     def api(self, path: str, **params: Any) -> Any:
-        response = self.session.get(self.url + path, params=params, timeout=self.timeout)
-        body = response.json()
-        if body.get("status") != "success":
-            raise RuntimeError(f"{path} {params.get('query', '')!r}: {body.get('error', response.text)}")
-        return body["data"]
+        return self.client.get(path, params)
 
 
 class Runner:

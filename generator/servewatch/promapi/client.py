@@ -49,7 +49,10 @@ class Client:
         timeout: float = 30.0,
         ca_file: str | None = None,
         insecure: bool = False,
+        compressed: bool = True,
     ):
+        """``compressed=False`` asks for answers as they are (the bench: gzip is Prometheus' own
+        work, not a query's)."""
         if not re.match(r"^https?://", url or ""):
             raise PromApiError(f"--prometheus must be an http:// or https:// URL, not {url!r}")
         self.url = url.rstrip("/")
@@ -74,6 +77,8 @@ class Client:
                 urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
         self._session.hooks["response"].append(raise_for_failure)
         self._headers = {"Accept": "application/json"}
+        if not compressed:
+            self._headers["Accept-Encoding"] = "identity"
         if self.auth.token:
             self._headers["Authorization"] = f"Bearer {self.auth.token}"
         self._basic = (self.auth.user, self.auth.password) if self.auth.user else None

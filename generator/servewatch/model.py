@@ -227,10 +227,14 @@ class Model:
         signal = self.signal(alert.signal)
         value = self.record_for(alert.signal, alert.quantile)
         if self.builder.carries_gpu_context(signal):
-            value = self.context.gpu_carried(value)
+            condition = b.compare(self.context.gpu_carried(value), alert.op, alert.threshold)
         elif signal.level == "gpu":
-            value = self.context.gpu(b.dedup(value, self.builder.labels.identity("gpu")))
-        condition = b.compare(value, alert.op, alert.threshold)
+            # compared before the join: the GPU's labels are joined to the few series past the
+            # threshold, not to every GPU of the fleet each evaluation (the context's value is 1)
+            value = b.dedup(value, self.builder.labels.identity("gpu"))
+            condition = self.context.gpu(b.compare(value, alert.op, alert.threshold))
+        else:
+            condition = b.compare(value, alert.op, alert.threshold)
         if alert.min_traffic is None:
             return condition
         traffic = f"{self.builder.denominator(signal)} >= {alert.min_traffic:g}"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Sequence
 
 from . import catalog as catalog_mod
@@ -445,9 +445,9 @@ class SignalBuilder:
             if not self.carries_gpu_context(signal):
                 return b.matched_ratio(part, rest, ident)
             # the host also folded into the one `host` label the alerts carry (alert_context.py)
-            described = fold_host(part, self.labels.host_spellings)
             context = self.labels.gpu_context() + [HOST]
-            return b.matched_ratio_with_context(part, rest, ident, context, described)
+            describe = partial(fold_host, spellings=self.labels.host_spellings)
+            return b.matched_ratio_with_context(part, rest, ident, context, describe)
         if signal.kind == "rate" and self.source(self.metric_name(signal.metric)) == "gateway":
             counted = self.labels.client_matchers(signal.metric)
             return self._client_rate(self.metric_name(signal.metric), window, list(signal.by), counted)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 MATCHER_RE = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*')
 
@@ -75,18 +75,25 @@ def matched_ratio(part: str, rest: str, identity: Sequence[str]) -> str:
 
 
 def matched_ratio_with_context(
-    part: str, rest: str, identity: Sequence[str], context: Sequence[str], described: str | None = None
+    part: str,
+    rest: str,
+    identity: Sequence[str],
+    context: Sequence[str],
+    describe: Callable[[str], str] | None = None,
 ) -> str:
     """part / (part + rest) per identity, carrying descriptive labels (host, GPU index, pod) of
-    `described` (`part` itself, or `part` with labels derived from its own).
+    `part`, and those `describe` derives from them (e.g. one host label from its spellings).
 
-    The numerator is `described` cut to one series per identity: topk 1 of its maximum per identity
+    The numerator is `part` cut to one series per identity: topk 1 of its maximum per identity
     and context, whose value is the identity's maximum. So the context labels cost no read of their
-    own, and a label that changed between scrapes cannot cause a many-to-many error.
+    own, and a label that changed between scrapes cannot cause a many-to-many error. `describe`
+    runs on that one series per identity, not on every raw series: it can then never make two
+    series alike, and it costs one label set per identity, not one per series read.
     """
     if not context:
         return matched_ratio(part, rest, identity)
-    p = f"topk by ({labels(identity)}) (1, {dedup(described or part, [*identity, *context])})"
+    p = f"topk by ({labels(identity)}) (1, {dedup(part, [*identity, *context])})"
+    p = describe(p) if describe else p
     whole = f"({dedup(part, identity)} + on ({labels(identity)}) {dedup(rest, identity)})"
     return guarded_div(p, whole, identity, many_left=True)
 

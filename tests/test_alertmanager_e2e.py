@@ -44,10 +44,13 @@ DEEPSEEK, QWEN, MIXTRAL = (
 )
 PAGE, TICKET = "llm-serving-page", "llm-serving-ticket"
 # seconds, not minutes: what orders the alerts is kept (a cause fires an SLO_FOR before its symptoms, a
-# page waits less than a ticket), each step with a few evaluations (2 s) to spare
-SLO_FOR, PAGE_WAIT, TICKET_WAIT = "10s", "2s", "6s"
+# page waits less than a ticket), each step with a few evaluations (2 s) to spare. SLO_FOR is also what
+# lets the cause reach Alertmanager first: Prometheus finds the Alertmanager about 5 s after it starts
+# (service discovery sends its first targets after 5 s) and sends what fired before then one resend
+# delay later, so with SLO_FOR at 5 s the cause and its symptoms arrive together, unmuted.
+SLO_FOR, PAGE_WAIT, TICKET_WAIT = "10s", "1s", "3s"
 RULE_EVAL = "2s"  # every group's interval here
-SETTLE_S = 8  # after the expected notifications: longer than any group_wait, so a muted one would be here
+SETTLE_S = 4  # after the expected notifications: longer than any group_wait, so a muted one would be here
 
 
 def incident() -> list[Series]:

@@ -3,11 +3,13 @@
 Prometheus's side: promtool's rule engine (servewatch_testkit.promtool_alerts) runs the generated
 rule files on the synthetic series with a simulated clock and reports ALERTS{alertstate="firing"}
 at every evaluation: Prometheus's own alerting code, `for` and `keep_firing_for` included, without
-an hour of wall time per scenario. The back-test's side: the same series backfilled into a real
-Prometheus 3.5, the back-test asking it over HTTP at step = the group's interval. Both evaluate on
-the same grid (the data start, aligned to the interval), so with the records evaluated in place the
-episodes must match exactly; with the records read from a backfilled history (stored at their
-group's phase, one evaluation late at a grid point) the bar is one evaluation.
+an hour of wall time per scenario; only the alerts whose inputs a scenario changes from the healthy
+fleet's are run for it, the others' states are the healthy run's (servewatch_testkit.baseline_alerts).
+The back-test's side: the same series backfilled into a real Prometheus 3.5, the back-test asking it
+over HTTP at step = the group's interval. Both evaluate on the same grid (the data start, aligned
+to the interval), so with the records evaluated in place the episodes must match exactly; with the
+records read from a backfilled history (stored at their group's phase, one evaluation late at a
+grid point) the bar is one evaluation.
 
 Every incident scenario runs, each followed by 40 healthy minutes so that the alerts also resolve;
 two overrides add keep_firing_for. One Prometheus serves them all, each scenario on its own span
@@ -26,7 +28,7 @@ from pathlib import Path
 import pytest
 from servewatch.backtest import rules as bt_rules
 from servewatch.backtest import incidents, runner
-from servewatch_testkit import promtool_alerts, rule_reads
+from servewatch_testkit import baseline_alerts, promtool_alerts, rule_reads
 from servewatch_testkit import spans
 from servewatch_testkit.localprom import LocalPrometheus
 from servewatch_testkit.synth import INCIDENTS, incident
@@ -40,6 +42,7 @@ STEP = 30.0
 RECOVERY_STEPS = 80
 KEEP = {"VLLMKVCacheUsageHigh": "3m", "VLLMTimeToFirstTokenP95High": "2m"}
 SCENARIOS = sorted(INCIDENTS) + sorted(EXTRA)
+BASELINE = "healthy"  # every incident is this fleet with some series changed
 
 
 @functools.cache
@@ -76,8 +79,7 @@ def rule_set(specs_with, tmp_path_factory):
     return one_clock, paths
 
 
-def _prometheus_episodes(sc, paths, start) -> dict:
-    firing = promtool_alerts.firing(sc.series, sc.steps, STEP, paths)
+def _prometheus_episodes(sc, firing, start) -> dict:
     last = (sc.steps - 1) * STEP
     return {
         labels: [
@@ -136,18 +138,40 @@ def shared_prom(laid_out):
 
 
 @pytest.fixture(scope="module")
-def prometheus_says(rule_set, laid_out):
+def alerts_to_run(rule_set, laid_out) -> dict:
+    """scenario -> the alerts whose states it needs from a promtool run of its own (None: every
+    alert); the others read only series it shares with the baseline, so their states are the
+    baseline's (servewatch_testkit.baseline_alerts)."""
+    inputs = baseline_alerts.inputs_by_alert(rule_set[1])
+    base = laid_out[BASELINE][0]
+    return {
+        name: None
+        if name == BASELINE
+        else baseline_alerts.to_run(inputs, baseline_alerts.changed_names(sc, base))
+        for name, (sc, _) in laid_out.items()
+    }
+
+
+@pytest.fixture(scope="module")
+def prometheus_says(rule_set, laid_out, alerts_to_run):
     """scenario -> (its series, start, Prometheus's episodes), each computed once for the module.
-    Every scenario's promtool run starts here, one per core, while the tests' Prometheus is filled."""
+    Every scenario's promtool run starts here, one per core, while the tests' Prometheus is filled:
+    the baseline's first, over every alert, each other one's over its alerts_to_run."""
+
+    def run(name: str):
+        sc, _ = laid_out[name]
+        return promtool_alerts.firing(sc.series, sc.steps, STEP, rule_set[1], alerts=alerts_to_run[name])
+
+    pool = ThreadPoolExecutor(max_workers=len(os.sched_getaffinity(0)))
+    runs = {name: pool.submit(run, name) for name in sorted(SCENARIOS, key=lambda n: n != BASELINE)}
 
     def says(name: str):
         sc, start = laid_out[name]
-        return sc, start, _prometheus_episodes(sc, rule_set[1], start)
+        firing = baseline_alerts.merged(runs[name].result(), runs[BASELINE].result(), alerts_to_run[name])
+        return sc, start, _prometheus_episodes(sc, firing, start)
 
-    pool = ThreadPoolExecutor(max_workers=len(os.sched_getaffinity(0)))
-    runs = {name: pool.submit(says, name) for name in SCENARIOS}
     try:
-        yield lambda name: runs[name].result()
+        yield says
     finally:
         pool.shutdown(cancel_futures=True)
 
@@ -210,3 +234,17 @@ def test_records_read_from_a_backfilled_history_agree_within_one_evaluation(name
     assert any(result.history.values()), "the backfilled records were not read from the history"
     problems = _agree(_backtest_episodes(result), theirs, _own_intervals(paths))
     assert not problems, "\n".join(problems)
+
+
+# GPUMissing fires on a GPU's absence; alerts on absence that read no series this scenario changes
+# (VLLMMetricsAbsent, SLOInputsMissing, ...) take the baseline's states
+@pytest.mark.parametrize("name", ["vanished_gpu"])
+def test_a_run_over_the_changed_alerts_alone_fires_as_the_whole_run(
+    name, rule_set, alerts_to_run, prometheus_says
+):
+    """The cut that prometheus_says makes (servewatch_testkit.baseline_alerts) loses no episode."""
+    sc, start, theirs = prometheus_says(name)
+    ran = alerts_to_run[name]
+    assert ran and set(baseline_alerts.inputs_by_alert(rule_set[1])) - ran, f"{name} tests no cut: {ran}"
+    whole = promtool_alerts.firing(sc.series, sc.steps, STEP, rule_set[1])
+    assert theirs and theirs == _prometheus_episodes(sc, whole, start)

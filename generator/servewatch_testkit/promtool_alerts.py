@@ -19,7 +19,7 @@ import re
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Collection, Iterable, Sequence
 
 
 from servewatch.spec.schema import seconds
@@ -74,13 +74,17 @@ def firing(
     step: float,
     rule_files: Sequence[Path],
     evaluations: int | None = None,
+    alerts: Collection[str] | None = None,
 ) -> dict[Labels, list[float]]:
-    """alert labels -> the evaluation times (seconds from the first sample) at which it was firing."""
+    """alert labels -> the evaluation times (seconds from the first sample) at which it was firing,
+    for the alerts named in ``alerts`` (every alert when None)."""
     from servewatch import promtool_runs, tools
 
     evaluations = steps if evaluations is None else evaluations
     interval = f"{int(step)}s"
-    groups = alerts_closure(rule_files)
+    groups = alerts_closure(rule_files, alerts)
+    if not groups:
+        return {}  # no alert to evaluate, so none fires
     test = {
         "rule_files": ["alerts.rules.yaml"],
         "evaluation_interval": interval,

@@ -8,7 +8,7 @@ half of the data.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import replace
 from pathlib import Path
 
@@ -38,12 +38,16 @@ def selected_names(paths: Iterable[str | os.PathLike]) -> set[str] | None:
     return names_read(_groups(paths))
 
 
-def alerts_closure(paths: Iterable[str | os.PathLike]) -> list[dict]:
-    """The groups of the rule files at ``paths`` with only their alerts and the records those read,
-    directly or through records; a group left with no rule is left out. Nothing else can change an
-    alert's state."""
+def alerts_closure(paths: Iterable[str | os.PathLike], alerts: Collection[str] | None = None) -> list[dict]:
+    """The groups of the rule files at ``paths`` with only their alerts (those named in ``alerts``,
+    every one when None) and the records those read, directly or through records; a group left with
+    no rule is left out. Nothing else can change those alerts' states."""
     groups = _groups(paths)
-    rules = [r for g in groups for r in g.get("rules") or []]
+
+    def kept_alert(r: dict) -> bool:
+        return "alert" in r and (alerts is None or r["alert"] in alerts)
+
+    rules = [r for g in groups for r in g.get("rules") or [] if "record" in r or kept_alert(r)]
     wanted = {n for r in rules if "alert" in r for n in reads(r["expr"])}
     producers = {r["record"] for r in rules if "record" in r}
     todo = list(wanted & producers)
@@ -55,7 +59,7 @@ def alerts_closure(paths: Iterable[str | os.PathLike]) -> list[dict]:
                     wanted.add(n)
                     todo.append(n)
     kept = [
-        {**g, "rules": [r for r in g.get("rules") or [] if "alert" in r or r.get("record") in wanted]}
+        {**g, "rules": [r for r in g.get("rules") or [] if kept_alert(r) or r.get("record") in wanted]}
         for g in groups
     ]
     return [g for g in kept if g["rules"]]

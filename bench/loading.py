@@ -120,8 +120,8 @@ def scraped(
     live_minutes: float = 0.0,
 ) -> Iterator[Loaded]:
     """The fleet's hour scraped into the head, ending about now; the recording rules of `rule_files`
-    backfilled over it into the running server. With `live_minutes` they are evaluated live from
-    the backfill's start on, that long after it (what promtool cannot backfill, such as
+    backfilled over it into the running server. With `live_minutes` they are also evaluated live,
+    from the replay's end until `live_minutes` after it (what promtool cannot backfill, such as
     native-histogram records, exists only from then on); without, the records are in blocks only."""
     series = [s for batch in series_batches(shape) for s in batch]
     facts: dict = {"series": len(series)}

@@ -5,6 +5,7 @@ mutant invalid, and the report says which survivors a human explained."""
 from __future__ import annotations
 
 import json
+import shutil
 import textwrap
 from dataclasses import replace
 from pathlib import Path
@@ -160,6 +161,68 @@ def test_a_mutant_reruns_only_the_tests_that_observe_its_rule(tiny, tmp_path, mo
             "promtool/tiny.test.yaml: a short queue stays silent",
         }
     )
+
+
+# An incident module as the mutation run calls it: pytest from the checkout's root, with the mutated
+# rules' folder in SERVEWATCH_RULES_DIR. It fails when the threshold is not 10 (it notices the mutant)
+# or, for FLAKY, on the calls FLAKY lists (counted in a file: a failure under load, not the mutant's).
+INCIDENT_MODULE = """\
+import os
+from pathlib import Path
+
+CALLS = Path(__file__).with_name("calls")
+
+
+def test_the_queue_alert_on_a_real_server():
+    calls = int(CALLS.read_text()) + 1 if CALLS.exists() else 1
+    CALLS.write_text(str(calls))
+    assert calls not in FLAKY, f"server busy on call {calls}"
+    rules = Path(os.environ["SERVEWATCH_RULES_DIR"], "tiny.rules.yaml").read_text()
+    assert "> 10" in rules, "the threshold moved"
+"""
+# the repo's incident module takes --install-tools; so must a stand-in, or pytest refuses the call
+INCIDENT_CONFTEST = """\
+def pytest_addoption(parser):
+    parser.addoption("--install-tools", action="store_true")
+"""
+
+
+def _incident_verdict(tiny: Path, operator: str, flaky: set[int]) -> tuple[runner.Result, int]:
+    """The verdict on `operator`'s mutant with the stand-in incident module, and its number of calls."""
+    tests = tiny / "incidents"
+    tests.mkdir()
+    (tests / "conftest.py").write_text(INCIDENT_CONFTEST)
+    (tests / "test_incidents.py").write_text(INCIDENT_MODULE.replace("FLAKY", repr(flaky or {0})))
+    ms, _ = mutants.generate(tiny / "rules")
+    mutant = next(m for m in ms if m.operator == operator)
+    module = ("incidents/test_incidents.py",)
+    opts = runner.Options(tiny, with_incidents=True, timeout_s=120, incidents=module)
+    result = runner.run_edits(opts, [Edit(mutant.rule, mutant.expr, mutant.for_)])
+    return result, int((tests / "calls").read_text())
+
+
+def test_an_incident_test_that_notices_the_mutant_kills_it_on_a_rerun_too(tiny):
+    # the promtool tests pass 12.5 (test_killed_and_surviving_mutants...): only the incident test sees it
+    result, calls = _incident_verdict(tiny, "threshold-up", flaky=set())
+    assert result.status == "killed" and result.stage == "incidents"
+    assert result.killed_by == ("incidents/test_incidents.py::test_the_queue_alert_on_a_real_server",)
+    assert "the threshold moved" in result.detail
+    assert calls == 2  # the module, then its failed test again
+
+
+def test_an_incident_failure_that_does_not_repeat_is_not_a_kill(tiny):
+    """for-zero changes nothing the stand-in looks at: its one failure is the server's, not the mutant's."""
+    result, calls = _incident_verdict(tiny, "for-zero", flaky={1})
+    assert (result.status, calls) == ("survived", 3)  # failed, passed alone, then the module passed
+
+    again, calls = _incident_verdict(_fresh(tiny), "for-zero", flaky={1, 3})
+    assert (again.status, calls) == ("error", 4)  # failures that never repeat decide nothing
+    assert "passed on a rerun" in again.detail and "test_the_queue_alert_on_a_real_server" in again.detail
+
+
+def _fresh(tiny: Path) -> Path:
+    shutil.rmtree(tiny / "incidents")
+    return tiny
 
 
 def test_a_rule_promtool_rejects_is_invalid_and_the_baseline_passes(tiny):

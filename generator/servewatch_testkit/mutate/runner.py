@@ -10,7 +10,10 @@ Per mutant, in a throwaway copy of the rules and tests (workspace.py):
      (servewatch/verdicts.py): a mutant runs only the tests whose rules it changed. `--whole` runs
      every file whole, as the mutation runs before 2026-12-05 did;
   3. with incidents, for a mutant the promtool tests did not kill: the real-Prometheus incident
-     tests (tests/test_alerts_on_incidents.py), pointed at the copy by SERVEWATCH_RULES_DIR.
+     tests (tests/test_alerts_on_incidents.py), pointed at the copy by SERVEWATCH_RULES_DIR. A
+     failure there counts as a kill only when the failed tests fail again on a rerun: a server test
+     that failed once under load (a flake) must not pass for a test that notices the mutant; the
+     module then runs once more, and a mutant whose failures never repeat is an error, not a kill.
 Mutants run in parallel (a thread per job, each waiting on its own child processes), every child with
 GOMAXPROCS=1 so that N jobs use about N cores, and each mutant has one deadline for all its steps.
 """
@@ -40,6 +43,7 @@ from .rules import Rule
 from .workspace import Edit
 
 INCIDENT_TESTS = "tests/test_alerts_on_incidents.py"
+INCIDENT_OPTIONS = ("--install-tools",)  # pytest's options for them and for a rerun of their failures
 RULES_ENV = "SERVEWATCH_RULES_DIR"  # the incident tests read the rule files from this folder when set
 
 
@@ -52,6 +56,7 @@ class Options:
     first_kill: bool = False  # stop at the first test file that fails: faster, killed_by names only it
     whole: bool = False  # run test files whole, not each test against the rules it observes
     source: Path | None = None  # where rules/ and the tests are copied from (--specs: a build); None: root
+    incidents: tuple[str, ...] = (INCIDENT_TESTS,)  # what the incident stage runs, from root
 
     @property
     def tests_root(self) -> Path:
@@ -119,6 +124,13 @@ def junit_failures(path: Path) -> list[str]:
 
 def pytest_failures(output: str) -> list[str]:
     return [m.group(1) for m in re.finditer(r"^(?:FAILED|ERROR) (\S+)", output, re.M)]
+
+
+def pytest_reason(output: str) -> str:
+    """The first failure's reason: the first `E` line of its traceback (the short summary cuts it to
+    the terminal's width)."""
+    m = re.search(r"^E\s+(.+)$", output, re.M)
+    return m.group(1).strip() if m else ""
 
 
 def _first_line(text: str) -> str:
@@ -211,17 +223,35 @@ class _Checker:
         return None
 
     def _incidents(self, work: Path, deadline: _Deadline) -> Result | None:
-        cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--install-tools"]
-        cmd.append(str(self.opts.root / INCIDENT_TESTS))
-        step = _run(cmd, self.opts.root, deadline, {RULES_ENV: str(work / workspace.RULES)})
+        unrepeated: list[str] = []
+        for _ in range(2):  # a second run only after failures that did not repeat
+            step = self._pytest(work, self.opts.incidents, deadline)
+            if step.returncode == 0:
+                return None
+            if step.returncode != 1 or step.timed_out:
+                return self._incident_error(step)
+            failed = pytest_failures(step.output)
+            again = self._pytest(work, failed, deadline) if failed else step
+            if again.returncode == 1:  # the same tests fail again: the mutant's doing
+                reason = pytest_reason(again.output) or pytest_reason(step.output)
+                return Result("killed", tuple(pytest_failures(again.output)), reason, stage="incidents")
+            if again.returncode != 0 or again.timed_out:
+                return self._incident_error(again)
+            unrepeated += failed
+        detail = f"incident tests failed once and passed on a rerun, twice: {', '.join(unrepeated)}"
+        return Result("error", detail=detail)
+
+    def _pytest(self, work: Path, tests, deadline: _Deadline) -> _Step:
+        cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *INCIDENT_OPTIONS]
+        cmd += tests
+        return _run(cmd, self.opts.root, deadline, {RULES_ENV: str(work / workspace.RULES)})
+
+    @staticmethod
+    def _incident_error(step: _Step) -> Result:
         if step.timed_out:
             return Result("timeout", detail="incident tests")
-        if step.returncode == 1:
-            return Result("killed", tuple(pytest_failures(step.output)), stage="incidents")
-        if step.returncode != 0:
-            tail = " | ".join(step.output.strip().splitlines()[-3:])
-            return Result("error", detail=f"incident tests exited {step.returncode}: {tail}")
-        return None
+        tail = " | ".join(step.output.strip().splitlines()[-3:])
+        return Result("error", detail=f"incident tests exited {step.returncode}: {tail}")
 
 
 def run_edits(opts: Options, edits: list[Edit], checker: _Checker | None = None) -> Result:

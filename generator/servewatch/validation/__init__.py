@@ -29,6 +29,7 @@ from ..model import Model
 from ..plan import dashboards
 from ..spec.loader import Spec
 from .dashboard_links import alert_link_problems, check_board_links, runbook_link_problems
+from .memory_checks import memory_problems
 from .runbook_checks import runbook_problems
 from .selector_checks import selector_problems
 from .slo_checks import slo_problems
@@ -51,7 +52,7 @@ def validate(spec: Spec) -> Validated:
     problems = spec_problems(spec) + slo_problems(spec)
     if problems:  # the runbooks refer to signals and alerts: check them against a sound spec only
         raise SpecErrors(problems)
-    problems = runbook_problems(model)
+    problems = memory_problems(model) + runbook_problems(model)
     if problems:
         raise SpecErrors(problems)
     boards, views = dashboards.build_with_views(model)

@@ -629,10 +629,19 @@ def _memory_record(model: Model, rule) -> dict | None:
             ({**synth.key("gpu", g), ctx.HOST: g[lb.host], "gpu": g["gpu"]}, 1.0) for g in (gpu_a, gpu_b)
         ]
     elif rule.record == ctx.GPU_WORKLOAD:
+        # a's pod seen through FB_USED, c's through the next presence field alone, b has no pod
         wl = lb.workload
         mapped = {**gpu_a, wl.namespace: "ns-a", wl.pod: "pod-a"}
+        gpu_c = {**synth.identity("gpu", "c"), wl.namespace: "ns-c", wl.pod: "pod-c"}
+        other = next(
+            (sb.metric_name(f) for f in model.context.presence_fields() if sb.metric_name(f) != fb), None
+        )
         series = [(series_text(fb, mapped), flat), (series_text(fb, gpu_b), flat)]
-        expected = [({**synth.key("gpu", gpu_a), ctx.NAMESPACE: "ns-a", ctx.POD: "pod-a"}, at)]
+        series += [(series_text(other, gpu_c), flat)] if other else []
+        expected = [
+            ({**synth.key("gpu", g), ctx.NAMESPACE: g[wl.namespace], ctx.POD: g[wl.pod]}, at)
+            for g in ([mapped, gpu_c] if other else [mapped])
+        ]
     elif rule.record == ctx.DCGM_TARGET_HOST:
         series = [(series_text(fb, {**gpu_a, **dcgm_target}), flat)]
         expected = [({k: dcgm_target[k] for k in lb.target()} | {ctx.HOST: gpu_a[lb.host]}, at)]

@@ -80,7 +80,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--before",
         metavar="GIT_REF",
-        help="also measure the rules/*.rules.yaml of this git ref, on the same data in the same run",
+        help="also measure the rules/*.rules.yaml of this git ref (with --specs: the rules its generator "
+        "makes from that specs folder), on the same data in the same run",
     )
     p.add_argument(
         "--aba",
@@ -305,7 +306,7 @@ def _run(args: argparse.Namespace, outputs: Path, identity: Identity | None) -> 
     except ValueError as e:
         raise SystemExit(f"bench-fleet: {e}") from None
     groups = rule_cost.rule_groups(outputs / "rules")
-    before = rule_cost.rule_groups_at(REPO, args.before) if args.before else None
+    before = rule_cost.rule_groups_at(REPO, args.before, args.specs) if args.before else None
     results = started(
         args,
         {

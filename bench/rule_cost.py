@@ -22,8 +22,13 @@ Three totals come out of the same per-rule numbers:
 
 from __future__ import annotations
 
+import io
+import os
 import re
 import subprocess
+import sys
+import tarfile
+import tempfile
 from pathlib import Path
 
 import promql_parser as pp
@@ -63,16 +68,21 @@ def parse(file: str, text: str) -> list[dict]:
     return groups
 
 
-def rule_groups_at(repo: Path, ref: str) -> tuple[str, list[dict]]:
-    """(commit, groups) of the ``rules/*.rules.yaml`` committed at git `ref` of `repo`."""
+def rule_groups_at(repo: Path, ref: str, specs: Path | None = None) -> tuple[str, list[dict]]:
+    """(commit, groups) of the ``rules/*.rules.yaml`` committed at git `ref` of `repo`; with `specs`,
+    of the rules the generator of `ref` makes from that specs folder (the committed rules/ are the
+    default build's: comparing them with a `--specs` build would compare two builds)."""
 
-    def git(*args: str) -> str:
-        res = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    def git(*args: str, text: bool = True):
+        res = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=text)
         if res.returncode:
-            raise SystemExit(f"git {' '.join(args)}: {res.stderr.strip()}")
+            err = res.stderr if text else res.stderr.decode(errors="replace")
+            raise SystemExit(f"git {' '.join(args)}: {err.strip()}")
         return res.stdout
 
     commit = git("rev-parse", "--verify", f"{ref}^{{commit}}").strip()
+    if specs is not None:
+        return commit, _generated_at(commit, git("archive", commit, "generator", "specs", text=False), specs)
     names = [
         n
         for n in git("ls-tree", "--name-only", commit, "rules/").split()
@@ -81,6 +91,30 @@ def rule_groups_at(repo: Path, ref: str) -> tuple[str, list[dict]]:
     if not names:
         raise SystemExit(f"no rules/*.rules.yaml at {ref}")
     return commit, [g for n in sorted(names) for g in parse(Path(n).name, git("show", f"{commit}:{n}"))]
+
+
+def _generated_at(commit: str, generator_tar: bytes, specs: Path) -> list[dict]:
+    """The rule groups `servewatch generate --specs specs` writes with the generator of `commit`
+    (its generator/ and the default specs an `extends: servewatch` reads, as `git archive` gives them)."""
+    with tempfile.TemporaryDirectory(prefix="bench-before-") as scratch:
+        with tarfile.open(fileobj=io.BytesIO(generator_tar)) as tar:
+            tar.extractall(scratch, filter="data")
+        out = Path(scratch) / "out"
+        env = {**os.environ, "PYTHONPATH": str(Path(scratch) / "generator")}
+        cmd = [
+            sys.executable,
+            "-m",
+            "servewatch",
+            "generate",
+            "--specs",
+            str(specs.resolve()),
+            "--out",
+            str(out),
+        ]
+        res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=scratch)
+        if res.returncode:
+            raise SystemExit(f"servewatch generate at {commit[:12]}: {(res.stderr or res.stdout).strip()}")
+        return rule_groups(out / "rules")
 
 
 def measure(runner: Runner, groups: list[dict], at: float) -> dict:

@@ -428,3 +428,19 @@ def test_the_bench_asks_prometheus_for_uncompressed_answers():
         server.server_close()
     assert [enc for _, enc in asked] == ["identity", "identity"]
     assert asked[0][0].startswith("/api/v1/query?") and "stats=all" in asked[0][0]
+
+
+def test_before_a_specs_build_is_that_build_at_the_ref(repo):
+    """`--before REF --specs DIR` compares DIR's build before and after: the rules REF's generator
+    makes from DIR (here the identity build, with its canary comparisons), not the committed rules/
+    of REF (the default build, which has none)."""
+    from bench import rule_cost
+
+    def names(groups):
+        return {r["name"] for g in groups for r in g["rules"]}
+
+    commit, built = rule_cost.rule_groups_at(repo, "HEAD", repo / "bench" / "mutation" / "specs")
+    _, committed = rule_cost.rule_groups_at(repo, "HEAD")
+    canary = "VLLMCanaryTimeToFirstTokenWorse"
+    assert canary in names(built) and canary not in names(committed)
+    assert len(commit) == 40

@@ -214,10 +214,12 @@ def test_an_incident_failure_that_does_not_repeat_is_not_a_kill(tiny):
     """for-zero changes nothing the stand-in looks at: its one failure is the server's, not the mutant's."""
     result, calls = _incident_verdict(tiny, "for-zero", flaky={1})
     assert (result.status, calls) == ("survived", 3)  # failed, passed alone, then the module passed
+    assert "server busy on call 1" in result.detail  # the flake's reason, for whoever chases it
 
     again, calls = _incident_verdict(_fresh(tiny), "for-zero", flaky={1, 3})
     assert (again.status, calls) == ("error", 4)  # failures that never repeat decide nothing
     assert "passed on a rerun" in again.detail and "test_the_queue_alert_on_a_real_server" in again.detail
+    assert "server busy on call 3" in again.detail
 
 
 def _fresh(tiny: Path) -> Path:

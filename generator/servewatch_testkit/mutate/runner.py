@@ -223,11 +223,12 @@ class _Checker:
         return None
 
     def _incidents(self, work: Path, deadline: _Deadline) -> Result | None:
-        unrepeated: list[str] = []
+        unrepeated: list[str] = []  # `test: reason` of each failure that passed when run again
         for _ in range(2):  # a second run only after failures that did not repeat
             step = self._pytest(work, self.opts.incidents, deadline)
             if step.returncode == 0:
-                return None
+                # the mutant passed the module; a flake before it is kept for whoever chases it
+                return Result("survived", detail=self._flakes(unrepeated)) if unrepeated else None
             if step.returncode != 1 or step.timed_out:
                 return self._incident_error(step)
             failed = pytest_failures(step.output)
@@ -237,9 +238,12 @@ class _Checker:
                 return Result("killed", tuple(pytest_failures(again.output)), reason, stage="incidents")
             if again.returncode != 0 or again.timed_out:
                 return self._incident_error(again)
-            unrepeated += failed
-        detail = f"incident tests failed once and passed on a rerun, twice: {', '.join(unrepeated)}"
-        return Result("error", detail=detail)
+            unrepeated.append(f"{', '.join(failed)}: {pytest_reason(step.output) or '(no reason shown)'}")
+        return Result("error", detail="failures that never repeated: " + self._flakes(unrepeated))
+
+    @staticmethod
+    def _flakes(unrepeated: list[str]) -> str:
+        return "incident tests failed once and passed on a rerun: " + "; ".join(unrepeated)
 
     def _pytest(self, work: Path, tests, deadline: _Deadline) -> _Step:
         cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *INCIDENT_OPTIONS]

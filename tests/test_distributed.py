@@ -32,7 +32,7 @@ import promql_parser as pp
 import pytest
 import yaml
 
-from servewatch import generate, rule_slices, tools, verify, yamlio
+from servewatch import generate, tools, verify, yamlio
 from servewatch.spec.schema import seconds
 from servewatch.promql import tree
 from servewatch.promapi import Client
@@ -306,14 +306,11 @@ def vmalert_timed(test_file: Path, out: Path, doc: dict | None = None) -> Path:
     turns an alert firing up to one interval after promtool does (measured on these files: never at
     `for`, always by `for` plus one interval), and resolves it as late: an alert reads the recorded
     series of its own group as the previous evaluation left them (GPUXidErrors still fires at the
-    evaluation its window-count record drops to 0), one interval per record on the chain it reads
-    (`record_links`: GPUFramebufferMetricsMissing reads the pair records, which read the presence
-    fields' record). So the copy keeps every label, annotation and silent check before an alert fires
-    and gives up only those intervals at each edge.
+    evaluation its window-count record drops to 0). So the copy keeps every label, annotation and silent
+    check before an alert fires and gives up only that interval at each edge.
     Expression tests are `metricsql_expr_test` there. `doc`: the file's text, parsed, when at hand."""
     doc = _load(test_file) if doc is None else doc
     doc["rule_files"] = [str(test_file.parent / f) for f in doc["rule_files"]]
-    links = record_links([Path(f) for f in doc["rule_files"]])
     for test in doc["tests"]:
         step = seconds(test.get("interval", "1m"))
         if "promql_expr_test" in test:
@@ -327,27 +324,9 @@ def vmalert_timed(test_file: Path, out: Path, doc: dict | None = None) -> Path:
         for check in checks:
             at = seconds(check["eval_time"])
             if check.get("exp_alerts") or at > fired.get(check["alertname"], at):
-                check["eval_time"] = f"{at + step * max(links.get(check['alertname'], 0), 1):g}s"
+                check["eval_time"] = f"{at + step:g}s"
     out.write_text(yaml.dump(doc, Dumper=DUMPER, sort_keys=False))
     return out
-
-
-def record_links(rule_files: list[Path]) -> dict[str, int]:
-    """alert -> the records of its own group on the longest chain it reads (an alert reading a record
-    that reads another record before it in the group: 2). vmalert reads a group's records as its
-    previous evaluation left them, so each link is one evaluation later there."""
-    depth: dict[str, int] = {}
-    for path in rule_files:
-        for group in _load(path)["groups"]:
-            earlier: dict[str, int] = {}  # record -> its links, for the group's rules so far
-            for rule in group["rules"]:
-                read = [earlier[n] + 1 for n in rule_slices.read_names(rule["expr"]) if n in earlier]
-                links = max(read, default=0)
-                if "record" in rule:
-                    earlier[rule["record"]] = max(links, earlier.get(rule["record"], 0))
-                else:
-                    depth[rule["alert"]] = max(links, depth.get(rule["alert"], 0))
-    return depth
 
 
 # the test files are megabytes of YAML: libyaml reads and writes them 10x faster (yamlio.py)

@@ -64,10 +64,6 @@ class Memory:
     every: str | None = None  # a memory recorded less often runs at this interval: in its group if that
     # has this interval, else in a group of its own, named after the group with `slow` appended
     slow: str = "memory"
-    # `expr` reads record `needs`, which must be recorded before it in the same group (a record read
-    # from another group lags by up to that group's interval); where it is not, `fallback` is recorded
-    needs: str | None = None
-    fallback: str | None = None
 
 
 def fold_host(expr: str, spellings: list[str]) -> str:
@@ -111,70 +107,13 @@ class Context:
         return [label for label in stable if label not in self.gpu_id]
 
     def presence_fields(self) -> list[str]:
+        """The presence fields the exporter profile has."""
         return [f for f in PRESENCE_FIELDS if self.labels.profile.has(f)]
-
-    def _presence_keys(self) -> list[str]:
-        """The labels the GPU context memories and the pair records group the presence fields by."""
-        roles = self.labels.dcgm.labels
-        described = [roles.gpu, roles.mig_profile, roles.model]
-        return list(dict.fromkeys(self.target + self.gpu_id + self.labels.host_spellings + described))
-
-    def fields_exported(self) -> Memory | None:
-        """Which presence fields each GPU or MIG instance exports, per exporter target: the sum of
-        2^i over the fields it exports, field i of `presence_fields` (1 fb_used, 2 fb_free, 4
-        gpu_temp), with the host spellings folded. The GPU info, the exporters' hosts and the pair
-        records of `partner_missing` each asked the raw fields again (10 selections of label-heavy
-        series per evaluation of their group); recorded once before them, they read this narrow
-        record instead (docs/scale.md, "One read of the presence fields"). None without two fields."""
-        fields = self.presence_fields()
-        if len(fields) < 2:
-            return None
-        keys = self._presence_keys()
-        bits = [
-            b.with_label(b.agg("group", keys, self.sb.select(f)), "field", f) + (f" * {2**i}" if i else "")
-            for i, f in enumerate(fields)
-        ]
-        exported = self._host(b.agg("sum", keys, f"\n  {b.any_of(*bits)}\n"))
-        return Memory(self._fields_record(fields), exported, CONTEXT_EVERY, "context")
-
-    def shared_records(self) -> set[str]:
-        """Memories recorded only for the memories beside them in their group that read them
-        (`Memory.needs`): where none does, the group does not record them."""
-        shared = self.fields_exported()
-        return {shared.record} if shared else set()
-
-    @staticmethod
-    def _fields_name(fields) -> str:
-        """The part of a record name that says which fields it is about: `fb_used_fb_free`."""
-        return "_".join(re.sub(r"[^a-z0-9]+", "_", f.lower()).strip("_") for f in fields)
-
-    def _fields_record(self, fields) -> str:
-        return f"gpu:dcgm_{self._fields_name(fields)}:exported"
-
-    def _exported(self) -> str:
-        """The fields record as a memory reads it, narrowed like the other memories."""
-        record = self._fields_record(self.presence_fields())
-        return self._memory(record, "dcgm", self._presence_keys() + [HOST])
-
-    def _has_field(self, field: str) -> str:
-        """The fields record's series whose GPU exports `field`: its bit is set. An equality on the
-        bit, not `% 4 >= 2`: the value is a whole number, so a threshold moved a little either way
-        could not be told from the real one."""
-        bit = 2 ** self.presence_fields().index(field)
-        shifted = f"floor({self._exported()} / {bit})" if bit > 1 else self._exported()
-        return f"{shifted} % 2 == 1"
-
-    def _sharing(self, memory: Memory, raw: Memory) -> Memory:
-        """`memory` (reading the fields record) with `raw` (the raw fields) as its fallback."""
-        shared = self.fields_exported()
-        if shared is None:
-            return raw
-        return Memory(memory.record, memory.expr, raw.every, raw.slow, shared.record, raw.expr)
 
     def presence(self, by: list[str], *matchers: str, besides: tuple[str, ...] = ()) -> str | None:
         """One series per `by` for every GPU or MIG instance any presence field is exported for;
         with `besides`, only through the presence fields not named there (None if none is left)."""
-        fields = [f for f in PRESENCE_FIELDS if self.labels.profile.has(f) and f not in besides]
+        fields = [f for f in self.presence_fields() if f not in besides]
         if not fields:
             return None
         return f"({b.any_of(*(b.agg('group', by, self.sb.select(f, *matchers)) for f in fields))})"
@@ -187,12 +126,8 @@ class Context:
         roles = self.labels.dcgm.labels
         described = [roles.gpu, roles.mig_profile, roles.model]
         seen = self.presence(self.gpu_id + self.labels.host_spellings + described)
-        raw = b.agg("group", self.gpu_id + [HOST] + described, self._host(seen))
-        shared = b.agg("group", self.gpu_id + [HOST] + described, self._exported())
-        info = lambda seen: f"topk by ({b.labels(self.gpu_id)}) (1, {seen})"  # noqa: E731
-        return self._sharing(
-            Memory(GPU_INFO, info(shared)), Memory(GPU_INFO, info(raw), CONTEXT_EVERY, "context")
-        )
+        info = b.agg("group", self.gpu_id + [HOST] + described, self._host(seen))
+        return Memory(GPU_INFO, f"topk by ({b.labels(self.gpu_id)}) (1, {info})", CONTEXT_EVERY, "context")
 
     def gpu_workload(self) -> Memory:
         wl = self.labels.workload
@@ -205,45 +140,30 @@ class Context:
 
     def dcgm_target_host(self) -> Memory:
         seen = self._host(self.presence(self.target + self.labels.host_spellings))
-        raw = self._remember(DCGM_TARGET_HOST, seen, self.target + [HOST], self.config.remember.targets)
-        shared = self._remember(
-            DCGM_TARGET_HOST, self._exported(), self.target + [HOST], self.config.remember.targets
-        )
-        return self._sharing(shared, raw)
+        return self._remember(DCGM_TARGET_HOST, seen, self.target + [HOST], self.config.remember.targets)
 
     def pair_exported(self, signal) -> tuple[Memory, Memory]:
         """What the partner_missing alert of a matched ratio asks of its pair of fields, recorded
         once per evaluation in the alert's group instead of read again per operand: per GPU, which of
         the pair it exports (1: the numerator, 2: the partner, 3: both), and the exporter targets
         that export either."""
-        fields = (signal.numerator, signal.partner)
-        records = (self._fields_record(fields), f"target:dcgm_{self._fields_name(fields)}:exported")
-        raw = (self._pair_per_gpu(signal, self.sb.select), self.pair_by_target(signal))
-        if self.fields_exported() is None or not set(fields) <= set(self.presence_fields()):
-            return Memory(records[0], raw[0]), Memory(records[1], raw[1])
-        shared = (self._pair_per_gpu(signal, self._has_field), self.pair_by_target(signal, self._has_field))
-        per_gpu, by_target = (
-            self._sharing(Memory(record, expr), Memory(record, fallback))
-            for record, expr, fallback in zip(records, shared, raw, strict=True)
-        )
-        return per_gpu, by_target
-
-    def _pair_per_gpu(self, signal, present) -> str:
-        """Per GPU, 1 where it exports the pair's numerator, 2 the partner, 3 both; `present(field)`:
-        the series that say a GPU exports a field."""
-        fields = (signal.numerator, signal.partner)
+        ident, fields = self.gpu_id, (signal.numerator, signal.partner)
         per_gpu = [
-            b.with_label(b.agg("group", self.gpu_id, present(f)), "field", f)
+            b.with_label(b.agg("group", ident, self.sb.select(f)), "field", f)
             + (f" * {bit}" if bit > 1 else "")
             for f, bit in zip(fields, (1, 2), strict=True)
         ]
-        return b.agg("sum", self.gpu_id, f"\n  {b.any_of(*per_gpu)}\n")
+        name = "_".join(re.sub(r"[^a-z0-9]+", "_", f.lower()).strip("_") for f in fields)
+        return (
+            Memory(f"gpu:dcgm_{name}:exported", b.agg("sum", ident, f"\n  {b.any_of(*per_gpu)}\n")),
+            Memory(f"target:dcgm_{name}:exported", self.pair_by_target(signal)),
+        )
 
-    def pair_by_target(self, signal, present=None) -> str:
-        """The exporter targets that export either field of a matched ratio's pair; `present(field)`:
-        the series that say a target exports a field, the raw field by default."""
-        present, fields = present or self.sb.select, (signal.numerator, signal.partner)
-        return b.any_of(*(b.agg("group", self.target, present(f)) for f in fields))
+    def pair_by_target(self, signal) -> str:
+        """The exporter targets that export either field of a matched ratio's pair, from the raw fields."""
+        return b.any_of(
+            *(b.agg("group", self.target, self.sb.select(f)) for f in (signal.numerator, signal.partner))
+        )
 
     def pair_read(self, signal) -> tuple[str, str]:
         """The two records of `pair_exported` as the alert reads them."""
@@ -409,20 +329,16 @@ class Context:
             signal = signals[alert.signal]
             if signal.level != "gpu":
                 return []
-            gpu = [self.gpu_workload()] if self.sb.carries_gpu_context(signal) else self._gpu()
-            return [m for m in gpu if m is not None]
+            return [self.gpu_workload()] if self.sb.carries_gpu_context(signal) else self._gpu()
         kind, source = alert.absence.kind, alert.absence.source
         out: list[Memory | None] = []
         if kind == "partner_missing":
-            pair = self.pair_exported(signals[alert.absence.signal])
-            out += [*self._gpu(), self.dcgm_target_host(), *pair]
+            out += [*self._gpu(), self.dcgm_target_host(), *self.pair_exported(signals[alert.absence.signal])]
         if kind == "target_down":
-            out += [self.fields_exported(), self.dcgm_target_host()] if source == "dcgm" else []
-            out += [self.vllm_target_model()] if source == "vllm" else []
+            out += [self.dcgm_target_host() if source == "dcgm" else self.vllm_target_model()]
             out.append(self.targets(source))
         if kind == "metrics_absent":
-            out += [self.fields_exported(), self.dcgm_target_host()] if source == "dcgm" else []
-            out += [self.vllm_target_model()] if source == "vllm" else []
+            out += [self.vllm_target_model() if source == "vllm" else self.dcgm_target_host()]
             out.append(self.targets(source))
         if kind == "part_missing":
             out.append(self.engines_seen() if source == "vllm" else self.gpus_seen())
@@ -430,5 +346,5 @@ class Context:
             out.append(self.pools_seen())
         return [m for m in out if m is not None]
 
-    def _gpu(self) -> list[Memory | None]:
-        return [self.fields_exported(), self.gpu_info(), self.gpu_workload()]
+    def _gpu(self) -> list[Memory]:
+        return [self.gpu_info(), self.gpu_workload()]

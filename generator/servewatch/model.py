@@ -145,24 +145,14 @@ class Model:
             records = list(self._group_records(group.records))
             # memories recorded less often than their group, per interval and group name suffix
             slow: dict[tuple[str, str], list[RecordRule]] = {}
-            placed: dict[str, list[RecordRule]] = {}  # memory record -> the list it went into
-            read: set[str] = set()  # shared memories a memory beside them reads
             for memory in (m for a in specs for m in self.context.memories(a, self.spec.signals)):
                 if memory.record not in remembered:
                     remembered.add(memory.record)
+                    rule = RecordRule(memory.record, memory.expr)
                     own = memory.every and not (interval and seconds(memory.every) == seconds(interval))
-                    into = slow.setdefault((memory.every, memory.slow), []) if own else records
-                    beside = memory.needs is None or placed.get(memory.needs) is into
-                    read |= {memory.needs} if memory.needs and beside else set()
-                    into.append(RecordRule(memory.record, memory.expr if beside else memory.fallback))
-                    placed[memory.record] = into
-            for unread in self.context.shared_records() & (set(placed) - read):
-                # its readers fell back or went elsewhere: a later group may record it for its own
-                placed[unread][:] = [r for r in placed[unread] if r.record != unread]
-                remembered.discard(unread)
+                    (slow.setdefault((memory.every, memory.slow), []) if own else records).append(rule)
             for (every, suffix), rules in slow.items():
-                if rules:
-                    out.append(RuleGroup(f"{group.name}-{suffix}", group.family, every, tuple(rules), ()))
+                out.append(RuleGroup(f"{group.name}-{suffix}", group.family, every, tuple(rules), ()))
             alerts = tuple(self._alert(a, group.name, group.family) for a in specs)
             if records or alerts:
                 out.append(RuleGroup(group.name, group.family, interval, tuple(records), alerts))

@@ -682,8 +682,6 @@ def _memory_record(model: Model, rule) -> dict | None:
             (series_text(ready, b_), f"1 1 _x{synth.steps}"),
         ]
         expected = [({k: p[k] for k in keys}, 1.0) for p in (a1, b_)]
-    elif rule.record in model.context.shared_records():
-        series, expected = _fields_case(model, synth)
     elif rule.record in _pair_records(model):
         series, expected = _pair_case(model, synth, *_pair_records(model)[rule.record])
     elif rule.record in (ctx.DCGM_TARGETS, ctx.VLLM_TARGETS):
@@ -754,39 +752,6 @@ def _pair_case(model: Model, synth: Synth, level: str, signal) -> tuple[list, li
             if m != temp
         }
         expected = [(dict(key), 1.0) for key in keys]
-    return series, expected
-
-
-def _fields_case(model: Model, synth: Synth) -> tuple[list, list]:
-    """The presence fields' record (alert_context.fields_exported): GPU a exports the first field,
-    b the others under the other host spelling, c every field from two targets; per GPU and
-    target the sum of the fields' bits, with the host folded."""
-    lb, sb = model.builder.labels, model.builder
-    fields = model.context.presence_fields()
-    bits = {f: 2**i for i, f in enumerate(fields)}
-    other_host = next((s for s in lb.host_spellings if s != lb.host), lb.host)
-    own = [k for k in lb.target() if k not in synth.identity("gpu")]
-    target = {v: {k: f"{k}-{v}" for k in own} | synth.pinned("dcgm") for v in ("a", "b")}
-
-    def gpu(variant: str, spelling: str) -> dict[str, str]:
-        labels = synth.identity("gpu", variant)
-        return {k: v for k, v in labels.items() if k != lb.host} | {spelling: labels[lb.host]}
-
-    exports = [
-        (gpu("a", lb.host), target["a"], fields[:1]),
-        (gpu("b", other_host), target["a"], fields[1:]),
-        (gpu("c", lb.host), target["a"], fields),
-        (gpu("c", lb.host), target["b"], fields),
-    ]
-    flat = f"1x{synth.steps}"
-    series = [(series_text(sb.metric_name(f), {**g, **t}), flat) for g, t, fs in exports for f in fs]
-    expected = [
-        (
-            {**g, **t, ctx.HOST: next(v for k, v in g.items() if k in lb.host_spellings)},
-            float(sum(bits[f] for f in fs)),
-        )
-        for g, t, fs in exports
-    ]
     return series, expected
 
 

@@ -13,7 +13,10 @@
   minutes at 4,096 GPUs), closer to what the rule set costs in production.
 
 Either way the scrapes and rule evaluations stop before anything is measured, and Prometheus has
-merged the overlapping blocks, so only the measurement's queries use its CPU.
+merged the overlapping blocks, so only the measurement's queries use its CPU. And every record
+whose expression answers at the measured step holds a sample within one evaluation before it:
+a record the backfill lost is backfilled again (``complete_records``), or the bench stops, since
+measured without it every rule that reads it would read nothing.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from typing import Iterator, Sequence
 
 import yaml
 
+from servewatch.spec.fields import duration_ms
+from servewatch_testkit import rule_stages
 from servewatch_testkit.localprom import LocalPrometheus
 from servewatch_testkit.replay import JOB, FleetReplay
 from servewatch_testkit.synth.scaled_fleet import FleetShape, series_batches, write_fleet
@@ -106,8 +111,10 @@ def backfilled(shape: FleetShape, rule_files: Sequence[Path], workdir: Path) -> 
         om.unlink()
         waited = wait_compacted(prom)
         facts["tsdb"] = {**prom.timings, "compaction_wait_s": waited, "blocks": len(prom.blocks())}
+        end = start + (shape.steps - 1) * shape.step
+        facts["records_backfilled_again"] = complete_records(prom, rule_files, start, end)
         _log(f"backfilled: {facts['tsdb']}")
-        yield Loaded(prom, start, start + (shape.steps - 1) * shape.step, facts)
+        yield Loaded(prom, start, end, facts)
 
 
 @contextmanager
@@ -147,15 +154,111 @@ def scraped(
                 # record in a block and in the head is read from both and merged on every query,
                 # which a Prometheus that has been evaluating its rules (all in its head) never does
                 prom.reload(rule_files=records)
+            else:
+                # the data ends here: scraped on while the records are backfilled, the last step
+                # would run minutes past their history and leave the slower groups' records stale
+                prom.reload(scrape_configs=[])
+            end = live_from - 1 if live_minutes else replay.last_timestamp()
             t0 = time.monotonic()
-            prom.backfill_live(records, start, live_from - 1)
+            prom.backfill_live(records, start, end)
             facts["backfill_s"] = round(time.monotonic() - t0, 1)
             _log(f"backfilled the float records in {facts['backfill_s']} s")
             while time.time() < live_from + live_minutes * 60:
                 time.sleep(5)
             prom.reload(rule_files=[], scrape_configs=[])  # quiet: only the measurement's queries run
             facts["compaction_wait_s"] = wait_compacted(prom)  # the stages' blocks overlap until merged
-            yield Loaded(prom, start, replay.last_timestamp(), facts)
+            at = replay.last_timestamp()
+            if not live_minutes:
+                facts["records_backfilled_again"] = complete_records(prom, records, start, at)
+            yield Loaded(prom, start, at, facts)
+
+
+def lost_records(prom: LocalPrometheus, rule_files: Sequence[Path], at: float) -> list[tuple[str, dict]]:
+    """The recording rules whose expression answers at `at` while the record has no sample within
+    one evaluation of it, as (file, rule): history the backfill lost. Measured so, every rule that
+    reads such a record would read nothing and look cheap."""
+    lost = []
+    for f in rule_files:
+        for group in (yaml.safe_load(Path(f).read_text()) or {}).get("groups") or []:
+            # a group's last evaluation lies within one interval before `at`: two leave a margin
+            window = f"{2 * duration_ms(group.get('interval') or prom.rule_eval_interval)}ms"
+            for rule in group.get("rules") or []:
+                if "record" not in rule:
+                    continue
+                matchers = [f'__name__="{rule["record"]}"'] + [
+                    f"{k}={json.dumps(str(v))}" for k, v in sorted((rule.get("labels") or {}).items())
+                ]
+                recorded = f"count(last_over_time({{{', '.join(matchers)}}}[{window}]))"
+                if prom.query_value(f"count({rule['expr']})", at) and not prom.query_value(recorded, at):
+                    lost.append((str(f), rule))
+    return lost
+
+
+def complete_records(
+    prom: LocalPrometheus, rule_files: Sequence[Path], start: float, at: float, tries: int = 3
+) -> list[str]:
+    """Backfill again the records `lost_records` finds, with every record that reads them (made
+    from their absence), until none is lost; the names backfilled again. Exits if records stay lost."""
+    again: list[str] = []
+    for attempt in range(tries + 1):
+        lost = lost_records(prom, rule_files, at)
+        if not lost:
+            return again
+        names = sorted({rule["record"] for _, rule in lost})
+        if attempt == tries:
+            raise SystemExit(f"records still missing after {tries} more backfills: {', '.join(names)}")
+        _log(f"the backfill lost {len(names)} records, backfilling them again: {', '.join(names)}")
+        redo = with_readers(lost, rule_files)
+        again += [n for n in sorted({r["record"] for _, r in redo}) if n not in again]
+        prom.backfill_live(only_rules(redo, prom.workdir / f"records-again-{attempt}"), start, at)
+        wait_compacted(prom)
+    return again
+
+
+def reads(rule: dict) -> set[str]:
+    """The metric names a recording rule reads as the backfill evaluates it (a memory's read of
+    itself unrolled)."""
+    return rule_stages.reads(rule_stages.backfilled(rule["record"], rule["expr"]))
+
+
+def with_readers(lost: Sequence[tuple[str, dict]], rule_files: Sequence[Path]) -> list[tuple[str, dict]]:
+    """`lost` and every recording rule that reads one of them, directly or through another."""
+    records = [
+        (str(f), rule)
+        for f in rule_files
+        for group in (yaml.safe_load(Path(f).read_text()) or {}).get("groups") or []
+        for rule in group.get("rules") or []
+        if "record" in rule
+    ]
+    lost_rules = [rule for _, rule in lost]
+    names = {rule["record"] for rule in lost_rules}
+    grown = True
+    while grown:
+        readers = {
+            rule["record"] for _, rule in records if rule["record"] not in names and reads(rule) & names
+        }
+        names |= readers
+        grown = bool(readers)
+    readers = names - {rule["record"] for rule in lost_rules}
+    return [(f, rule) for f, rule in records if rule in lost_rules or rule["record"] in readers]
+
+
+def only_rules(rules: Sequence[tuple[str, dict]], into: Path) -> list[Path]:
+    """Rule files holding just `rules` ((file, rule) pairs), each in its group (name and interval
+    kept), under `into`."""
+    into.mkdir(parents=True, exist_ok=True)
+    out = []
+    for n, f in enumerate(sorted({f for f, _ in rules})):
+        wanted = [r for g, r in rules if g == f]
+        groups = []
+        for group in (yaml.safe_load(Path(f).read_text()) or {}).get("groups") or []:
+            kept = [r for r in group.get("rules") or [] if r in wanted]
+            if kept:
+                groups.append({**group, "rules": kept})
+        path = into / f"{n:02d}-{Path(f).name}"
+        path.write_text(json.dumps({"groups": groups}, indent=1) + "\n")
+        out.append(path)
+    return out
 
 
 def records_only(rule_files: Sequence[Path], into: Path) -> list[Path]:

@@ -3,8 +3,9 @@
 import json
 
 import pytest
+import yaml
 
-from bench import anchors, fleet, grafana, report
+from bench import anchors, fleet, grafana, loading, report
 from bench.promstats import Cost, Runner, median, total
 
 # --------------------------------------------------------------------------- Grafana variables
@@ -444,3 +445,32 @@ def test_before_a_specs_build_is_that_build_at_the_ref(repo):
     canary = "VLLMCanaryTimeToFirstTokenWorse"
     assert canary in names(built) and canary not in names(committed)
     assert len(commit) == 40
+
+
+def test_a_lost_record_is_backfilled_again_with_every_record_made_from_it(tmp_path):
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(
+        yaml.safe_dump(
+            {
+                "groups": [
+                    {
+                        "name": "g",
+                        "rules": [
+                            {"record": "a:x", "expr": "max(x)"},
+                            {"record": "a:x", "expr": "min(x)", "labels": {"kind": "min"}},
+                            {"record": "b:y", "expr": "max(y)"},
+                            {"record": "c:x", "expr": "a:x * 2"},
+                            {"record": "d:x", "expr": "c:x + b:y"},
+                            {"record": "e:m", "expr": "max(e) or last_over_time(e:m[5m])"},
+                        ],
+                    }
+                ]
+            }
+        )
+    )
+    first = yaml.safe_load(rules.read_text())["groups"][0]["rules"][0]
+    lost = [(str(rules), first)]
+    redo = loading.with_readers(lost, [rules])
+    # the other rule of a:x kept its history; c:x reads a:x, d:x reads c:x; a memory reads itself only
+    redone = [(r["record"], r["expr"]) for _, r in redo]
+    assert redone == [("a:x", "max(x)"), ("c:x", "a:x * 2"), ("d:x", "c:x + b:y")]

@@ -1,0 +1,71 @@
+"""bench/loading.py on a real Prometheus 3.5: a record whose history the backfill left out is found
+and backfilled again, so no rule is measured reading nothing. (One backfill stage: the TSDB picks
+new blocks up once a minute, and each stage waits for that.)"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from bench import loading
+from servewatch_testkit.localprom import LocalPrometheus, backfill_start
+from servewatch_testkit.synth import fleet, to_openmetrics
+
+pytestmark = [pytest.mark.integration, pytest.mark.tools("promtool", "prometheus")]
+
+RULES = textwrap.dedent("""\
+    groups:
+      - name: every-2m
+        interval: 2m
+        rules:
+          - record: engine:kv:max
+            expr: max by (namespace, pod) (vllm:kv_cache_usage_perc)
+          - record: engine:kv:max
+            expr: max by (namespace, pod) (vllm:kv_cache_usage_perc) / 2
+            labels:
+              half: "yes"
+      - name: default-interval
+        rules:
+          - record: fleet:absent:sum
+            expr: sum(metric_that_no_target_exports)
+""")
+
+
+@pytest.fixture
+def unrecorded(tmp_path):
+    """A server holding the fleet's data and none of the records' history."""
+    fl = fleet()
+    start = backfill_start(fl.steps, fl.step)
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES)
+    with LocalPrometheus(to_openmetrics(list(fl), start, fl.step), backfill_rules=False) as prom:
+        yield prom, rules, start, start + (fl.steps - 1) * fl.step
+
+
+def lost_names(prom, rules, at) -> list[tuple[str, dict]]:
+    return [(r["record"], r.get("labels") or {}) for _, r in loading.lost_records(prom, [rules], at)]
+
+
+def test_records_missing_from_the_history_are_found_by_rule_and_labels(unrecorded):
+    prom, rules, _, at = unrecorded
+    assert lost_names(prom, rules, at) == [("engine:kv:max", {}), ("engine:kv:max", {"half": "yes"})]
+
+
+def test_complete_records_backfills_the_lost_ones_until_none_is_left(unrecorded):
+    prom, rules, start, at = unrecorded
+    again = loading.complete_records(prom, [rules], start, at)
+    assert again == ["engine:kv:max"]
+    assert lost_names(prom, rules, at) == []
+    assert prom.query_value("count(engine:kv:max)", at) == 2 * prom.query_value(
+        "count(max by (namespace, pod) (vllm:kv_cache_usage_perc))", at
+    )
+    # an expression with nothing to read has no record to lose
+    assert prom.query_value("count(fleet:absent:sum)", at) is None
+
+
+def test_a_record_the_backfill_cannot_give_stops_the_bench(unrecorded, monkeypatch):
+    prom, rules, start, at = unrecorded
+    monkeypatch.setattr(prom, "backfill_live", lambda *a, **k: None)  # a backfill that writes nothing
+    with pytest.raises(SystemExit, match="records still missing after 1 more backfills: engine:kv:max"):
+        loading.complete_records(prom, [rules], start, at, tries=1)

@@ -29,7 +29,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import yaml
 
@@ -112,7 +112,10 @@ def backfilled(shape: FleetShape, rule_files: Sequence[Path], workdir: Path) -> 
         waited = wait_compacted(prom)
         facts["tsdb"] = {**prom.timings, "compaction_wait_s": waited, "blocks": len(prom.blocks())}
         end = start + (shape.steps - 1) * shape.step
-        facts["records_backfilled_again"] = complete_records(prom, rule_files, start, end)
+        again = complete_records(prom, rule_files, start, end, prom.backfill_restarting)
+        facts["records_backfilled_again"] = again
+        if again:
+            facts["tsdb"]["compaction_wait_s"] += wait_compacted(prom)
         _log(f"backfilled: {facts['tsdb']}")
         yield Loaded(prom, start, end, facts)
 
@@ -169,7 +172,10 @@ def scraped(
             facts["compaction_wait_s"] = wait_compacted(prom)  # the stages' blocks overlap until merged
             at = replay.last_timestamp()
             if not live_minutes:
-                facts["records_backfilled_again"] = complete_records(prom, records, start, at)
+                again = complete_records(prom, records, start, at, prom.backfill_live)
+                facts["records_backfilled_again"] = again
+                if again:
+                    facts["compaction_wait_s"] += wait_compacted(prom)
             yield Loaded(prom, start, at, facts)
 
 
@@ -195,10 +201,16 @@ def lost_records(prom: LocalPrometheus, rule_files: Sequence[Path], at: float) -
 
 
 def complete_records(
-    prom: LocalPrometheus, rule_files: Sequence[Path], start: float, at: float, tries: int = 3
+    prom: LocalPrometheus,
+    rule_files: Sequence[Path],
+    start: float,
+    at: float,
+    backfill: Callable[[list[Path], float, float], None],
+    tries: int = 3,
 ) -> list[str]:
-    """Backfill again the records `lost_records` finds, with every record that reads them (made
-    from their absence), until none is lost; the names backfilled again. Exits if records stay lost."""
+    """Backfill again (`backfill`: one of the server's backfills) the records `lost_records` finds,
+    with every record that reads them (made from their absence), until none is lost; the names
+    backfilled again (their blocks are not merged yet). Exits if records stay lost."""
     again: list[str] = []
     for attempt in range(tries + 1):
         lost = lost_records(prom, rule_files, at)
@@ -210,8 +222,7 @@ def complete_records(
         _log(f"the backfill lost {len(names)} records, backfilling them again: {', '.join(names)}")
         redo = with_readers(lost, rule_files)
         again += [n for n in sorted({r["record"] for _, r in redo}) if n not in again]
-        prom.backfill_live(only_rules(redo, prom.workdir / f"records-again-{attempt}"), start, at)
-        wait_compacted(prom)
+        backfill(only_rules(redo, prom.workdir / f"records-again-{attempt}"), start, at)
     return again
 
 

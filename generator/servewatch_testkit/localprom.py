@@ -296,6 +296,25 @@ class LocalPrometheus(LocalServer):
             loaded = self._own_metric("prometheus_tsdb_blocks_loaded")
             self._wait_loaded(loaded + self._move_blocks(out), out)
 
+    def backfill_restarting(
+        self, rule_files: Sequence[str | os.PathLike], start: TimeLike, end: TimeLike
+    ) -> None:
+        """`backfill_live`'s backfill for a server whose data is all in blocks: each stage's blocks
+        are loaded by a restart, not waited for (the TSDB looks for new blocks once a minute). A
+        server with data in its head would replay it from the WAL at every restart."""
+        files = [Path(f).resolve() for f in rule_files]
+        self._live_backfills += 1
+        folder = f"restart-stage-{self._live_backfills}"
+        loaded, self._loaded_rules = self._loaded_rules, []  # the stages read the stored data only
+        self.halt()
+        try:
+            for n, used in self._stages(files, folder):
+                out = self.workdir / f"{folder}-blocks-{n}"
+                self._backfill_stage(out, timestamp(start), timestamp(end), used)
+        finally:
+            self._loaded_rules = loaded
+            self.serve()
+
     def _wait_loaded(self, blocks: float, what: Path) -> None:
         """Until the TSDB holds `blocks` blocks, or a whole reload has run since the call (a merge of
         overlapping blocks right after loading them can lower the count): a reload that was under

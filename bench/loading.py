@@ -35,11 +35,10 @@ import yaml
 
 from servewatch.spec.fields import duration_ms
 from servewatch_testkit import rule_stages
-from servewatch_testkit.localprom import LocalPrometheus
+from servewatch_testkit.localprom import BLOCK_S, LocalPrometheus
 from servewatch_testkit.replay import JOB, FleetReplay
 from servewatch_testkit.synth.scaled_fleet import FleetShape, series_batches, write_fleet
 
-BLOCK_S = 7200  # Prometheus' TSDB block range
 WAYS = ("backfill", "scrape")
 
 

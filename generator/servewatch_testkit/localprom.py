@@ -63,6 +63,24 @@ def backfill_start(steps: int, step: float, now: float | None = None, gap_s: flo
     return hour - gap_s - (steps - 1) * step
 
 
+BLOCK_S = 7200  # promtool writes a rule's history in 2 h blocks aligned to the Unix epoch
+
+
+def block_windows(start: float, end: float) -> list[tuple[float, float]]:
+    """[start, end] cut where promtool's rule importer cuts it into blocks: before each 2 h boundary
+    (its block's last whole second) and from the boundary on. Run over the whole range, promtool
+    3.5 writes nothing at all for a rule whose group has no evaluation in the first block (a short
+    one when the range starts just before a boundary: it leaves its loop over the blocks there);
+    run per block, such a group only has nothing in that block, as a live server would not have."""
+    windows = []
+    lo = start
+    while (edge := (math.floor(lo / BLOCK_S) + 1) * BLOCK_S) <= end:
+        if edge - 1 >= lo:  # a start within the block's last second has nothing before the edge
+            windows.append((lo, edge - 1))
+        lo = edge
+    return windows + [(lo, end)]
+
+
 def _seconds(duration: str) -> float:
     """Seconds of a Prometheus duration such as ``30s``, ``1m30s`` or ``2h``."""
     units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
@@ -166,15 +184,16 @@ class LocalPrometheus(LocalServer):
 
     def _inputs(self) -> Iterable[bytes]:
         """Everything the backfilled blocks are made from: the binaries, the rules' range and
-        interval, the OpenMetrics sources and each rule file's name (a group's phase comes from
-        its file's path) and text."""
+        interval, how their backfill runs (per block since promtool lost groups over the whole
+        range), the OpenMetrics sources and each rule file's name (a group's phase comes from its
+        file's path) and text."""
         from servewatch import tools
 
         binaries = [tools.find(name) for name in ("promtool", "prometheus")]
         rules_range = [None if t is None else timestamp(t) for t in (self.rules_start, self.rules_end)]
         yield json.dumps(
             [[str(b), b.stat().st_size, b.stat().st_mtime_ns] for b in binaries]
-            + [rules_range, self.rule_eval_interval, self.backfill_rules]
+            + [rules_range, self.rule_eval_interval, self.backfill_rules, "rule backfill per block"]
         ).encode()
         sources = self.openmetrics if isinstance(self.openmetrics, (list, tuple)) else [self.openmetrics]
         for source in sources:
@@ -339,20 +358,21 @@ class LocalPrometheus(LocalServer):
 
     def _rules_to_blocks(self, out: Path, start: str, end: str, rule_files: Sequence[Path]) -> None:
         """promtool's rule backfill of `rule_files` over [start, end], queried from this server,
-        into blocks under `out`."""
-        self._promtool(
-            "tsdb",
-            "create-blocks-from",
-            "rules",
-            "--quiet",
-            f"--url={self.url}",
-            f"--start={start}",
-            f"--end={end}",
-            f"--output-dir={out}",
-            f"--eval-interval={self.rule_eval_interval}",
-            *map(str, rule_files),
-            what="promtool tsdb create-blocks-from rules",
-        )
+        into blocks under `out`: one run per 2 h block the range touches (`block_windows`)."""
+        for lo, hi in block_windows(float(start), float(end)):
+            self._promtool(
+                "tsdb",
+                "create-blocks-from",
+                "rules",
+                "--quiet",
+                f"--url={self.url}",
+                f"--start={timestamp(lo)}",
+                f"--end={timestamp(hi)}",
+                f"--output-dir={out}",
+                f"--eval-interval={self.rule_eval_interval}",
+                *map(str, rule_files),
+                what="promtool tsdb create-blocks-from rules",
+            )
 
     def _move_blocks(self, out: Path) -> int:
         """Move the blocks a backfill wrote under `out` into the data dir; how many there were."""

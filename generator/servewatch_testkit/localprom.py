@@ -71,7 +71,7 @@ def block_windows(start: float, end: float) -> list[tuple[float, float]]:
     (its block's last whole second) and from the boundary on. Run over the whole range, promtool
     3.5 writes nothing at all for a rule whose group has no evaluation in the first block (a short
     one when the range starts just before a boundary: it leaves its loop over the blocks there);
-    run per block, such a group only has nothing in that block, as a live server would not have."""
+    run per block, such a group misses only that block, in which it has no evaluation anyway."""
     windows = []
     lo = start
     while (edge := (math.floor(lo / BLOCK_S) + 1) * BLOCK_S) <= end:

@@ -71,14 +71,18 @@ def block_windows(start: float, end: float) -> list[tuple[float, float]]:
     (its block's last whole second) and from the boundary on. Run over the whole range, promtool
     3.5 writes nothing at all for a rule whose group has no evaluation in the first block (a short
     one when the range starts just before a boundary: it leaves its loop over the blocks there);
-    run per block, such a group misses only that block, in which it has no evaluation anyway."""
+    run per block, such a group misses only that block, in which it has no evaluation anyway.
+    promtool refuses a range of no length: a piece that would be one instant (a range ending on
+    a boundary) is left out, with the one evaluation a group could have exactly there."""
     windows = []
     lo = start
     while (edge := (math.floor(lo / BLOCK_S) + 1) * BLOCK_S) <= end:
-        if edge - 1 >= lo:  # a start within the block's last second has nothing before the edge
+        if edge - 1 > lo:
             windows.append((lo, edge - 1))
         lo = edge
-    return windows + [(lo, end)]
+    if end > lo or not windows:  # a range of no length at all is promtool's to refuse
+        windows.append((lo, end))
+    return windows
 
 
 def _seconds(duration: str) -> float:

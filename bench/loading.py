@@ -39,6 +39,8 @@ from servewatch_testkit.localprom import BLOCK_S, LocalPrometheus
 from servewatch_testkit.replay import JOB, FleetReplay
 from servewatch_testkit.synth.scaled_fleet import FleetShape, series_batches, write_fleet
 
+from .report import steps_kept
+
 WAYS = ("backfill", "scrape")
 
 
@@ -147,8 +149,13 @@ def scraped(
                 time.sleep(2)
                 _log(f"replay: step {replay.served}, {replay.due() - replay.served + 1} behind")
             facts["replay"] = {"steps": replay.served, "seconds": round(time.monotonic() - t0, 1)}
-            facts["replay"]["check"] = check_steps(prom, shape, start)
+            facts["replay"]["check"] = check = check_steps(prom, shape, start)
             _log(f"replayed: {facts['replay']}")
+            if kept := steps_kept(check):
+                _log(
+                    f"the replay fell behind: some series hold {kept[0]} of {kept[1]} steps (scrapes "
+                    "that timed out), so the rules read that much less: raise --scrape-interval"
+                )
             live_from = time.time()
             records = records_only(rule_files, workdir / "live-records")
             if live_minutes:

@@ -62,13 +62,26 @@ def quantity_target(kind: str, ratio: float | None) -> tuple[str, str]:
     return "none set", f"{ratio:.2f}x"
 
 
+def steps_kept(check: dict) -> tuple[int, int] | None:
+    """(the fewest samples a checked series holds in the measured hour, the steps it should hold)
+    when a replay fell behind and scrapes were lost (`loading.check_steps`), else None."""
+    expected = check.get("expected_samples")
+    rows = [row for row in check.values() if isinstance(row, dict)]
+    fewest = [row["min_samples"] for row in rows if row.get("min_samples") is not None]
+    if not expected or not fewest or min(fewest) >= expected:
+        return None
+    return int(min(fewest)), int(expected)
+
+
 def data_cells(size: dict) -> list[str]:
     """The series, how the data got into Prometheus, and the recorded series' backfill time."""
     if "replay" in size:
         replay = size["replay"]
+        kept = steps_kept(replay.get("check") or {})
         return [
             _fmt_int(size["series"]),
-            f"scraped: {replay['steps']} steps in {replay['seconds']:.0f} s",
+            f"scraped: {replay['steps']} steps in {replay['seconds']:.0f} s"
+            + (f", **{kept[0]} of {kept[1]} steps per series kept**" if kept else ""),
             f"{size['backfill_s']:.0f} s",
         ]
     om, db = size["openmetrics"], size["tsdb"]

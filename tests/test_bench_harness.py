@@ -381,6 +381,15 @@ def test_the_fleet_table_says_how_the_data_reached_prometheus():
         "2 s",
     ]
     assert report.data_cells(scraped) == ["1,000", "scraped: 121 steps in 95 s", "61 s"]
+    # a replay that fell behind says how many steps its series kept
+    check = {"up": {"series": 8, "min_samples": 114.0, "max_samples": 120.0}, "expected_samples": 120}
+    check["vllm:x"] = {"series": None, "min_samples": None, "max_samples": None}  # a family not there
+    behind = {**scraped, "replay": {**scraped["replay"], "check": check}}
+    assert report.data_cells(behind)[1] == "scraped: 121 steps in 95 s, **114 of 120 steps per series kept**"
+    whole = {"up": {"series": 8, "min_samples": 120.0, "max_samples": 120.0}, "expected_samples": 120}
+    assert report.data_cells({**scraped, "replay": {**scraped["replay"], "check": whole}})[1] == (
+        "scraped: 121 steps in 95 s"
+    )
 
 
 def test_the_data_is_backfilled_unless_scraping_is_asked_for(capsys):

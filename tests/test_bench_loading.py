@@ -3,12 +3,14 @@ and backfilled again, so no rule is measured reading nothing."""
 
 from __future__ import annotations
 
+import math
 import textwrap
+import time
 
 import pytest
 
 from bench import loading
-from servewatch_testkit.localprom import LocalPrometheus, backfill_start
+from servewatch_testkit.localprom import BLOCK_S, LocalPrometheus
 from servewatch_testkit.synth import fleet, to_openmetrics
 
 pytestmark = [pytest.mark.integration, pytest.mark.tools("promtool", "prometheus")]
@@ -33,11 +35,13 @@ RULES = textwrap.dedent("""\
 """)
 
 
-@pytest.fixture
-def unrecorded(tmp_path):
-    """A server holding the fleet's data and none of the records' history."""
+@pytest.fixture(params=[0, 3600], ids=["ending-on-a-block-boundary", "ending-inside-a-block"])
+def unrecorded(request, tmp_path):
+    """A server holding the fleet's data and none of the records' history, the data ending on a 2 h
+    block boundary or an hour after one (where the wall clock puts it would vary by the hour)."""
     fl = fleet()
-    start = backfill_start(fl.steps, fl.step)
+    boundary = math.floor(time.time() / BLOCK_S) * BLOCK_S - BLOCK_S
+    start = boundary + request.param - (fl.steps - 1) * fl.step
     rules = tmp_path / "rules.yaml"
     rules.write_text(RULES)
     with LocalPrometheus(to_openmetrics(list(fl), start, fl.step), backfill_rules=False) as prom:

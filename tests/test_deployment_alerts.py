@@ -60,14 +60,30 @@ def test_each_signal_reads_the_roles_it_names(configured):
 
 
 def test_user_requests_count_where_the_slos_count_them(configured):
-    """Requests and tokens per model count on the roles the SLOs count on, so the request panels,
-    the error ratios' traffic and the SLO's valid events are one and the same count."""
+    """Requests and tokens per model count on the roles the SLOs count on, and every vLLM series or
+    record the SLO rules read keeps those roles only (a record of every role is narrowed)."""
     model, files = configured
     for name in ("model_requests_rate", "model_prompt_tokens_rate", "model_generation_tokens_rate"):
         assert set(model.spec.signals[name].roles) == set(COUNTING_ROLES), name
     slo_rules = files["rules/slo.rules.yaml"]
-    assert model.config.role.matcher(COUNTING_ROLES) in slo_rules
-    assert 'llm_d_ai_role="prefill"' not in slo_rules
+    counting = model.config.role.matcher(COUNTING_ROLES)
+    own = {r["record"] for g in yaml.safe_load(slo_rules)["groups"] for r in g["rules"] if "record" in r}
+    reads = [
+        (name, matchers)
+        for g in yaml.safe_load(slo_rules)["groups"]
+        for r in g["rules"]
+        for name, matchers in re.findall(r"((?:model|engine):vllm_\w+:\w+|vllm:\w+)(\{[^}]*\})?", r["expr"])
+        if name not in own
+    ]
+    assert {name for name, _ in reads} >= {
+        "model:vllm_request_success:rate5m",  # the availability SLI's events
+        "model:vllm_time_to_first_token_seconds_bucket:rate5m",  # the TTFT SLI's events
+        "engine:vllm_generation_tokens:rate5m",  # goodput's tokens
+    }
+    recorded_roles = {sig.record: set(sig.roles) for sig in model.spec.signals.values() if sig.record}
+    for name, matchers in reads:  # every vLLM series or record the SLOs read: its counting roles only
+        if recorded_roles.get(name) != set(COUNTING_ROLES):  # not recorded of those roles alone
+            assert counting in matchers, name
 
 
 def test_role_and_track_key_every_vllm_alert_on_a_signal(configured):

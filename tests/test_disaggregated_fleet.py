@@ -333,8 +333,6 @@ def test_the_per_model_token_panels_read_the_counting_roles_only(configured, ser
     s = served["healthy"]
     counting = set(model.config.role.values["decode"]) | set(model.config.role.values["both"])
     for target in _panel(files, board, title)["targets"]:
-        if target["expr"].startswith("model:vllm_goodput"):
-            continue  # the SLO's own rule: decode only by its signal's roles
         result = s.prom.query(interpolate(target["expr"], _board_values(s.scenario)), s.t)
         assert result, (title, target["expr"])
         roles = {r["metric"].get(ROLE_LABEL) for r in result}
@@ -378,8 +376,10 @@ def _says_what_empty_means(dashboard: dict) -> set[str]:
 def test_every_panel_of_every_board_shows_data_on_the_pd_fleet(configured, served, scenario):
     """Every board as generated for role and track, on the P/D fleet with a canary: every panel
     returns data with the labels its legend names, each per-model copy for the fleet's model. A
-    stat that says what no data means (`noValue`: "not burning") may be empty; on the slow canary
-    the TTFT budget is being spent, so its time-to-exhaustion shows."""
+    stat that says what no data means (`noValue`: "not burning") may be empty. On the slow canary
+    the TTFT budget is not spent: the SLO counts each request on its decode engine, whose first
+    token waits for the KV transfer only; the 4x slower prefill legs are the TTFT alerts' (per role)
+    and, behind a gateway, the client-side SLO's."""
     _, _, files = configured
     s = served[scenario]
     values = {**ALL, "role": ".*", "track": ".*"}
@@ -395,5 +395,5 @@ def test_every_panel_of_every_board_shows_data_on_the_pd_fleet(configured, serve
         may_be_empty = [f"{dashboard['uid']} / {title} /" for title in _says_what_empty_means(dashboard)]
         problems += [p for p in found if not p.startswith(tuple(may_be_empty))]
         if scenario == "slow" and dashboard["uid"] == "servewatch-slo":
-            assert not [p for p in found if "vllm-ttft: budget spent in" in p], found
+            assert [p for p in found if "vllm-ttft: budget spent in" in p], found
     assert not problems, "\n".join(problems)

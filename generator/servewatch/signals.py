@@ -614,8 +614,15 @@ class SignalBuilder:
         return b.agg("sum", lb.client_identity() + by, per_pod)
 
     def _narrowing(self, recorded: Signal) -> str:
-        """The role matcher a read of a recorded signal of every role needs."""
-        return "" if recorded.roles else self.role_matcher
+        """The role matcher a read of a recorded signal of every role's vLLM series needs."""
+        if recorded.roles or not recorded.metric or self.source(self.metric_name(recorded.metric)) != "vllm":
+            return ""
+        return self.role_matcher
+
+    def record_narrowing(self, record: str) -> tuple[str, ...]:
+        """The matchers that keep only this builder's roles of `record`, a recorded signal's rule."""
+        matcher = next((self._narrowing(s) for s in self.recorded if s.record == record), "")
+        return (matcher,) if matcher else ()
 
     def model_rate(self, series: str, window: str, keep: tuple[str, ...] = ()) -> str:
         """Per-second rate of counter `series` per model: deduplicated per engine (and `keep`), summed.

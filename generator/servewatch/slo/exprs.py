@@ -145,6 +145,7 @@ class SloExprs:
         matchers = (*matchers, *self.scope(slo))
         if record is None:
             return kind.events(self.sb, slo.sli, value, *matchers), False
+        matchers = (*matchers, *self.sb.record_narrowing(record))  # a record of every role
         if kind.subtracts:  # the bad events have their own record (a gateway's errors)
             bad = kind.bad_recording(self.sb, slo.sli, self.window)
             if bad is None:
@@ -291,5 +292,7 @@ class SloExprs:
         """Generated tokens per second per grouping."""
         rec = self.sb.recorded_source("rate", GENERATED_TOKENS, "model", (), self.window)
         if rec is not None:  # the rule set's own record of the counter: read once per evaluation
-            return b.agg("sum", self.grouping, b.selector(rec.record, *matchers))
+            return b.agg(
+                "sum", self.grouping, b.selector(rec.record, *matchers, *self.sb.record_narrowing(rec.record))
+            )
         return self.sb.model_rate(self.sb.select(GENERATED_TOKENS, *matchers), self.window)

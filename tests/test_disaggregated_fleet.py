@@ -127,18 +127,24 @@ def test_the_healthy_kv_transfer_alerts_are_quiet_on_data(configured, served):
         }, (alert.alert, result)
 
 
-def test_each_request_counts_once(configured, served):
-    """The request rate per model counts each user request on its decode engine only, though it
-    finishes on a prefill engine too."""
+def test_each_request_counts_once_on_the_decode_series_of_the_request_rate(configured, served):
+    """The request rate per model keeps each role apart (the error and abort ratios read it per role):
+    its decode series count each user request once; its prefill series are the prefill legs, every
+    one finished with `length`, which whatever counts user requests leaves out."""
     s = served["healthy"]
-    rates = s.prom.query(f"sum by ({TRACK_LABEL}) (model:vllm_request_success:rate5m)", s.t)
+    decode = s.prom.query(
+        f'sum by ({TRACK_LABEL}) (model:vllm_request_success:rate5m{{{ROLE_LABEL}="decode"}})', s.t
+    )
     want = s.scenario.truth["requests_per_s"] / 2  # per track
-    assert {r["metric"][TRACK_LABEL]: float(r["value"][1]) for r in rates} == {
+    assert {r["metric"][TRACK_LABEL]: float(r["value"][1]) for r in decode} == {
         "stable": pytest.approx(want),
         "canary": pytest.approx(want),
     }
-    roles = s.prom.query(f"count by ({ROLE_LABEL}) (model:vllm_request_success:rate5m)", s.t)
-    assert {r["metric"][ROLE_LABEL] for r in roles} == {"decode"}
+    prefill = s.prom.query(
+        f'sum by (finished_reason) (model:vllm_request_success:rate5m{{{ROLE_LABEL}="prefill"}})', s.t
+    )
+    finished = {r["metric"]["finished_reason"]: float(r["value"][1]) for r in prefill}
+    assert {reason: rate for reason, rate in finished.items() if rate} == {"length": pytest.approx(2 * want)}
 
 
 def test_prefill_engines_have_no_inter_token_latency_and_their_length_finishes_are_no_error(

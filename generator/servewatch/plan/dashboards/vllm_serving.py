@@ -192,7 +192,7 @@ class VllmServing(BoardBuilder):
         self.add(
             stat(
                 "Requests per second",
-                grafana.Target(self.total(self.models.signal("model_requests_rate"))),
+                grafana.Target(self.total(self.models.counting().signal("model_requests_rate"))),
                 unit=REQUESTS_PER_SECOND,
                 description="Requests finished per second (every finished_reason), all selected models. "
                 "If it drops to 0 while clients send traffic, open the vLLM targets row.",
@@ -252,7 +252,8 @@ class VllmServing(BoardBuilder):
             timeseries(
                 "Finished requests by reason",
                 grafana.Target(
-                    self.models.signal("model_requests_rate"), ctx.model_legend("{{finished_reason}}")
+                    self.models.counting().signal("model_requests_rate"),
+                    ctx.model_legend("{{finished_reason}}"),
                 ),
                 unit=REQUESTS_PER_SECOND,
                 stack=True,

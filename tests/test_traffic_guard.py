@@ -1,6 +1,7 @@
 """The generated boundary tests of a `min_traffic` guard (plan/traffic_guard.py): written for any
 tuning, passed by the rules as generated, and failed by each way the guard breaks: moved, made strict,
-its dedup or its sum changed, a label dropped from its grouping, its window changed."""
+its dedup or its sum changed, a label dropped from its grouping, its window changed. The guard reads
+the request rate its group records, so its dedup and window break in that record."""
 
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ from servewatch.render import yamlout
 
 ALERT = "VLLMRequestErrorRateHigh"
 
-GUARD_RE = re.compile(r"(sum by \(([^)]*)\) \(max by \(([^)]*)\) \(rate\(([^\[]*)\[(\w+)\]\)\)\)) >= (\S+)")
+# the guard reads the request rate its group records before it (docs/scale.md); a guard breaks in
+# its own text (threshold, comparison, grouping) or in that record's (dedup, window)
+GUARD_RE = re.compile(r"(sum by \(([^)]*)\) \((\w+:\w+:\w+)\)) >= (\S+)")
+RATE_RE = re.compile(r"sum by \(([^)]*)\) \(max by \(([^)]*)\) \(rate\(([^\[]*)\[(\w+)\]\)\)\)")
 
 
 def _build(specs_with, tuning: str | None = None):
@@ -26,12 +30,21 @@ def _guard_tests(tests: str) -> list[dict]:
     return [t for t in yamlio.load(tests)["tests"] if "min_traffic" in t["name"]]
 
 
-def _broken(rules: str, how) -> str:
-    """The rules with the guard of ALERT rewritten by `how(match) -> new guard text`."""
+def _broken(rules: str, break_) -> str:
+    """The rules with the guard of ALERT, or the recorded rate it reads, rewritten by `break_`:
+    ("guard" | "rate", how(match) -> new text)."""
+    part, how = break_
     doc = yamlio.load(rules)
-    rule = next(r for g in doc["groups"] for r in g["rules"] if r.get("alert") == ALERT)
-    match = GUARD_RE.search(rule["expr"])
-    assert match, rule["expr"]
+    rules_of = [r for g in doc["groups"] for r in g["rules"]]
+    alert = next(r for r in rules_of if r.get("alert") == ALERT)
+    guard = GUARD_RE.search(alert["expr"])
+    assert guard, alert["expr"]
+    if part == "guard":
+        rule, match = alert, guard
+    else:
+        rule = next(r for r in rules_of if r.get("record") == guard.group(3))
+        match = RATE_RE.search(rule["expr"])
+        assert match, rule["expr"]
     rule["expr"] = rule["expr"].replace(match.group(0), how(match))
     return yamlout.dump(doc)  # as the renderer writes rules: libyaml, not PyYAML's own Python
 
@@ -40,20 +53,34 @@ def _drop(labels: str, label: str) -> str:
     return ", ".join(x for x in labels.split(", ") if x != label)
 
 
-BREAKS = {  # how the guard breaks -> its text instead
-    "moved a quarter up": lambda m: f"{m.group(1)} >= {float(m.group(6)) * 1.25}",
-    "moved a quarter down": lambda m: f"{m.group(1)} >= {float(m.group(6)) * 0.75}",
-    "made strict": lambda m: f"{m.group(1)} > {m.group(6)}",
-    "a duplicate scrape counted twice": lambda m: m.group(0).replace("(max by", "(sum by"),
-    "a model's engines not added up": lambda m: m.group(0).replace("sum by", "max by", 1),
-    "namespace dropped": lambda m: m.group(0).replace(m.group(2), _drop(m.group(2), "namespace"), 1),
-    "model_name dropped": lambda m: m.group(0).replace(m.group(2), _drop(m.group(2), "model_name"), 1),
-    "pod dropped from the dedup": lambda m: m.group(0).replace(m.group(3), _drop(m.group(3), "pod")),
-    "engine dropped from the dedup": lambda m: m.group(0).replace(m.group(3), _drop(m.group(3), "engine")),
-    "finished_reason dropped from the dedup": lambda m: m.group(0).replace(
-        m.group(3), _drop(m.group(3), "finished_reason")
+BREAKS = {  # how the guard breaks -> where, and its text instead
+    "moved a quarter up": ("guard", lambda m: f"{m.group(1)} >= {float(m.group(4)) * 1.25}"),
+    "moved a quarter down": ("guard", lambda m: f"{m.group(1)} >= {float(m.group(4)) * 0.75}"),
+    "made strict": ("guard", lambda m: f"{m.group(1)} > {m.group(4)}"),
+    "a model's reasons not added up": ("guard", lambda m: m.group(0).replace("sum by", "max by", 1)),
+    "namespace dropped": (
+        "guard",
+        lambda m: m.group(0).replace(m.group(2), _drop(m.group(2), "namespace"), 1),
     ),
-    "window doubled": lambda m: m.group(0).replace(f"[{m.group(5)}]", "[10m]"),
+    "model_name dropped": (
+        "guard",
+        lambda m: m.group(0).replace(m.group(2), _drop(m.group(2), "model_name"), 1),
+    ),
+    "a duplicate scrape counted twice": ("rate", lambda m: m.group(0).replace("(max by", "(sum by")),
+    "a model's engines not added up": ("rate", lambda m: m.group(0).replace("sum by", "max by", 1)),
+    "pod dropped from the dedup": (
+        "rate",
+        lambda m: m.group(0).replace(m.group(2), _drop(m.group(2), "pod")),
+    ),
+    "engine dropped from the dedup": (
+        "rate",
+        lambda m: m.group(0).replace(m.group(2), _drop(m.group(2), "engine")),
+    ),
+    "finished_reason dropped from the dedup": (
+        "rate",
+        lambda m: m.group(0).replace(m.group(2), _drop(m.group(2), "finished_reason")),
+    ),
+    "window doubled": ("rate", lambda m: m.group(0).replace(f"[{m.group(4)}]", "[10m]")),
 }
 
 

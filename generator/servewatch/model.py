@@ -6,7 +6,7 @@ This is the one place where overrides are applied and where cross-cutting annota
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TypeVar
@@ -153,7 +153,8 @@ class Model:
                     (slow.setdefault((memory.every, memory.slow), []) if own else records).append(rule)
             for (every, suffix), rules in slow.items():
                 out.append(RuleGroup(f"{group.name}-{suffix}", group.family, every, tuple(rules), ()))
-            alerts = tuple(self._alert(a, group.name, group.family) for a in specs)
+            recorded = [self.spec.signals[n] for n in group.records]
+            alerts = tuple(self._alert(a, group.name, group.family, recorded) for a in specs)
             if records or alerts:
                 out.append(RuleGroup(group.name, group.family, interval, tuple(records), alerts))
         for planned in self.slos.groups():
@@ -199,10 +200,11 @@ class Model:
             ]
         return [RecordRule(s.record, builder.expr(s), {}, name)]
 
-    def _alert(self, alert: Alert, group: str, family: str) -> AlertRule:
+    def _alert(self, alert: Alert, group: str, family: str, recorded: Sequence[Signal] = ()) -> AlertRule:
+        """An alert of `group`, whose `recorded` signals it may read (evaluated before it)."""
         return AlertRule(
             alert=alert.alert,
-            expr=self._alert_expr(alert),
+            expr=self._alert_expr(alert, recorded),
             for_=alert.for_,
             keep_firing_for=alert.keep_firing_for,
             labels={"severity": alert.severity, **self.spec.alertmanager.team_labels(), **alert.labels},
@@ -212,16 +214,16 @@ class Model:
             spec=alert,
         )
 
-    def _alert_expr(self, alert: Alert | BurnAlert | InputsAlert) -> str:
+    def _alert_expr(self, alert: Alert | BurnAlert | InputsAlert, recorded: Sequence[Signal] = ()) -> str:
         if isinstance(alert, (BurnAlert, InputsAlert)):
             return alert.expr
         if alert.signal:
-            return self._threshold_expr(alert)
+            return self._threshold_expr(alert, recorded)
         ab = alert.absence
         signals = self.spec.signals_read()
         return self.builder.absence(ab.kind, ab.source, signals, ab.signal, ab.absent_fires, ab)
 
-    def _threshold_expr(self, alert: Alert) -> str:
+    def _threshold_expr(self, alert: Alert, recorded: Sequence[Signal] = ()) -> str:
         """`signal op threshold`; a GPU's signal keyed by the GPU alone, with the GPU's stable labels
         (alert_context.py), so labels that come and go cannot restart `for`."""
         signal = self.signal(alert.signal)
@@ -237,7 +239,8 @@ class Model:
             condition = b.compare(value, alert.op, alert.threshold)
         if alert.min_traffic is None:
             return condition
-        traffic = f"{self.builder.denominator(signal)} >= {alert.min_traffic:g}"
+        # the traffic from a rate its group records (the same rate, its raw series read once)
+        traffic = f"{self.builder.reading(recorded).denominator(signal)} >= {alert.min_traffic:g}"
         return b.only_where(condition, traffic, self.builder.labels.identity(signal.level))
 
     def _annotations(self, alert: Alert) -> dict[str, str]:

@@ -35,7 +35,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import subprocess
 import time as _time
 import urllib.error
@@ -46,6 +45,7 @@ from typing import Any, Iterable, Sequence
 
 from servewatch import yamlio
 from servewatch.promapi import Client, PromApiError, TimeLike, timestamp
+from servewatch.spec.schema import seconds
 
 from . import kept_data, rule_stages
 from .servers import LocalServer, ServerError
@@ -83,15 +83,6 @@ def block_windows(start: float, end: float) -> list[tuple[float, float]]:
     if end > lo or not windows:  # a range of no length at all is promtool's to refuse
         windows.append((lo, end))
     return windows
-
-
-def _seconds(duration: str) -> float:
-    """Seconds of a Prometheus duration such as ``30s``, ``1m30s`` or ``2h``."""
-    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
-    parts = re.findall(r"(\d+)(ms|s|m|h|d|w|y)", duration)
-    if not parts or "".join(n + u for n, u in parts) != duration:
-        raise ValueError(f"not a Prometheus duration: {duration!r}")
-    return sum(int(n) * units[u] for n, u in parts)
 
 
 class LocalPrometheus(LocalServer):
@@ -283,7 +274,7 @@ class LocalPrometheus(LocalServer):
         start = timestamp(self.rules_start if self.rules_start is not None else lo)
         # one interval past the last sample, so the last grid point also gets its evaluation
         end = timestamp(
-            self.rules_end if self.rules_end is not None else hi + _seconds(self.rule_eval_interval)
+            self.rules_end if self.rules_end is not None else hi + seconds(self.rule_eval_interval)
         )
         self._loaded_rules = []  # evaluate against the stored data only
         for n, used in self._stages(self.rule_files, "rule-stage"):

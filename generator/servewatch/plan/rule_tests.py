@@ -297,7 +297,7 @@ def record_tests(model: Model) -> list[tuple[str, dict]]:
     return out
 
 
-def _checks(record: str, static: dict, expected: list[tuple[dict, float]], at_s: float) -> list[dict]:
+def record_checks(record: str, static: dict, expected: list[tuple[dict, float]], at_s: float) -> list[dict]:
     """Each expected series, its value within TOLERANCE; and no other series (count)."""
     eval_time = scenarios.duration(at_s)
     sel = ", ".join(f'{k}="{v}"' for k, v in static.items())
@@ -371,7 +371,7 @@ def _signal_record(model: Model, rule) -> dict | None:
     expected = _combine(model, synth, signal, per_thing, quantile)
     static = dict(rule.labels)
     native = signal.kind == "bucket_rate" and model.builder.histograms.native
-    checks = (_native_bucket_checks if native else _checks)(rule.record, static, expected, at)
+    checks = (_native_bucket_checks if native else record_checks)(rule.record, static, expected, at)
     return _test(
         model,
         f"record: {rule.record}{_static_text(static)}",
@@ -394,7 +394,7 @@ def _source_labels(model: Model, synth: Synth, signal, rule, taken: list[str]) -
 
 
 def _native_bucket_checks(record: str, static: dict, expected: list[tuple[dict, float]], at_s: float) -> list:
-    """_checks of a bucket-rate record that holds native histograms: each classic bucket's rate is
+    """record_checks of a bucket-rate record that holds native histograms: each classic bucket's rate is
     the count at or below its bound (histogram_fraction x histogram_count), one series per key."""
     eval_time = scenarios.duration(at_s)
     out, keys = [], {}
@@ -482,7 +482,7 @@ def _track_ratio_record(model: Model, rule, synth: Synth, at: float) -> dict | N
         f"record: {rule.record}{_static_text(static)}",
         series,
         _interval(model),
-        promql_expr_test=_checks(rule.record, static, expected, at),
+        promql_expr_test=record_checks(rule.record, static, expected, at),
     )
 
 
@@ -706,7 +706,7 @@ def _memory_record(model: Model, rule) -> dict | None:
         f"record: {rule.record}",
         series,
         interval,
-        promql_expr_test=_checks(rule.record, {}, expected, at),
+        promql_expr_test=record_checks(rule.record, {}, expected, at),
     )
 
 

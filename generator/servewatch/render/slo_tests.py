@@ -11,9 +11,11 @@ import posixpath
 
 from .. import diskcache
 from ..model import Model
+from ..plan.goodput_test import goodput_test
 from ..plan.kept import made_from
 from ..plan.slo_proofs import input_groups, slo_test_plan
 from ..slo.plan import FAMILY
+from ..spec.schema import seconds
 from .native_series import native_tests
 from .rules import group_dict, plain_path
 from .unit_tests import test_path
@@ -55,7 +57,12 @@ def _render(model: Model) -> dict[str, str]:
         body = {"groups": [group_dict(model, g) for g in inputs]}
         files[INPUTS_PATH] = dump(body, INPUTS_HEADER)
         rule_files.insert(0, posixpath.relpath(INPUTS_PATH, posixpath.dirname(path)))
-    tests = native_tests(plan.tests, model.builder.histograms)
+    tests = list(native_tests(plan.tests, model.builder.histograms))  # the plan is kept: not appended to
+    claims = list(plan.claims)
+    goodput = goodput_test(model, seconds(plan.every))
+    if goodput is not None:  # no histogram among its inputs: the same in either form
+        claims.append(goodput[0])
+        tests.append(goodput[1])
     body = {"rule_files": rule_files, "evaluation_interval": plan.every, "tests": tests}
     if inputs:
         # the SLO groups read records of other groups: evaluated first, as one evaluation of
@@ -68,7 +75,7 @@ def _render(model: Model) -> dict[str, str]:
             HEADER,
             f"One synthetic model per scenario, the rules evaluated every {plan.every}; "
             "the claim each one proves:",
-            *plan.claims,
+            *claims,
         ]
     )
     return {**files, path: dump(body, header)}

@@ -32,6 +32,7 @@ from . import kept
 from .traffic_guard import guard_tests
 from .synthetic import (
     MARGIN_S,
+    deployment_apart,
     REQUESTS,
     Synth,
     bucket_quantile,
@@ -348,6 +349,10 @@ def _signal_record(model: Model, rule) -> dict | None:
             return None
         for label in engine_only:  # one more engine apart in each engine label: all add up
             things.insert(1, synth.identity("engine", change=label))
+    # with config.role or config.track: the first thing on each other role the signal reads and on a
+    # canary, each its own; on each role it leaves out, nothing recorded
+    read, unread = deployment_apart(model, signal) if _is_vllm(model, signal) else ([], [])
+    things += [{**things[0], label: value} for label, value in read if label in ids]
     values = _values(signal, len(things))
     series, per_thing = [], []
     for thing, value in zip(things, values, strict=True):
@@ -357,6 +362,9 @@ def _signal_record(model: Model, rule) -> dict | None:
         series += made
         per_thing.append((thing, value))
     series += _record_input(synth, signal, values[0], {**things[0], "job": "duplicate"}, quantile) or []
+    for label, value in unread:
+        if label in ids:
+            series += _record_input(synth, signal, values[-1], {**things[0], label: value}, quantile) or []
     # beside the first thing, series of its histogram that do not measure the quantity (catalog
     # `only:`, a non-streaming request's TTFT), with another thing's value: the record leaves them out
     for label in synth.labels.client.measuring(model.builder.metric_name(signal.metric or "")):
@@ -488,6 +496,11 @@ def _track_ratio_record(model: Model, rule, synth: Synth, at: float) -> dict | N
 
 def _static_text(static: dict) -> str:
     return "".join(f" {k}={v}" for k, v in static.items())
+
+
+def _is_vllm(model: Model, signal) -> bool:
+    """Whether a signal reads vLLM series (which carry the role and track), not a gateway's or DCGM's."""
+    return bool(signal.metric) and model.builder.source(model.builder.metric_name(signal.metric)) == "vllm"
 
 
 def _values(signal, n: int) -> list[float]:

@@ -18,9 +18,27 @@ from dataclasses import dataclass
 from .. import scenarios
 from ..alert_context import PART_FIELD
 from ..promql import builders as b
+from ..spec.deployment import ROLES
 from .conform import Conform
 
 REQUESTS = 100.0  # observations (or events) per sample of the synthetic histograms and ratios
+
+
+def deployment_apart(model, signal) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """Where config.role or config.track is set, (label, value) pairs other than the aggregated
+    stable engine's that synthetic series carry: (the ones `signal` reads: each other role it reads,
+    a canary track; the ones it does not: each role it leaves out). A label config.selectors pins is
+    left alone, and a track_ratio's tracks are its own business."""
+    role, track = model.config.role, model.config.track
+    read, unread = [], []
+    if role is not None:
+        wanted = signal.roles or ROLES
+        read += [(role.label, role.values[r][0]) for r in ROLES if r in wanted and r != "both"]
+        unread += [(role.label, role.values[r][0]) for r in ROLES if r not in wanted]
+    if track is not None and signal.kind != "track_ratio":
+        read.append((track.label, next(t for t in ("canary", "next") if t != track.stable)))
+    selected = {label for label, _, _ in Conform(model).matchers("vllm")}
+    return [p for p in read if p[0] not in selected], [p for p in unread if p[0] not in selected]
 
 
 @dataclass(frozen=True)

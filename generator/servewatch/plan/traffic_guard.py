@@ -21,10 +21,8 @@ from __future__ import annotations
 import math
 
 from .. import scenarios
-from ..spec.deployment import ROLES
 from ..spec.schema import seconds
-from .conform import Conform
-from .synthetic import MARGIN_S, Synth, matcher_split
+from .synthetic import MARGIN_S, Synth, deployment_apart, matcher_split
 
 STEP = 0.1  # past / short of the guard by this share: well inside what a moved guard would change
 SHARES = (0.5, 1.0)  # error shares tried first: their ratio is exact whatever the traffic
@@ -160,7 +158,7 @@ class _Plan:
         add(synth.identity("model"), past, True)
         for label in model_labels:  # another model, short of the guard: the guard is per model
             add(synth.identity("model", change=label), short, False)
-        for label, value in self.deployment_apart():  # another role or track of it, short too
+        for label, value in deployment_apart(self.model, self.signal)[0]:  # its other roles, a canary
             add({**synth.identity("model"), label: value}, short, False)
         duplicate = synth.identity("model", variant="dup")  # one engine scraped twice
         add(duplicate, short, False)
@@ -180,20 +178,6 @@ class _Plan:
             series,
             alert_rule_test=[self.check(alert, at_s, firing)],
         )
-
-    def deployment_apart(self) -> list[tuple[str, str]]:
-        """(label, value): for config.role and config.track, a value other than the aggregated stable
-        engine's that every synthetic series carries: another role the signal reads, a canary."""
-        out = []
-        role, track = self.model.config.role, self.model.config.track
-        if role is not None:
-            others = [r for r in (self.signal.roles or ROLES) if r != "both"]
-            if others:
-                out.append((role.label, role.values[others[0]][0]))
-        if track is not None:
-            out.append((track.label, next(t for t in ("canary", "next") if t != track.stable)))
-        selected = {label for label, _, _ in Conform(self.model).matchers("vllm")}  # config.selectors'
-        return [(label, value) for label, value in out if label not in selected]
 
     def exact(self, alert, shares: list[float], expected, test) -> dict | None:
         """Traffic whose guard value is exactly `min_traffic` at every evaluation of the `for` before

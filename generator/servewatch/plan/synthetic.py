@@ -24,6 +24,11 @@ from .conform import Conform
 REQUESTS = 100.0  # observations (or events) per sample of the synthetic histograms and ratios
 
 
+def canary(track) -> str:
+    """A track value other than config.track's stable one."""
+    return "canary" if track.stable != "canary" else "next"
+
+
 def deployment_apart(model, signal) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """Where config.role or config.track is set, (label, value) pairs other than the aggregated
     stable engine's that synthetic series carry: (the ones `signal` reads: each other role it reads,
@@ -36,7 +41,7 @@ def deployment_apart(model, signal) -> tuple[list[tuple[str, str]], list[tuple[s
         read += [(role.label, role.values[r][0]) for r in ROLES if r in wanted and r != "both"]
         unread += [(role.label, role.values[r][0]) for r in ROLES if r not in wanted]
     if track is not None and signal.kind != "track_ratio":
-        read.append((track.label, next(t for t in ("canary", "next") if t != track.stable)))
+        read.append((track.label, canary(track)))
     selected = {label for label, _, _ in Conform(model).matchers("vllm")}
     return [p for p in read if p[0] not in selected], [p for p in unread if p[0] not in selected]
 
@@ -183,7 +188,7 @@ class Synth:
     def other_track(self, labels: dict[str, str]) -> dict[str, str]:
         """`labels` moved to a track other than the stable one (config.track): a canary."""
         track = self.model.config.track
-        return {**labels, track.label: "canary" if track.stable != "canary" else "next"}
+        return {**labels, track.label: canary(track)}
 
     def track_ratio(self, signal, value: float, labels: dict[str, str], per_sample: float) -> list | None:
         """Histograms of the compared quantile on `labels` (a track other than the stable one, with

@@ -7,7 +7,8 @@ output), and models that differ in one identity label kept apart.
 The SLOs' error ratios are input series here: no request reaches their own rules, which then record
 nothing, so the test proves the composition alone (the SLIs have their scenarios). Not written where
 an SLO that feeds goodput has a scope (outside it the share is 1, and no synthetic model lies there),
-nor where config.selectors pins the role label.
+nor where config.selectors pins the role label, nor where an engine's identity adds no label to
+its model's.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from ..spec.schema import seconds
 from .conform import Conform
 from .rule_tests import record_checks
 from .scenario_tests import series_with_selectors
-from .synthetic import Synth, series_text
+from .synthetic import Synth, canary, series_text
 
 INTERVAL_S = 30
 PROMPT = "vllm:prompt_tokens_total"  # far more than output: a rule that read it would be far off
@@ -40,7 +41,10 @@ def goodput_test(model: Model, every_s: float) -> tuple[str, dict] | None:
     window_s = seconds(model.config.rate_window)
     at = every_s * math.ceil((window_s + 2 * INTERVAL_S) / every_s)
     steps = int(at // INTERVAL_S)
-    engines, keys = _engines(model, Synth(model, INTERVAL_S, steps))
+    made = _engines(model, Synth(model, INTERVAL_S, steps))
+    if made is None:
+        return None
+    engines, keys = made
     series = [
         (series_with_selectors(model, series_text(metric, labels)), f"0+{rate * INTERVAL_S:g}x{steps}")
         for labels, per_second in engines
@@ -76,45 +80,47 @@ def goodput_test(model: Model, every_s: float) -> tuple[str, dict] | None:
 
 
 def _engines(model: Model, synth: Synth):
-    """([(engine labels, tokens per second)], {model key: the tokens per second it adds up to}).
+    """([(engine labels, tokens per second)], {model key: the tokens per second it adds up to}), or
+    None where an engine's identity adds no label to its model's (its engines could not be told apart).
 
-    Per counting role value (one model where no role is set): three engines in two pods, the first
-    scraped twice; a prefill engine beside them that counts for nothing; and one model per other
-    identity label that differs from the first in that label alone."""
+    Per counting role value (one model where no role is set): three engines, the first scraped
+    twice; a prefill engine beside them that counts for nothing; and one model per other identity
+    label that differs from the first in that label alone."""
     grouping = model.slos.x.grouping
-    role = model.config.role
-    twice = "instance" not in model.builder.labels.identity(
-        "engine"
-    )  # else a second scrape is another engine
+    own = [label for label in model.builder.labels.identity("engine") if label not in grouping]
+    if not own:
+        return None
+    role, track = model.config.role, model.config.track
+    # a second scrape of an engine differs in `instance`, unless that tells engines apart itself
+    twice = "instance" not in model.builder.labels.identity("engine")
     engines: list[tuple[dict, float]] = []
     keys: dict[tuple, float] = {}
 
-    def engine(labels: dict, per_second: float, scrapes: int = 1, counted: bool = True) -> None:
-        for n in range(scrapes):
-            engines.append(({**labels, "instance": f"10.0.0.{n + 1}:8000"} if twice else labels, per_second))
+    def engine(labels: dict, n: int, per_second: float, scrapes: int = 1, counted: bool = True) -> None:
+        labels = {**labels, **{label: f"{label.lower()}-{n}" for label in own}}
+        for i in range(scrapes):
+            engines.append(({**labels, "instance": f"10.0.0.{i + 1}:8000"} if twice else labels, per_second))
         if counted:
             key = tuple((k, labels[k]) for k in grouping)
             keys[key] = keys.get(key, 0.0) + per_second
 
     base = synth.identity("engine", "a")
-    deployment = set(model.builder.labels.deployment())  # role and track, where configured
     pinned = {label for label, _, _ in Conform(model).matchers("vllm")}  # config.selectors keeps them
     for scale, value in enumerate([role.values[r][0] for r in COUNTING_ROLES] if role else [None], 1):
         labels = {**base, **({role.label: value} if role else {})}
-        engine({**labels, "pod": "pod-a", "engine": "0"}, scale * 60, scrapes=2 if twice else 1)
-        engine({**labels, "pod": "pod-a", "engine": "1"}, scale * 30)
-        engine({**labels, "pod": "pod-b", "engine": "0"}, scale * 90)
+        engine(labels, 0, scale * 60, scrapes=2 if twice else 1)
+        engine(labels, 1, scale * 30)
+        engine(labels, 2, scale * 90)
     if role:
-        prefill = {**base, role.label: role.values["prefill"][0], "pod": "pod-p", "engine": "0"}
-        engine(prefill, 1000.0, counted=False)
+        engine({**base, role.label: role.values["prefill"][0]}, 3, 1000.0, counted=False)
     for label in grouping:
         if role and label == role.label:
             continue  # its values are the counting roles' above
         other = synth.identity("engine", "a", change=label)
-        if label in deployment and label not in pinned:  # the track: any but the stable one
-            other = {**base, label: f"{label}-other"}
+        if track and label == track.label and label not in pinned:  # synth pins the stable track
+            other = {**base, label: canary(track)}
         if other[label] != base[label]:  # a label config.selectors pins keeps its one value
-            engine({**other, "pod": "pod-c", "engine": "0"}, 20.0)
+            engine(other, 4, 20.0)
     return engines, keys
 
 

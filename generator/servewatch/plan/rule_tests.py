@@ -38,6 +38,7 @@ from .synthetic import (
     bucket_quantile,
     exact_total,
     matcher_split,
+    numerator_alternatives,
     ratio_traffic,
     series_text,
 )
@@ -354,17 +355,17 @@ def _signal_record(model: Model, rule) -> dict | None:
     read, unread = deployment_apart(model, signal) if _is_vllm(model, signal) else ([], [])
     things += [{**things[0], label: value} for label, value in read if label in ids]
     # a counter ratio whose numerator is a list of alternatives: one thing more on each but the first
-    apart = any(label not in pinned for label in ids)  # else config.selectors gives every thing one key
-    alternatives = {len(things) + k - 1: k for k in range(1, _alternatives(signal) if apart else 1)}
-    things += [synth.identity(level, variant=f"alt{k}") for k in alternatives.values()]
+    alternatives = {}  # thing's index -> the alternative its numerator sits on
+    if signal.kind == "counter_ratio" and any(label not in pinned for label in ids):  # else one key
+        for k in range(1, numerator_alternatives(signal.matchers)):
+            alternatives[len(things)] = k
+            things.append(synth.identity(level, variant=f"alt{k}"))
     values = _values(signal, len(things))
     series, per_thing = [], []
     for i, (thing, value) in enumerate(zip(things, values, strict=True)):
-        made = _record_input(synth, signal, value, thing, quantile)
+        made = _record_input(synth, signal, value, thing, quantile, alternatives.get(i, 0))
         if made is None:
             return None
-        if i in alternatives:
-            made = _on_alternative(made, signal, alternatives[i])
         series += made
         per_thing.append((thing, value))
     series += _record_input(synth, signal, values[0], {**things[0], "job": "duplicate"}, quantile) or []
@@ -504,27 +505,6 @@ def _static_text(static: dict) -> str:
     return "".join(f" {k}={v}" for k, v in static.items())
 
 
-def _alternatives(signal) -> int:
-    """How many alternatives the longest `=~` list of a counter ratio's numerator names (1: none)."""
-    if signal.kind != "counter_ratio" or not signal.matchers:
-        return 1
-    lists = [value.split("|") for _, op, value in b.parse_matchers(signal.matchers) if op == "=~"]
-    return max((len(options) for options in lists), default=1)
-
-
-def _on_alternative(series: list, signal, k: int) -> list:
-    """Counter ratio inputs (numerator on each `=~` list's first alternative, plan/synthetic.py's
-    matcher_split) moved to its k-th alternative, where the list has one."""
-    out = []
-    for text, values in series:
-        for label, op, value in b.parse_matchers(signal.matchers):
-            options = value.split("|")
-            if op == "=~" and k < len(options):
-                text = text.replace(f'{label}="{options[0]}"', f'{label}="{options[k]}"')
-        out.append((text, values))
-    return out
-
-
 def _is_vllm(model: Model, signal) -> bool:
     """Whether a signal reads vLLM series (which carry the role and track), not a gateway's or DCGM's."""
     return bool(signal.metric) and model.builder.source(model.builder.metric_name(signal.metric)) == "vllm"
@@ -539,11 +519,11 @@ def _values(signal, n: int) -> list[float]:
     return [float(i + 1) for i in range(n)]
 
 
-def _record_input(synth: Synth, signal, value, labels: dict, quantile):
+def _record_input(synth: Synth, signal, value, labels: dict, quantile, alternative: int = 0):
     if signal.kind in ("quantile", "bucket_rate"):
         counts = _spread(synth, signal, value)
         return synth.histogram(signal.metric, labels, counts, _bounds(synth, signal))
-    made = synth.signal(signal, value, labels)
+    made = synth.signal(signal, value, labels, alternative=alternative)
     return list(made.series) if made else None
 
 

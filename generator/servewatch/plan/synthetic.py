@@ -108,10 +108,12 @@ class Synth:
     def flat(self, value: float) -> str:
         return f"{scenarios.number(value)}x{self.steps}"
 
-    def signal(self, signal, value: float, labels: dict[str, str], min_traffic: float = 0.0) -> Input | None:
+    def signal(
+        self, signal, value: float, labels: dict[str, str], min_traffic: float = 0.0, alternative: int = 0
+    ) -> Input | None:
         """Series that give `signal` the value `value` for the thing with `labels`; None when the kind
         or the value cannot be made (a quantile past the last finite bucket, a matcher it cannot
-        read)."""
+        read). A counter ratio's numerator sits on its matchers' `alternative` (matcher_split)."""
         name = self.sb.metric_name
         if signal.kind == "gauge":
             split = matcher_split(signal.matchers)
@@ -140,7 +142,7 @@ class Synth:
             if signal.level == "gpu":  # a GPU alert names the GPUs that export a presence field
                 out.append((series_text(name(PART_FIELD), labels), self.flat(50)))
         elif signal.kind == "counter_ratio":
-            out = self.counter_ratio(signal, value, labels, ratio_traffic(min_traffic))
+            out = self.counter_ratio(signal, value, labels, ratio_traffic(min_traffic), alternative)
             if out is None:
                 return None
         elif signal.kind == "quantile":
@@ -157,10 +159,12 @@ class Synth:
             return None
         return Input(tuple(out), self.onset(signal))
 
-    def counter_ratio(self, signal, value: float, labels: dict[str, str], per_second: float) -> list | None:
-        """Counters of `per_second` events, `value` of them matching the ratio's numerator; None for
-        matchers servewatch cannot split."""
-        split = matcher_split(signal.matchers)
+    def counter_ratio(
+        self, signal, value: float, labels: dict[str, str], per_second: float, alternative: int = 0
+    ) -> list | None:
+        """Counters of `per_second` events, `value` of them matching the ratio's numerator (on its
+        matchers' `alternative`); None for matchers servewatch cannot split."""
+        split = matcher_split(signal.matchers, alternative)
         if split is None:
             return None
         part, rest = split
@@ -393,17 +397,25 @@ def exact_total(ratio: float) -> float:
 MATCHER_VALUE_RE = re.compile(r"^[A-Za-z0-9_]+(\|[A-Za-z0-9_]+)*$")
 
 
-def matcher_split(matchers: str) -> tuple[dict[str, str], dict[str, str]] | None:
-    """Label values a counter_ratio's numerator selects, and values only its denominator sees; None
-    for matchers other than `=` or a `=~` list of plain alternatives."""
+def matcher_split(matchers: str, alternative: int = 0) -> tuple[dict[str, str], dict[str, str]] | None:
+    """Label values a counter_ratio's numerator selects (each `=~` list's `alternative`-th, its first
+    where it has fewer), and values only its denominator sees; None for matchers other than `=` or a
+    `=~` list of plain alternatives."""
     part, rest = {}, {}
     for label, op, value in b.parse_matchers(matchers):
         if op == "=" or (op == "=~" and MATCHER_VALUE_RE.match(value)):
-            part[label] = value.split("|")[0]
+            options = value.split("|")
+            part[label] = options[alternative] if alternative < len(options) else options[0]
             rest[label] = "boundary_other"
         else:
             return None
     return part, rest
+
+
+def numerator_alternatives(matchers: str) -> int:
+    """How many alternatives the longest `=~` list of `matchers` names (1: none)."""
+    lists = [value.split("|") for _, op, value in b.parse_matchers(matchers or "") if op == "=~"]
+    return max((len(options) for options in lists), default=1)
 
 
 def _decimal(x: float) -> Fraction:

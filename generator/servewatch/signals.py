@@ -549,7 +549,7 @@ class SignalBuilder:
         matched = [label for label, _, _ in b.parse_matchers(matchers)] if matchers else []
         rec = self._recorded("rate", metric, level, [*by, *matched], window)
         if rec is not None:
-            source = b.selector(rec.record, matchers, self._narrowing(rec))
+            source = self.recorded_selector(rec, matchers)
             same = rec.level == level and set(rec.by) == set(by)
             return source if same else b.agg("sum", ident + by, source)
         return self._raw_rate(self.select(metric, matchers), window, level, by, dedup_extra)
@@ -618,6 +618,10 @@ class SignalBuilder:
         if recorded.roles or not recorded.metric or self.source(self.metric_name(recorded.metric)) != "vllm":
             return ""
         return self.role_matcher
+
+    def recorded_selector(self, recorded: Signal, *matchers: str) -> str:
+        """A recorded signal's series under `matchers`, only this builder's roles of them."""
+        return b.selector(recorded.record, *matchers, self._narrowing(recorded))
 
     def record_narrowing(self, record: str) -> tuple[str, ...]:
         """The matchers that keep only this builder's roles of `record`, a recorded signal's rule."""

@@ -292,7 +292,5 @@ class SloExprs:
         """Generated tokens per second per grouping."""
         rec = self.sb.recorded_source("rate", GENERATED_TOKENS, "model", (), self.window)
         if rec is not None:  # the rule set's own record of the counter: read once per evaluation
-            return b.agg(
-                "sum", self.grouping, b.selector(rec.record, *matchers, *self.sb.record_narrowing(rec.record))
-            )
+            return b.agg("sum", self.grouping, self.sb.recorded_selector(rec, *matchers))
         return self.sb.model_rate(self.sb.select(GENERATED_TOKENS, *matchers), self.window)
